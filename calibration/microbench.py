@@ -1,0 +1,131 @@
+"""Step-time microbenchmark: times a stack of decoder layers shaped like the target model (torch; CUDA when
+available, CPU otherwise) over a grid of batch x tokens-per-sequence x context, for fitting the roofline
+efficiencies (eta_bw, eta_flops) and the kernel-level fixed time per step of this machine.
+
+One timed "step" = every decoder layer of the model (RMSNorm, Q/K/V/O projections, attention over a KV
+cache of `context_tokens`, gated MLP) plus the final norm and the LM head, on `batch * tokens_per_seq`
+new tokens: what `planner.roofline.target_net` counts (active params incl. the tied LM head, KV reads,
+attention FLOPs). Weights are random: timing does not depend on their values.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    layers: int
+    hidden_size: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+
+    def __post_init__(self) -> None:
+        for name, v in asdict(self).items():
+            if not (isinstance(v, int) and v >= 1):
+                raise ValueError(f"{name}={v!r} not allowed: must be an integer >= 1")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads={self.heads} not allowed: must be a multiple of kv_heads={self.kv_heads}")
+
+
+# SmolLM2-135M (HuggingFaceTB/SmolLM2-135M-Instruct config.json).
+SMOLLM2_135M = LayerShape(layers=30, hidden_size=576, heads=9, kv_heads=3, head_dim=64, intermediate_size=1536,
+                          vocab_size=49152)
+
+
+@dataclass(frozen=True)
+class StepSample:
+    batch: int
+    tokens_per_seq: int
+    context_tokens: int
+    step_time_s: float  # median over repeats
+    step_time_s_min: float
+    repeats: int
+    device: str
+    dtype: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_microbench(
+    shape: LayerShape = SMOLLM2_135M,
+    *,
+    batches: tuple[int, ...] = (1, 4, 16),
+    tokens_per_seq: tuple[int, ...] = (1, 4),
+    contexts: tuple[int, ...] = (128, 512),
+    repeats: int = 5,
+    dtype: str = "bfloat16",
+    device: str | None = None,
+    threads: int | None = None,
+) -> list[StepSample]:
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats} not allowed: must be >= 1")
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if threads:
+        torch.set_num_threads(threads)
+    dt = getattr(torch, dtype)
+    h, nh, nkv, hd, inter = shape.hidden_size, shape.heads, shape.kv_heads, shape.head_dim, shape.intermediate_size
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def w(o: int, i: int) -> torch.Tensor:
+        return (torch.randn(o, i, generator=g) * 0.02).to(dev, dt)
+
+    layers = [
+        {"qkv": w((nh + 2 * nkv) * hd, h), "o": w(h, nh * hd), "gu": w(2 * inter, h), "d": w(h, inter)}
+        for _ in range(shape.layers)
+    ]
+    lm_head = w(shape.vocab_size, h)
+    max_ctx = max(contexts)
+    max_b = max(batches)
+    kv = [(torch.randn(max_b, nkv, max_ctx, hd, generator=g).to(dev, dt),
+           torch.randn(max_b, nkv, max_ctx, hd, generator=g).to(dev, dt)) for _ in range(shape.layers)]
+
+    def rms(x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(x.dtype)
+
+    def step(x: torch.Tensor, ctx: int) -> torch.Tensor:
+        b, n, _ = x.shape
+        for lw, (kc, vc) in zip(layers, kv, strict=True):
+            qkv = rms(x) @ lw["qkv"].T
+            q, k, v = qkv.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
+            q = q.view(b, n, nh, hd).transpose(1, 2)
+            k = torch.cat([kc[:b, :, :ctx], k.view(b, n, nkv, hd).transpose(1, 2)], dim=2)
+            v = torch.cat([vc[:b, :, :ctx], v.view(b, n, nkv, hd).transpose(1, 2)], dim=2)
+            k = k.repeat_interleave(nh // nkv, dim=1)
+            v = v.repeat_interleave(nh // nkv, dim=1)
+            a = F.scaled_dot_product_attention(q, k, v)
+            x = x + a.transpose(1, 2).reshape(b, n, nh * hd) @ lw["o"].T
+            gate, up = (rms(x) @ lw["gu"].T).chunk(2, dim=-1)
+            x = x + (F.silu(gate) * up) @ lw["d"].T
+        return rms(x) @ lm_head.T
+
+    def sync() -> None:
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    out: list[StepSample] = []
+    with torch.inference_mode():
+        step(torch.randn(1, 1, h).to(dev, dt), min(contexts))  # warm-up (allocator, kernels)
+        for b in batches:
+            for n in tokens_per_seq:
+                for ctx in contexts:
+                    x = torch.randn(b, n, h, generator=g).to(dev, dt)
+                    times = []
+                    for _ in range(repeats):
+                        sync()
+                        t = time.perf_counter()
+                        step(x, ctx)
+                        sync()
+                        times.append(time.perf_counter() - t)
+                    out.append(StepSample(b, n, ctx, statistics.median(times), min(times), repeats, dev, dtype))
+    return out

@@ -1,0 +1,368 @@
+"""Scenario -> numbers: the layer the app and the CLI share.
+
+`catalog` is any object with name -> record mappings `models`, `hardware`, `methods`, `workloads`,
+`languages` (profiles.load_catalog() returns one); the planner itself reads no files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from planner import acceptance as acc
+from planner.roofline import (
+    BYTES_PER_PARAM,
+    head_net,
+    hw_params,
+    null_net,
+    target_net,
+)
+from planner.serving import (
+    BATCH_GRID,
+    DRAFTING_MODE_CODE,
+    SpecResult,
+    evaluate_arrays,
+)
+from planner.types import Acceptance, Hardware, Method, ModelSpec, Scenario
+
+MAX_ALPHA = 0.98  # a shifted alpha is clipped here: no trained drafter is perfect
+
+
+class CatalogLike(Protocol):
+    models: Any
+    hardware: Any
+    methods: Any
+    workloads: Any
+    languages: Any
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One scenario's numbers; every field carries its unit in its name."""
+
+    model: str
+    hardware: str
+    method: str
+    workload: str
+    k: int
+    batch: int
+    tp: int
+    dtype: str
+    tree: bool
+    verify_tokens_per_seq: int
+    alpha_per_position: tuple[float, ...]  # conditional per-token alpha per draft position
+    alpha_per_token: float  # i.i.d. alpha with the same acceptance length
+    draft_acceptance_rate: float  # vLLM convention: accepted / drafted
+    acceptance_length: float  # tokens per verifier step, bonus token included
+    speedup: float  # baseline TPOT / speculative TPOT at the same batch
+    output_tokens_per_s: float  # decode tokens/s per replica
+    baseline_output_tokens_per_s: float
+    tpot_ms: float
+    baseline_tpot_ms: float
+    usd_per_mtok: float  # output CPM, prefill GPU time included
+    baseline_usd_per_mtok: float
+    draft_cost_ratio: float  # one draft pass / one baseline target step (Leviathan's c)
+    verifier_bound: str  # "memory" or "compute"
+    baseline_verifier_bound: str
+    max_batch: int
+    fits_memory: bool
+    meets_slo: bool
+    tpot_slo_ms: float
+    usd_per_gpu_hour: float
+    gpus: int
+    prefill_share: float  # share of GPU time spent on prefill (speculative config)
+    available: bool = True
+    unavailable_reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["alpha_per_position"] = list(self.alpha_per_position)
+        return d
+
+
+class ScenarioError(ValueError):
+    """A scenario input outside what is allowed; the message names the field and value."""
+
+
+def _validate(s: Scenario, model: ModelSpec, hw: Hardware, method: Method) -> None:
+    def bad(field: str, value: Any, allowed: str) -> ScenarioError:
+        return ScenarioError(f"{field}={value!r} is not allowed: {allowed}")
+
+    if not isinstance(s.k, (int, np.integer)) or s.k < 1 or s.k > 32:
+        raise bad("k", s.k, "an integer from 1 to 32")
+    if s.batch is not None and (s.batch < 1 or s.batch > 4096):
+        raise bad("batch", s.batch, "an integer from 1 to 4096")
+    if s.tp not in (1, 2, 4, 8) or s.tp > hw.max_tp:
+        raise bad("tp", s.tp, f"1, 2, 4 or 8, at most {hw.max_tp} on {hw.label}")
+    if s.dtype not in BYTES_PER_PARAM:
+        raise bad("dtype", s.dtype, "bf16 or fp8")
+    if s.usd_per_gpu_hour is not None and not (0 <= s.usd_per_gpu_hour <= 1000):
+        raise bad("usd_per_gpu_hour", s.usd_per_gpu_hour, "a price from 0 to 1000 $/GPU-hour")
+    if not (0 < s.tpot_slo_ms <= 60_000):
+        raise bad("tpot_slo_ms", s.tpot_slo_ms, "a latency in (0, 60000] ms")
+    if s.draft_cost_ratio is not None and not (0 <= s.draft_cost_ratio <= 10):
+        raise bad("draft_cost_ratio", s.draft_cost_ratio, "a ratio in [0, 10]")
+    for name in ("context_tokens", "prompt_tokens", "output_tokens"):
+        v = getattr(s, name)
+        if v is not None and not (0 < v <= model.max_context_tokens):
+            raise bad(name, v, f"1 to {model.max_context_tokens} tokens ({model.label}'s context)")
+    if s.monthly_output_tokens < 0:
+        raise bad("monthly_output_tokens", s.monthly_output_tokens, "a volume >= 0")
+    if s.tree and not method.tree:
+        raise bad("tree", s.tree, f"false: {method.label} has no tree verification")
+
+
+def resolve(s: Scenario, catalog: CatalogLike):
+    model = catalog.models[s.model]
+    hw = catalog.hardware[s.hardware]
+    method = catalog.methods[s.method]
+    workload = catalog.workloads[s.workload]
+    language = catalog.languages[s.language]
+    _validate(s, model, hw, method)
+    return model, hw, method, workload, language
+
+
+def base_alpha(s: Scenario, method: Method, workload, language, *, which: str = "mid") -> float:
+    """Per-token alpha at position 1 from profiles: the method's range (default or tuned) shifted by
+    workload and language, or the workload's n-gram alpha for prompt lookup."""
+    if method.drafting == "ngram":
+        a = workload.ngram_alpha
+    else:
+        rng = method.alpha_tuned if s.tuned else method.alpha_default
+        a = {"low": rng.low, "mid": rng.mid, "high": rng.high}[which]
+        a += workload.alpha_shift + language.alpha_shift
+    return float(np.clip(a + s.alpha_shift_extra, 0.0, MAX_ALPHA))
+
+
+def alpha_matrix(s: Scenario, method: Method, workload, language, k_max: int,
+                 which: str = "mid") -> np.ndarray:
+    """Conditional per-position alpha, shape (k_max,), from the scenario's acceptance or profiles."""
+    a: Acceptance | None = s.acceptance
+    if a is None:
+        return acc.per_position_alpha(base_alpha(s, method, workload, language, which=which), k_max,
+                                      method.position_decay)
+    if a.convention == "per_token" and a.per_position is not None:
+        pp = np.asarray(a.per_position, float)
+        acc._check_alpha(pp, "alpha_per_position")
+        if len(pp) < k_max:
+            raise ScenarioError(
+                f"alpha_per_position has {len(pp)} values but K={k_max} needs one per draft position"
+            )
+        return np.clip(pp[:k_max] + s.alpha_shift_extra, 0.0, 1.0)
+    if a.value is None:
+        raise ScenarioError(f"acceptance with convention {a.convention!r} needs a value")
+    if a.convention == "per_token":
+        alpha = a.value
+        acc._check_alpha(np.asarray(alpha), "alpha")
+    elif a.convention == "draft_acceptance_rate":
+        alpha = float(acc.alpha_from_acceptance_length(acc.acceptance_length_from_rate(a.value, s.k), s.k))
+    else:
+        alpha = float(acc.alpha_from_acceptance_length(a.value, s.k))
+    return np.full(k_max, float(np.clip(alpha + s.alpha_shift_extra, 0.0, 1.0)))
+
+
+def _tau_for_ks(alphas: np.ndarray, ks: np.ndarray, s: Scenario) -> tuple[np.ndarray, np.ndarray]:
+    """tau and verifier tokens per sequence for each K (chain or default tree)."""
+    if not s.tree:
+        p = np.cumprod(alphas)
+        taus = np.array([1.0 + p[: int(k)].sum() for k in ks])
+        return taus, ks + 1.0
+    taus, ns = [], []
+    for k in ks:
+        tree = acc.default_tree(int(k), s.tree_width)
+        q = acc.sibling_acceptance(alphas[0], int(k), s.tree_width)
+        # per-depth alpha from the (possibly decaying) alphas: rescale each depth's row
+        scale = alphas[: int(k)] / max(alphas[0], 1e-12)
+        q = q * scale[:, None]
+        taus.append(float(acc.tree_acceptance_length(tree, q)))
+        ns.append(acc.tree_node_count(tree) + 1.0)
+    return np.array(taus), np.array(ns)
+
+
+def _nets(s: Scenario, model: ModelSpec, method: Method, catalog: CatalogLike):
+    target = target_net(model, s.dtype)
+    draft_total = 0.0
+    is_model = method.drafting == "draft_model"
+    if is_model:
+        dm = catalog.models[model.draft_model] if model.draft_model else None
+        if dm is None:
+            draft = null_net()
+        else:
+            draft = target_net(dm, s.dtype)
+            draft_total = dm.total_params_b * 1e9 * BYTES_PER_PARAM[s.dtype]
+    elif method.drafting == "ngram":
+        draft = null_net()
+    else:
+        draft = head_net(method, model, s.dtype)
+    return target, draft, draft_total, is_model
+
+
+def _lengths(s: Scenario, workload) -> tuple[float, float, float]:
+    prompt = float(s.prompt_tokens or workload.prompt_tokens)
+    out = float(s.output_tokens or workload.output_tokens)
+    ctx = float(s.context_tokens or (prompt + out / 2.0))
+    return prompt, out, ctx
+
+
+def availability(s: Scenario, model: ModelSpec, method: Method) -> tuple[bool, str]:
+    if method.requires_native and method.requires_native not in model.native_methods:
+        return False, (f"{method.label} needs a model that ships {method.requires_native.upper()} "
+                       f"modules; {model.label} does not")
+    if method.drafting == "draft_model" and not model.draft_model:
+        return False, f"no smaller model with {model.label}'s tokenizer is in the profiles"
+    return True, ""
+
+
+def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str = "mid") -> tuple[
+        SpecResult, np.ndarray, np.ndarray]:
+    """Evaluate a (K, batch) grid for one scenario; arrays have shape (len(ks), len(batches))."""
+    model, hw, method, workload, language = resolve(s, catalog)
+    ks = np.asarray(ks if ks is not None else [s.k], dtype=float)
+    batches = np.asarray(batches if batches is not None else
+                         ([s.batch] if s.batch else BATCH_GRID), dtype=float)
+    k_max = int(ks.max())
+    alphas = alpha_matrix(s, method, workload, language, k_max, which)
+    taus, n_verify = _tau_for_ks(alphas, ks, s)
+    target, draft, draft_total, is_model = _nets(s, model, method, catalog)
+    prompt, out, ctx = _lengths(s, workload)
+    price = s.usd_per_gpu_hour if s.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
+    res = evaluate_arrays(
+        target=target, draft=draft, hw=hw_params(hw, s.dtype, s.efficiency),
+        mode=DRAFTING_MODE_CODE[method.drafting], draft_scales_with_k=method.draft_params_scale_with_k,
+        k=ks[:, None], batch=batches[None, :], tau=taus[:, None], context_tokens=ctx,
+        prompt_tokens=prompt, output_tokens=out, usd_per_gpu_hour=price, tp=s.tp,
+        verify_tokens=n_verify[:, None], draft_cost_ratio=s.draft_cost_ratio,
+        draft_cost_factor=s.draft_cost_factor, draft_weight_bytes_total=draft_total, draft_is_model=is_model,
+    )
+    if s.speedup_factor != 1.0:
+        res = _apply_speedup(res, s.speedup_factor)
+    return res, ks, batches
+
+
+def _apply_speedup(res: SpecResult, factor: float) -> SpecResult:
+    """Scale decode throughput (VSD lever); CPM scales on its decode share only."""
+    thr = res.output_tokens_per_s * factor
+    # GPU-seconds per token = decode part + prefill part; only the decode part shrinks.
+    per_tok = 1.0 / res.effective_output_tokens_per_s
+    decode_part = 1.0 / res.output_tokens_per_s
+    new_per_tok = per_tok - decode_part + decode_part / factor
+    eff = 1.0 / new_per_tok
+    return dataclasses.replace(
+        res,
+        output_tokens_per_s=thr,
+        tpot_s=res.tpot_s / factor,
+        speedup=res.speedup * factor,
+        effective_output_tokens_per_s=eff,
+        usd_per_mtok=res.usd_per_mtok * res.effective_output_tokens_per_s / eff,
+    )
+
+
+def _pick(res: SpecResult, i: int, j: int, s: Scenario, ks, batches, model, hw, method, workload,
+          alphas) -> Evaluation:
+    k = int(ks[i])
+    tau = float(res.acceptance_length[i, j])
+    price = s.usd_per_gpu_hour if s.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
+    n_verify = k + 1 if not s.tree else acc.tree_node_count(acc.default_tree(k, s.tree_width)) + 1
+    decode_per_tok = 1.0 / res.output_tokens_per_s[i, j]
+    eff_per_tok = 1.0 / res.effective_output_tokens_per_s[i, j]
+    ok, why = availability(s, model, method)
+    return Evaluation(
+        model=s.model, hardware=s.hardware, method=s.method, workload=s.workload, k=k,
+        batch=int(batches[j]), tp=s.tp, dtype=s.dtype, tree=s.tree, verify_tokens_per_seq=n_verify,
+        alpha_per_position=tuple(float(a) for a in alphas[:k]),
+        alpha_per_token=float(acc.alpha_from_acceptance_length(min(tau, k + 1.0), k)) if not s.tree
+        else float(acc.effective_chain_alpha(tau, k)),
+        draft_acceptance_rate=float(acc.draft_acceptance_rate(tau, n_verify - 1)),
+        acceptance_length=tau,
+        speedup=float(res.speedup[i, j]),
+        output_tokens_per_s=float(res.output_tokens_per_s[i, j]),
+        baseline_output_tokens_per_s=float(res.baseline_output_tokens_per_s[i, j]),
+        tpot_ms=float(res.tpot_s[i, j] * 1e3),
+        baseline_tpot_ms=float(res.baseline_tpot_s[i, j] * 1e3),
+        usd_per_mtok=float(res.usd_per_mtok[i, j]),
+        baseline_usd_per_mtok=float(res.baseline_usd_per_mtok[i, j]),
+        draft_cost_ratio=float(res.draft_cost_ratio[i, j]),
+        verifier_bound="compute" if res.compute_bound[i, j] else "memory",
+        baseline_verifier_bound="compute" if res.baseline_compute_bound[i, j] else "memory",
+        max_batch=int(res.max_batch[i, j]),
+        fits_memory=bool(res.fits_memory[i, j]),
+        meets_slo=bool(res.tpot_s[i, j] * 1e3 <= s.tpot_slo_ms),
+        tpot_slo_ms=s.tpot_slo_ms,
+        usd_per_gpu_hour=float(price),
+        gpus=s.tp,
+        prefill_share=float(1.0 - decode_per_tok / eff_per_tok),
+        available=ok,
+        unavailable_reason=why,
+    )
+
+
+def evaluate(s: Scenario, catalog: CatalogLike, *, which: str = "mid") -> Evaluation:
+    """The scenario at its K and batch; batch None -> the best batch under the TPOT SLO."""
+    model, hw, method, workload, language = resolve(s, catalog)
+    res, ks, batches = grid(s, catalog, which=which)
+    j = 0
+    if s.batch is None:
+        j = _best_index(res, s.tpot_slo_ms)[1]
+    alphas = alpha_matrix(s, method, workload, language, s.k, which)
+    return _pick(res, 0, j, s, ks, batches, model, hw, method, workload, alphas)
+
+
+def _best_index(res: SpecResult, tpot_slo_ms: float, baseline: bool = False) -> tuple[int, int]:
+    """(K index, batch index) with the lowest CPM meeting the SLO and memory; if none meets the SLO,
+    the lowest-TPOT feasible point (so the caller can say the SLO is out of reach)."""
+    tpot = res.baseline_tpot_s if baseline else res.tpot_s
+    cpm = res.baseline_usd_per_mtok if baseline else res.usd_per_mtok
+    ok = res.fits_memory & (tpot * 1e3 <= tpot_slo_ms)
+    if ok.any():
+        score = np.where(ok, cpm, np.inf)
+    else:
+        score = np.where(res.fits_memory, tpot, np.inf)
+        if not res.fits_memory.any():
+            score = tpot
+    i, j = np.unravel_index(np.argmin(score), score.shape)
+    return int(i), int(j)
+
+
+def best(s: Scenario, catalog: CatalogLike, *, ks=None, which: str = "mid") -> tuple[Evaluation, Evaluation]:
+    """(speculative at its best K and batch, baseline at its own best batch), both under the TPOT SLO.
+
+    This is the honest comparison (DESIGN.md): each configuration at its own best batch, same SLO.
+    """
+    model, hw, method, workload, language = resolve(s, catalog)
+    if ks is None:
+        ks = np.arange(1, method.max_k + 1)
+    res, ks_arr, batches = grid(dataclasses.replace(s, batch=None), catalog, ks=ks, which=which)
+    alphas = alpha_matrix(s, method, workload, language, int(ks_arr.max()), which)
+    i, j = _best_index(res, s.tpot_slo_ms)
+    spec = _pick(res, i, j, s, ks_arr, batches, model, hw, method, workload, alphas)
+    bi, bj = _best_index(res, s.tpot_slo_ms, baseline=True)
+    base_at = _pick(res, bi, bj, s, ks_arr, batches, model, hw, method, workload, alphas)
+    return spec, base_at
+
+
+def compare(s: Scenario, catalog: CatalogLike, methods=None, *, which: str = "mid") -> list[dict[str, Any]]:
+    """Every method for one model / hardware / workload, each at its own best K and batch under the
+    same TPOT SLO, against the baseline at its own best batch."""
+    out = []
+    names = list(methods or catalog.methods.keys())
+    for name in names:
+        method = catalog.methods[name]
+        model = catalog.models[s.model]
+        ok, why = availability(s, model, method)
+        row: dict[str, Any] = {"method": name, "label": method.label, "available": ok,
+                               "unavailable_reason": why}
+        if ok:
+            sc = dataclasses.replace(s, method=name, k=min(s.k, method.max_k),
+                                     tree=s.tree and method.tree)
+            spec, base = best(sc, catalog, which=which)
+            row.update(spec.to_dict())
+            row["baseline_best_batch"] = base.batch
+            row["baseline_best_usd_per_mtok"] = base.baseline_usd_per_mtok
+            row["baseline_best_tpot_ms"] = base.baseline_tpot_ms
+            row["baseline_best_output_tokens_per_s"] = base.baseline_output_tokens_per_s
+            row["cpm_change_vs_best_baseline"] = spec.usd_per_mtok / base.baseline_usd_per_mtok - 1.0
+        out.append(row)
+    return out

@@ -1,0 +1,211 @@
+"""Throughput, TPOT and CPM for a baseline and a speculative configuration; best batch and best K.
+
+Per verifier step of a replica with batch B (DESIGN.md; Leviathan et al. 2023, section 3.4):
+    T_spec = T_verify(B, n) + passes(K) * T_draft_pass(B) ,  n = K + 1 (chain) or N (tree nodes)
+    tokens per step = B * tau ,  TPOT = T_spec / tau ,  decode throughput = B * tau / T_spec
+Baseline: T_base = T_verify(B, 1), throughput = B / T_base.
+With a draft cost ratio c (one draft pass / one baseline target step at the same batch), batch 1 and a
+memory-bound verifier this reduces to Leviathan's S = tau / (passes * c + 1).
+
+Prefill: each request's prompt is processed once; we charge its GPU time to the request's output tokens.
+Prefill is taken compute-bound (chunked prefill batches thousands of tokens per step):
+    t_prefill = P * (2 * active_params + 2 * attn_dim * P) / (F * eta_flops * tp)
+(attention over a causal prompt averages P/2 context tokens: 4 * attn_dim * P/2 per token). CPM adds it:
+    GPU-seconds per output token = T_step / (B * tau) + t_prefill / O.
+TPOT is decode-only (interference of chunked prefill on decode steps is not modelled).
+CPM = GPUs * $/GPU-hour * 1e6 / (3600 * output tokens/s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner import acceptance as acc
+from planner.roofline import (
+    HwParams,
+    Net,
+    max_batch,
+    step_time_s,
+    weight_bytes_read,
+)
+
+SECONDS_PER_HOUR = 3600.0
+TOKENS_PER_MTOK = 1e6
+# Batch sizes searched for the best batch under a TPOT SLO.
+BATCH_GRID = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512], dtype=float)
+
+# Drafting modes as integers, so methods vectorise: passes(K) and tokens per pass.
+MODE_SEQUENTIAL, MODE_PARALLEL, MODE_NONE = 0, 1, 2
+DRAFTING_MODE_CODE = {
+    "sequential_head": MODE_SEQUENTIAL,
+    "native_module": MODE_SEQUENTIAL,
+    "draft_model": MODE_SEQUENTIAL,
+    "parallel_head": MODE_PARALLEL,
+    "ngram": MODE_NONE,
+}
+
+
+def draft_passes(mode: np.ndarray | int, k: np.ndarray | float) -> np.ndarray:
+    """Draft forward passes per verifier step: K sequential, 1 parallel, 0 for n-gram lookup."""
+    mode = np.asarray(mode)
+    k = np.asarray(k, float)
+    return np.where(mode == MODE_SEQUENTIAL, k, np.where(mode == MODE_PARALLEL, 1.0, 0.0))
+
+
+def draft_tokens_per_pass(mode: np.ndarray | int, k: np.ndarray | float) -> np.ndarray:
+    """Tokens per sequence in one draft pass: 1 sequential, K in one parallel pass (P-EAGLE, MEDUSA)."""
+    return np.where(np.asarray(mode) == MODE_PARALLEL, np.asarray(k, float), 1.0)
+
+
+def prefill_time_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1) -> np.ndarray:
+    p = np.asarray(prompt_tokens, float)
+    flops = p * (2.0 * np.asarray(target.active_params) + 2.0 * np.asarray(target.attn_dim) * p)
+    return flops / (np.asarray(hw.peak_flops_s) * np.asarray(hw.eta_flops) * np.asarray(tp, float))
+
+
+def usd_per_mtok(*, gpus, usd_per_gpu_hour, output_tokens_per_s) -> np.ndarray:
+    """CPM = GPUs * $/GPU-hour * 1e6 / (3600 * output tokens/s) (DESIGN.md)."""
+    with np.errstate(divide="ignore"):
+        return (
+            np.asarray(gpus, float) * np.asarray(usd_per_gpu_hour, float) * TOKENS_PER_MTOK
+            / (SECONDS_PER_HOUR * np.asarray(output_tokens_per_s, float))
+        )
+
+
+@dataclass(frozen=True)
+class SpecResult:
+    """Arrays broadcast over every input of evaluate_arrays()."""
+
+    acceptance_length: np.ndarray
+    step_time_s: np.ndarray
+    baseline_step_time_s: np.ndarray
+    verify_time_s: np.ndarray
+    draft_time_s: np.ndarray
+    draft_cost_ratio: np.ndarray
+    tpot_s: np.ndarray
+    baseline_tpot_s: np.ndarray
+    output_tokens_per_s: np.ndarray  # decode only
+    baseline_output_tokens_per_s: np.ndarray
+    effective_output_tokens_per_s: np.ndarray  # prefill GPU time included
+    baseline_effective_output_tokens_per_s: np.ndarray
+    speedup: np.ndarray  # baseline TPOT / speculative TPOT at the same batch
+    usd_per_mtok: np.ndarray  # prefill included
+    baseline_usd_per_mtok: np.ndarray
+    compute_bound: np.ndarray  # verifier step compute-bound
+    baseline_compute_bound: np.ndarray
+    max_batch: np.ndarray
+    fits_memory: np.ndarray
+
+
+def evaluate_arrays(
+    *,
+    target: Net,
+    draft: Net,
+    hw: HwParams,
+    mode: np.ndarray | int,
+    draft_scales_with_k: np.ndarray | bool,
+    k: np.ndarray | float,
+    batch: np.ndarray | float,
+    tau: np.ndarray | float,
+    context_tokens: np.ndarray | float,
+    prompt_tokens: np.ndarray | float,
+    output_tokens: np.ndarray | float,
+    usd_per_gpu_hour: np.ndarray | float,
+    tp: np.ndarray | float = 1,
+    verify_tokens: np.ndarray | float | None = None,
+    draft_cost_ratio: np.ndarray | float | None = None,
+    draft_cost_factor: np.ndarray | float = 1.0,
+    draft_weight_bytes_total: np.ndarray | float = 0.0,
+    draft_is_model: np.ndarray | bool = False,
+) -> SpecResult:
+    """The whole model over broadcast arrays: one call evaluates a grid of scenarios.
+
+    tau: mean acceptance length (bonus token included). verify_tokens: tokens per sequence the verifier
+    checks (default K+1; a tree's node count + 1). draft_cost_ratio: override c. draft_cost_factor:
+    multiplies the draft pass time (FP8 draft head lever). draft_is_model: the draft network uses the
+    verifier's t_fixed-like launch overhead per pass of its own (t_fixed_draft_s in both cases).
+    """
+    k = np.asarray(k, float)
+    b = np.asarray(batch, float)
+    n_verify = k + 1.0 if verify_tokens is None else np.asarray(verify_tokens, float)
+    tau = np.asarray(tau, float)
+    base_t, base_cb = step_time_s(target, hw, batch=b, tokens_per_seq=1.0, context_tokens=context_tokens,
+                                  tp=tp)
+    verify_t, verify_cb = step_time_s(target, hw, batch=b, tokens_per_seq=n_verify,
+                                      context_tokens=context_tokens, tp=tp)
+    passes = draft_passes(mode, k)
+    scale = np.where(np.asarray(draft_scales_with_k), k, 1.0)
+    scaled = draft.scaled(scale)
+    pass_t, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=draft_tokens_per_pass(mode, k),
+                            context_tokens=context_tokens, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
+    pass_t = pass_t * np.asarray(draft_cost_factor, float)
+    if draft_cost_ratio is not None:
+        pass_t = np.asarray(draft_cost_ratio, float) * base_t
+    draft_t = passes * pass_t
+    c = pass_t / base_t
+    spec_t = verify_t + draft_t
+    tpot = spec_t / tau
+    thr = b * tau / spec_t
+    base_thr = b / base_t
+    pre = prefill_time_s(target, hw, prompt_tokens=prompt_tokens, tp=tp)
+    out = np.asarray(output_tokens, float)
+    eff = 1.0 / (1.0 / thr + pre / out)
+    base_eff = 1.0 / (1.0 / base_thr + pre / out)
+    # Memory: target weights (all experts resident) + draft weights + KV of target and draft per sequence.
+    target_bytes = weight_bytes_read(target, 1e12)  # "infinitely many tokens" touches every expert
+    seq_tokens = np.asarray(prompt_tokens, float) + out
+    draft_kv = np.where(np.asarray(mode) == MODE_NONE, 0.0, np.asarray(draft.kv_bytes_per_token))
+    draft_bytes = np.where(
+        np.asarray(draft_is_model), np.asarray(draft_weight_bytes_total, float),
+        np.asarray(scaled.dense_weight_bytes) + np.asarray(scaled.experts) * np.asarray(scaled.expert_bytes),
+    )
+    mb = max_batch(hw=hw, weight_bytes_total=target_bytes + draft_bytes,
+                   kv_bytes_per_sequence=seq_tokens * (np.asarray(target.kv_bytes_per_token) + draft_kv),
+                   tp=tp)
+    return SpecResult(
+        acceptance_length=np.broadcast_to(tau, thr.shape),
+        step_time_s=spec_t,
+        baseline_step_time_s=np.broadcast_to(base_t, thr.shape),
+        verify_time_s=verify_t,
+        draft_time_s=np.broadcast_to(draft_t, thr.shape),
+        draft_cost_ratio=np.broadcast_to(c, thr.shape),
+        tpot_s=tpot,
+        baseline_tpot_s=np.broadcast_to(base_t, thr.shape),
+        output_tokens_per_s=thr,
+        baseline_output_tokens_per_s=np.broadcast_to(base_thr, thr.shape),
+        effective_output_tokens_per_s=eff,
+        baseline_effective_output_tokens_per_s=np.broadcast_to(base_eff, thr.shape),
+        speedup=base_t / tpot,
+        usd_per_mtok=usd_per_mtok(gpus=tp, usd_per_gpu_hour=usd_per_gpu_hour, output_tokens_per_s=eff),
+        baseline_usd_per_mtok=np.broadcast_to(
+            usd_per_mtok(gpus=tp, usd_per_gpu_hour=usd_per_gpu_hour, output_tokens_per_s=base_eff),
+            thr.shape),
+        compute_bound=np.broadcast_to(verify_cb, thr.shape),
+        baseline_compute_bound=np.broadcast_to(base_cb, thr.shape),
+        max_batch=np.broadcast_to(mb, thr.shape),
+        fits_memory=np.broadcast_to(b <= mb, thr.shape),
+    )
+
+
+def best_under_slo(
+    throughput: np.ndarray,
+    tpot_s: np.ndarray,
+    feasible: np.ndarray,
+    tpot_slo_s: float,
+    axes: tuple[int, ...],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flat index (over `axes`, which must be the trailing axes) of the highest throughput that meets
+    the TPOT SLO and fits in memory; returns (index, found)."""
+    ok = feasible & (tpot_s <= tpot_slo_s)
+    score = np.where(ok, throughput, -np.inf)
+    lead = score.shape[: score.ndim - len(axes)]
+    flat = score.reshape(lead + (-1,))
+    idx = np.argmax(flat, axis=-1)
+    found = np.isfinite(np.take_along_axis(flat, idx[..., None], axis=-1)[..., 0])
+    return idx, found
+
+
+def acceptance_lengths(alpha: np.ndarray, k: np.ndarray, position_decay: np.ndarray) -> np.ndarray:
+    return acc.acceptance_length_decay(alpha, k, position_decay)

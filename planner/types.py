@@ -1,0 +1,224 @@
+"""Frozen records the planner reads and returns.
+
+Units are in the field names. Profiles (YAML under profiles/data) load into these records; the planner
+never reads files itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Dtype = Literal["bf16", "fp8"]
+# How a method produces its K draft tokens (DESIGN.md, "How each method drafts").
+DraftingMode = Literal[
+    "sequential_head",  # EAGLE-3: K sequential passes of a ~1-layer head on the target's hidden states
+    "parallel_head",  # P-EAGLE / MEDUSA: all K draft tokens in one pass
+    "native_module",  # MTP: the model's own module(s), K sequential passes of the module
+    "draft_model",  # a separate smaller model: K sequential steps on its own roofline
+    "ngram",  # prompt lookup: no accelerator cost
+]
+AlphaConvention = Literal["per_token", "draft_acceptance_rate", "acceptance_length"]
+
+BYTES_PER_PARAM: dict[str, float] = {"bf16": 2.0, "fp8": 1.0}
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """Where a number comes from: a source and the date it was taken (ISO)."""
+
+    source: str
+    date: str
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Roofline efficiencies and fixed overheads for one (hardware, engine) pair.
+
+    Defaults are assumptions until a calibration fit replaces them (calibration/fit.py).
+    """
+
+    eta_bw: float  # achieved / peak memory bandwidth in decode steps
+    eta_flops: float  # achieved / peak dense tensor FLOP/s
+    t_fixed_s: float  # per verifier step: scheduler, sampling, kernel launches
+    t_fixed_draft_s: float  # per draft pass: launches, sampling of the draft tokens
+    allreduce_latency_s: float  # per all-reduce under tensor parallel
+    source: Sourced
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    label: str
+    hbm_gb: float  # accelerator memory per device, GB (1e9 bytes)
+    hbm_bandwidth_gb_s: float  # peak memory bandwidth, GB/s
+    bf16_tflops: float  # dense (no sparsity) BF16 peak, TFLOP/s
+    fp8_tflops: float  # dense FP8 peak, TFLOP/s
+    interconnect_gb_s: float  # per-device unidirectional bandwidth for tensor-parallel all-reduce, GB/s
+    max_tp: int
+    usd_per_gpu_hour_low: float
+    usd_per_gpu_hour_high: float
+    price: Sourced
+    specs: Sourced
+    efficiency: Efficiency
+    kind: Literal["gpu", "cpu"] = "gpu"
+
+    @property
+    def usd_per_gpu_hour_mid(self) -> float:
+        return 0.5 * (self.usd_per_gpu_hour_low + self.usd_per_gpu_hour_high)
+
+    def peak_tflops(self, dtype: str) -> float:
+        return self.fp8_tflops if dtype == "fp8" else self.bf16_tflops
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    label: str
+    layers: int
+    hidden_size: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab_size: int
+    total_params_b: float  # all weights, billions
+    active_params_b: float  # weights used per token, billions (= total for dense models)
+    experts: int  # routed experts per MoE layer; 0 for dense
+    experts_per_token: int  # routed experts each token selects
+    expert_params_b: float  # one routed expert summed over all MoE layers, billions
+    kv_elements_per_token_per_layer: int  # 2 * kv_heads * head_dim; MLA caches a compressed latent
+    native_methods: tuple[str, ...]  # e.g. ("mtp",)
+    draft_model: str | None  # a smaller model of the same tokenizer family, for the draft_model method
+    max_context_tokens: int
+    source: Sourced
+    hf_id: str = ""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def routed_params_b(self) -> float:
+        return self.experts * self.expert_params_b
+
+    @property
+    def dense_params_b(self) -> float:
+        """Weights every step reads whatever the routing: attention, shared experts, embeddings."""
+        return self.total_params_b - self.routed_params_b
+
+
+@dataclass(frozen=True)
+class AlphaRange:
+    low: float
+    high: float
+
+    @property
+    def mid(self) -> float:
+        return 0.5 * (self.low + self.high)
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    label: str
+    drafting: DraftingMode
+    vllm_method: str | None  # speculative_config "method" value; None when vLLM has no such method
+    # Draft network size in dense decoder-layer equivalents (12 h^2 params each; MEDUSA's residual
+    # block is h^2 = 1/12 layer); for a native module, the share of the model's own layers.
+    draft_layers: float
+    draft_kv_layers: float  # layers of attention with a KV cache in the draft network
+    draft_reads_lm_head: bool  # reads a vocab x hidden LM head per pass
+    draft_vocab: int | None  # reduced draft vocabulary (EAGLE-3: 32k); None = the target's
+    draft_params_scale_with_k: bool  # MEDUSA: one head per position
+    tree: bool
+    alpha_default: AlphaRange
+    alpha_tuned: AlphaRange
+    alpha_convention: AlphaConvention
+    # Conditional acceptance at draft position i is alpha * position_decay ** (i - 1).
+    position_decay: float
+    requires_native: str | None  # the model must list this in native_methods
+    default_k: int
+    max_k: int
+    setup_gpu_hours: float  # one-time draft training, A100-hours; 0 when nothing is trained
+    setup_engineering_weeks: float
+    setup_note: str
+    claimed_speedup: tuple[float, float] | None
+    source: Sourced
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    label: str
+    alpha_shift: float  # added to per-token alpha of trained drafters (head, MTP, draft model)
+    ngram_alpha: float  # per-token alpha of prompt lookup on this workload (copying from the input)
+    default_k: int
+    prompt_tokens: int  # typical prompt length
+    output_tokens: int  # typical output length
+    source: Sourced
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str
+    label: str
+    alpha_shift: float  # shift when the draft head was not trained on this language
+    source: Sourced
+
+
+@dataclass(frozen=True)
+class Lever:
+    number: int  # position in the seed article's order
+    name: str
+    label: str
+    # alpha: add alpha_gain; switch_to_head: draft model -> EAGLE-3 head (+alpha_gain over the draft
+    # model); tune_k: best K; tree: tree verification; draft_cost: multiply draft time;
+    # switch_to_mtp: MTP where the model ships it; speedup: multiply throughput (VSD).
+    kind: Literal["alpha", "switch_to_head", "tune_k", "tree", "draft_cost", "switch_to_mtp", "speedup"]
+    alpha_gain: AlphaRange  # added to per-token alpha
+    draft_cost_factor: float  # multiplies the draft pass time (FP8 head: 0.6)
+    speedup_factor: float  # multiplies throughput (VSD: 1.096)
+    one_time_usd: AlphaRange  # compute cost per language-workload, USD
+    engineering_weeks: float
+    applies_to: tuple[str, ...]  # method names; empty = all
+    note: str
+    source: Sourced
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Acceptance in any of the three conventions; converted by planner.acceptance."""
+
+    convention: AlphaConvention
+    value: float | None = None
+    per_position: tuple[float, ...] | None = None  # conditional per-token alpha per draft position
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One question: model on hardware with a method, K, batch and acceptance. Shared by app and CLI."""
+
+    model: str
+    hardware: str
+    method: str
+    k: int = 4
+    batch: int | None = None  # None: best batch under the TPOT SLO
+    acceptance: Acceptance | None = None  # None: the method's default alpha range midpoint + shifts
+    workload: str = "chat"
+    language: str = "english"
+    context_tokens: int | None = None  # None: workload prompt + half its output
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    tp: int = 1
+    dtype: Dtype = "bf16"
+    usd_per_gpu_hour: float | None = None  # None: hardware mid price
+    tpot_slo_ms: float = 50.0
+    draft_cost_ratio: float | None = None  # override the derived c
+    tuned: bool = False  # use the method's tuned alpha range
+    monthly_output_tokens: float = 1e10
+    efficiency: Efficiency | None = None  # None: the hardware's defaults (or a calibrated profile)
+    tree: bool = False  # verify a token tree (methods with tree support) instead of a chain
+    tree_width: int = 3  # candidates at depth 1 of the default tree
+    alpha_shift_extra: float = 0.0  # levers: added to per-token alpha
+    draft_cost_factor: float = 1.0  # levers: multiplies the draft pass time (FP8 head)
+    speedup_factor: float = 1.0  # levers: multiplies decode throughput (VSD)

