@@ -20,13 +20,13 @@ ArrayLike = float | np.ndarray
 def _check_alpha(alpha: np.ndarray, name: str = "alpha") -> None:
     bad = ~((alpha >= 0.0) & (alpha <= 1.0))
     if np.any(bad):
-        value = np.asarray(alpha)[bad].flat[0]
+        value = float(np.asarray(alpha)[bad].flat[0])
         raise ValueError(f"{name}={value!r} is outside [0, 1]; a per-token acceptance is a probability")
 
 
 def _check_k(k: np.ndarray) -> None:
     if np.any(k < 1) or np.any(k != np.floor(k)):
-        value = np.asarray(k)[(k < 1) | (k != np.floor(k))].flat[0]
+        value = float(np.asarray(k)[(k < 1) | (k != np.floor(k))].flat[0])
         raise ValueError(f"k={value!r} is not allowed; K (draft tokens per step) is an integer >= 1")
 
 
@@ -98,7 +98,7 @@ def alpha_from_acceptance_length(tau: ArrayLike, k: ArrayLike, *, iterations: in
     if np.any(bad):
         idx = np.argwhere(bad)[0] if t.ndim else ()
         raise ValueError(
-            f"acceptance_length={t[tuple(idx)]!r} is outside [1, K+1] for k={kk[tuple(idx)]:g}; "
+            f"acceptance_length={float(t[tuple(idx)])!r} is outside [1, K+1] for k={kk[tuple(idx)]:g}; "
             "the mean acceptance length counts the bonus token, so it lies between 1 and K+1"
         )
     lo = np.zeros_like(t)

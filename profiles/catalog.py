@@ -46,7 +46,9 @@ class UnknownNameError(KeyError):
 
 
 def unknown_name(kind: str, name: str, valid: list[str]) -> UnknownNameError:
-    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.4)
+    low = name.lower()
+    close = [v for v in sorted(valid) if v.startswith(low)] or [v for v in sorted(valid) if low in v] \
+        or difflib.get_close_matches(low, valid, n=1, cutoff=0.4)
     hint = f" Did you mean '{close[0]}'?" if close else ""
     return UnknownNameError(f"unknown {kind} '{name}'.{hint} Valid {kind} names: {', '.join(sorted(valid))}")
 

@@ -1,0 +1,59 @@
+"""The CLI prints JSON with the fields scripts rely on and fails with clear messages."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from planner import acceptance as acc
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_convert_from_acceptance_length():
+    out = json.loads(run("convert", "--acceptance-length", "2.8", "--k", "3").stdout)
+    assert out["draft_acceptance_rate"] == pytest.approx(0.6)
+    assert float(acc.acceptance_length_iid(out["alpha_per_token"], 3)) == pytest.approx(2.8)
+
+
+def test_evaluate_prints_the_required_fields():
+    p = run("evaluate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--method", "eagle3", "--k", "4",
+            "--batch", "8", "--alpha", "0.7")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    for key in ("acceptance_length", "speedup", "output_tokens_per_s", "baseline_output_tokens_per_s", "tpot_ms",
+                "baseline_tpot_ms", "usd_per_mtok", "baseline_usd_per_mtok", "draft_cost_ratio", "verifier_bound"):
+        assert key in out
+    assert out["verifier_bound"] in ("memory", "compute")
+    assert out["acceptance_length"] == pytest.approx(float(acc.acceptance_length_iid(0.7, 4)))
+    assert out["usd_per_mtok"] < out["baseline_usd_per_mtok"]
+
+
+def test_evaluate_with_per_position_and_override():
+    p = run("evaluate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--method", "eagle3",
+            "--alpha-per-position", "0.9,0.8,0.7", "--batch", "1", "--draft-cost-ratio", "0.05")
+    out = json.loads(p.stdout)
+    assert out["k"] == 3 and out["draft_cost_ratio"] == pytest.approx(0.05)
+    assert out["speedup"] == pytest.approx((1 + 0.9 + 0.72 + 0.504) / (1 + 3 * 0.05))
+
+
+def test_compare_covers_every_method():
+    out = json.loads(run("compare", "--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4").stdout)
+    names = {m["method"]: m for m in out["methods"]}
+    assert set(names) == {"eagle3", "medusa", "mtp", "p_eagle", "draft_model", "ngram"}
+    assert not names["mtp"]["available"]
+    assert all(m["tpot_ms"] <= 50 for m in out["methods"] if m["available"])
+
+
+def test_unknown_name_lists_valid_and_closest():
+    p = run("evaluate", "--model", "llama-3.1-8b", "--hardware", "h10", "--method", "eagle3")
+    assert p.returncode == 2
+    assert "unknown hardware 'h10'" in p.stderr and "h100-sxm" in p.stderr and "Valid hardware names" in p.stderr
+
+
+def test_out_of_range_input_fails_with_field_and_value():
+    p = run("convert", "--acceptance-length", "9", "--k", "3")
+    assert p.returncode == 2 and "acceptance_length=9.0" in p.stderr
