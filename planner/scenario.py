@@ -366,3 +366,13 @@ def compare(s: Scenario, catalog: CatalogLike, methods=None, *, which: str = "mi
             row["cpm_change_vs_best_baseline"] = spec.usd_per_mtok / base.baseline_usd_per_mtok - 1.0
         out.append(row)
     return out
+
+
+def optimal_k_by_batch(s: Scenario, catalog: CatalogLike, batches=None, *, which: str = "mid") -> dict[int, int]:
+    """The K with the highest decode throughput at each batch (memory permitting), for one workload."""
+    method = catalog.methods[s.method]
+    ks = np.arange(1, method.max_k + 1)
+    res, ks_arr, batches_arr = grid(dataclasses.replace(s, batch=None), catalog, ks=ks, batches=batches,
+                                    which=which)
+    best_i = np.argmax(res.output_tokens_per_s, axis=0)
+    return {int(b): int(ks_arr[i]) for b, i in zip(batches_arr, best_i)}

@@ -216,3 +216,22 @@ def test_tree_verification_raises_acceptance_and_verifier_tokens(catalog):
     assert tree.verify_tokens_per_seq > chain.verify_tokens_per_seq
     with pytest.raises(ScenarioError, match="tree=True"):
         evaluate(scen(method="p_eagle", tree=True), catalog)
+
+
+def test_optimal_k_shrinks_as_the_batch_grows(catalog):
+    from planner.scenario import optimal_k_by_batch
+
+    best_k = optimal_k_by_batch(scen(batch=None, acceptance=Acceptance("per_token", 0.8), prompt_tokens=128,
+                                     output_tokens=256, context_tokens=256), catalog, batches=[1, 16, 128, 512])
+    assert best_k[1] >= best_k[16] >= best_k[128] >= best_k[512]
+    assert best_k[1] >= 4 and best_k[512] <= 2
+
+
+def test_code_wants_a_longer_k_than_chat_and_rag(catalog):
+    # Seed lever 3: K=4 default, code 6-8. The higher code alpha makes longer drafts pay.
+    from planner.scenario import optimal_k_by_batch
+
+    def k_at_1(workload):
+        return optimal_k_by_batch(scen(workload=workload, batch=None, tuned=True), catalog, batches=[1])[1]
+
+    assert k_at_1("code") > k_at_1("chat") > k_at_1("rag_summarization")
