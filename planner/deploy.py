@@ -1,0 +1,49 @@
+"""The vLLM configuration to deploy for a method: `vllm serve MODEL --speculative-config '{...}'`.
+
+Keys follow vLLM's SpeculativeConfig (vllm/config/speculative.py, vLLM 0.32): method,
+num_speculative_tokens, model (draft model or head path), prompt_lookup_max / prompt_lookup_min (n-gram),
+parallel_drafting (P-EAGLE: "all speculative tokens are generated in parallel ... requires the speculative
+model be trained to support parallel drafting").
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from planner.types import Method, ModelSpec
+
+HEAD_PLACEHOLDER = "<path-or-hub-id-of-your-{label}-head>"
+
+
+def speculative_config(method: Method, model: ModelSpec, k: int, *, draft_model: ModelSpec | None = None,
+                       head_path: str | None = None) -> dict[str, Any]:
+    if method.vllm_method is None:
+        raise ValueError(f"method={method.name!r} has no vLLM speculative method")
+    cfg: dict[str, Any] = {"method": method.vllm_method, "num_speculative_tokens": int(k)}
+    if method.drafting == "ngram":
+        cfg.update(prompt_lookup_max=4, prompt_lookup_min=2)
+    elif method.drafting == "draft_model":
+        if draft_model is None:
+            raise ValueError(f"model={model.name!r} has no draft model in the profiles")
+        cfg["model"] = draft_model.hf_id or draft_model.name
+    elif method.drafting == "native_module":
+        pass  # vLLM loads the MTP module from the target checkpoint
+    else:
+        cfg["model"] = head_path or HEAD_PLACEHOLDER.format(label=method.label)
+        if method.drafting == "parallel_head" and method.vllm_method == "eagle3":
+            cfg["parallel_drafting"] = True
+    return cfg
+
+
+def vllm_serve_command(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dtype: str = "bf16",
+                       draft_model: ModelSpec | None = None, head_path: str | None = None) -> str:
+    cfg = speculative_config(method, model, k, draft_model=draft_model, head_path=head_path)
+    parts = ["vllm", "serve", model.hf_id or model.name]
+    if tp > 1:
+        parts += ["--tensor-parallel-size", str(tp)]
+    if dtype == "fp8":
+        parts += ["--quantization", "fp8"]
+    parts += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
+    return " ".join(shlex.quote(p) for p in parts)
