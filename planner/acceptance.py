@@ -103,9 +103,11 @@ def alpha_from_acceptance_length(tau: ArrayLike, k: ArrayLike, *, iterations: in
         )
     lo = np.zeros_like(t)
     hi = np.ones_like(t)
+    kp1 = kk + 1.0
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
-        below = acceptance_length_iid(mid, kk) < t
+        # sum_{i=0..K} mid^i without the checks of acceptance_length_iid (mid is in (0, 1))
+        below = (1.0 - mid**kp1) / (1.0 - mid) < t
         lo = np.where(below, mid, lo)
         hi = np.where(below, hi, mid)
     return 0.5 * (lo + hi)

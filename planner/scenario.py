@@ -315,12 +315,13 @@ def _best_index(res: SpecResult, tpot_slo_ms: float, baseline: bool = False) -> 
     the lowest-TPOT feasible point (so the caller can say the SLO is out of reach)."""
     tpot = res.baseline_tpot_s if baseline else res.tpot_s
     cpm = res.baseline_usd_per_mtok if baseline else res.usd_per_mtok
-    ok = res.fits_memory & (tpot * 1e3 <= tpot_slo_ms)
+    fits = res.baseline_fits_memory if baseline else res.fits_memory
+    ok = fits & (tpot * 1e3 <= tpot_slo_ms)
     if ok.any():
         score = np.where(ok, cpm, np.inf)
     else:
-        score = np.where(res.fits_memory, tpot, np.inf)
-        if not res.fits_memory.any():
+        score = np.where(fits, tpot, np.inf)
+        if not fits.any():
             score = tpot
     i, j = np.unravel_index(np.argmin(score), score.shape)
     return int(i), int(j)
@@ -341,6 +342,17 @@ def best(s: Scenario, catalog: CatalogLike, *, ks=None, which: str = "mid") -> t
     bi, bj = _best_index(res, s.tpot_slo_ms, baseline=True)
     base_at = _pick(res, bi, bj, s, ks_arr, batches, model, hw, method, workload, alphas)
     return spec, base_at
+
+
+def baseline(s: Scenario, catalog: CatalogLike) -> Evaluation:
+    """No speculation at its own best batch under the TPOT SLO (independent of any method's draft)."""
+    res, ks, batches = grid(dataclasses.replace(s, method="ngram", batch=None, k=1, tree=False,
+                                                acceptance=None, draft_cost_ratio=None), catalog)
+    model, hw, method, workload, language = resolve(dataclasses.replace(s, method="ngram", tree=False), catalog)
+    bi, bj = _best_index(res, s.tpot_slo_ms, baseline=True)
+    alphas = alpha_matrix(dataclasses.replace(s, acceptance=None), method, workload, language, 1)
+    return _pick(res, bi, bj, dataclasses.replace(s, method="ngram", k=1, tree=False), ks, batches, model, hw,
+                 method, workload, alphas)
 
 
 def compare(s: Scenario, catalog: CatalogLike, methods=None, *, which: str = "mid") -> list[dict[str, Any]]:

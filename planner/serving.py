@@ -97,6 +97,8 @@ class SpecResult:
     baseline_compute_bound: np.ndarray
     max_batch: np.ndarray
     fits_memory: np.ndarray
+    baseline_max_batch: np.ndarray  # without draft weights or draft KV
+    baseline_fits_memory: np.ndarray
 
 
 def evaluate_arrays(
@@ -164,6 +166,8 @@ def evaluate_arrays(
     mb = max_batch(hw=hw, weight_bytes_total=target_bytes + draft_bytes,
                    kv_bytes_per_sequence=seq_tokens * (np.asarray(target.kv_bytes_per_token) + draft_kv),
                    tp=tp)
+    base_mb = max_batch(hw=hw, weight_bytes_total=target_bytes,
+                        kv_bytes_per_sequence=seq_tokens * np.asarray(target.kv_bytes_per_token), tp=tp)
     return SpecResult(
         acceptance_length=np.broadcast_to(tau, thr.shape),
         step_time_s=spec_t,
@@ -186,6 +190,8 @@ def evaluate_arrays(
         baseline_compute_bound=np.broadcast_to(base_cb, thr.shape),
         max_batch=np.broadcast_to(mb, thr.shape),
         fits_memory=np.broadcast_to(b <= mb, thr.shape),
+        baseline_max_batch=np.broadcast_to(base_mb, thr.shape),
+        baseline_fits_memory=np.broadcast_to(b <= base_mb, thr.shape),
     )
 
 

@@ -235,3 +235,28 @@ def test_code_wants_a_longer_k_than_chat_and_rag(catalog):
         return optimal_k_by_batch(scen(workload=workload, batch=None, tuned=True), catalog, batches=[1])[1]
 
     assert k_at_1("code") > k_at_1("chat") > k_at_1("rag_summarization")
+
+
+def test_baseline_does_not_depend_on_the_method(catalog):
+    from planner.scenario import baseline
+
+    s = scen(model="llama-3.3-70b", tp=4, batch=None, tpot_slo_ms=40)
+    bases = {m: best(dataclasses.replace(s, method=m), catalog)[1] for m in ("eagle3", "draft_model", "ngram")}
+    ref = baseline(s, catalog)
+    for m, b in bases.items():
+        assert b.batch == ref.batch, m
+        assert b.baseline_usd_per_mtok == pytest.approx(ref.baseline_usd_per_mtok), m
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["llama-3.1-8b", "deepseek-v3", "gpt-oss-120b", "qwen3-32b"]),
+       st.sampled_from(["eagle3", "medusa", "p_eagle", "mtp", "ngram"]), st.integers(1, 6),
+       st.sampled_from([1, 4, 32, 128, 512]), st.floats(0.0, 1.0))
+def test_speedup_never_exceeds_acceptance_length_at_the_same_batch(catalog, model, method, k, batch, a):
+    # verifying K+1 tokens never costs less than verifying 1, and drafting costs >= 0
+    if method == "mtp" and model != "deepseek-v3":
+        return
+    tp = 8 if model == "deepseek-v3" else 4
+    ev = evaluate(scen(model=model, hardware="h200", tp=tp, dtype="fp8", method=method, k=k, batch=batch,
+                       acceptance=Acceptance("per_token", a)), catalog)
+    assert ev.speedup <= ev.acceptance_length * (1 + 1e-9)

@@ -1,0 +1,37 @@
+"""Speculative-decoding cost and ROI planner: the Streamlit router.
+
+    streamlit run app.py
+"""
+
+from pathlib import Path
+
+import streamlit as st
+
+from views import _state
+
+HERE = Path(__file__).resolve().parent
+
+st.set_page_config(page_title="Speculative-decoding planner", layout="wide")
+
+url_problems = _state.init()
+_state.sidebar()
+
+pages = [
+    st.Page("views/plan.py", title="Plan", url_path="plan", default=True),
+    st.Page("views/methods.py", title="Methods", url_path="methods"),
+    st.Page("views/levers.py", title="Levers", url_path="levers"),
+    st.Page("views/sensitivity.py", title="Sensitivity", url_path="sensitivity"),
+    st.Page("views/traffic.py", title="Traffic", url_path="traffic"),
+    st.Page("views/claims.py", title="Claims", url_path="claims"),
+    st.Page("views/report.py", title="Report", url_path="report"),
+]
+# Pages another part of the project writes; the app starts without them.
+for fname, title in (("calibrate.py", "Calibrate"), ("history.py", "History")):
+    if (HERE / "views" / fname).exists():
+        pages.append(st.Page(f"views/{fname}", title=title, url_path=fname.removesuffix(".py")))
+
+page = st.navigation(pages)
+for problem in url_problems:
+    st.warning(problem)
+page.run()
+_state.write_url()

@@ -1,0 +1,83 @@
+"""Real browser: headless Debian Chromium (Playwright) against `streamlit run app.py` on a free port."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENS = Path("/tmp/specplan-screens")
+
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (./dev setup installs it)")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def test_upload_sample_and_read_recommendation(server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.goto(server + "/traffic", wait_until="domcontentloaded")
+        page.get_by_text("Traffic profile", exact=True).first.wait_for(timeout=60_000)
+        page.locator("input[type=file]").first.set_input_files(
+            str(ROOT / "profiles" / "samples" / "code_completion.jsonl"))
+        page.get_by_text("Loaded 'code_completion.jsonl'").wait_for(timeout=60_000)
+        page.get_by_text("from my traffic profile").click()
+        page.wait_for_timeout(1000)
+        page.get_by_role("link", name="Plan").first.click()
+        rec = page.locator("[data-testid=stMarkdownContainer] p", has_text="Recommendation:").first
+        rec.wait_for(timeout=60_000)
+        page.wait_for_timeout(1500)
+        text = rec.inner_text()
+        assert "code completion" in text and "K=" in text
+        cpm = page.locator("[data-testid=stMetricValue]").nth(1).inner_text()
+        assert re.match(r"\$\d+\.\d{3} /Mtok", cpm), cpm
+        shot = tmp_path / "plan_with_code_profile.png"
+        page.screenshot(path=str(shot), full_page=True)
+        SCREENS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, SCREENS / shot.name)
+        print(f"recommendation: {text}\nbest CPM: {cpm}\nscreenshot: {SCREENS / shot.name}")
+        browser.close()
