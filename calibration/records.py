@@ -122,6 +122,27 @@ class GroupRecord:
         """tau; 1.0 for the baseline (one token per step per sequence)."""
         return 1.0 if self.method == "none" else self.counts.acceptance_length
 
+    @property
+    def sequence_steps(self) -> float:
+        """Verifier steps summed over sequences, from counters alone: each decode step of a sequence
+        emits one token plus its accepted drafts, and the first token of a request comes from the
+        prefill, so sequence_steps = (output_tokens - num_prompts) - num_accepted_tokens."""
+        return float(self.output_tokens - self.num_prompts - self.counts.num_accepted_tokens)
+
+    @property
+    def tokens_per_sequence_step(self) -> float:
+        """Output tokens per verifier step per sequence, steps without a draft included (n-gram finds no
+        match on some steps; vLLM's tau counts only steps that drafted). 1.0 for the baseline."""
+        decode = self.output_tokens - self.num_prompts
+        steps = self.sequence_steps
+        return decode / steps if steps > 0 else math.nan
+
+    @property
+    def draft_coverage(self) -> float:
+        """Fraction of sequence steps that carried a draft (1.0 for draft_model, < 1 for n-gram)."""
+        steps = self.sequence_steps
+        return min(1.0, self.counts.num_drafts / steps) if steps > 0 else math.nan
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["counts"]["accepted_per_pos"] = list(self.counts.accepted_per_pos)

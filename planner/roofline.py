@@ -62,6 +62,7 @@ class HwParams:
     t_fixed_s: np.ndarray | float
     t_fixed_draft_s: np.ndarray | float
     allreduce_latency_s: np.ndarray | float
+    t_spec_s: np.ndarray | float
     interconnect_bytes_s: np.ndarray | float
     hbm_bytes: np.ndarray | float
 
@@ -76,6 +77,7 @@ def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None =
         t_fixed_s=eff.t_fixed_s,
         t_fixed_draft_s=eff.t_fixed_draft_s,
         allreduce_latency_s=eff.allreduce_latency_s,
+        t_spec_s=eff.t_spec_s,
         interconnect_bytes_s=hw.interconnect_gb_s * GB,
         hbm_bytes=hw.hbm_gb * GB,
     )

@@ -143,10 +143,14 @@ def evaluate_arrays(
     pass_t, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=draft_tokens_per_pass(mode, k),
                             context_tokens=context_tokens, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
     pass_t = pass_t * np.asarray(draft_cost_factor, float)
+    # Any speculative step pays t_spec_s (rejection sampling, proposer bookkeeping); an explicit draft cost
+    # ratio c stands for every draft-side cost, so t_spec_s is folded into it then.
+    spec_overhead = np.asarray(hw.t_spec_s, float)
     if draft_cost_ratio is not None:
         pass_t = np.asarray(draft_cost_ratio, float) * base_t
-    draft_t = passes * pass_t
-    c = pass_t / base_t
+        spec_overhead = 0.0
+    draft_t = passes * pass_t + spec_overhead
+    c = pass_t / base_t  # Leviathan's c: one draft pass / one target step (t_spec_s not included)
     spec_t = verify_t + draft_t
     tpot = spec_t / tau
     thr = b * tau / spec_t

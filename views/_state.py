@@ -32,9 +32,36 @@ PROFILE_KEY = "traffic_profile"  # TrafficProfile | None (plain session key, not
 PROFILE_ORIGIN_KEY = "traffic_origin"  # "sample:<name>" or "upload:<file name>"
 
 
+CALIBRATED_PREFIX = "calibrated-"
+
+
 @st.cache_resource
+def _catalog_with(calibrated: tuple[tuple[str, float], ...]):
+    """Shipped profiles plus each calibrated profile as a hardware entry 'calibrated-<name>' (cached per set
+    of profile files and their modification times)."""
+    from calibration.profiles_store import load_profile
+
+    cat = load_catalog()
+    extra = {}
+    for name, _mtime in calibrated:
+        try:
+            prof = load_profile(name)
+        except (OSError, ValueError, TypeError):
+            continue  # a damaged file does not take the app down; the Calibrate page lists it
+        hw = prof.hardware_spec()
+        extra[CALIBRATED_PREFIX + name] = dataclasses.replace(
+            hw, name=CALIBRATED_PREFIX + name,
+            label=f"Calibrated: {name} ({hw.label}; fitted {prof.created}, held-out MAPE "
+                  f"{prof.holdout_mape_pct:.1f} %)")
+    return cat.with_hardware(extra) if extra else cat
+
+
 def catalog():
-    return load_catalog()
+    from calibration.profiles_store import calibrated_dir
+
+    d = calibrated_dir()
+    files = tuple(sorted((p.stem, p.stat().st_mtime) for p in d.glob("*.yaml"))) if d.is_dir() else ()
+    return _catalog_with(files)
 
 
 @dataclass(frozen=True)

@@ -271,3 +271,28 @@ def test_vllm_command_for_a_draft_model(cat):
     assert '"num_speculative_tokens": 5' in cmd["command"]
     head = mdl.vllm_command(mdl.PlanInputs(), "eagle3", 3, cat)
     assert "<FILL IN" in head["command"] and any("fill in" in n for n in head["notes"])
+
+
+def test_a_calibrated_profile_is_selectable_hardware(app, cat, tmp_path, monkeypatch):
+    # A profile saved by the calibration package appears beside (not over) the shipped hardware, and the
+    # Plan page then uses its fitted efficiencies.
+    from calibration.profiles_store import CalibratedProfile, save_profile
+
+    monkeypatch.setenv("SPECPLAN_CALIBRATED_DIR", str(tmp_path))
+    prof = CalibratedProfile(name="ci-cpu", hardware="cpu-local", eta_bw=0.9, eta_flops=0.8, t_fixed_s=0.02,
+                             t_fixed_draft_s=0.001, t_spec_s=0.01, stderr={}, holdout_mape_pct=9.5,
+                             created="2026-11-29", source="test fit")
+    save_profile(prof)
+    at = app()
+    options = at.selectbox(key="hardware").options
+    assert any("Calibrated: ci-cpu" in o for o in options)
+    assert any("H100" in o for o in options)  # shipped entries stay
+    at.selectbox(key="model").set_value("smollm2-135m").run()
+    at.selectbox(key="tp").set_value(1).run()
+    at.selectbox(key="hardware").set_value("calibrated-ci-cpu").run()
+    assert not at.exception, at.exception
+    hw = prof.hardware_spec()
+    cat2 = cat.with_hardware({"calibrated-ci-cpu": hw})
+    _, base = planner_best(cat2, "ngram", model="smollm2-135m", hardware="calibrated-ci-cpu", tp=1,
+                           usd_per_gpu_hour=hw.usd_per_gpu_hour_mid)
+    assert money(metric(at, "CPM today").value) == pytest.approx(base.baseline_usd_per_mtok, rel=2e-3)

@@ -1,0 +1,300 @@
+"""CLI: python -m calibration run|microbench|import|fit|regress|list ...  (--json for machine output)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any
+
+from calibration import model_assets
+from calibration.engine import EngineConfig, JobSpec
+from calibration.store import Store
+
+
+def parse_configs(text: str) -> tuple[EngineConfig, ...]:
+    """"baseline,ngram:2,ngram:4,draft_model:smollm2-135m-2l:2" -> EngineConfigs (allowlisted names)."""
+    out = []
+    for item in [x.strip() for x in text.split(",") if x.strip()]:
+        parts = item.split(":")
+        if parts == ["baseline"] or parts == ["none"]:
+            out.append(EngineConfig("none"))
+        elif parts[0] == "ngram" and len(parts) == 2 and parts[1].isdigit():
+            out.append(EngineConfig("ngram", int(parts[1])))
+        elif parts[0] == "draft_model" and len(parts) == 3 and parts[2].isdigit():
+            out.append(EngineConfig("draft_model", int(parts[2]), parts[1]))
+        else:
+            raise ValueError(f"config={item!r} not allowed: use baseline, ngram:K or draft_model:DRAFT:K "
+                             f"with DRAFT in {model_assets.DRAFT_NAMES}")
+    return tuple(out)
+
+
+DEFAULT_CONFIGS = "baseline,ngram:2,ngram:4,draft_model:smollm2-135m-2l:2,draft_model:smollm2-135m-2l:4"
+
+
+def _runner(args: argparse.Namespace) -> Any:
+    from calibration.runners import LocalRunner, RayRunner
+
+    if args.runner == "ray":
+        if not args.ray_address:
+            raise ValueError("--ray-address is required with --runner ray")
+        return RayRunner(args.ray_address, store_url=args.store, num_gpus=args.num_gpus)
+    return LocalRunner(args.store)
+
+
+def _follow(handle: Any, quiet: bool) -> str:
+    seen = 0
+    while True:
+        state = handle.wait(0.5)
+        lines = handle.lines(seen)
+        seen += len(lines)
+        if not quiet:
+            for line in lines:
+                print(line, file=sys.stderr, flush=True)
+        if state not in ("queued", "running"):
+            for line in handle.lines(seen):
+                if not quiet:
+                    print(line, file=sys.stderr)
+            return state
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = JobSpec(model=args.model, configs=parse_configs(args.configs), workloads=tuple(args.workloads.split(",")),
+                   prompts_per_group=args.prompts, max_output_tokens=args.max_tokens)
+    handle = _runner(args).submit("engine", spec.to_dict(), timeout_s=args.timeout_s)
+    state = _follow(handle, args.json)
+    store = Store(args.store)
+    groups = store.groups([handle.run_id])
+    if args.json:
+        print(json.dumps({"run_id": handle.run_id, "state": state, "groups": [g.to_dict() for g in groups]}))
+    else:
+        print(f"run {handle.run_id}: {state}")
+        for g in groups:
+            print(f"  {g.config_label:34} {g.workload:8} {g.output_tokens_per_s:7.1f} tok/s  "
+                  f"tau={g.acceptance_length:.3f}")
+    return 0 if state == "succeeded" else 1
+
+
+def cmd_microbench(args: argparse.Namespace) -> int:
+    from calibration.jobs import MicrobenchSpec
+
+    spec = MicrobenchSpec(model=args.model, repeats=args.repeats)
+    handle = _runner(args).submit("microbench", spec.to_dict(), timeout_s=args.timeout_s)
+    state = _follow(handle, args.json)
+    print(json.dumps({"run_id": handle.run_id, "state": state}) if args.json else f"run {handle.run_id}: {state}")
+    return 0 if state == "succeeded" else 1
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from calibration import metrics
+
+    store = Store(args.store)
+    run_id = store.create_run("import", {"source": "prometheus" if args.prometheus else "bench_json"},
+                              status="running")
+    try:
+        if args.prometheus:
+            rec = metrics.import_prometheus(args.prometheus, interval_s=args.interval_s, run_id=run_id,
+                                            workload=args.workload, model=args.model, method=args.method)
+        else:
+            rec = metrics.record_from_bench_json(args.bench_json, run_id=run_id, workload=args.workload,
+                                                 model=args.model, method=args.method)
+        store.add_group(rec)
+        store.set_status(run_id, "succeeded", "imported 1 group")
+    except Exception as e:
+        store.set_status(run_id, "failed", f"{type(e).__name__}: {e}")
+        raise
+    if args.json:
+        print(json.dumps({"run_id": run_id, "group": rec.to_dict()}))
+    else:
+        print(f"imported run {run_id}: {rec.config_label} {rec.workload}: {rec.output_tokens_per_s:.1f} tok/s, "
+              f"tau={rec.acceptance_length:.3f}, per_pos={list(rec.counts.accepted_per_pos)} / {rec.counts.num_drafts}")
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from calibration.predict import format_table
+    from calibration.profiles_store import save_profile
+    from calibration.report import calibrate, format_acceptance, format_fit
+
+    store = Store(args.store)
+    rep = calibrate(store, args.runs.split(",") if args.runs else None, args.microbench_run)
+    store.save_fit(args.save_profile or "adhoc", "report", rep.to_dict())
+    path = None
+    if args.save_profile:
+        path = save_profile(rep.profile(args.save_profile))
+    if args.json:
+        print(json.dumps({**rep.to_dict(), "profile_path": str(path) if path else None}, default=float))
+        return 0
+    print("== acceptance per position and workload\n" + format_acceptance(rep.acceptance))
+    if rep.step_fit:
+        print(format_fit(rep.step_fit, "== microbenchmark step-time fit"))
+    print(format_fit(rep.engine_fit, "== engine fixed-time fit (train split)"))
+    print("== predicted vs measured (output tokens/s; S = speedup vs baseline)\n" + format_table(rep.comparisons))
+    print(f"MAPE train {rep.mape_train_pct:.1f} %, held out {rep.mape_holdout_pct:.1f} % "
+          f"(with predicted tau: {rep.mape_holdout_full_pct:.1f} %; per-slot decode rate: "
+          f"{rep.mape_holdout_decode_pct:.1f} %)")
+    if path:
+        print(f"saved calibrated profile {args.save_profile!r} to {path}")
+    return 0
+
+
+def regress(store: Store, run_id: str, *, series_prefix: str, window: int = 7) -> tuple[list[str], list[str]]:
+    """Append the acceptance of `run_id` to the history; return (regressions, notes).
+
+    A workload regresses when its recent level (median of the last `window` history points of the same
+    series) lies above the upper end of today's 95 % interval of tau: the drop exceeds the interval.
+    """
+    import statistics
+
+    from calibration.fit import fit_acceptance
+
+    fits = fit_acceptance(store.groups([run_id]))
+    regressions, notes = [], []
+    for a in fits:
+        series = f"{series_prefix}/{a.config_label}"
+        past = [h["acceptance_length"] for h in store.history(series) if h["workload"] == a.workload][-window:]
+        level = statistics.median(past) if past else math.nan
+        bad = bool(past) and level > a.acceptance_length_high
+        msg = (f"{series} {a.workload}: acceptance length {a.acceptance_length:.3f} "
+               f"[95% {a.acceptance_length_low:.3f}, {a.acceptance_length_high:.3f}] vs recent level "
+               f"{level:.3f} over {len(past)} runs")
+        if bad:
+            msg = "REGRESSION " + msg + f": dropped {level - a.acceptance_length:.3f} (> interval)"
+            regressions.append(msg)
+        else:
+            notes.append("ok " + msg)
+        store.add_history(series=series, workload=a.workload, run_id=run_id, acceptance_length=a.acceptance_length,
+                          low=a.acceptance_length_low, high=a.acceptance_length_high, regression=bad, message=msg)
+    return regressions, notes
+
+
+def cmd_regress(args: argparse.Namespace) -> int:
+    store = Store(args.store)
+    if args.from_run:
+        run_id = args.from_run
+    elif args.bench_json:
+        from calibration import metrics
+
+        workloads = args.workloads.split(",")
+        if len(workloads) != len(args.bench_json):
+            raise ValueError(f"--workloads={args.workloads!r} must name one workload per --bench-json file "
+                             f"({len(args.bench_json)} files)")
+        run_id = store.create_run("import", {"source": "bench_json", "nightly": True}, status="running")
+        for path, workload in zip(args.bench_json, workloads, strict=True):
+            store.add_group(metrics.record_from_bench_json(path, run_id=run_id, workload=workload,
+                                                           model=args.model, method=args.method))
+        store.set_status(run_id, "succeeded", "nightly import")
+    else:
+        spec = JobSpec(model=args.model, configs=parse_configs(args.configs),
+                       workloads=tuple(args.workloads.split(",")), prompts_per_group=args.prompts,
+                       max_output_tokens=args.max_tokens)
+        handle = _runner(args).submit("engine", spec.to_dict(), timeout_s=args.timeout_s)
+        state = _follow(handle, args.json)
+        if state != "succeeded":
+            print(f"nightly calibration run {handle.run_id} ended {state}", file=sys.stderr)
+            return 2
+        run_id = handle.run_id
+    regressions, notes = regress(store, run_id, series_prefix=args.series or args.model, window=args.window)
+    if args.json:
+        print(json.dumps({"run_id": run_id, "regressions": regressions, "ok": notes}))
+    else:
+        for line in notes + regressions:
+            print(line)
+    if regressions:
+        print(f"acceptance regression in {len(regressions)} workload(s); see lines starting with REGRESSION",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from calibration.profiles_store import list_profiles
+
+    store = Store(args.store)
+    if args.what == "runs":
+        rows: list[Any] = [{"run_id": r.run_id, "kind": r.kind, "status": r.status, "message": r.message,
+                            "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at))}
+                           for r in store.list_runs()]
+    elif args.what == "fits":
+        rows = [{k: f[k] for k in ("id", "name", "kind")} for f in store.fits()]
+    elif args.what == "profiles":
+        rows = [{"name": n} for n in list_profiles()]
+    else:
+        rows = store.history()
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for r in rows:
+            print("  ".join(f"{k}={v}" for k, v in r.items()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m calibration", description=__doc__)
+    p.add_argument("--store", default=None, help="SQLAlchemy URL (default $SPECPLAN_STORE_URL or the SQLite file)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def runner_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--runner", choices=("local", "ray"), default="local")
+        sp.add_argument("--ray-address", default=None)
+        sp.add_argument("--num-gpus", type=float, default=0.0)
+        sp.add_argument("--timeout-s", type=float, default=1800.0)
+        sp.add_argument("--model", default=model_assets.TARGET_NAME, choices=model_assets.MODEL_NAMES)
+
+    def engine_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--configs", default=DEFAULT_CONFIGS)
+        sp.add_argument("--workloads", default="code,chat")
+        sp.add_argument("--prompts", type=int, default=4)
+        sp.add_argument("--max-tokens", type=int, default=32)
+
+    sp = sub.add_parser("run", help="engine calibration run")
+    runner_opts(sp)
+    engine_opts(sp)
+    sp.set_defaults(fn=cmd_run)
+    sp = sub.add_parser("microbench", help="torch step-time microbenchmark")
+    runner_opts(sp)
+    sp.add_argument("--repeats", type=int, default=5)
+    sp.set_defaults(fn=cmd_microbench)
+    sp = sub.add_parser("import", help="import Prometheus /metrics deltas or a bench JSON")
+    src = sp.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prometheus", help="http(s)://host:port/metrics")
+    src.add_argument("--bench-json", help="vllm bench serve --save-result file")
+    sp.add_argument("--interval-s", type=float, default=60.0)
+    sp.add_argument("--workload", required=True)
+    sp.add_argument("--model", default=model_assets.TARGET_NAME)
+    sp.add_argument("--method", default="other")
+    sp.set_defaults(fn=cmd_import)
+    sp = sub.add_parser("fit", help="fit acceptance and step time; predicted vs measured")
+    sp.add_argument("--runs", default=None, help="comma-separated engine run ids (default: latest)")
+    sp.add_argument("--microbench-run", default=None)
+    sp.add_argument("--save-profile", default=None, help="save the fit as a named calibrated profile")
+    sp.set_defaults(fn=cmd_fit)
+    sp = sub.add_parser("regress", help="nightly acceptance regression check (exit 1 on regression)")
+    runner_opts(sp)
+    engine_opts(sp)
+    sp.add_argument("--from-run", default=None, help="use this finished run instead of running one")
+    sp.add_argument("--bench-json", nargs="*", default=None, help="import these files (one per workload)")
+    sp.add_argument("--method", default="other")
+    sp.add_argument("--series", default=None, help="history series name (default: the model)")
+    sp.add_argument("--window", type=int, default=7)
+    sp.set_defaults(fn=cmd_regress, configs="ngram:4")
+    sp = sub.add_parser("list", help="list runs, fits, profiles or history")
+    sp.add_argument("what", choices=("runs", "fits", "profiles", "history"))
+    sp.set_defaults(fn=cmd_list)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except (ValueError, FileNotFoundError, FileExistsError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,337 @@
+"""The planner's step-time model applied to calibration runs: fit its machine parameters, predict every
+engine run with them, and compare with the measurement (in-sample and held out).
+
+Wall time of one measured group (B prompts submitted together, greedy, fixed output length L_out, so every
+sequence decodes in lockstep; planner/roofline.py gives each step):
+    T_prefill = step(target, batch=B, tokens_per_seq=L_in, context=L_in/2)   [+ same on the draft model]
+    T_iter    = step(target, batch=B, tokens_per_seq=K+1, context=L_in+L_out/2, t_fixed=t_fixed_s)
+              + t_spec_s  (any speculative config: proposer host work, rejection sampling, bookkeeping)
+              + draft_model only: K * step(draft, batch=B, tokens_per_seq=1, ..., t_fixed=t_fixed_draft_s)
+                (n-gram lookup runs on the host: no accelerator term)
+    wall      = T_prefill + (L_out - 1) / tau * T_iter     (the first output token comes from the prefill)
+    output_tokens_per_s = B * L_out / wall
+(DESIGN.md "Step-time model"; Leviathan et al. 2023 for tokens per step = tau.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from calibration.fit import FitResult, fit_least_squares
+from calibration.records import GroupRecord
+
+# Parameter bounds for the fits (physical ranges: efficiencies are fractions of peak; fixed times are
+# between 0 and 1 s per step on any machine this runs on).
+ETA_BOUNDS = (1e-3, 1.0)  # fractions of a datasheet peak
+# On a CPU the peaks are assumptions (profiles.cpu_hardware: cores x 2.5 GHz x 32 FP32 FLOP/cycle, 10 GB/s);
+# bf16 matrix units (AMX, AVX512-BF16) beat them, so eta is "achieved / assumed peak" and may exceed 1.
+ETA_BOUNDS_CPU = (1e-3, 8.0)
+T_FIXED_BOUNDS_S = (0.0, 1.0)
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog() -> Any | None:
+    try:
+        from profiles import load_catalog
+
+        return load_catalog()
+    except Exception:  # noqa: BLE001 - the calibration side works without the catalog (own adapter)
+        return None
+
+
+@functools.lru_cache(maxsize=32)
+def model_spec(name: str) -> Any:
+    """planner.types.ModelSpec for an allowlisted model; truncated drafts missing from the profiles are
+    derived from the target: params = embeddings (tied LM head) + N * params per decoder layer."""
+    from calibration import model_assets
+
+    cat = _catalog()
+    if cat is not None and name in cat.models:
+        return cat.models[name]
+    if name in model_assets.DRAFT_LAYERS:
+        target = model_spec(model_assets.TARGET_NAME)
+        n = model_assets.DRAFT_LAYERS[name]
+        embed_b = target.vocab_size * target.hidden_size / 1e9
+        per_layer_b = (target.total_params_b - embed_b) / target.layers
+        total_b = embed_b + n * per_layer_b
+        return dataclasses.replace(target, name=name, label=f"{target.label} first {n} layers", layers=n,
+                                   total_params_b=total_b, active_params_b=total_b, draft_model=None)
+    raise ValueError(f"model={name!r} has no ModelSpec in the profiles and cannot be derived")
+
+
+@functools.lru_cache(maxsize=1)
+def machine() -> Any:
+    """planner.types.Hardware describing this machine (profiles.cpu_hardware on CPU)."""
+    from profiles import cpu_hardware
+
+    return cpu_hardware()
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    eta_bw: float
+    eta_flops: float
+    t_fixed_s: float  # per verifier step
+    t_fixed_draft_s: float  # per draft-model step
+    t_spec_s: float  # per verifier step of any speculative config: proposer bookkeeping, rejection sampling
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+def _hw(hw: Any, eta_bw: float, eta_flops: float) -> Any:
+    from planner.roofline import hw_params
+
+    return dataclasses.replace(hw_params(hw), eta_bw=eta_bw, eta_flops=eta_flops)
+
+
+def _group_shape(rec: GroupRecord) -> tuple[float, float, float]:
+    b = float(rec.num_prompts)
+    if b <= 0:
+        raise ValueError(f"num_prompts={rec.num_prompts} not allowed for a prediction: must be >= 1")
+    l_in = rec.prompt_tokens / b
+    l_out = rec.max_output_tokens or rec.output_tokens / b
+    return b, l_in, float(l_out)
+
+
+def predict_wall_time_s(rec: GroupRecord, p: EngineParams, *, tau: float | None = None,
+                        hw: Any | None = None) -> float:
+    """Predicted wall time of the group `rec` (shape, method, K) with parameters `p` and `tau` output tokens
+    per verifier step per sequence (default: the measured `rec.tokens_per_sequence_step`)."""
+    t_prefill, t_iter, steps = predict_times(rec, p, tau=tau, hw=hw)
+    return t_prefill + steps * t_iter
+
+
+def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None,
+                  hw: Any | None = None) -> tuple[float, float, float]:
+    """(prefill time s, time per decode iteration s, decode iterations) of the group `rec`."""
+    from planner.roofline import step_time_s, target_net
+
+    hw = hw or machine()
+    hwp = _hw(hw, p.eta_bw, p.eta_flops)
+    b, l_in, l_out = _group_shape(rec)
+    tau = rec.tokens_per_sequence_step if tau is None else tau
+    if not (tau >= 1.0 and math.isfinite(tau)):
+        raise ValueError(f"acceptance_length={tau} not allowed for config {rec.config_label}: must be >= 1")
+    target = target_net(model_spec(rec.model))
+    ctx = l_in + l_out / 2.0
+    t_prefill, _ = step_time_s(target, hwp, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
+                               t_fixed_s=p.t_fixed_s)
+    t_iter, _ = step_time_s(target, hwp, batch=b, tokens_per_seq=rec.k + 1, context_tokens=ctx,
+                            t_fixed_s=p.t_fixed_s)
+    if rec.method == "draft_model":
+        if not rec.draft:
+            raise ValueError(f"draft=None not allowed for method='draft_model' in config {rec.config_label}")
+        draft = target_net(model_spec(rec.draft))
+        t_dp, _ = step_time_s(draft, hwp, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
+                              t_fixed_s=p.t_fixed_draft_s)
+        t_d, _ = step_time_s(draft, hwp, batch=b, tokens_per_seq=1, context_tokens=ctx,
+                             t_fixed_s=p.t_fixed_draft_s)
+        t_prefill = t_prefill + t_dp
+        t_iter = t_iter + rec.k * t_d
+    if rec.method != "none":
+        t_iter = t_iter + p.t_spec_s
+    return float(t_prefill), float(t_iter), (l_out - 1.0) / tau
+
+
+# ---------------------------------------------------------------------------------------------------
+# Fits
+# ---------------------------------------------------------------------------------------------------
+def fit_microbench(samples: Sequence[dict[str, Any]], *, model: str, hw: Any | None = None) -> FitResult:
+    """eta_bw, eta_flops, t_fixed_s from microbenchmark samples (relative residuals: the step times span
+    two orders of magnitude). Model: planner.roofline.step_time_s(target_net(model))."""
+    from planner.roofline import step_time_s, target_net
+
+    if not samples:
+        raise ValueError("samples is empty: run the microbenchmark first")
+    hw = hw or machine()
+    net = target_net(model_spec(model))
+    b = np.array([s["batch"] for s in samples], float)
+    n = np.array([s["tokens_per_seq"] for s in samples], float)
+    c = np.array([s["context_tokens"] for s in samples], float)
+    y = np.array([s["step_time_s"] for s in samples], float)
+    for name, arr in (("batch", b), ("tokens_per_seq", n), ("context_tokens", c), ("step_time_s", y)):
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} contains a non-finite value: all microbenchmark fields must be finite")
+    if np.any(y <= 0):
+        raise ValueError(f"step_time_s={y[y <= 0][0]} not allowed: must be > 0")
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        t, _ = step_time_s(net, _hw(hw, x[0], x[1]), batch=b, tokens_per_seq=n, context_tokens=c, t_fixed_s=x[2])
+        return (t - y) / y
+
+    eta_lo, eta_hi = ETA_BOUNDS_CPU if getattr(hw, "kind", "gpu") == "cpu" else ETA_BOUNDS
+    r = fit_least_squares(resid, names=("eta_bw", "eta_flops", "t_fixed_s"), p0=(0.5, 0.3, 0.005),
+                          lower=(eta_lo, eta_lo, T_FIXED_BOUNDS_S[0]),
+                          upper=(eta_hi, eta_hi, T_FIXED_BOUNDS_S[1]), n_points=len(y),
+                          x_scale=(0.1, 0.1, 0.01))
+    return dataclasses.replace(r, extra={"model": model, "hardware": hw.name})
+
+
+ENGINE_FIT_NAMES = ("t_fixed_s", "t_spec_s", "t_fixed_draft_s")
+
+
+def fit_engine(records: Sequence[GroupRecord], *, eta_bw: float, eta_flops: float,
+               hw: Any | None = None) -> FitResult:
+    """Per-step fixed times of the engine (verifier step, speculative overhead per step, draft pass) from
+    measured groups, with the roofline efficiencies held at the microbenchmark's values. Parameters with no
+    informing record (e.g. no speculative run) are not fitted and stay at their start value."""
+    recs = [r for r in records if r.wall_time_s > 0 and r.num_prompts > 0]
+    if not recs:
+        raise ValueError("records: no measured groups with wall_time_s > 0 to fit the engine step time on")
+    hw = hw or machine()
+    methods = {r.method for r in recs}
+    free = ["t_fixed_s"] + (["t_spec_s"] if methods - {"none"} else []) + (
+        ["t_fixed_draft_s"] if "draft_model" in methods else [])
+    if len(recs) <= len(free):
+        raise ValueError(f"records has {len(recs)} groups: too few for {len(free)} parameters {free}")
+    y = np.array([r.wall_time_s for r in recs])
+    start = {"t_fixed_s": 0.01, "t_fixed_draft_s": 0.005, "t_spec_s": 0.001}
+
+    def params(x: np.ndarray) -> EngineParams:
+        vals = dict(start)
+        vals.update(dict(zip(free, x, strict=True)))
+        return EngineParams(eta_bw=eta_bw, eta_flops=eta_flops, **{k: float(v) for k, v in vals.items()})
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        p = params(x)
+        return np.array([predict_wall_time_s(r, p, hw=hw) for r in recs]) / y - 1.0
+
+    r = fit_least_squares(resid, names=tuple(free), p0=[start[f] for f in free],
+                          lower=[T_FIXED_BOUNDS_S[0]] * len(free), upper=[T_FIXED_BOUNDS_S[1]] * len(free),
+                          n_points=len(recs), x_scale=[0.01] * len(free))
+    full = params(np.array(r.params)).to_dict()
+    return dataclasses.replace(r, extra={"params": full, "records": [f"{x.config_label}/{x.workload}" for x in recs]})
+
+
+def split_holdout(records: Sequence[GroupRecord]) -> tuple[list[GroupRecord], list[GroupRecord]]:
+    """Train on the baseline and the smallest K of each (method, draft); hold out every larger K."""
+    smallest: dict[tuple[str, str | None], int] = {}
+    for r in records:
+        if r.method != "none":
+            key = (r.method, r.draft)
+            smallest[key] = min(smallest.get(key, r.k), r.k)
+    train = [r for r in records if r.method == "none" or r.k == smallest[(r.method, r.draft)]]
+    held = [r for r in records if r not in train]
+    return train, held
+
+
+# ---------------------------------------------------------------------------------------------------
+# Predicted vs measured
+# ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Comparison:
+    config_label: str
+    workload: str
+    split: str  # "train" | "held_out"
+    measured_output_tokens_per_s: float
+    predicted_output_tokens_per_s: float  # step-time model with the measured tau
+    predicted_full_output_tokens_per_s: float  # tau predicted too (i.i.d. alpha from the train K)
+    measured_speedup: float  # vs the baseline group of the same workload and run
+    predicted_speedup: float
+    measured_acceptance_length: float
+    predicted_acceptance_length: float
+    error_pct: float  # (predicted - measured) / measured * 100, throughput with measured tau
+    error_full_pct: float
+    # Decode rate per sequence slot, from vLLM's per-request decode-time histogram: what a continuously
+    # batched server sees; free of the offline batch's tail (the last sequence to finish).
+    measured_decode_tokens_per_s: float = math.nan
+    predicted_decode_tokens_per_s: float = math.nan
+    decode_error_pct: float = math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _predicted_tau(rec: GroupRecord, train: Sequence[GroupRecord]) -> tuple[float, float]:
+    """(tau, tokens per sequence step) of `rec` predicted from the train record of the same (method, draft,
+    workload): invert the i.i.d. tau(a, K) at the train K and evaluate it at rec.k (planner.acceptance,
+    Leviathan et al. 2023 eq. 1); steps without a draft keep the train record's draft coverage c:
+    tokens per step = 1 + c * (tau - 1)."""
+    from planner.acceptance import acceptance_length_iid, alpha_from_acceptance_length
+
+    if rec.method == "none":
+        return 1.0, 1.0
+    same = [t for t in train if (t.method, t.draft, t.workload) == (rec.method, rec.draft, rec.workload)]
+    if not same or not math.isfinite(same[0].acceptance_length):
+        return math.nan, math.nan
+    t = same[0]
+    alpha = float(alpha_from_acceptance_length(min(t.acceptance_length, t.k + 1.0), t.k))
+    tau = float(acceptance_length_iid(alpha, rec.k))
+    return tau, 1.0 + t.draft_coverage * (tau - 1.0)
+
+
+def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequence[GroupRecord],
+            hw: Any | None = None) -> list[Comparison]:
+    hw = hw or machine()
+    train_ids = {id(r) for r in train}
+    base = {(r.run_id, r.workload): r for r in records if r.method == "none"}
+    rows = []
+    for r in records:
+        b, _, l_out = _group_shape(r)
+        tokens = b * l_out
+        pred = tokens / predict_wall_time_s(r, params, hw=hw)
+        tau_p, step_tau_p = _predicted_tau(r, train)
+        pred_full = (tokens / predict_wall_time_s(r, params, tau=step_tau_p, hw=hw)
+                     if math.isfinite(step_tau_p) else math.nan)
+        meas = r.output_tokens_per_s
+        bl = base.get((r.run_id, r.workload))
+        if bl is not None:
+            bb, _, bl_out = _group_shape(bl)
+            pred_base = bb * bl_out / predict_wall_time_s(bl, params, hw=hw)
+            m_speed, p_speed = meas / bl.output_tokens_per_s, pred_full / pred_base
+        else:
+            m_speed = p_speed = math.nan
+        dec_m = dec_p = math.nan
+        decode_sum = r.extra.get("decode_time_s_sum")
+        if decode_sum:
+            # mean per-request decode time = sum / B; B sequences each emit L_out - 1 decode tokens
+            dec_m = b * (l_out - 1.0) / (decode_sum / b)
+            _, t_iter, _ = predict_times(r, params, hw=hw)
+            dec_p = b * r.tokens_per_sequence_step / t_iter
+        rows.append(Comparison(
+            config_label=r.config_label, workload=r.workload,
+            split="train" if id(r) in train_ids else "held_out",
+            measured_output_tokens_per_s=meas, predicted_output_tokens_per_s=pred,
+            predicted_full_output_tokens_per_s=pred_full, measured_speedup=m_speed, predicted_speedup=p_speed,
+            measured_acceptance_length=r.acceptance_length, predicted_acceptance_length=tau_p,
+            error_pct=(pred - meas) / meas * 100.0, error_full_pct=(pred_full - meas) / meas * 100.0,
+            measured_decode_tokens_per_s=dec_m, predicted_decode_tokens_per_s=dec_p,
+            decode_error_pct=(dec_p - dec_m) / dec_m * 100.0,
+        ))
+    return rows
+
+
+def mape_pct(rows: Sequence[Comparison], split: str | None = None, full: bool = False,
+             decode: bool = False) -> float:
+    """Mean absolute percentage error of the throughput predictions (wall-clock by default; `full`: with
+    predicted tau; `decode`: the per-slot decode rate)."""
+    sel = [r for r in rows if split is None or r.split == split]
+    errs = [abs(r.decode_error_pct if decode else r.error_full_pct if full else r.error_pct) for r in sel]
+    errs = [e for e in errs if math.isfinite(e)]
+    if not errs:
+        raise ValueError(f"split={split!r}: no comparison rows with a finite error")
+    return float(np.mean(errs))
+
+
+def format_table(rows: Sequence[Comparison]) -> str:
+    head = (f"{'config':34} {'workload':8} {'split':8} {'meas tok/s':>10} {'pred tok/s':>10} {'err %':>7} "
+            f"{'pred(tau) ':>10} {'err %':>7} {'meas S':>7} {'pred S':>7} {'meas tau':>8} {'pred tau':>8} "
+            f"{'decode meas':>11} {'pred':>7} {'err %':>7}")
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"{r.config_label:34} {r.workload:8} {r.split:8} {r.measured_output_tokens_per_s:10.1f} "
+            f"{r.predicted_output_tokens_per_s:10.1f} {r.error_pct:7.1f} {r.predicted_full_output_tokens_per_s:10.1f} "
+            f"{r.error_full_pct:7.1f} {r.measured_speedup:7.2f} {r.predicted_speedup:7.2f} "
+            f"{r.measured_acceptance_length:8.3f} {r.predicted_acceptance_length:8.3f} "
+            f"{r.measured_decode_tokens_per_s:11.1f} {r.predicted_decode_tokens_per_s:7.1f} {r.decode_error_pct:7.1f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""The whole fit from stored records: acceptance per position and workload, the microbenchmark step-time
+fit, the engine fixed-time fit on the train split, predicted vs measured on every run with the held-out
+MAPE. Shared by the CLI, the Calibrate page and the tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from calibration.fit import AcceptanceFit, FitResult, fit_acceptance
+from calibration.predict import (
+    Comparison,
+    EngineParams,
+    compare,
+    fit_engine,
+    fit_microbench,
+    machine,
+    mape_pct,
+    split_holdout,
+)
+from calibration.profiles_store import CalibratedProfile, today
+from calibration.store import Store
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    run_ids: tuple[str, ...]
+    microbench_run_id: str | None
+    acceptance: tuple[AcceptanceFit, ...]
+    step_fit: FitResult | None  # microbenchmark: eta_bw, eta_flops, t_fixed_s (kernel level)
+    engine_fit: FitResult  # engine: t_fixed_s, t_fixed_draft_s, t_spec_s on the train split
+    params: EngineParams
+    comparisons: tuple[Comparison, ...]
+    mape_train_pct: float
+    mape_holdout_pct: float
+    mape_holdout_full_pct: float  # tau predicted as well
+    mape_holdout_decode_pct: float  # per-slot decode rate (vLLM's per-request decode time)
+    hardware: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_ids": list(self.run_ids), "microbench_run_id": self.microbench_run_id,
+            "acceptance": [a.to_dict() for a in self.acceptance],
+            "step_fit": self.step_fit.to_dict() if self.step_fit else None,
+            "engine_fit": self.engine_fit.to_dict(), "params": self.params.to_dict(),
+            "comparisons": [c.to_dict() for c in self.comparisons],
+            "mape_train_pct": self.mape_train_pct, "mape_holdout_pct": self.mape_holdout_pct,
+            "mape_holdout_full_pct": self.mape_holdout_full_pct,
+            "mape_holdout_decode_pct": self.mape_holdout_decode_pct, "hardware": self.hardware,
+        }
+
+    def profile(self, name: str) -> CalibratedProfile:
+        se = dict(zip(self.engine_fit.names, self.engine_fit.stderr, strict=True))
+        if self.step_fit:
+            se.update({k: v for k, v in zip(self.step_fit.names, self.step_fit.stderr, strict=True)
+                       if k != "t_fixed_s"})
+        return CalibratedProfile(
+            name=name, hardware=self.hardware, **self.params.to_dict(),
+            stderr={k: float(v) for k, v in se.items()},
+            holdout_mape_pct=float(self.mape_holdout_pct), created=today(),
+            source=f"calibration runs {', '.join(self.run_ids)}; microbenchmark {self.microbench_run_id}",
+        )
+
+
+def _safe_mape(rows: list[Comparison], split: str, full: bool = False, decode: bool = False) -> float:
+    try:
+        return mape_pct(rows, split, full, decode)
+    except ValueError:
+        return math.nan
+
+
+def latest_run_id(store: Store, kind: str) -> str | None:
+    for r in store.list_runs(kind=kind):
+        if r.status == "succeeded":
+            return r.run_id
+    return None
+
+
+def calibrate(store: Store, run_ids: list[str] | None = None, microbench_run_id: str | None = None,
+              *, default_eta: tuple[float, float] = (0.5, 0.3)) -> CalibrationReport:
+    """Fit everything from the store. Without a microbenchmark run the efficiencies stay at
+    `default_eta` (eta_bw, eta_flops) and only the engine's fixed times are fitted."""
+    if run_ids is None:
+        rid = latest_run_id(store, "engine")
+        if rid is None:
+            raise ValueError("run_ids: no succeeded engine run in the store; run `python -m calibration run`")
+        run_ids = [rid]
+    records = [r for r in store.groups(run_ids) if r.source == "engine" or r.wall_time_s > 0]
+    if not records:
+        raise ValueError(f"run_ids={run_ids}: no group records in the store {store.url}")
+    hw = machine()
+    step_fit = None
+    eta_bw, eta_flops = default_eta
+    if microbench_run_id is None:
+        microbench_run_id = latest_run_id(store, "microbench")
+    if microbench_run_id:
+        samples = store.step_samples([microbench_run_id])
+        step_fit = fit_microbench(samples, model=records[0].model, hw=hw)
+        eta_bw, eta_flops = step_fit.as_dict()["eta_bw"], step_fit.as_dict()["eta_flops"]
+    train, _held = split_holdout(records)
+    engine_fit = fit_engine(train, eta_bw=eta_bw, eta_flops=eta_flops, hw=hw)
+    params = EngineParams(**engine_fit.extra["params"])
+    rows = compare(records, params, train, hw=hw)
+    return CalibrationReport(
+        run_ids=tuple(run_ids), microbench_run_id=microbench_run_id,
+        acceptance=tuple(fit_acceptance(records)) if any(r.method != "none" for r in records) else (),
+        step_fit=step_fit, engine_fit=engine_fit, params=params, comparisons=tuple(rows),
+        mape_train_pct=_safe_mape(rows, "train"), mape_holdout_pct=_safe_mape(rows, "held_out"),
+        mape_holdout_full_pct=_safe_mape(rows, "held_out", full=True),
+        mape_holdout_decode_pct=_safe_mape(rows, "held_out", decode=True), hardware=hw.name,
+    )
+
+
+def format_acceptance(fits: tuple[AcceptanceFit, ...] | list[AcceptanceFit]) -> str:
+    lines = [f"{'config':34} {'workload':8} {'drafts':>6} {'tau [95% CI]':>22}  p_i (unconditional) [Jeffreys 95%]"]
+    for a in fits:
+        per = ", ".join(f"{p:.2f}[{lo:.2f},{hi:.2f}]" for p, lo, hi in zip(a.p_per_pos, a.p_low, a.p_high,
+                                                                           strict=True))
+        lines.append(f"{a.config_label:34} {a.workload:8} {a.num_drafts:6d} "
+                     f"{a.acceptance_length:6.3f} [{a.acceptance_length_low:5.2f},{a.acceptance_length_high:5.2f}]"
+                     f"   {per}")
+    return "\n".join(lines)
+
+
+def format_fit(fr: FitResult, title: str) -> str:
+    parts = [f"{n}={p:.4g} ± {s:.2g}" for n, p, s in zip(fr.names, fr.params, fr.stderr, strict=True)]
+    rms = math.sqrt(sum(r * r for r in fr.residuals) / max(len(fr.residuals), 1))
+    return f"{title}: {'; '.join(parts)} (n={fr.n_points}, rms rel. residual {rms:.3f}, {fr.message})"
+
+
+def replace_params(report: CalibrationReport, **kw: float) -> EngineParams:
+    return dataclasses.replace(report.params, **kw)

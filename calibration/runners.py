@@ -1,0 +1,302 @@
+"""Runners: where a calibration job executes.
+
+- `LocalRunner` (the embedded default): the job runs in its own process (`python -m calibration.jobs`)
+  in a new session; stdout lines stream into the handle; cancel and timeout kill the whole process group.
+- `RayRunner`: the same job as a Ray task on a cluster (`num_gpus` for GPU nodes); progress is relayed
+  through the store's run message (the store URL must be reachable from the workers: a shared
+  PostgreSQL, or the SQLite file when the cluster is this machine).
+
+Job states: queued -> running -> succeeded | failed | cancelled | timed_out. The job process itself writes
+succeeded / failed; the runner writes cancelled / timed_out after stopping it. A job killed outside the
+runner stays "running" in the store and reads as "crashed" once its heartbeat is stale.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from calibration.jobs import JOB_KINDS
+from calibration.store import Store
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TERMINAL = ("succeeded", "failed", "cancelled", "timed_out", "crashed")
+# Grace between SIGTERM and SIGKILL when stopping a job.
+STOP_GRACE_S = 3.0
+
+
+def stored_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """What the store keeps of a job spec: uploaded prompt texts are replaced by their hash and count
+    (prompt text from users' traffic is never persisted)."""
+    from calibration.records import prompt_set_hash
+
+    out = {k: v for k, v in spec.items() if k != "custom_prompts"}
+    if spec.get("custom_prompts"):
+        out["custom_prompt_sets"] = {w: {"hash": prompt_set_hash(list(ps)), "prompts": len(ps)}
+                                     for w, ps in spec["custom_prompts"].items()}
+    return out
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+class JobHandle:
+    """A submitted job: state, streamed lines, progress fraction, cancel, wait."""
+
+    def __init__(self, run_id: str, store: Store) -> None:
+        self.run_id = run_id
+        self.store = store
+        self._lines: list[str] = []
+        self._lock = threading.Lock()
+        self._state = "queued"
+        self._done = threading.Event()
+        self.progress = 0.0
+
+    # -- for subclasses / threads --
+    def _add_line(self, line: str) -> None:
+        with self._lock:
+            self._lines.append(line)
+        if line.startswith("PROGRESS "):
+            try:
+                i, n = line.split()[1].split("/")
+                self.progress = int(i) / max(int(n), 1)
+            except ValueError:
+                pass
+
+    def _finish(self, state: str) -> None:
+        self._state = state
+        self._done.set()
+
+    # -- public --
+    @property
+    def state(self) -> str:
+        return self._state
+
+    def lines(self, start: int = 0) -> list[str]:
+        with self._lock:
+            return self._lines[start:]
+
+    def wait(self, timeout_s: float | None = None) -> str:
+        self._done.wait(timeout_s)
+        return self._state
+
+    def cancel(self) -> None:
+        raise NotImplementedError
+
+
+class LocalProcessHandle(JobHandle):
+    def __init__(self, run_id: str, store: Store, cmd: list[str], timeout_s: float | None,
+                 stdin_text: str = "") -> None:
+        super().__init__(run_id, store)
+        self._stop_reason: str | None = None
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=_env(), cwd=str(REPO_ROOT), start_new_session=True)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(stdin_text)
+        self.proc.stdin.close()
+        self._state = "running"
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if timeout_s is not None:
+            threading.Thread(target=self._watchdog, args=(timeout_s,), daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._add_line(line.rstrip())
+        rc = self.proc.wait()
+        self._kill_group(signal.SIGKILL)  # stragglers (engine workers) of a finished or killed job
+        if self._stop_reason:
+            self.store.set_status(self.run_id, self._stop_reason, f"stopped by the runner: {self._stop_reason}")
+            self._finish(self._stop_reason)
+            return
+        stored = self.store.get_run(self.run_id).status
+        if stored in ("queued", "running"):
+            # The job process died without writing its outcome (killed by a signal, out of memory...).
+            stored = "failed"
+            self.store.set_status(self.run_id, "failed", f"job process exited with code {rc} without a result")
+        self._finish(stored)
+
+    def _kill_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _stop(self, reason: str) -> None:
+        if self.proc.poll() is not None:
+            return
+        self._stop_reason = reason
+        self._kill_group(signal.SIGTERM)
+        try:
+            self.proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._kill_group(signal.SIGKILL)
+
+    def _watchdog(self, timeout_s: float) -> None:
+        if not self._done.wait(timeout_s):
+            self._add_line(f"timeout after {timeout_s:g} s: stopping the job")
+            self._stop("timed_out")
+
+    def cancel(self) -> None:
+        self._stop("cancelled")
+
+
+class LocalRunner:
+    name = "local"
+
+    def __init__(self, store_url: str | None = None) -> None:
+        self.store = Store(store_url)
+
+    def submit(self, kind: str, spec: dict[str, Any], *, timeout_s: float | None = None,
+               run_id: str | None = None) -> LocalProcessHandle:
+        if kind not in JOB_KINDS:
+            raise ValueError(f"kind={kind!r} not allowed; allowed: {JOB_KINDS}")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"timeout_s={timeout_s} not allowed: must be > 0")
+        run_id = self.store.create_run(kind, {**stored_spec(spec), "runner": self.name}, run_id=run_id)
+        cmd = [sys.executable, "-m", "calibration.jobs", "--kind", kind, "--run-id", run_id,
+               "--store-url", self.store.url, "--spec", "-"]
+        return LocalProcessHandle(run_id, self.store, cmd, timeout_s, stdin_text=json.dumps(spec))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Ray
+# ---------------------------------------------------------------------------------------------------
+def _ray_task(kind: str, spec: dict[str, Any], run_id: str, store_url: str, repo_root: str) -> str:
+    """Body of the Ray task: the same job process as the local runner, on whichever node Ray picked."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo_root, os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "calibration.jobs", "--kind", kind, "--run-id", run_id, "--store-url",
+           store_url, "--spec", "-"]
+    from calibration.engine import _die_with_parent
+
+    # A force-cancelled task kills this worker without running `finally`: the job process gets SIGTERM
+    # from the kernel (PR_SET_PDEATHSIG) and its engine child cleans up after it.
+    proc = subprocess.Popen(cmd, env=env, cwd=repo_root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=_die_with_parent)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(spec))
+        proc.stdin.close()
+        store = Store(store_url)
+        for line in proc.stdout:
+            if line.startswith("PROGRESS") or line.startswith("["):
+                store.heartbeat(run_id, line.strip()[:500])
+        return "succeeded" if proc.wait() == 0 else "failed"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class RayJobHandle(JobHandle):
+    def __init__(self, run_id: str, store: Store, ref: Any, timeout_s: float | None,
+                 poll_s: float = 0.5) -> None:
+        super().__init__(run_id, store)
+        self.ref = ref
+        self._state = "queued"  # until the job process on a worker marks the run "running"
+        self._stop_reason: str | None = None
+        self._t0 = time.monotonic()
+        self._timeout_s = timeout_s
+        self._poll_s = poll_s
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        import ray
+
+        last = ""
+        while True:
+            ready, _ = ray.wait([self.ref], timeout=self._poll_s)
+            row = self.store.get_run(self.run_id)
+            if row.status == "running" and self._state == "queued":
+                self._state = "running"
+            msg = row.message
+            if msg and msg != last:
+                self._add_line(msg)
+                last = msg
+            if ready:
+                break
+            if self._timeout_s is not None and time.monotonic() - self._t0 > self._timeout_s:
+                self._add_line(f"timeout after {self._timeout_s:g} s: cancelling the Ray task")
+                self._stop_reason = "timed_out"
+                ray.cancel(self.ref, force=True)
+                break
+        if self._stop_reason is None:
+            try:
+                ray.get(self.ref)
+            except Exception as e:  # noqa: BLE001 - a cancelled or crashed task
+                self._add_line(f"ray task ended: {type(e).__name__}")
+        if self._stop_reason:
+            self.store.set_status(self.run_id, self._stop_reason, f"stopped by the runner: {self._stop_reason}")
+            self._finish(self._stop_reason)
+            return
+        stored = self.store.get_run(self.run_id).status
+        if stored in ("queued", "running"):
+            stored = "failed"
+            self.store.set_status(self.run_id, "failed", "Ray task ended without a result")
+        self._finish(stored)
+
+    def cancel(self) -> None:
+        import ray
+
+        self._stop_reason = "cancelled"
+        ray.cancel(self.ref, force=True)
+
+
+class RayRunner:
+    """Submits jobs as Ray tasks to the cluster at `address` ("127.0.0.1:6379", "ray://host:10001")."""
+
+    name = "ray"
+
+    def __init__(self, address: str, store_url: str | None = None, num_gpus: float = 0.0,
+                 num_cpus: float = 1.0) -> None:
+        if not address or any(c.isspace() for c in address):
+            raise ValueError(f"address={address!r} not allowed: give host:port or ray://host:port")
+        self.address = address
+        self.store = Store(store_url)
+        self.num_gpus = num_gpus
+        self.num_cpus = num_cpus
+
+    def _connect(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            host = self.address.removeprefix("ray://").rsplit(":", 1)[0]
+            # A loopback cluster: keep the driver on loopback too (no other interface is involved).
+            kw = {"_node_ip_address": "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {}
+            ray.init(address=self.address, log_to_driver=False, include_dashboard=False, **kw)
+
+    def submit(self, kind: str, spec: dict[str, Any], *, timeout_s: float | None = None,
+               run_id: str | None = None) -> RayJobHandle:
+        import ray
+
+        if kind not in JOB_KINDS:
+            raise ValueError(f"kind={kind!r} not allowed; allowed: {JOB_KINDS}")
+        self._connect()
+        run_id = self.store.create_run(kind, {**stored_spec(spec), "runner": self.name, "address": self.address},
+                                       run_id=run_id)
+        task: Callable[..., Any] = ray.remote(num_cpus=self.num_cpus, num_gpus=self.num_gpus,
+                                              max_retries=0)(_ray_task)
+        ref = task.remote(kind, spec, run_id, self.store.url, str(REPO_ROOT))
+        return RayJobHandle(run_id, self.store, ref, timeout_s)
+
+    def shutdown(self) -> None:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()

