@@ -278,8 +278,23 @@ class RayRunner:
         if not ray.is_initialized():
             host = self.address.removeprefix("ray://").rsplit(":", 1)[0]
             # A loopback cluster: keep the driver on loopback too (no other interface is involved).
-            kw = {"_node_ip_address": "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {}
-            ray.init(address=self.address, log_to_driver=False, include_dashboard=False, **kw)
+            if host not in ("127.0.0.1", "localhost"):
+                ray.init(address=self.address, log_to_driver=False, include_dashboard=False)
+                return
+            # Ray rewrites a loopback bootstrap address to this machine's interface address
+            # (ray._private.services.resolve_ip_for_localhost); for a loopback cluster keep every connection
+            # on 127.0.0.1 by leaving the host as given while connecting.
+            from ray._private import services
+
+            from calibration.ray_loopback import keep_loopback
+
+            original = services.resolve_ip_for_localhost
+            keep_loopback()
+            try:
+                ray.init(address=self.address, log_to_driver=False, include_dashboard=False,
+                         _node_ip_address="127.0.0.1")
+            finally:
+                services.resolve_ip_for_localhost = original
 
     def submit(self, kind: str, spec: dict[str, Any], *, timeout_s: float | None = None,
                run_id: str | None = None) -> RayJobHandle:

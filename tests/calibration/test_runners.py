@@ -31,6 +31,10 @@ def test_local_runner_runs_a_job_and_streams_progress(store: Store) -> None:
     assert h.progress == 1.0
     assert any(line.startswith("PROGRESS 0/1") for line in h.lines())
     assert len(store.step_samples([h.run_id])) == 2
+    import ray
+
+    # the whole cluster stays on loopback: its node registered 127.0.0.1, not this machine's interface
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
 
 
 def test_local_runner_timeout_stops_and_marks_the_job(store: Store) -> None:
@@ -126,7 +130,8 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("ray CLI not installed")
     port = _free_port()
     tmp = Path("/tmp") / f"ray-specplan-{os.getpid()}"  # short: Ray's socket paths have a length limit
-    cmd = [str(ray_bin if ray_bin.exists() else "ray"), "start", "--head", "--block",
+    # Ray's CLI with loopback kept as loopback (plain `ray start` would bind this machine's interface address)
+    cmd = [sys.executable, "-m", "calibration.ray_loopback", "start", "--head", "--block",
            "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1", "--num-gpus=0",
            "--include-dashboard=false", f"--temp-dir={tmp}", "--disable-usage-stats"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
