@@ -72,6 +72,18 @@ class JobHandle:
             except ValueError:
                 pass
 
+    def _settle(self, no_result_message: str) -> None:
+        """Record the job's final state: the runner's stop reason, else what the job stored, else failed."""
+        if self._stop_reason:
+            self.store.set_status(self.run_id, self._stop_reason, f"stopped by the runner: {self._stop_reason}")
+            self._finish(self._stop_reason)
+            return
+        stored = self.store.get_run(self.run_id).status
+        if stored in ("queued", "running"):
+            stored = "failed"
+            self.store.set_status(self.run_id, "failed", no_result_message)
+        self._finish(stored)
+
     def _finish(self, state: str) -> None:
         self._state = state
         self._done.set()
@@ -119,16 +131,8 @@ class LocalProcessHandle(JobHandle):
             self._add_line(line.rstrip())
         rc = self.proc.wait()
         self._kill_group(signal.SIGKILL)  # stragglers (engine workers) of a finished or killed job
-        if self._stop_reason:
-            self.store.set_status(self.run_id, self._stop_reason, f"stopped by the runner: {self._stop_reason}")
-            self._finish(self._stop_reason)
-            return
-        stored = self.store.get_run(self.run_id).status
-        if stored in ("queued", "running"):
-            # The job process died without writing its outcome (killed by a signal, out of memory...).
-            stored = "failed"
-            self.store.set_status(self.run_id, "failed", f"job process exited with code {rc} without a result")
-        self._finish(stored)
+        # The job process may die without writing its outcome (killed by a signal, out of memory...).
+        self._settle(f"job process exited with code {rc} without a result")
 
     def _kill_group(self, sig: int) -> None:
         try:
@@ -241,15 +245,7 @@ class RayJobHandle(JobHandle):
                 ray.get(self.ref)
             except Exception as e:  # noqa: BLE001 - a cancelled or crashed task
                 self._add_line(f"ray task ended: {type(e).__name__}")
-        if self._stop_reason:
-            self.store.set_status(self.run_id, self._stop_reason, f"stopped by the runner: {self._stop_reason}")
-            self._finish(self._stop_reason)
-            return
-        stored = self.store.get_run(self.run_id).status
-        if stored in ("queued", "running"):
-            stored = "failed"
-            self.store.set_status(self.run_id, "failed", "Ray task ended without a result")
-        self._finish(stored)
+        self._settle("Ray task ended without a result")
 
     def cancel(self) -> None:
         import ray

@@ -312,3 +312,16 @@ def fmt_cpm(x: float) -> str:
 
 def replace(inp: mdl.PlanInputs, **kw) -> mdl.PlanInputs:
     return dataclasses.replace(inp, **kw)
+
+
+def page_header(title: str):
+    """Title, the scenario caption and the input check every scenario page starts with; None when the inputs
+    are invalid (the error is shown)."""
+    st.title(title)
+    inp = inputs()
+    st.caption(scenario_caption(inp))
+    bad = check_inputs(inp)
+    if bad:
+        st.error(bad)
+        return None
+    return inp

@@ -183,12 +183,8 @@ def evaluate_claims(inp: mdl.PlanInputs, mix: mdl.Mix) -> list[dict]:
 
 
 def render() -> None:
-    st.title("The seed article's claims vs the model")
-    inp = S.inputs()
-    st.caption(S.scenario_caption(inp))
-    bad = S.check_inputs(inp)
-    if bad:
-        st.error(bad)
+    inp = S.page_header("The seed article's claims vs the model")
+    if inp is None:
         return
     mix, _cap, _ = S.mix_and_cap(inp)
     rows = evaluate_claims(inp, mix)

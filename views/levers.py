@@ -43,12 +43,8 @@ def step_rows(steps: list[dict]) -> list[dict]:
 
 
 def render() -> None:
-    st.title("The seven levers")
-    inp = S.inputs()
-    st.caption(S.scenario_caption(inp))
-    bad = S.check_inputs(inp)
-    if bad:
-        st.error(bad)
+    inp = S.page_header("The seven levers")
+    if inp is None:
         return
     cat = S.catalog()
     mix, _cap, is_profile = S.mix_and_cap(inp)

@@ -42,12 +42,8 @@ def table_rows(rows: list[dict]) -> list[dict]:
 
 
 def render() -> None:
-    st.title("Methods side by side")
-    inp = S.inputs()
-    st.caption(S.scenario_caption(inp))
-    bad = S.check_inputs(inp)
-    if bad:
-        st.error(bad)
+    inp = S.page_header("Methods side by side")
+    if inp is None:
         return
     mix, cap, is_profile = S.mix_and_cap(inp)
     basis = st.radio("Alpha basis", ["default", "tuned"], key="methods_alpha", horizontal=True,

@@ -57,12 +57,8 @@ def cpm_chart(data: dict) -> go.Figure:
 
 
 def render() -> None:
-    st.title("Plan: does speculative decoding pay for you?")
-    inp = S.inputs()
-    st.caption(S.scenario_caption(inp))
-    bad = S.check_inputs(inp)
-    if bad:
-        st.error(bad)
+    inp = S.page_header("Plan: does speculative decoding pay for you?")
+    if inp is None:
         return
     data = compute()
     summ = data["summary"]

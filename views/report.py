@@ -15,12 +15,8 @@ from views.plan import compute, cpm_chart
 
 
 def render() -> None:
-    st.title("Report")
-    inp = S.inputs()
-    st.caption(S.scenario_caption(inp))
-    bad = S.check_inputs(inp)
-    if bad:
-        st.error(bad)
+    inp = S.page_header("Report")
+    if inp is None:
         return
     cat = S.catalog()
     data = compute()

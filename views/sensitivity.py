@@ -61,12 +61,8 @@ def sweep_figure(sw: dict, label: str, slo_ms: float) -> go.Figure:
 
 
 def render() -> None:
-    st.title("Sensitivity")
-    inp = S.inputs()
-    st.caption(S.scenario_caption(inp))
-    bad = S.check_inputs(inp)
-    if bad:
-        st.error(bad)
+    inp = S.page_header("Sensitivity")
+    if inp is None:
         return
     cat = S.catalog()
     mix, cap, is_profile = S.mix_and_cap(inp)

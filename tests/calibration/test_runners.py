@@ -31,10 +31,6 @@ def test_local_runner_runs_a_job_and_streams_progress(store: Store) -> None:
     assert h.progress == 1.0
     assert any(line.startswith("PROGRESS 0/1") for line in h.lines())
     assert len(store.step_samples([h.run_id])) == 2
-    import ray
-
-    # the whole cluster stays on loopback: its node registered 127.0.0.1, not this machine's interface
-    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
 
 
 def test_local_runner_timeout_stops_and_marks_the_job(store: Store) -> None:
@@ -168,6 +164,10 @@ def test_ray_runner_runs_the_same_job_on_a_loopback_cluster(ray_head: str, tmp_p
     assert store.get_run(h.run_id).status == "succeeded"
     assert store.get_run(h.run_id).spec["runner"] == "ray"
     assert len(store.step_samples([h.run_id])) == 2
+    import ray
+
+    # the whole cluster stays on loopback: its node registered 127.0.0.1, not this machine's interface
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
 
 
 def test_ray_runner_timeout_cancels_the_task(ray_head: str, tmp_path: Path) -> None:
