@@ -235,6 +235,10 @@ def test_claims_page_lists_claims_with_verdicts(app):
     assert len(df) >= 12
     assert df["verdict"].map(bool).all() and df["conditions"].map(bool).all()
     assert df["claim"].str.contains("19.4 %").any()
+    # MTP K=1 cannot beat its own acceptance length (1.80 at alpha 0.80) at the same batch
+    mtp = df[df["claim"].str.contains("DeepSeek-V3 native MTP")]["what the model says"].iloc[0]
+    speedup = float(re.search(r"Model: ([0-9.]+)x", mtp).group(1))
+    assert "K=1" in mtp and speedup <= 1.80
 
 
 def test_report_page_command_and_downloads(app, cat):
