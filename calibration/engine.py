@@ -172,6 +172,8 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
         max_model_len=2048,
         seed=0,
         speculative_config=config.speculative_config(draft_path),
+        # per-request acceptance (vLLM >= 0.32): the slowest sequence sets an offline batch's wall time
+        **({"per_request_spec_decode_metrics": "summary"} if config.method != "none" else {}),
     )
     startup_s = time.perf_counter() - t0
     log(f"[{config.label}] engine started in {startup_s:.1f} s")
@@ -191,6 +193,10 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
         results = llm.generate(texts, params, use_tqdm=False)
         wall_s = time.perf_counter() - t
         delta = snapshot_from_get_metrics(llm.get_metrics()).minus(before)
+        per_request = [m.to_dict() for r in results if (m := getattr(r.outputs[0], "spec_decode_metrics", None))]
+        slowest = ({"request_accepted_min": min(d["num_accepted_draft_tokens"] for d in per_request),
+                    "request_accepted_max": max(d["num_accepted_draft_tokens"] for d in per_request)}
+                   if per_request else {})
         rec = GroupRecord(
             run_id=run_id, config_label=config.label, workload=workload, model=spec.model,
             method=config.method, k=config.k, draft=config.draft, prompt_set_hash=prompt_set_hash(prompts),
@@ -199,7 +205,7 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
             output_tokens=sum(len(r.outputs[0].token_ids) for r in results),
             max_output_tokens=spec.max_output_tokens, counts=delta.spec_counts(), wall_time_s=wall_s,
             source="engine", engine_version=engine_version, package_versions=versions, hardware=hardware,
-            created_at=time.time(), extra={**delta.extra(), "engine_startup_s": startup_s,
+            created_at=time.time(), extra={**delta.extra(), **slowest, "engine_startup_s": startup_s,
                                            "device": "cuda" if on_gpu else "cpu"},
         )
         store.add_group(rec)

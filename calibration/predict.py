@@ -117,6 +117,7 @@ def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None
     hw = hw or machine()
     hwp = _hw(hw, p.eta_bw, p.eta_flops)
     b, l_in, l_out = _group_shape(rec)
+    measured_tau = tau is None
     tau = rec.tokens_per_sequence_step if tau is None else tau
     if not (tau >= 1.0 and math.isfinite(tau)):
         raise ValueError(f"acceptance_length={tau} not allowed for config {rec.config_label}: must be >= 1")
@@ -138,7 +139,13 @@ def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None
         t_iter = t_iter + rec.k * t_d
     if rec.method != "none":
         t_iter = t_iter + p.t_spec_s
-    return float(t_prefill), float(t_iter), (l_out - 1.0) / tau
+    steps = (l_out - 1.0) / tau
+    if measured_tau and rec.extra.get("request_accepted_min") is not None:
+        # An offline batch ends with its slowest sequence: it needs (L_out - 1) - accepted_i decode steps
+        # (each step emits 1 + accepted tokens). The measured per-request acceptance gives that count; the
+        # mean tau would describe a continuously refilled batch instead.
+        steps = (l_out - 1.0) - float(rec.extra["request_accepted_min"])
+    return float(t_prefill), float(t_iter), steps
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -268,6 +275,25 @@ def _predicted_tau(rec: GroupRecord, train: Sequence[GroupRecord]) -> tuple[floa
     return tau, 1.0 + t.draft_coverage * (tau - 1.0)
 
 
+def _predicted_slowest_steps_tau(rec: GroupRecord, train: Sequence[GroupRecord]) -> float:
+    """Tokens per step of the slowest sequence of `rec`, predicted from the train record of the same
+    (method, draft, workload): its slowest sequence's tokens per step, read as an i.i.d. acceptance length at
+    the train K, evaluated at rec.k. NaN without per-request data (then the mean is used)."""
+    from planner.acceptance import acceptance_length_iid, alpha_from_acceptance_length
+
+    if rec.method == "none":
+        return 1.0
+    same = [t for t in train if (t.method, t.draft, t.workload) == (rec.method, rec.draft, rec.workload)]
+    if not same or same[0].extra.get("request_accepted_min") is None:
+        return math.nan
+    t = same[0]
+    _, _, l_out = _group_shape(t)
+    steps = (l_out - 1.0) - float(t.extra["request_accepted_min"])
+    slow = min((l_out - 1.0) / steps, t.k + 1.0)
+    alpha = float(alpha_from_acceptance_length(slow, t.k))
+    return float(acceptance_length_iid(alpha, rec.k))
+
+
 def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequence[GroupRecord],
             hw: Any | None = None) -> list[Comparison]:
     hw = hw or machine()
@@ -279,8 +305,12 @@ def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequenc
         tokens = b * l_out
         pred = tokens / predict_wall_time_s(r, params, hw=hw)
         tau_p, step_tau_p = _predicted_tau(r, train)
-        pred_full = (tokens / predict_wall_time_s(r, params, tau=step_tau_p, hw=hw)
-                     if math.isfinite(step_tau_p) else math.nan)
+        # the offline batch lasts as long as its slowest sequence: predict that sequence's tokens per step
+        # too when the train record has per-request acceptance, else fall back to the mean
+        slow_tau_p = _predicted_slowest_steps_tau(r, train)
+        full_tau = slow_tau_p if math.isfinite(slow_tau_p) else step_tau_p
+        pred_full = (tokens / predict_wall_time_s(r, params, tau=full_tau, hw=hw)
+                     if math.isfinite(full_tau) else math.nan)
         meas = r.output_tokens_per_s
         bl = base.get((r.run_id, r.workload))
         if bl is not None:

@@ -8,7 +8,14 @@ import pytest
 from scipy import stats
 
 from calibration.fit import fit_acceptance, fit_least_squares, jeffreys_interval, wilson_interval
-from calibration.predict import EngineParams, fit_engine, fit_microbench, machine, predict_wall_time_s
+from calibration.predict import (
+    EngineParams,
+    fit_engine,
+    fit_microbench,
+    machine,
+    predict_times,
+    predict_wall_time_s,
+)
 from tests.calibration.conftest import make_record
 
 
@@ -127,3 +134,18 @@ def test_least_squares_stderr_nan_without_spare_points() -> None:
                            upper=(10, 10), n_points=2)
     assert fr.params == pytest.approx((2.0, 0.0), abs=1e-6)
     assert all(math.isnan(s) for s in fr.stderr)
+
+
+def test_an_offline_batch_lasts_as_long_as_its_slowest_sequence() -> None:
+    # 4 sequences x 32 tokens; one found no draft matches (0 accepted), the others accepted 20 each:
+    # the batch needs 31 decode steps, not (31 / mean tokens per step).
+    p = EngineParams(eta_bw=0.5, eta_flops=0.3, t_fixed_s=0.03, t_fixed_draft_s=0.008, t_spec_s=0.004)
+    rec = make_record(method="ngram", k=4, per_pos=(20, 16, 14, 10), drafts=40)
+    t_pre, t_iter, mean_steps = predict_times(rec, p)
+    assert mean_steps == pytest.approx(31 / rec.tokens_per_sequence_step)
+    drained = dataclasses.replace(rec, extra={"request_accepted_min": 0, "request_accepted_max": 20})
+    _, _, steps = predict_times(drained, p)
+    assert steps == 31 and steps > mean_steps
+    assert predict_wall_time_s(drained, p) == pytest.approx(t_pre + 31 * t_iter)
+    # a predicted tau (held-out K) still uses the mean: no per-request data exists for it
+    assert predict_times(drained, p, tau=2.0)[2] == pytest.approx(31 / 2.0)
