@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
-
 from planner import scenario as sc
 from planner.economics import breakeven_monthly_spend_usd, monthly_spend_usd
 from planner.types import Lever, Scenario
@@ -42,8 +40,9 @@ class LeverStep:
 
 
 def _alpha(s: Scenario, catalog) -> float:
-    ev = sc.evaluate(dataclasses.replace(s, batch=1), catalog)
-    return ev.alpha_per_position[0] if ev.alpha_per_position else 0.0
+    """Per-token alpha at draft position 1 of the scenario (its acceptance or the profiles')."""
+    _, _, method, workload, language = sc.resolve(s, catalog)
+    return float(sc.alpha_matrix(s, method, workload, language, s.k)[0])
 
 
 def _apply(lever: Lever, s: Scenario, catalog, use_high: bool) -> tuple[Scenario | None, str]:
@@ -150,9 +149,3 @@ def order_by_return(steps: list[LeverStep]) -> list[str]:
             return (0, -cut, st.number)
         return (1, -cut / cost, st.number)
     return [st.lever for st in sorted(steps, key=key)]
-
-
-def payback_months_array(one_time_usd, monthly_saving_usd):
-    s = np.asarray(monthly_saving_usd, float)
-    with np.errstate(divide="ignore"):
-        return np.where(s > 0, np.asarray(one_time_usd, float) / np.where(s > 0, s, 1.0), np.inf)

@@ -207,7 +207,8 @@ def _lengths(s: Scenario, workload) -> tuple[float, float, float]:
     return prompt, out, ctx
 
 
-def availability(s: Scenario, model: ModelSpec, method: Method) -> tuple[bool, str]:
+def availability(model: ModelSpec, method: Method) -> tuple[bool, str]:
+    """Whether a method can run on a model, and why not."""
     if method.requires_native and method.requires_native not in model.native_methods:
         return False, (f"{method.label} needs a model that ships {method.requires_native.upper()} "
                        f"modules; {model.label} does not")
@@ -260,15 +261,14 @@ def _apply_speedup(res: SpecResult, factor: float) -> SpecResult:
     )
 
 
-def _pick(res: SpecResult, i: int, j: int, s: Scenario, ks, batches, model, hw, method, workload,
-          alphas) -> Evaluation:
+def _pick(res: SpecResult, i: int, j: int, s: Scenario, ks, batches, model, hw, method, alphas) -> Evaluation:
     k = int(ks[i])
     tau = float(res.acceptance_length[i, j])
     price = s.usd_per_gpu_hour if s.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
     n_verify = k + 1 if not s.tree else acc.tree_node_count(acc.default_tree(k, s.tree_width)) + 1
     decode_per_tok = 1.0 / res.output_tokens_per_s[i, j]
     eff_per_tok = 1.0 / res.effective_output_tokens_per_s[i, j]
-    ok, why = availability(s, model, method)
+    ok, why = availability(model, method)
     return Evaluation(
         model=s.model, hardware=s.hardware, method=s.method, workload=s.workload, k=k,
         batch=int(batches[j]), tp=s.tp, dtype=s.dtype, tree=s.tree, verify_tokens_per_seq=n_verify,
@@ -307,7 +307,7 @@ def evaluate(s: Scenario, catalog: CatalogLike, *, which: str = "mid") -> Evalua
     if s.batch is None:
         j = _best_index(res, s.tpot_slo_ms)[1]
     alphas = alpha_matrix(s, method, workload, language, s.k, which)
-    return _pick(res, 0, j, s, ks, batches, model, hw, method, workload, alphas)
+    return _pick(res, 0, j, s, ks, batches, model, hw, method, alphas)
 
 
 def _best_index(res: SpecResult, tpot_slo_ms: float, baseline: bool = False) -> tuple[int, int]:
@@ -338,9 +338,9 @@ def best(s: Scenario, catalog: CatalogLike, *, ks=None, which: str = "mid") -> t
     res, ks_arr, batches = grid(dataclasses.replace(s, batch=None), catalog, ks=ks, which=which)
     alphas = alpha_matrix(s, method, workload, language, int(ks_arr.max()), which)
     i, j = _best_index(res, s.tpot_slo_ms)
-    spec = _pick(res, i, j, s, ks_arr, batches, model, hw, method, workload, alphas)
+    spec = _pick(res, i, j, s, ks_arr, batches, model, hw, method, alphas)
     bi, bj = _best_index(res, s.tpot_slo_ms, baseline=True)
-    base_at = _pick(res, bi, bj, s, ks_arr, batches, model, hw, method, workload, alphas)
+    base_at = _pick(res, bi, bj, s, ks_arr, batches, model, hw, method, alphas)
     return spec, base_at
 
 
@@ -352,7 +352,7 @@ def baseline(s: Scenario, catalog: CatalogLike) -> Evaluation:
     bi, bj = _best_index(res, s.tpot_slo_ms, baseline=True)
     alphas = alpha_matrix(dataclasses.replace(s, acceptance=None), method, workload, language, 1)
     return _pick(res, bi, bj, dataclasses.replace(s, method="ngram", k=1, tree=False), ks, batches, model, hw,
-                 method, workload, alphas)
+                 method, alphas)
 
 
 def compare(s: Scenario, catalog: CatalogLike, methods=None, *, which: str = "mid") -> list[dict[str, Any]]:
@@ -363,7 +363,7 @@ def compare(s: Scenario, catalog: CatalogLike, methods=None, *, which: str = "mi
     for name in names:
         method = catalog.methods[name]
         model = catalog.models[s.model]
-        ok, why = availability(s, model, method)
+        ok, why = availability(model, method)
         row: dict[str, Any] = {"method": name, "label": method.label, "available": ok,
                                "unavailable_reason": why}
         if ok:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner import acceptance as acc
 from planner.roofline import (
     HwParams,
     Net,
@@ -197,25 +196,3 @@ def evaluate_arrays(
         baseline_max_batch=np.broadcast_to(base_mb, thr.shape),
         baseline_fits_memory=np.broadcast_to(b <= base_mb, thr.shape),
     )
-
-
-def best_under_slo(
-    throughput: np.ndarray,
-    tpot_s: np.ndarray,
-    feasible: np.ndarray,
-    tpot_slo_s: float,
-    axes: tuple[int, ...],
-) -> tuple[np.ndarray, np.ndarray]:
-    """Flat index (over `axes`, which must be the trailing axes) of the highest throughput that meets
-    the TPOT SLO and fits in memory; returns (index, found)."""
-    ok = feasible & (tpot_s <= tpot_slo_s)
-    score = np.where(ok, throughput, -np.inf)
-    lead = score.shape[: score.ndim - len(axes)]
-    flat = score.reshape(lead + (-1,))
-    idx = np.argmax(flat, axis=-1)
-    found = np.isfinite(np.take_along_axis(flat, idx[..., None], axis=-1)[..., 0])
-    return idx, found
-
-
-def acceptance_lengths(alpha: np.ndarray, k: np.ndarray, position_decay: np.ndarray) -> np.ndarray:
-    return acc.acceptance_length_decay(alpha, k, position_decay)

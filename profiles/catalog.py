@@ -294,14 +294,10 @@ class Catalog:
         return dataclasses.replace(self, hardware=table)
 
     def method_available(self, method: str, model: str) -> tuple[bool, str]:
-        """Whether a method can run on a model, and why not."""
-        m, spec = self.methods[method], self.models[model]
-        if m.requires_native and m.requires_native not in spec.native_methods:
-            return False, f"{m.label} needs a model that ships {m.requires_native.upper()} modules; " \
-                          f"{spec.label} does not"
-        if m.drafting == "draft_model" and not spec.draft_model:
-            return False, f"no smaller model with {spec.label}'s tokenizer is in the profiles"
-        return True, ""
+        """Whether a method can run on a model, and why not (planner.scenario.availability)."""
+        from planner.scenario import availability
+
+        return availability(self.models[model], self.methods[method])
 
 
 def _check_cross(cat: Catalog) -> None:
@@ -346,9 +342,7 @@ def _load_prices(path: Path, hardware: NamedTable) -> tuple[dict, dict]:
 
 def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     d = Path(data_dir) if data_dir else DATA_DIR
-    hw_doc = _read(d / "hardware.yaml")
     hardware = _entries(d / "hardware.yaml", Hardware, _prepare_hardware)
-    del hw_doc
     cat = Catalog(
         hardware=hardware,
         models=_entries(d / "models.yaml", ModelSpec, _prepare_model),

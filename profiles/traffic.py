@@ -113,19 +113,21 @@ class TrafficProfile:
     had_prompt_text: bool = False
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
-    @property
-    def workload_shares(self) -> dict[str, float]:
+    def _shares(self, attr: str) -> dict[str, float]:
+        """Output-token share per value of a segment attribute (workload or language)."""
         out: dict[str, float] = {}
         for s in self.segments:
-            out[s.workload] = out.get(s.workload, 0.0) + s.output_token_share
+            key = getattr(s, attr)
+            out[key] = out.get(key, 0.0) + s.output_token_share
         return out
 
     @property
+    def workload_shares(self) -> dict[str, float]:
+        return self._shares("workload")
+
+    @property
     def language_shares(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for s in self.segments:
-            out[s.language] = out.get(s.language, 0.0) + s.output_token_share
-        return out
+        return self._shares("language")
 
     def mix_key(self) -> tuple[tuple[str, str, float, float, float], ...]:
         """Hashable summary the planner uses: (workload, language, share, prompt, output) per segment."""

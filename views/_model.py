@@ -90,15 +90,15 @@ def _best_batch_per_row(cpm, tpot_s, fits, slo_ms):
 
 
 def baseline_for_mix(inp: PlanInputs, mix: Mix, catalog, cap: float | None = None) -> dict[str, Any]:
-    """No speculation: each segment at its own best batch under the SLO; a method without a draft
-    network ('ngram') carries the baseline arrays so no draft weights take memory."""
+    """No speculation: each segment at its own best batch under the SLO (the baseline arrays of any grid;
+    memory from baseline_fits_memory, without draft weights)."""
     batches = batch_grid(cap)
     per = []
     for seg in mix:
         s = scenario_for(inp, "ngram", seg, catalog, k=1)
         res, _, bs = sc.grid(s, catalog, ks=[1], batches=batches)
         j, found = _best_batch_per_row(res.baseline_usd_per_mtok[0], res.baseline_tpot_s[0],
-                                       res.fits_memory[0], inp.tpot_slo_ms)
+                                       res.baseline_fits_memory[0], inp.tpot_slo_ms)
         per.append({
             "workload": seg[0], "language": seg[1], "share": seg[2], "batch": int(bs[j]),
             "usd_per_mtok": float(res.baseline_usd_per_mtok[0, j]),
@@ -135,7 +135,7 @@ def method_row(inp: PlanInputs, method: str, mix: Mix, catalog, *, cap: float | 
     """One method over the mix at one K (the lowest blended CPM), each segment at its best batch."""
     m = catalog.methods[method]
     model = catalog.models[inp.model]
-    ok, why = sc.availability(Scenario(model=inp.model, hardware=inp.hardware, method=method), model, m)
+    ok, why = sc.availability(model, m)
     tuned_ = inp.tuned if tuned is None else tuned
     rng = m.alpha_tuned if tuned_ else m.alpha_default
     low, high = one_time_range_usd(method, catalog)

@@ -55,7 +55,7 @@ def test_plan_headline_matches_the_planner(app, cat):
     saving = (base.baseline_usd_per_mtok - spec.usd_per_mtok) * 2e10 / 1e6
     assert money(metric(at, "Monthly saving").value) == pytest.approx(saving, rel=2e-3, abs=1)
     rec = next(m.value for m in at.markdown if m.value.startswith("**Recommendation:**"))
-    assert cat.methods[method].label in rec and f"K={spec.k}" in rec and "because" not in rec.lower()[:0]
+    assert cat.methods[method].label in rec and f"K={spec.k}" in rec
     assert "range" in " ".join(c.value for c in at.caption)
 
 
