@@ -3,6 +3,7 @@
     python -m planner convert --acceptance-length 2.8 --k 3
     python -m planner evaluate --model llama-3.1-8b --hardware h100-sxm --method eagle3 --k 4 --batch 8 --alpha 0.7
     python -m planner compare --model llama-3.3-70b --hardware h100-sxm --tp 4 --workload code
+    python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 [--traffic FILE] [--current-method X]
     python -m planner levers --model llama-3.3-70b --hardware h100-sxm --tp 4 --method draft_model
     python -m planner list models|hardware|methods|workloads|languages|levers
 """
@@ -84,8 +85,16 @@ def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     p.add_argument("--draft-cost-ratio", type=float, help="override c = draft pass time / target step time")
     p.add_argument("--tuned", action="store_true", help="use the method's tuned alpha range")
     p.add_argument("--tree", action="store_true", help="tree verification (methods that support it)")
-    p.add_argument("--monthly-output-tokens", type=float, default=1e10)
+    p.add_argument("--monthly-output-tokens", type=float, default=None,
+                   help="output tokens a month (default: the traffic profile's, else 1e10)")
     _add_acceptance(p)
+
+
+def _add_plan_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engineering-usd-per-week", type=float, help="engineering cost (default: prices.yaml)")
+    p.add_argument("--discount-rate", type=float, help="annual discount rate for NPV, e.g. 0.10")
+    p.add_argument("--horizon-months", type=int, help="NPV / payback horizon in months")
+    p.set_defaults(traffic=None, current_method="none")
 
 
 def _acceptance(args) -> Acceptance | None:
@@ -151,26 +160,119 @@ def _assumptions(cat, s: Scenario) -> dict:
     }
 
 
-def cmd_compare(args) -> Any:
-    from planner.scenario import compare
+def _plan_request(args, cat, *, levers: bool = False):
+    """The CLI's flags -> planner.plan.PlanRequest (the same request the app builds)."""
+    from planner.plan import CostAssumptions, PlanRequest, default_costs, segments_from_mix
+
+    segments, cap, volume, source = (), None, args.monthly_output_tokens, "entered (--monthly-output-tokens)"
+    if getattr(args, "traffic", None):
+        from pathlib import Path
+
+        from profiles.traffic import parse_traffic
+
+        path = Path(args.traffic)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"--traffic={args.traffic!r}: cannot read the file ({exc.strerror})") from None
+        prof = parse_traffic(path.name, data, cat)
+        segments = segments_from_mix(prof.mix_key())
+        cap = prof.concurrency(args.tpot_slo_ms, quantile=0)
+        if prof.monthly_output_tokens is not None and not args.monthly_output_tokens_given:
+            volume, source = float(prof.monthly_output_tokens), f"traffic profile {path.name}"
+    costs = default_costs(cat)
+    changes = {k: v for k, v in (("engineering_usd_per_week", args.engineering_usd_per_week),
+                                 ("annual_discount_rate", args.discount_rate),
+                                 ("horizon_months", args.horizon_months)) if v is not None}
+    if changes:
+        costs = CostAssumptions(**{**costs.__dict__, **changes})
+    acceptance = _acceptance(args)
+    method = getattr(args, "method", None) or "eagle3"
+    k_meas = args.k if args.k is not None else (len(args.alpha_per_position) if args.alpha_per_position else None)
+    return PlanRequest(
+        model=args.model, hardware=args.hardware, tp=args.tp, dtype=args.dtype, usd_per_gpu_hour=args.usd_per_gpu_hour,
+        tpot_slo_ms=args.tpot_slo_ms, monthly_output_tokens=volume, volume_source=source, segments=segments,
+        workload=args.workload, language=args.language, current_method=getattr(args, "current_method", "none"),
+        tuned=args.tuned, batch_cap=cap, costs=costs, acceptance=acceptance,
+        acceptance_method=method if acceptance is not None else None, acceptance_k=k_meas,
+        levers_start="auto" if levers else None)
+
+
+def plan_json(p) -> dict[str, Any]:
+    """The plan as JSON: the fields the issue lists first, then everything else."""
+    def point(m):
+        return {"method": m.method, "label": m.label, "available": m.available, "k": m.k, "batch": m.batch,
+                "max_batch": m.max_batch, "fits_memory": m.fits_memory, "meets_slo": m.meets_slo,
+                "feasible": m.feasible, "tpot_ms": m.tpot_ms, "usd_per_mtok": m.usd_per_mtok,
+                "usd_per_mtok_low": m.usd_per_mtok_low, "usd_per_mtok_high": m.usd_per_mtok_high,
+                "cpm_change_pct": m.cpm_change_pct, "acceptance_length": m.acceptance_length,
+                "alpha_per_token": m.alpha_per_token, "alpha_position_1": m.alpha_position_1,
+                "draft_acceptance_rate": m.draft_acceptance_rate, "speedup": m.speedup,
+                "output_tokens_per_s": m.output_tokens_per_s, "verifier_bound": m.verifier_bound,
+                "one_time_usd_low": m.one_time_usd_low, "one_time_usd_high": m.one_time_usd_high,
+                "reason": m.reason, "way_out": m.way_out,
+                "segments": [s.__dict__ for s in m.segments]}
+    rec = p.recommendation
+    b = p.baseline
+    return {
+        "recommendation": None if rec is None else rec.__dict__,
+        "verdict": p.verdict,
+        "baseline": {**point(b), "reason": b.reason or "no speculation at its own best batch under the SLO"},
+        "reference": None if p.reference is None else {"method": p.reference.method, "label": p.reference.label,
+                                                        "usd_per_mtok": p.reference.usd_per_mtok,
+                                                        "note": p.reference_note},
+        "methods": [point(m) for m in p.methods],
+        "alternatives": [point(a) for a in p.alternatives],
+        "economics": p.economics.__dict__,
+        "levers": [st.__dict__ for st in p.levers],
+        "deploy": p.deploy,
+        "usd_per_gpu_hour": p.usd_per_gpu_hour,
+        "segments": [s.__dict__ for s in p.segments],
+        "assumptions": [a.__dict__ for a in p.assumptions],
+        "conventions": CONVENTIONS,
+    }
+
+
+CONVENTIONS = {
+    "alpha_per_token": "i.i.d. per-token alpha with the same acceptance length",
+    "alpha_position_1": "conditional per-token acceptance at draft position 1 (the profiles' ranges)",
+    "draft_acceptance_rate": "vLLM: accepted / drafted = (acceptance_length - 1) / K",
+    "acceptance_length": "tokens per verifier step, bonus token included",
+    "usd_per_mtok": "$ per million output tokens, prefill GPU time included",
+}
+
+
+def cmd_plan(args) -> Any:
+    from planner.plan import plan
 
     cat = _catalog()
-    s = _scenario(args, cat)
-    return {"model": s.model, "hardware": s.hardware, "workload": s.workload, "tpot_slo_ms": s.tpot_slo_ms,
-            "note": "each method at its own best K and batch under the same TPOT SLO; baseline at its own "
-                    "best batch",
-            "methods": compare(s, cat), "assumptions": _assumptions(cat, s)}
+    return plan_json(plan(_plan_request(args, cat, levers=not args.no_levers), cat))
+
+
+def cmd_compare(args) -> Any:
+    """Every method at its own best K and batch under the same SLO (plan()'s methods table). A measured
+    acceptance applies to --method only; the other methods keep the profiles' acceptance."""
+    from planner.plan import plan
+
+    cat = _catalog()
+    p = plan(_plan_request(args, cat), cat)
+    out = plan_json(p)
+    return {"model": args.model, "hardware": args.hardware, "tpot_slo_ms": args.tpot_slo_ms,
+            "note": "each method at its own best K and batch under the same TPOT SLO; baseline at its own best "
+                    "batch" + (f"; the measured acceptance applies to {args.method} only" if _acceptance(args) else ""),
+            "baseline": out["baseline"], "methods": out["methods"], "assumptions": out["assumptions"]}
 
 
 def cmd_levers(args) -> Any:
-    from planner.levers import order_by_return, waterfall
+    from planner.plan import levers, order_by_return
 
     cat = _catalog()
-    s = _scenario(args, cat)
-    steps = waterfall(s, cat)
+    req = _plan_request(args, cat)
+    start = args.method or "eagle3"
+    steps = levers(req, cat, start)
     order = order_by_return(steps)
-    return {"article_order": [st.to_dict() for st in steps],
-            "by_return": [st.to_dict() for st in waterfall(s, cat, order=order)]}
+    return {"start": start, "article_order": [st.__dict__ for st in steps],
+            "by_return": [st.__dict__ for st in levers(req, cat, start, order)]}
 
 
 def cmd_list(args) -> Any:
@@ -195,9 +297,18 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_evaluate)
     m = sub.add_parser("compare", help="every method at iso-TPOT-SLO")
     _add_scenario(m, method_required=False)
+    _add_plan_flags(m)
     m.set_defaults(func=cmd_compare)
     lv = sub.add_parser("levers", help="the seven levers as a waterfall")
     _add_scenario(lv, method_required=False)
+    _add_plan_flags(lv)
+    pl = sub.add_parser("plan", help="the whole answer: recommendation, baseline, methods, economics, levers")
+    _add_scenario(pl, method_required=False)
+    _add_plan_flags(pl)
+    pl.add_argument("--traffic", help="a traffic profile (CSV, JSONL, Parquet): workload mix, volume, concurrency")
+    pl.add_argument("--current-method", default="none", help="today's method ('none': no speculation)")
+    pl.add_argument("--no-levers", action="store_true", help="skip the levers waterfall")
+    pl.set_defaults(func=cmd_plan)
     lv.set_defaults(func=cmd_levers)
     ls = sub.add_parser("list", help="names in the profiles")
     ls.add_argument("what", choices=["models", "hardware", "methods", "workloads", "languages", "levers"])
@@ -207,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if hasattr(args, "monthly_output_tokens"):
+        args.monthly_output_tokens_given = args.monthly_output_tokens is not None
+        if args.monthly_output_tokens is None:
+            args.monthly_output_tokens = 1e10
     try:
         _print(args.func(args))
     except KeyError as exc:  # unknown names: the message lists the valid ones and the closest match

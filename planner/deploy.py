@@ -37,13 +37,37 @@ def speculative_config(method: Method, model: ModelSpec, k: int, *, draft_model:
     return cfg
 
 
-def vllm_serve_command(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dtype: str = "bf16",
-                       draft_model: ModelSpec | None = None, head_path: str | None = None) -> str:
-    cfg = speculative_config(method, model, k, draft_model=draft_model, head_path=head_path)
-    parts = ["vllm", "serve", model.hf_id or model.name]
+def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dtype: str = "bf16",
+                    max_num_seqs: int | None = None, draft_model: ModelSpec | None = None,
+                    head_path: str | None = None) -> dict[str, Any]:
+    """The `vllm serve` command for a method, its speculative config and what the operator must fill in.
+
+    The one place a deployment command is built (the Plan, Report and CLI all show this)."""
+    target = model.hf_id or model.name
+    head = head_path or f"<FILL IN: path or HF id of your {method.label} head for {target}>"
+    cfg = speculative_config(method, model, k, draft_model=draft_model, head_path=head)
+    notes = []
+    if method.drafting == "draft_model" and draft_model is not None:
+        notes.append(f"draft model: {draft_model.label} (same tokenizer as {model.label})")
+    elif method.drafting in ("sequential_head", "parallel_head") and head_path is None:
+        notes.append(f"fill in 'model' with the {method.label} head trained for {target} (a local path or a Hugging "
+                     f"Face id); {method.setup_note}")
+        if cfg.get("parallel_drafting"):
+            notes.append("P-EAGLE: parallel_drafting=true (vLLM >= 0.32) needs a head trained for parallel drafting")
+    elif method.drafting == "native_module":
+        notes.append(f"the MTP module ships inside {target}; nothing to fill in")
+    parts = ["vllm", "serve", target]
     if tp > 1:
-        parts += ["--tensor-parallel-size", str(tp)]
+        parts += ["--tensor-parallel-size", str(int(tp))]
     if dtype == "fp8":
         parts += ["--quantization", "fp8"]
+    if max_num_seqs:
+        parts += ["--max-num-seqs", str(int(max_num_seqs))]
     parts += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
-    return " ".join(shlex.quote(p) for p in parts)
+    return {"command": " ".join(shlex.quote(p) for p in parts), "speculative_config": cfg, "notes": notes}
+
+
+def vllm_serve_command(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dtype: str = "bf16",
+                       draft_model: ModelSpec | None = None, head_path: str | None = None) -> str:
+    return vllm_deployment(method, model, k, tp=tp, dtype=dtype, draft_model=draft_model,
+                           head_path=head_path)["command"]

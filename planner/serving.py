@@ -139,7 +139,10 @@ def evaluate_arrays(
     passes = draft_passes(mode, k)
     scale = np.where(np.asarray(draft_scales_with_k), k, 1.0)
     scaled = draft.scaled(scale)
-    pass_t, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=draft_tokens_per_pass(mode, k),
+    # MEDUSA: K heads, each reading the same last hidden state: one token per head per sequence (the K heads are
+    # in `scaled`), so FLOPs and bytes are linear in K. P-EAGLE: one head drafting K tokens in one pass.
+    tokens_pp = np.where(np.asarray(draft_scales_with_k), 1.0, draft_tokens_per_pass(mode, k))
+    pass_t, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=tokens_pp,
                             context_tokens=context_tokens, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
     pass_t = pass_t * np.asarray(draft_cost_factor, float)
     # Any speculative step pays t_spec_s (rejection sampling, proposer bookkeeping); an explicit draft cost

@@ -20,7 +20,8 @@ import streamlit as st
 
 from profiles import load_catalog
 from profiles.traffic import TrafficError, TrafficProfile, parse_traffic
-from views import _model as mdl
+from planner import plan as P
+from planner import sensitivity as sens
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
 SAMPLES = {
@@ -83,22 +84,31 @@ def _finite(lo: float, hi: float) -> Callable[[Any], bool]:
     return lambda v: math.isfinite(v) and lo <= v <= hi
 
 
+DEFAULTS = {"model": "llama-3.3-70b", "hardware": "h100-sxm", "tp": 4, "dtype": "bf16", "slo": 50.0,
+            "volume_b": 20.0, "workload": "chat", "language": "english"}
+
+
 def _params() -> dict[str, Param]:
     cat = catalog()
-    d = mdl.PlanInputs()
-    return {
-        "model": Param(d.model, str, lambda v: v in cat.models),
-        "hardware": Param(d.hardware, str, lambda v: v in cat.hardware),
-        "price": Param(cat.hardware[d.hardware].usd_per_gpu_hour_mid, float, _finite(0.0, 1000.0)),
-        "tp": Param(d.tp, int, lambda v: v in (1, 2, 4, 8)),
-        "dtype": Param(d.dtype, str, lambda v: v in ("bf16", "fp8")),
-        "slo": Param(d.tpot_slo_ms, float, _finite(1.0, 60_000.0)),
-        "volume_b": Param(d.monthly_output_tokens / 1e9, float, _finite(0.0, 1e7)),
+    costs = P.default_costs(cat)
+    hw = cat.hardware[DEFAULTS["hardware"]]
+    params = {
+        "model": Param(DEFAULTS["model"], str, lambda v: v in cat.models),
+        "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware),
+        # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
+        "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0)),
+        "tp": Param(DEFAULTS["tp"], int, lambda v: v in (1, 2, 4, 8)),
+        "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in ("bf16", "fp8")),
+        "slo": Param(DEFAULTS["slo"], float, _finite(1.0, 60_000.0)),
+        "volume_b": Param(DEFAULTS["volume_b"], float, _finite(0.0, 1e7)),
         "volume_source": Param("manual", str, lambda v: v in ("manual", "profile")),
-        "current": Param(d.current_method, str, lambda v: v == mdl.NO_SPEC or v in cat.methods),
-        "workload": Param(d.workload, str, lambda v: v in cat.workloads),
-        "language": Param(d.language, str, lambda v: v in cat.languages),
-        "tuned": Param(d.tuned, _bool, lambda v: isinstance(v, bool)),
+        "current": Param(P.NO_SPEC, str, lambda v: v == P.NO_SPEC or v in cat.methods),
+        "workload": Param(DEFAULTS["workload"], str, lambda v: v in cat.workloads),
+        "language": Param(DEFAULTS["language"], str, lambda v: v in cat.languages),
+        "tuned": Param(False, _bool, lambda v: isinstance(v, bool)),
+        "eng_week": Param(costs.engineering_usd_per_week, float, _finite(0.0, 1e6)),
+        "disc_pct": Param(round(costs.annual_discount_rate * 100, 6), float, _finite(-49.0, 100.0)),
+        "horizon": Param(costs.horizon_months, int, lambda v: 1 <= v <= 240),
         "methods_alpha": Param("default", str, lambda v: v in ("default", "tuned")),
         "levers_start": Param("eagle3", str, lambda v: v in cat.methods),
         "levers_order": Param("article", str, lambda v: v in ("article", "return")),
@@ -107,9 +117,13 @@ def _params() -> dict[str, Param]:
         "mc_samples": Param(400, int, lambda v: 50 <= v <= 5000),
         "mc_seed": Param(7, int, lambda v: 0 <= v <= 2**31 - 1),
         "mc_price": Param(True, _bool, lambda v: isinstance(v, bool)),
+        "mc_hw": Param(True, _bool, lambda v: isinstance(v, bool)),
         "traffic_cap": Param(True, _bool, lambda v: isinstance(v, bool)),
         "traffic": Param("", str, lambda v: v == "" or v in SAMPLES),
     }
+    for name, m in cat.methods.items():  # setup GPU-hours per method (draft training)
+        params[f"gpuh_{name}"] = Param(float(m.setup_gpu_hours), float, _finite(0.0, 1e6))
+    return params
 
 
 def init() -> list[str]:
@@ -134,6 +148,8 @@ def init() -> list[str]:
                 problems.append(f"URL parameter {key}={raw!r} is out of range or unknown; using {p.default!r}")
                 continue
             ss[key] = val
+        if "hardware" in st.query_params and "price" not in st.query_params:
+            ss["price"] = cat_hw_price(ss["hardware"])  # a link's hardware brings its own list price
         if ss["traffic"]:
             load_sample(ss["traffic"])
         ss["_url_problems"] = problems
@@ -144,6 +160,10 @@ def init() -> list[str]:
     return ss.get("_url_problems", [])
 
 
+def cat_hw_price(hardware: str) -> float:
+    return catalog().hardware[hardware].usd_per_gpu_hour_mid
+
+
 def write_url() -> None:
     """Call last in every run: the non-default parameters go to the URL query string."""
     params = _params()
@@ -151,7 +171,8 @@ def write_url() -> None:
     want = {}
     for key, p in params.items():
         v = ss.get(key, p.default)
-        if v != p.default:
+        default = cat_hw_price(ss.get("hardware", DEFAULTS["hardware"])) if key == "price" else p.default
+        if v != default:
             want[key] = str(v).lower() if isinstance(v, bool) else str(v)
     current = st.query_params.to_dict()
     if current != want:
@@ -175,14 +196,17 @@ def sidebar() -> None:
         st.selectbox("Hardware", list(cat.hardware), key="hardware", format_func=lambda n: cat.hardware[n].label,
                      on_change=_on_hardware_change)
         hw = cat.hardware[ss["hardware"]]
-        st.number_input("Price, $/GPU-hour", min_value=0.0, max_value=1000.0, step=0.1, key="price",
+        st.number_input("Price, $/GPU-hour", min_value=0.01, max_value=1000.0, step=0.1, key="price",
                         help=f"Default: midpoint of the {hw.label} list range ${hw.usd_per_gpu_hour_low:.2f}-"
                              f"${hw.usd_per_gpu_hour_high:.2f} ({hw.price.source}, {hw.price.date}).")
         c1, c2 = st.columns(2)
-        c1.selectbox("GPUs per replica (TP)", [1, 2, 4, 8], key="tp")
+        c1.selectbox("GPUs per replica (TP)", [1, 2, 4, 8], key="tp",
+                     help="Tensor parallel: the model's weights are split over this many GPUs, which serve as one "
+                          "replica.")
         c2.selectbox("Weights", ["bf16", "fp8"], key="dtype")
         st.number_input("TPOT SLO, ms per output token", min_value=1.0, max_value=60000.0, step=5.0, key="slo",
-                        help="Every method is compared at its own best batch under this latency target.")
+                        help="TPOT (time per output token) is the latency each user sees between tokens. Every "
+                             "method is compared at its own best batch under this target.")
         prof: TrafficProfile | None = ss.get(PROFILE_KEY)
         has_volume = prof is not None and prof.monthly_output_tokens is not None
         st.radio("Monthly output-token volume", ["manual", "profile"], key="volume_source", horizontal=True,
@@ -192,9 +216,9 @@ def sidebar() -> None:
                        "is used.")
         st.number_input("Output tokens per month, billions", min_value=0.0, max_value=1e7, step=1.0,
                         key="volume_b", disabled=ss["volume_source"] == "profile" and has_volume)
-        methods = [mdl.NO_SPEC] + list(cat.methods)
+        methods = [P.NO_SPEC] + list(cat.methods)
         st.selectbox("Current method (today)", methods, key="current",
-                     format_func=lambda n: "none (no speculation)" if n == mdl.NO_SPEC else cat.methods[n].label)
+                     format_func=lambda n: "none (no speculation)" if n == P.NO_SPEC else cat.methods[n].label)
         disabled = prof is not None
         st.selectbox("Workload", list(cat.workloads), key="workload", disabled=disabled,
                      format_func=lambda n: cat.workloads[n].label)
@@ -202,47 +226,74 @@ def sidebar() -> None:
                      format_func=lambda n: cat.languages[n].label)
         if disabled:
             st.caption(f"Workload and language come from the traffic profile '{prof.name}'.")
-        st.checkbox("Draft heads tuned on my domain (tuned alpha range)", key="tuned")
+        st.checkbox("Draft heads tuned on my domain (tuned alpha range)", key="tuned",
+                    help="alpha: the probability that a drafted token is accepted by the target model (per token, "
+                         "at draft position 1). Tuned heads use the seed article's tuned range.")
+        with st.expander("Cost assumptions"):
+            st.number_input("Engineering cost, $ per engineer-week", min_value=0.0, max_value=1e6, step=500.0,
+                            key="eng_week", help=_src(cat, "engineering_usd_per_week"))
+            st.number_input("Discount rate, % per year", min_value=-49.0, max_value=100.0, step=1.0, key="disc_pct",
+                            help=_src(cat, "annual_discount_rate"))
+            st.number_input("Horizon, months", min_value=1, max_value=240, step=6, key="horizon",
+                            help=_src(cat, "horizon_months"))
+            st.caption("Draft-training GPU-hours per method (at the training GPU's list price):")
+            for name, m in cat.methods.items():
+                st.number_input(f"{m.label}", min_value=0.0, max_value=1e6, step=8.0, key=f"gpuh_{name}",
+                                help=f"{m.setup_note} ({m.source.source}, {m.source.date})")
 
 
-def inputs() -> mdl.PlanInputs:
+def _src(cat, key: str) -> str:
+    src = cat.price_sources[key]
+    return f"Default {cat.prices[key]} ({src.source}, {src.date})."
+
+
+def costs() -> P.CostAssumptions:
+    cat = catalog()
     ss = st.session_state
+    base = P.default_costs(cat)
+    hours = tuple((name, float(ss[f"gpuh_{name}"])) for name, m in cat.methods.items()
+                  if float(ss[f"gpuh_{name}"]) != m.setup_gpu_hours)
+    return dataclasses.replace(base, engineering_usd_per_week=float(ss["eng_week"]),
+                               annual_discount_rate=float(ss["disc_pct"]) / 100.0, horizon_months=int(ss["horizon"]),
+                               setup_gpu_hours=hours)
+
+
+def request(**changes) -> P.PlanRequest:
+    """The sidebar and the traffic profile as one planner request (every page asks plan() with this)."""
+    ss = st.session_state
+    cat = catalog()
     prof: TrafficProfile | None = ss.get(PROFILE_KEY)
     volume = float(ss["volume_b"]) * 1e9
+    source = "entered in the sidebar"
     if ss["volume_source"] == "profile" and prof is not None and prof.monthly_output_tokens is not None:
         volume = float(prof.monthly_output_tokens)
-    return mdl.PlanInputs(
-        model=ss["model"], hardware=ss["hardware"], usd_per_gpu_hour=float(ss["price"]), tp=int(ss["tp"]),
-        dtype=ss["dtype"], tpot_slo_ms=float(ss["slo"]), monthly_output_tokens=volume,
-        current_method=ss["current"], workload=ss["workload"], language=ss["language"], tuned=bool(ss["tuned"]),
-    )
+        source = f"traffic profile '{prof.name}'"
+    segments, cap = (), None
+    if prof is not None:
+        segments = P.segments_from_mix(prof.mix_key())
+        if ss.get("traffic_cap", True):
+            cap = prof.concurrency(float(ss["slo"]), quantile=0)
+    price = float(ss["price"])
+    req = P.PlanRequest(
+        model=ss["model"], hardware=ss["hardware"], tp=int(ss["tp"]), dtype=ss["dtype"],
+        usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
+        tpot_slo_ms=float(ss["slo"]), monthly_output_tokens=volume, volume_source=source, segments=segments,
+        workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
+        batch_cap=cap, costs=costs())
+    return dataclasses.replace(req, **changes) if changes else req
 
 
-def mix_and_cap(inp: mdl.PlanInputs) -> tuple[mdl.Mix, float | None, bool]:
-    """(mix, batch cap from the traffic's concurrency or None, whether the mix is a profile)."""
-    prof: TrafficProfile | None = st.session_state.get(PROFILE_KEY)
-    if prof is None:
-        return mdl.default_mix(inp, catalog()), None, False
-    cap = None
-    if st.session_state.get("traffic_cap", True):
-        cap = prof.concurrency(inp.tpot_slo_ms, quantile=0)
-    return prof.mix_key(), cap, True
+def is_profile() -> bool:
+    return st.session_state.get(PROFILE_KEY) is not None
 
 
-def scenario_caption(inp: mdl.PlanInputs) -> str:
+def scenario_caption(req: P.PlanRequest) -> str:
     cat = catalog()
-    hw = cat.hardware[inp.hardware]
-    return (f"{cat.models[inp.model].label} on {inp.tp} x {hw.label} ({inp.dtype}) at ${inp.usd_per_gpu_hour:.2f}"
-            f"/GPU-hour, TPOT SLO {inp.tpot_slo_ms:g} ms, {inp.monthly_output_tokens / 1e9:,.1f}B output "
-            "tokens/month.")
-
-
-def check_inputs(inp: mdl.PlanInputs) -> str | None:
-    cat = catalog()
-    hw = cat.hardware[inp.hardware]
-    if inp.tp > hw.max_tp:
-        return f"{hw.label} supports at most {hw.max_tp} GPUs per replica (TP); you chose {inp.tp}."
-    return None
+    hw = cat.hardware[req.hardware]
+    price = req.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid
+    return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
+            f"TPOT SLO {req.tpot_slo_ms:g} ms, {req.monthly_output_tokens / 1e9:,.2f}B output tokens/month "
+            f"({req.volume_source}).")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -282,46 +333,44 @@ __all__ = ["TrafficError"]
 
 
 # ---------------------------------------------------------------------------------------------------
-# Cached planner calls (keyed on the hashable inputs)
+# Cached planner calls (keyed on the hashable request)
 # ---------------------------------------------------------------------------------------------------
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def plan_summary(inp: mdl.PlanInputs, mix: mdl.Mix, cap: float | None, is_profile: bool) -> dict:
-    return mdl.plan_summary(inp, mix, catalog(), cap=cap, mix_is_profile=is_profile)
+def _plan(req: P.PlanRequest) -> P.Plan:
+    return P.plan(req, catalog())
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def method_table(inp: mdl.PlanInputs, mix: mdl.Mix, cap: float | None, which: str, tuned: bool) -> list[dict]:
-    return mdl.method_table(inp, mix, catalog(), cap=cap, which=which, tuned=tuned)
+def plan(req: P.PlanRequest | None = None, *, levers: bool = False) -> P.Plan:
+    req = req or request()
+    return _plan(dataclasses.replace(req, levers_start="auto" if levers else None))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def lever_waterfall(inp: mdl.PlanInputs, mix: mdl.Mix, start: str, order: tuple[str, ...] | None) -> list[dict]:
-    return mdl.lever_waterfall(inp, mix, catalog(), start_method=start, order=list(order) if order else None)
+def lever_waterfall(req: P.PlanRequest, start: str, order: tuple[str, ...] | None) -> list[P.LeverStep]:
+    return P.levers(req, catalog(), start, list(order) if order else None)
 
 
-def fmt_usd(x: float, digits: int = 0) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    return f"${x:,.{digits}f}"
+@st.cache_data(max_entries=16, show_spinner=False)
+def batch_sweep(req: P.PlanRequest, method: str) -> sens.BatchSweep:
+    return sens.batch_sweep(req, catalog(), method)
 
 
-def fmt_cpm(x: float) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"${x:,.3f}"
+fmt_usd = P.fmt_usd
+fmt_cpm = P.fmt_cpm
+fmt_months = P.fmt_months
+fmt_pct = P.fmt_pct
 
 
-def replace(inp: mdl.PlanInputs, **kw) -> mdl.PlanInputs:
-    return dataclasses.replace(inp, **kw)
-
-
-def page_header(title: str):
+def page_header(title: str) -> P.PlanRequest | None:
     """Title, the scenario caption and the input check every scenario page starts with; None when the inputs
-    are invalid (the error is shown)."""
+    are invalid (the message names the field, the value and what is allowed)."""
     st.title(title)
-    inp = inputs()
-    st.caption(scenario_caption(inp))
-    bad = check_inputs(inp)
-    if bad:
-        st.error(bad)
+    try:
+        req = request()
+        P.validate(req, catalog())
+    except (ValueError, KeyError) as exc:
+        st.error(f"Check the inputs: {exc}")
         return None
-    return inp
+    st.caption(scenario_caption(req))
+    return req

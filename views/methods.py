@@ -1,88 +1,89 @@
-"""Methods: every speculative-decoding method side by side, each at its own best K and batch under the
-same TPOT SLO; where a method is unavailable, why."""
+"""Methods: every speculative-decoding method side by side, each at its own best K and batch under the same TPOT
+SLO (plan()'s methods table); where a method is unavailable or infeasible, why and what would make it run."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
 
+from planner import plan as P
 from views import _state as S
-from views.plan import CONVENTION
+from views.plan import CONVENTION, GLOSSARY
 
 
-def table_rows(rows: list[dict]) -> list[dict]:
+def table_rows(p: P.Plan) -> list[dict]:
     out = []
-    for r in rows:
-        base = {"method": r["label"], "available": "yes" if r["available"] else "no: " + r["unavailable_reason"]}
-        if r["available"]:
+    for m in p.methods:
+        base = {"method": m.label, "available": "yes" if m.available else m.reason}
+        if m.available:
             base.update({
-                "K": r["k"], "best batch": r["batch"],
-                "alpha (per-token, pos. 1)": round(r["alpha_position_1"], 3),
-                "tau (acceptance length, tokens/step)": round(r["acceptance_length"], 3),
-                "vLLM draft acceptance rate": f"{r['draft_acceptance_rate'] * 100:.1f} %",
-                "speedup vs no spec. at same batch": round(r["speedup"], 2),
-                "tokens/s per replica (decode)": round(r["output_tokens_per_s"]),
-                "TPOT ms": round(r["tpot_ms"], 1),
-                "CPM $/Mtok": round(r["usd_per_mtok"], 4),
-                "vs no speculation (own best batch)": f"{r['cpm_change_vs_best_baseline'] * 100:+.1f} %",
-                "verifier": r["verifier_bound"] + "-bound",
-                "draft cost ratio c": round(r["draft_cost_ratio"], 3),
-                "meets SLO": r["meets_slo"],
+                "feasible": "yes" if m.feasible else f"no: {m.reason}" + (f" ({m.way_out})" if m.way_out else ""),
+                "K": m.k, "best batch": m.batch, "max batch (memory)": m.max_batch,
+                "alpha (per-token, pos. 1)": round(m.alpha_position_1, 3),
+                "tau (acceptance length, tokens/step)": round(m.acceptance_length, 3),
+                "vLLM draft acceptance rate": f"{m.draft_acceptance_rate * 100:.1f} %",
+                "speedup vs no spec. at same batch": round(m.speedup, 2),
+                "tokens/s per replica (decode)": round(m.output_tokens_per_s),
+                "TPOT ms": round(m.tpot_ms, 1),
+                "CPM $/Mtok": round(m.usd_per_mtok, 4),
+                "vs today": P.fmt_pct(m.cpm_change_pct),
+                "verifier": m.verifier_bound + "-bound",
+                "draft cost ratio c": round(m.draft_cost_ratio, 3),
             })
+        cat = S.catalog()
+        meth = cat.methods[m.method]
         base.update({
-            "setup GPU-hours (A100)": r["setup_gpu_hours"], "setup eng. weeks": r["setup_engineering_weeks"],
-            "one-time $": f"{S.fmt_usd(r['one_time_usd_low'])}-{S.fmt_usd(r['one_time_usd_high'])}",
-            "setup": r["setup_note"],
-            "claimed speedup (seed)": (f"{r['claimed_speedup'][0]:g}-{r['claimed_speedup'][1]:g}x"
-                                       if r["claimed_speedup"] else "none"),
-            "alpha range (source)": f"{r['alpha_range_low']:.2f}-{r['alpha_range_high']:.2f} ({r['source']})",
+            "one-time $": f"{P.fmt_usd(m.one_time_usd_low)} to {P.fmt_usd(m.one_time_usd_high)}",
+            "setup": meth.setup_note,
+            "claimed speedup (seed)": (f"{meth.claimed_speedup[0]:g}-{meth.claimed_speedup[1]:g}x"
+                                       if meth.claimed_speedup else "none"),
+            "alpha source": m.alpha_source,
         })
         out.append(base)
     return out
 
 
 def render() -> None:
-    inp = S.page_header("Methods side by side")
-    if inp is None:
+    req = S.page_header("Methods side by side")
+    if req is None:
         return
-    mix, cap, is_profile = S.mix_and_cap(inp)
     basis = st.radio("Alpha basis", ["default", "tuned"], key="methods_alpha", horizontal=True,
                      format_func=lambda v: "default heads (seed's default range)" if v == "default"
                      else "tuned heads (seed's tuned range)")
-    rows = S.method_table(inp, mix, cap, "mid", basis == "tuned")
-    avail = [r for r in rows if r["available"]]
-    if avail:
-        base = avail[0]["baseline_usd_per_mtok"]
-        st.markdown(f"**No speculation:** ${base:,.3f} per million output tokens at its own best batch "
-                    f"({avail[0]['baseline_batch']}) under the {inp.tpot_slo_ms:g} ms TPOT SLO.")
-    for r in rows:
-        if not r["available"]:
-            st.info(f"{r['label']} is unavailable here: {r['unavailable_reason']}.")
-    st.dataframe(table_rows(rows), key="methods_table", hide_index=True)
-    st.caption(CONVENTION + " Speedup is against no speculation at the same batch; CPM compares each method "
-               "at its own best batch (the honest comparison). "
-               + ("Numbers are blended over the traffic profile's workload and language mix, weighted by "
-                  "output tokens." if is_profile else ""))
+    p = S.plan(S.request(tuned=basis == "tuned"))
+    ref = p.reference
+    if ref is not None:
+        st.markdown(f"**Today ({ref.label}):** {P.fmt_cpm(ref.usd_per_mtok)} per million output tokens at its own "
+                    f"best batch ({ref.batch}) under the {req.tpot_slo_ms:g} ms TPOT SLO.")
+    else:
+        st.warning(p.reference_note)
+    for m in p.methods:
+        if not m.available:
+            st.info(f"{m.label} is {m.reason}.")
+    st.dataframe(table_rows(p), key="methods_table", hide_index=True)
+    st.caption(CONVENTION + " Speedup is against no speculation at the same batch; CPM compares each method at "
+               "its own best batch (the honest comparison). "
+               + ("Numbers are blended over the traffic profile's workload and language mix, weighted by output "
+                  "tokens." if S.is_profile() else ""))
+    with st.expander("What the words mean"):
+        st.markdown(GLOSSARY)
+    avail = [m for m in p.methods if m.available and m.fits_memory]
     if avail:
         fig = go.Figure()
-        fig.add_bar(x=[r["label"] for r in avail], y=[r["output_tokens_per_s"] for r in avail],
+        fig.add_bar(x=[m.label for m in avail], y=[m.output_tokens_per_s for m in avail],
                     name="tokens/s per replica", marker_color="#1f77b4", yaxis="y")
-        fig.add_scatter(x=[r["label"] for r in avail], y=[r["usd_per_mtok"] for r in avail], name="CPM $/Mtok",
+        fig.add_scatter(x=[m.label for m in avail], y=[m.usd_per_mtok for m in avail], name="CPM $/Mtok",
                         mode="markers+lines", marker={"size": 12, "color": "#d62728"}, yaxis="y2")
         fig.update_layout(yaxis={"title": "decode tokens/s per replica"},
                           yaxis2={"title": "$ per million output tokens", "overlaying": "y", "side": "right"},
                           height=400, legend={"orientation": "h", "y": -0.2})
         st.plotly_chart(fig, key="methods_chart", width="stretch")
-        if is_profile:
+        if S.is_profile():
             with st.expander("Per workload and language"):
-                seg_rows = []
-                for r in avail:
-                    for d in r["segments"]:
-                        seg_rows.append({"method": r["label"], "workload": d["workload"], "language": d["language"],
-                                         "share of output tokens": f"{d['share'] * 100:.1f} %", "K": d["k"],
-                                         "batch": d["batch"], "alpha (pos. 1)": round(d["alpha_position_1"], 3),
-                                         "tau": round(d["acceptance_length"], 3),
-                                         "CPM $/Mtok": round(d["usd_per_mtok"], 4)})
+                seg_rows = [{"method": m.label, "workload": s.workload, "language": s.language,
+                             "share of output tokens": f"{s.share * 100:.1f} %", "K": m.k, "batch": s.batch,
+                             "alpha (pos. 1)": round(s.alpha_position_1, 3), "tau": round(s.acceptance_length, 3),
+                             "CPM $/Mtok": round(s.usd_per_mtok, 4)} for m in avail for s in m.segments]
                 st.dataframe(seg_rows, key="methods_segments", hide_index=True)
 
 

@@ -1,0 +1,293 @@
+"""How sure we are: batch sweeps, the alpha x K map, a tornado of CPM drivers and a Monte Carlo, all on the
+same vectorised search that plan() uses (planner.plan.search), so they agree with the headline by construction.
+
+Uncertain inputs and their ranges (assumptions, dated):
+- acceptance: uniform over the method's alpha range (default or tuned; per-token, position 1) - seed article;
+- $/GPU-hour: uniform over the hardware's list range (profiles/data/hardware.yaml);
+- weight-streaming efficiency eta_bw 0.60-0.85 and GEMM efficiency eta_flops 0.45-0.75: the span NVIDIA's
+  aiconfigurator kernel database measures on H100 from batch 256 to batch 1 (DESIGN.md, 2026-11-30);
+- fixed time per step x0.5-x2 around the hardware's value (no measurement yet; an assumption).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner import plan as P
+
+ETA_BW_RANGE = (0.60, 0.85)  # aiconfigurator GEMMs at batch 256 .. batch 1 on H100 (DESIGN.md, 2026-11-30)
+ETA_FLOPS_RANGE = (0.45, 0.75)  # same source; compute efficiency of decode GEMMs
+T_FIXED_FACTOR_RANGE = (0.5, 2.0)  # assumption (2026-11-30): per-step overhead not yet fitted
+UNCERTAINTY_SOURCE = ("alpha: seed article ranges (2026-04-15); price: hardware list range; eta_bw 0.60-0.85 and "
+                      "eta_flops 0.45-0.75: aiconfigurator H100 kernel measurements (2026-11-30); fixed step time "
+                      "x0.5-x2: assumption (2026-11-30)")
+
+
+def _cands(ctx: P._Ctx, method: str, k: int | None = None, tuned: bool | None = None) -> list[P.Candidate]:
+    m = ctx.catalog.methods[method]
+    ks = (k,) if k else tuple(range(1, m.max_k + 1))
+    return [P.Candidate(P.NO_SPEC, (1,)), P.Candidate(method, ks, tuned=ctx.req.tuned if tuned is None else tuned)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Speedup and CPM over batch
+# ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchSweep:
+    batch: np.ndarray  # sequences per replica
+    best_k: np.ndarray  # the K with the lowest CPM at each batch (memory permitting)
+    speedup: np.ndarray  # TPOT without speculation / with it, same batch
+    usd_per_mtok: np.ndarray
+    baseline_usd_per_mtok: np.ndarray
+    tpot_ms: np.ndarray
+    baseline_tpot_ms: np.ndarray
+    fits_memory: np.ndarray
+    compute_bound: np.ndarray
+    baseline_compute_bound: np.ndarray
+    crossover_batch: float | None  # first batch where speculation stops cutting CPM (log-interpolated)
+    max_batch: float
+    segment: P.TrafficSegment
+
+
+def batch_sweep(req: P.PlanRequest, catalog, method: str, *, segment: int | None = None,
+                batches: np.ndarray | None = None) -> BatchSweep:
+    """Per batch: the method at its best K against no speculation at the same batch, on one segment (default: the
+    largest); the crossover batch where speculation stops paying."""
+    segs = P.validate(req, catalog)
+    j = int(np.argmax([s.share for s in segs])) if segment is None else segment
+    seg = dataclasses.replace(segs[j], share=1.0)
+    ctx = P._ctx(dataclasses.replace(req, segments=(seg,)), catalog, (seg,))
+    cands = _cands(ctx, method)
+    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
+    ks = np.arange(1, catalog.methods[method].max_k + 1, dtype=float)
+    b = np.asarray(batches if batches is not None else np.unique(np.round(np.geomspace(1, 1024, 40))), float)
+    pre = _pre(ctx, cands, smp, ks)
+    res = P._evaluate(ctx, cands, smp, b[None, None, None, None, :], baseline=False, pre=pre)
+    cpm = res.usd_per_mtok[0, 1, :, 0, :]  # (K, B)
+    fits_k = res.fits_memory[0, 1, :, 0, :]
+    i = np.argmin(np.where(fits_k, cpm, np.inf), axis=0)
+    cols = np.arange(b.size)
+    spec_cpm = cpm[i, cols]
+    base_cpm = res.baseline_usd_per_mtok[0, 0, 0, 0, :]
+    fits = fits_k[i, cols]
+    gain = base_cpm - spec_cpm
+    crossover = None
+    idx = np.flatnonzero(fits & (gain <= 0))
+    if idx.size:
+        c = int(idx[0])
+        if c == 0:
+            crossover = float(b[0])
+        else:  # interpolate on log(batch) between the last paying and the first non-paying batch
+            g0, g1 = gain[c - 1], gain[c]
+            t = g0 / (g0 - g1) if g0 != g1 else 1.0
+            crossover = float(np.exp(np.log(b[c - 1]) + t * (np.log(b[c]) - np.log(b[c - 1]))))
+    return BatchSweep(
+        batch=b, best_k=ks[i].astype(int), speedup=res.speedup[0, 1, i, 0, cols], usd_per_mtok=spec_cpm,
+        baseline_usd_per_mtok=base_cpm, tpot_ms=res.tpot_s[0, 1, i, 0, cols] * 1e3,
+        baseline_tpot_ms=res.baseline_tpot_s[0, 0, 0, 0, :] * 1e3, fits_memory=fits,
+        compute_bound=res.compute_bound[0, 1, i, 0, cols], baseline_compute_bound=res.baseline_compute_bound[0, 0, 0, 0, :],
+        crossover_batch=crossover, max_batch=float(np.max(res.max_batch[0, 1, :, 0, 0])), segment=segs[j])
+
+
+def _pre(ctx, cands, smp, ks):
+    taus, nvs = [], []
+    for c in cands:
+        t, nv, _ = P._tau(ctx, c, smp, ks)
+        taus.append(t)
+        nvs.append(nv)
+    prompt = P._r5([s.prompt_tokens for s in ctx.segs], 3)
+    out = P._r5([s.output_tokens for s in ctx.segs], 3)
+    return {"k": P._r5(ks, 2), "tau": np.nan_to_num(np.stack(taus, 1)[..., None], nan=1.0),
+            "nver": np.stack(nvs, 1)[..., None], "prompt": prompt, "out": out, "ctx": prompt + out / 2.0}
+
+
+def optimal_k_by_batch(req: P.PlanRequest, catalog, method: str, batches) -> dict[int, int | None]:
+    """The K with the lowest CPM at each batch among the K's that fit memory (None where none fits)."""
+    sw = batch_sweep(req, catalog, method, batches=np.asarray(batches, float))
+    return {int(b): (int(k) if f else None) for b, k, f in zip(sw.batch, sw.best_k, sw.fits_memory, strict=True)}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Speedup over alpha x K at one batch
+# ---------------------------------------------------------------------------------------------------
+
+def alpha_k_heatmap(req: P.PlanRequest, catalog, method: str, *, batch: int, alphas: np.ndarray) -> dict:
+    """Speedup (TPOT without / with speculation, same batch) over per-token alpha at position 1 x K."""
+    segs = P.validate(req, catalog)
+    seg = dataclasses.replace(segs[int(np.argmax([s.share for s in segs]))], share=1.0)
+    ctx = P._ctx(dataclasses.replace(req, segments=(seg,)), catalog, (seg,))
+    m = catalog.methods[method]
+    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
+    a_now = float(P._alpha1(ctx, P.Candidate(method, (1,), tuned=req.tuned), smp)[0, 0])
+    cands = [P.Candidate(method, tuple(range(1, m.max_k + 1)), alpha_shift=float(a) - a_now, tuned=req.tuned)
+             for a in alphas]
+    ks = np.arange(1, m.max_k + 1, dtype=float)
+    res = P._evaluate(ctx, cands, smp, np.full((1, 1, 1, 1, 1), float(batch)), baseline=False,
+                      pre=_pre(ctx, cands, smp, ks))
+    return {"alphas": np.asarray(alphas), "ks": ks.astype(int), "speedup": res.speedup[0, :, :, 0, 0],
+            "alpha_now": a_now}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tornado and Monte Carlo: the saving against no speculation, both re-evaluated under each draw
+# ---------------------------------------------------------------------------------------------------
+
+def _samples(ctx: P._Ctx, *, alpha_u, eta_bw, eta_flops, t_fixed_s, price) -> P.Samples:
+    n = max(np.size(x) for x in (alpha_u, eta_bw, eta_flops, t_fixed_s, price))
+
+    def full(x):
+        return np.broadcast_to(np.asarray(x, float), (n,)).copy()
+    return P.Samples(full(alpha_u), full(eta_bw), full(eta_flops), full(t_fixed_s), full(price))
+
+
+def blended_cpm(ctx: P._Ctx, cands, sr) -> tuple[np.ndarray, np.ndarray]:
+    """(CPM (N, C) blended over segments at each candidate's best feasible K, feasible (N, C)); nan where
+    infeasible. The vectorised form of plan._points' choice of K."""
+    is_base = P._r5([c.method == P.NO_SPEC for c in cands], 1).astype(bool)
+    cpm = np.where(is_base, sr.res.baseline_usd_per_mtok, sr.res.usd_per_mtok)[..., 0]  # (N, C, K, S)
+    ok = sr.ok[..., 0] & sr.valid_k[None, :, :, None]
+    blended = np.where(ok.all(-1), (cpm * ctx.share).sum(-1), np.inf)  # (N, C, K)
+    best = blended.min(-1)
+    feasible = np.isfinite(best)
+    return np.where(feasible, best, np.nan), feasible
+
+
+def _cut_pct(ctx: P._Ctx, cands, smp: P.Samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(method CPM, baseline CPM, CPM change % vs baseline) per sample; nan where either is infeasible."""
+    cpm, _ = blended_cpm(ctx, cands, P.search(ctx, cands, smp))
+    return cpm[:, 1], cpm[:, 0], (cpm[:, 1] / cpm[:, 0] - 1.0) * 100.0
+
+
+@dataclass(frozen=True)
+class TornadoBar:
+    driver: str
+    range: str
+    low_cpm_change_pct: float  # the method's CPM change vs no speculation with the driver at its low end
+    high_cpm_change_pct: float
+    mid_cpm_change_pct: float
+    swing_pct: float
+
+
+def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
+    """The method's CPM change against no speculation (both at their own best batch under the SLO) when one
+    driver moves to its low / high end, the others at their middle; sorted by swing (smallest first)."""
+    ctx = P._ctx(req, catalog)
+    hw, eff = ctx.hw, ctx.eff
+    cands = _cands(ctx, method)
+    u = [0.5, 0.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
+    bw = [eff.eta_bw] * 3 + [ETA_BW_RANGE[0], ETA_BW_RANGE[1]] + [eff.eta_bw] * 6
+    fl = [eff.eta_flops] * 5 + [ETA_FLOPS_RANGE[0], ETA_FLOPS_RANGE[1]] + [eff.eta_flops] * 4
+    tf = [eff.t_fixed_s] * 7 + [eff.t_fixed_s * T_FIXED_FACTOR_RANGE[0], eff.t_fixed_s * T_FIXED_FACTOR_RANGE[1]] + \
+        [eff.t_fixed_s] * 2
+    pr = [ctx.price] * 9 + [hw.usd_per_gpu_hour_low, hw.usd_per_gpu_hour_high]
+    _, _, cut = _cut_pct(ctx, cands, _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr))
+    mid = float(cut[0])
+    rng = catalog.methods[method].alpha_tuned if req.tuned else catalog.methods[method].alpha_default
+    bars = [
+        ("Acceptance (method's alpha range)", f"alpha {rng.low:.2f} .. {rng.high:.2f}", cut[1], cut[2]),
+        ("Weight-streaming efficiency eta_bw", f"{ETA_BW_RANGE[0]:.2f} .. {ETA_BW_RANGE[1]:.2f}", cut[3], cut[4]),
+        ("GEMM efficiency eta_flops", f"{ETA_FLOPS_RANGE[0]:.2f} .. {ETA_FLOPS_RANGE[1]:.2f}", cut[5], cut[6]),
+        ("Fixed time per step", f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[0]:.2g} .. "
+                                f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[1]:.2g} ms", cut[7], cut[8]),
+        ("$/GPU-hour (list range)", f"${hw.usd_per_gpu_hour_low:.2f} .. ${hw.usd_per_gpu_hour_high:.2f}", cut[9],
+         cut[10]),
+    ]
+    one = _samples(ctx, alpha_u=0.5, eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=eff.t_fixed_s,
+                   price=ctx.price)
+
+    def cut_for(req2: P.PlanRequest, tuned: bool | None = None) -> float:
+        c2 = P._ctx(req2, catalog)
+        return float(_cut_pct(c2, _cands(c2, method, tuned=tuned), one)[2][0])
+
+    segs = ctx.segs
+
+    def scaled(attr: str, f: float) -> tuple[P.TrafficSegment, ...]:
+        lim = ctx.model.max_context_tokens
+        return tuple(dataclasses.replace(s, **{attr: min(max(1.0, getattr(s, attr) * f), lim / 2)}) for s in segs)
+
+    bars += [
+        ("TPOT SLO", f"{req.tpot_slo_ms / 2:g} .. {req.tpot_slo_ms * 2:g} ms",
+         cut_for(dataclasses.replace(req, tpot_slo_ms=req.tpot_slo_ms / 2)),
+         cut_for(dataclasses.replace(req, tpot_slo_ms=req.tpot_slo_ms * 2))),
+        ("Prompt length", "x0.5 .. x2", cut_for(dataclasses.replace(req, segments=scaled("prompt_tokens", 0.5))),
+         cut_for(dataclasses.replace(req, segments=scaled("prompt_tokens", 2.0)))),
+        ("Output length", "x0.5 .. x2", cut_for(dataclasses.replace(req, segments=scaled("output_tokens", 0.5))),
+         cut_for(dataclasses.replace(req, segments=scaled("output_tokens", 2.0)))),
+        ("Draft heads tuned on the domain", "default .. tuned", cut_for(req, tuned=False), cut_for(req, tuned=True)),
+    ]
+    out = [TornadoBar(d, r, float(lo), float(hi), mid, float(abs(hi - lo)) if np.isfinite(hi - lo) else math.inf)
+           for d, r, lo, hi in bars]
+    return sorted(out, key=lambda t: (t.swing_pct if math.isfinite(t.swing_pct) else 1e9))
+
+
+@dataclass(frozen=True)
+class MonteCarlo:
+    method: str
+    k: int
+    samples: int
+    seed: int
+    monthly_saving_usd: np.ndarray  # vs the plan's reference ("today"), per sample
+    one_time_usd: np.ndarray
+    cpm_change_pct: np.ndarray  # vs no speculation re-evaluated under the same draw
+    method_usd_per_mtok: np.ndarray
+    reference_usd_per_mtok: np.ndarray
+    months: np.ndarray
+    cumulative_p05: np.ndarray
+    cumulative_p50: np.ndarray
+    cumulative_p95: np.ndarray
+    saving_p05: float
+    saving_p50: float
+    saving_p95: float
+    p_saves: float
+    p_payback_within_horizon: float
+    horizon_months: int
+    source: str = UNCERTAINTY_SOURCE
+
+
+def monte_carlo(req: P.PlanRequest, catalog, method: str, *, k: int, samples: int = 400, seed: int = 7,
+                sample_price: bool = True, sample_hardware: bool = True) -> MonteCarlo:
+    """Seeded draws of acceptance, price and (optionally) step-time efficiencies; the method at the plan's K
+    (a deployment fixes K) and today's configuration both re-evaluated at their own best batch per draw."""
+    if not (10 <= samples <= 20_000):
+        raise P.PlanError("samples", samples, "10 to 20,000 draws")
+    ctx = P._ctx(req, catalog)
+    hw, eff = ctx.hw, ctx.eff
+    gen = np.random.default_rng(seed)
+    n = int(samples)
+    u = gen.uniform(0.0, 1.0, n)
+    price = gen.uniform(hw.usd_per_gpu_hour_low, hw.usd_per_gpu_hour_high, n) if sample_price else np.full(n, ctx.price)
+    if sample_hardware:
+        bw = gen.uniform(*ETA_BW_RANGE, n)
+        fl = gen.uniform(*ETA_FLOPS_RANGE, n)
+        tf = eff.t_fixed_s * np.exp(gen.uniform(*np.log(T_FIXED_FACTOR_RANGE), n))
+    else:
+        bw, fl, tf = (np.full(n, v) for v in (eff.eta_bw, eff.eta_flops, eff.t_fixed_s))
+    cur = req.current_method
+    cands = [P.Candidate(P.NO_SPEC, (1,)), P.Candidate(method, (k,), tuned=req.tuned)]
+    if cur != P.NO_SPEC and cur != method:
+        cands.append(P.Candidate(cur, tuple(range(1, catalog.methods[cur].max_k + 1)), tuned=req.tuned))
+    smp = _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=price)
+    cpm, _ = blended_cpm(ctx, cands, P.search(ctx, cands, smp))
+    b_cpm, m_cpm = cpm[:, 0], cpm[:, 1]
+    r_cpm = b_cpm if cur == P.NO_SPEC else (m_cpm if cur == method else cpm[:, 2])
+    lo, hi = ctx.costs.one_time_usd(catalog.methods[method]) if method != cur else (0.0, 0.0)
+    one = gen.uniform(lo, hi, n) if hi > lo else np.full(n, lo)
+    saving = np.nan_to_num((r_cpm - m_cpm) * req.monthly_output_tokens / 1e6, nan=0.0)
+    horizon = ctx.costs.horizon_months
+    months = np.arange(0, horizon + 1)
+    cumulative = saving[None, :] * months[:, None] - one[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        payback = np.where(saving > 0, one / np.where(saving > 0, saving, 1.0), np.inf)
+    return MonteCarlo(
+        method=method, k=k, samples=n, seed=seed, monthly_saving_usd=saving, one_time_usd=one,
+        cpm_change_pct=(m_cpm / b_cpm - 1.0) * 100.0, method_usd_per_mtok=m_cpm, reference_usd_per_mtok=r_cpm,
+        months=months, cumulative_p05=np.percentile(cumulative, 5, axis=1),
+        cumulative_p50=np.percentile(cumulative, 50, axis=1), cumulative_p95=np.percentile(cumulative, 95, axis=1),
+        saving_p05=float(np.percentile(saving, 5)), saving_p50=float(np.percentile(saving, 50)),
+        saving_p95=float(np.percentile(saving, 95)), p_saves=float(np.mean(saving > 0)),
+        p_payback_within_horizon=float(np.mean(payback <= horizon)), horizon_months=horizon)
