@@ -76,9 +76,3 @@ def breakeven_monthly_spend_usd(*, cpm_reduction_fraction, one_time_usd, horizon
     a = annuity_factor(horizon_months, annual_discount_rate)
     with np.errstate(divide="ignore"):
         return np.where(f > 0, np.asarray(one_time_usd, float) / (np.where(f > 0, f, 1.0) * a), np.inf)
-
-
-def method_one_time_usd(method, *, training_usd_per_gpu_hour: float, engineering_usd_per_week: float) -> float:
-    """Setup of a method: draft training GPU-hours at the training GPU's price + engineering weeks."""
-    return (method.setup_gpu_hours * training_usd_per_gpu_hour
-            + method.setup_engineering_weeks * engineering_usd_per_week)

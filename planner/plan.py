@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,11 +46,11 @@ from planner.roofline import (
     target_net,
     weight_bytes_read,
 )
+from planner.scenario import MAX_ALPHA, availability
 from planner.serving import DRAFTING_MODE_CODE, MODE_NONE, SpecResult, evaluate_arrays
 from planner.types import Acceptance, Efficiency
 
 NO_SPEC = "none"  # "current method": no speculative decoding today
-MAX_ALPHA = 0.98  # a shifted alpha is clipped here: no trained drafter is perfect
 MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
 TP_OPTIONS = (1, 2, 4, 8)
 # Geometric grid of smaller batches checked beside the SLO/memory boundary (ratio ~1.4).
@@ -71,6 +71,7 @@ class PlanError(ValueError):
 # ---------------------------------------------------------------------------------------------------
 # The request
 # ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TrafficSegment:
@@ -161,6 +162,7 @@ class PlanRequest:
 # ---------------------------------------------------------------------------------------------------
 # The answer
 # ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SegmentPoint:
@@ -314,6 +316,7 @@ class Plan:
 # Validation
 # ---------------------------------------------------------------------------------------------------
 
+
 def _finite(x: Any) -> bool:
     try:
         return math.isfinite(float(x))
@@ -365,9 +368,15 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
             catalog.methods[name]
             if not (_finite(hours) and 0 <= hours <= 1e6):
                 raise PlanError(f"costs.setup_gpu_hours[{name}]", hours, "GPU-hours from 0 to 1,000,000")
-    segs = req.segments or (TrafficSegment(req.workload, req.language, 1.0,
-                                           float(catalog.workloads[req.workload].prompt_tokens),
-                                           float(catalog.workloads[req.workload].output_tokens)),)
+    segs = req.segments or (
+        TrafficSegment(
+            req.workload,
+            req.language,
+            1.0,
+            float(catalog.workloads[req.workload].prompt_tokens),
+            float(catalog.workloads[req.workload].output_tokens),
+        ),
+    )
     total = 0.0
     for i, s in enumerate(segs):
         catalog.workloads[s.workload]
@@ -377,8 +386,9 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
         for name in ("prompt_tokens", "output_tokens"):
             v = getattr(s, name)
             if not (_finite(v) and 1 <= v <= model.max_context_tokens):
-                raise PlanError(f"segments[{i}].{name}", v, f"1 to {model.max_context_tokens:,} tokens "
-                                                            f"({model.label}'s context)")
+                raise PlanError(
+                    f"segments[{i}].{name}", v, f"1 to {model.max_context_tokens:,} tokens ({model.label}'s context)"
+                )
         total += s.share
     if abs(total - 1.0) > 1e-6:
         raise PlanError("segments.share", round(total, 6), "shares that sum to 1")
@@ -394,6 +404,7 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
 # ---------------------------------------------------------------------------------------------------
 # The vectorised core
 # ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -426,8 +437,13 @@ class Samples:
 
 def samples_for(which: Sequence[str], eff: Efficiency, price: float) -> Samples:
     n = len(which)
-    return Samples(np.array([WHICH_U[w] for w in which], float), np.full(n, eff.eta_bw), np.full(n, eff.eta_flops),
-                   np.full(n, eff.t_fixed_s), np.full(n, float(price)))
+    return Samples(
+        np.array([WHICH_U[w] for w in which], float),
+        np.full(n, eff.eta_bw),
+        np.full(n, eff.eta_flops),
+        np.full(n, eff.t_fixed_s),
+        np.full(n, float(price)),
+    )
 
 
 @dataclass
@@ -457,8 +473,9 @@ def _r5(values, axis: int) -> np.ndarray:
 
 def _hw(ctx: _Ctx, smp: Samples) -> HwParams:
     base = hw_params(ctx.hw, ctx.req.dtype, ctx.eff)
-    return dataclasses.replace(base, eta_bw=_r5(smp.eta_bw, 0), eta_flops=_r5(smp.eta_flops, 0),
-                               t_fixed_s=_r5(smp.t_fixed_s, 0))
+    return dataclasses.replace(
+        base, eta_bw=_r5(smp.eta_bw, 0), eta_flops=_r5(smp.eta_flops, 0), t_fixed_s=_r5(smp.t_fixed_s, 0)
+    )
 
 
 def _alpha1(ctx: _Ctx, cand: Candidate, smp: Samples) -> np.ndarray:
@@ -471,7 +488,12 @@ def _alpha1(ctx: _Ctx, cand: Candidate, smp: Samples) -> np.ndarray:
             a = np.full(smp.n, w.ngram_alpha)
         else:
             rng = m.alpha_tuned if cand.tuned else m.alpha_default
-            a = rng.low + smp.alpha_u * (rng.high - rng.low) + w.alpha_shift + ctx.catalog.languages[s.language].alpha_shift
+            a = (
+                rng.low
+                + smp.alpha_u * (rng.high - rng.low)
+                + w.alpha_shift
+                + ctx.catalog.languages[s.language].alpha_shift
+            )
         out[:, j] = a + cand.alpha_shift
     return np.clip(out, 0.0, MAX_ALPHA)
 
@@ -511,8 +533,9 @@ def _tau(ctx: _Ctx, cand: Candidate, smp: Samples, ks: np.ndarray) -> tuple[np.n
     measured = _measured_alpha(ctx, cand, k_max)
     a1 = _alpha1(ctx, cand, smp)  # (N, S)
     if measured is not None:
-        per_pos = np.clip(np.broadcast_to(measured[None, None, :] + cand.alpha_shift,
-                                          (smp.n, len(ctx.segs), k_max)), 0.0, 1.0)
+        per_pos = np.clip(
+            np.broadcast_to(measured[None, None, :] + cand.alpha_shift, (smp.n, len(ctx.segs), k_max)), 0.0, 1.0
+        )
         a1 = per_pos[..., 0]
     else:
         decay = m.position_decay ** np.arange(k_max)
@@ -521,14 +544,21 @@ def _tau(ctx: _Ctx, cand: Candidate, smp: Samples, ks: np.ndarray) -> tuple[np.n
         cum = 1.0 + np.cumsum(np.cumprod(np.nan_to_num(per_pos, nan=0.0), axis=-1), axis=-1)  # tau at K=1..Kmax
         tau = cum[..., ks.astype(int) - 1]  # (N, S, K)
         tau = np.where(np.isnan(per_pos[..., ks.astype(int) - 1]), np.nan, tau)
-        return np.moveaxis(tau, -1, 1), np.broadcast_to((ks + 1.0)[None, :, None], tau.shape[:1] + (len(ks), tau.shape[1])), a1
+        return (
+            np.moveaxis(tau, -1, 1),
+            np.broadcast_to((ks + 1.0)[None, :, None], tau.shape[:1] + (len(ks), tau.shape[1])),
+            a1,
+        )
     # tree verification (planner default shape): per K a tree of depth K; sibling model in acceptance.py
     taus = np.empty((smp.n, len(ks), len(ctx.segs)))
     nver = np.empty_like(taus)
     width = 3
     for i, k in enumerate(ks.astype(int)):
         tree = acc.default_tree(k, width)
-        q = acc.sibling_acceptance(per_pos[..., 0], k, width) * (per_pos[..., :k] / np.maximum(per_pos[..., :1], 1e-12))[..., None]
+        q = (
+            acc.sibling_acceptance(per_pos[..., 0], k, width)
+            * (per_pos[..., :k] / np.maximum(per_pos[..., :1], 1e-12))[..., None]
+        )
         taus[:, i, :] = acc.tree_acceptance_length(tree, q)
         nver[:, i, :] = acc.tree_node_count(tree) + 1.0
     return taus, nver, a1
@@ -570,12 +600,23 @@ def _evaluate(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, batch, *, bas
     drafts = [_draft(ctx, c.method) for c in cands]
     net = stack([d[0] for d in drafts], shape_axis=1, ndim=5)
     return evaluate_arrays(
-        target=target, draft=net, hw=_hw(ctx, smp), mode=_r5([d[1] for d in drafts], 1),
-        draft_scales_with_k=_r5([d[2] for d in drafts], 1).astype(bool), k=pre["k"], batch=batch,
-        tau=pre["tau"], context_tokens=pre["ctx"], prompt_tokens=pre["prompt"], output_tokens=pre["out"],
-        usd_per_gpu_hour=_r5(smp.usd_per_gpu_hour, 0), tp=ctx.tp, verify_tokens=pre["nver"],
+        target=target,
+        draft=net,
+        hw=_hw(ctx, smp),
+        mode=_r5([d[1] for d in drafts], 1),
+        draft_scales_with_k=_r5([d[2] for d in drafts], 1).astype(bool),
+        k=pre["k"],
+        batch=batch,
+        tau=pre["tau"],
+        context_tokens=pre["ctx"],
+        prompt_tokens=pre["prompt"],
+        output_tokens=pre["out"],
+        usd_per_gpu_hour=_r5(smp.usd_per_gpu_hour, 0),
+        tp=ctx.tp,
+        verify_tokens=pre["nver"],
         draft_cost_factor=_r5([c.draft_cost_factor for c in cands], 1),
-        draft_weight_bytes_total=_r5([d[3] for d in drafts], 1), draft_is_model=_r5([d[4] for d in drafts], 1).astype(bool),
+        draft_weight_bytes_total=_r5([d[3] for d in drafts], 1),
+        draft_is_model=_r5([d[4] for d in drafts], 1).astype(bool),
     )
 
 
@@ -617,8 +658,13 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
     if ctx.req.batch_cap is not None:
         ub = np.minimum(ub, max(1.0, math.floor(ctx.req.batch_cap)))
     ub = np.maximum(ub, 1.0)
-    grid = np.concatenate([np.broadcast_to(_COARSE_BATCHES, ub.shape[:-1] + _COARSE_BATCHES.shape),
-                           ub[..., :1] * np.ones(ub.shape[:-1] + (1,))], axis=-1)
+    grid = np.concatenate(
+        [
+            np.broadcast_to(_COARSE_BATCHES, ub.shape[:-1] + _COARSE_BATCHES.shape),
+            ub[..., :1] * np.ones(ub.shape[:-1] + (1,)),
+        ],
+        axis=-1,
+    )
     grid = np.minimum(grid, ub)
     rg = ev(grid)
     tg = pick(rg, "tpot_s")
@@ -666,22 +712,41 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
     res = res_b if np.all(best_b == boundary) else ev(best_b)
     meets = pick(res, "tpot_s") <= slo_s * (1 + 1e-12)
     fits = best_b <= mb
-    return _Search(ks=ks, batch=best_b, res=res, ok=meets & fits, fits_any=mb >= 1, tpot_min_s=tpot1,
-                   max_batch=mb, tau=tau, alpha1=np.stack(a1s, axis=1), valid_k=valid)
+    return _Search(
+        ks=ks,
+        batch=best_b,
+        res=res,
+        ok=meets & fits,
+        fits_any=mb >= 1,
+        tpot_min_s=tpot1,
+        max_batch=mb,
+        tau=tau,
+        alpha1=np.stack(a1s, axis=1),
+        valid_k=valid,
+    )
 
 
 def _ctx(req: PlanRequest, catalog, segs=None, tp: int | None = None) -> _Ctx:
     hw = catalog.hardware[req.hardware]
     eff = req.efficiency or hw.efficiency
     price = req.usd_per_gpu_hour if req.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
-    return _Ctx(req=req, catalog=catalog, model=catalog.models[req.model], hw=hw,
-                segs=segs if segs is not None else validate(req, catalog), eff=eff, price=float(price),
-                costs=req.costs or default_costs(catalog), tp=int(tp or req.tp))
+    return _Ctx(
+        req=req,
+        catalog=catalog,
+        model=catalog.models[req.model],
+        hw=hw,
+        segs=segs if segs is not None else validate(req, catalog),
+        eff=eff,
+        price=float(price),
+        costs=req.costs or default_costs(catalog),
+        tp=int(tp or req.tp),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
 # From arrays to operating points
 # ---------------------------------------------------------------------------------------------------
+
 
 def _memory_way_out(ctx: _Ctx, extra_weight_bytes: float = 0.0) -> str:
     """What would make the weights fit: a larger TP, or fp8 weights."""
@@ -689,11 +754,15 @@ def _memory_way_out(ctx: _Ctx, extra_weight_bytes: float = 0.0) -> str:
     usable_per_gpu = hw.hbm_gb * GB * GPU_MEMORY_UTILIZATION * (1 - ACTIVATION_RESERVE_FRACTION)
     need = {}
     for dtype in ("bf16", "fp8"):
-        wb = float(weight_bytes_read(target_net(model, dtype), 1e12)) + extra_weight_bytes * BYTES_PER_PARAM[dtype] / \
-            BYTES_PER_PARAM[ctx.req.dtype]
+        wb = (
+            float(weight_bytes_read(target_net(model, dtype), 1e12))
+            + extra_weight_bytes * BYTES_PER_PARAM[dtype] / BYTES_PER_PARAM[ctx.req.dtype]
+        )
         need[dtype] = (wb, next((t for t in TP_OPTIONS if t <= hw.max_tp and usable_per_gpu * t > wb * 1.05), None))
     wb, _ = need[ctx.req.dtype]
-    parts = [f"weights need {wb / GB:,.0f} GB, {ctx.tp} x {hw.label} offer {usable_per_gpu * ctx.tp / GB:,.0f} GB usable"]
+    parts = [
+        f"weights need {wb / GB:,.0f} GB, {ctx.tp} x {hw.label} offer {usable_per_gpu * ctx.tp / GB:,.0f} GB usable"
+    ]
     tp_same = need[ctx.req.dtype][1]
     ways = []
     if tp_same is not None and tp_same > ctx.tp:
@@ -740,17 +809,28 @@ def _points(ctx: _Ctx, cands: Sequence[Candidate], sr: _Search, n: int = 0) -> l
         k = int(sr.ks[i]) if cand.method != NO_SPEC else 0
         sj = np.arange(len(ctx.segs))
         tau_s = sr.tau[n, c, kidx, sj, 0]
-        seg_points = tuple(SegmentPoint(
-            workload=s.workload, language=s.language, share=s.share, batch=int(batch[c, kidx[j], j]),
-            max_batch=int(mb[c, kidx[j], j]), tpot_ms=float(tpot[c, kidx[j], j] * 1e3),
-            usd_per_mtok=float(cpm[c, kidx[j], j]), output_tokens_per_s=float(thr[c, kidx[j], j]),
-            acceptance_length=float(tau_s[j]),
-            speedup=float(res.speedup[n, c, kidx[j], j, 0]) if cand.method != NO_SPEC else 1.0,
-            alpha_position_1=float(sr.alpha1[n, c, j]), fits_memory=bool(batch[c, kidx[j], j] <= mb[c, kidx[j], j]),
-            meets_slo=bool(tpot[c, kidx[j], j] * 1e3 <= ctx.req.tpot_slo_ms * (1 + 1e-12)),
-            verifier_bound="compute" if bound[c, kidx[j], j] else "memory") for j, s in enumerate(ctx.segs))
-        fits = all(p.fits_memory for p in seg_points) and bool(sr.fits_any[n if sr.fits_any.shape[0] > 1 else 0,
-                                                                          c if sr.fits_any.shape[1] > 1 else 0].all())
+        seg_points = tuple(
+            SegmentPoint(
+                workload=s.workload,
+                language=s.language,
+                share=s.share,
+                batch=int(batch[c, kidx[j], j]),
+                max_batch=int(mb[c, kidx[j], j]),
+                tpot_ms=float(tpot[c, kidx[j], j] * 1e3),
+                usd_per_mtok=float(cpm[c, kidx[j], j]),
+                output_tokens_per_s=float(thr[c, kidx[j], j]),
+                acceptance_length=float(tau_s[j]),
+                speedup=float(res.speedup[n, c, kidx[j], j, 0]) if cand.method != NO_SPEC else 1.0,
+                alpha_position_1=float(sr.alpha1[n, c, j]),
+                fits_memory=bool(batch[c, kidx[j], j] <= mb[c, kidx[j], j]),
+                meets_slo=bool(tpot[c, kidx[j], j] * 1e3 <= ctx.req.tpot_slo_ms * (1 + 1e-12)),
+                verifier_bound="compute" if bound[c, kidx[j], j] else "memory",
+            )
+            for j, s in enumerate(ctx.segs)
+        )
+        fits = all(p.fits_memory for p in seg_points) and bool(
+            sr.fits_any[n if sr.fits_any.shape[0] > 1 else 0, c if sr.fits_any.shape[1] > 1 else 0].all()
+        )
         meets = all(p.meets_slo for p in seg_points)
         tau = float(np.dot(share, tau_s))
         label = "no speculation" if cand.method == NO_SPEC else ctx.catalog.methods[cand.method].label
@@ -765,18 +845,37 @@ def _points(ctx: _Ctx, cands: Sequence[Candidate], sr: _Search, n: int = 0) -> l
             way = "a larger TP, a smaller model or fp8 weights; or a looser SLO"
         m = ctx.catalog.methods[cand.method] if cand.method != NO_SPEC else None
         one = ctx.costs.one_time_usd(m) if m is not None else (0.0, 0.0)
-        out.append(OperatingPoint(
-            method=cand.method, label=label, available=True, k=k, batch=seg_points[dom].batch,
-            max_batch=seg_points[dom].max_batch, fits_memory=fits, meets_slo=meets, feasible=fits and meets,
-            tpot_ms=float(np.dot(share, tpot[c, kidx, sj] * 1e3)), usd_per_mtok=float(np.dot(share, cpm[c, kidx, sj])),
-            output_tokens_per_s=float(1.0 / np.dot(share, 1.0 / thr[c, kidx, sj])), acceptance_length=tau,
-            alpha_per_token=0.0, alpha_position_1=float(np.dot(share, sr.alpha1[n, c])),
-            draft_acceptance_rate=float((tau - 1.0) / k) if k else 0.0,
-            speedup=float(np.dot(share, [p.speedup for p in seg_points])),
-            draft_cost_ratio=float(res.draft_cost_ratio[n, c, i, dom, 0]) if cand.method != NO_SPEC else 0.0,
-            verifier_bound=seg_points[dom].verifier_bound, cpm_change_pct=None, reason=reason, way_out=way,
-            segments=seg_points, one_time_usd_low=one[0], one_time_usd_high=one[1],
-            alpha_convention=m.alpha_convention if m else "", alpha_source=f"{m.source.source} ({m.source.date})" if m else ""))
+        out.append(
+            OperatingPoint(
+                method=cand.method,
+                label=label,
+                available=True,
+                k=k,
+                batch=seg_points[dom].batch,
+                max_batch=seg_points[dom].max_batch,
+                fits_memory=fits,
+                meets_slo=meets,
+                feasible=fits and meets,
+                tpot_ms=float(np.dot(share, tpot[c, kidx, sj] * 1e3)),
+                usd_per_mtok=float(np.dot(share, cpm[c, kidx, sj])),
+                output_tokens_per_s=float(1.0 / np.dot(share, 1.0 / thr[c, kidx, sj])),
+                acceptance_length=tau,
+                alpha_per_token=0.0,
+                alpha_position_1=float(np.dot(share, sr.alpha1[n, c])),
+                draft_acceptance_rate=float((tau - 1.0) / k) if k else 0.0,
+                speedup=float(np.dot(share, [p.speedup for p in seg_points])),
+                draft_cost_ratio=float(res.draft_cost_ratio[n, c, i, dom, 0]) if cand.method != NO_SPEC else 0.0,
+                verifier_bound=seg_points[dom].verifier_bound,
+                cpm_change_pct=None,
+                reason=reason,
+                way_out=way,
+                segments=seg_points,
+                one_time_usd_low=one[0],
+                one_time_usd_high=one[1],
+                alpha_convention=m.alpha_convention if m else "",
+                alpha_source=f"{m.source.source} ({m.source.date})" if m else "",
+            )
+        )
     # tau -> the i.i.d. per-token alpha with the same acceptance length, all candidates in one inversion
     ks_ = np.array([max(p.k, 1) for p in out], float)
     taus = np.clip(np.array([p.acceptance_length for p in out]), 1.0, ks_ + 1.0)
@@ -788,22 +887,34 @@ def _unavailable(ctx: _Ctx, name: str, why: str) -> OperatingPoint:
     m = ctx.catalog.methods[name]
     one = ctx.costs.one_time_usd(m)
     nan = math.nan
-    return OperatingPoint(method=name, label=m.label, available=False, k=0, batch=0, max_batch=0, fits_memory=False,
-                          meets_slo=False, feasible=False, tpot_ms=nan, usd_per_mtok=nan, output_tokens_per_s=nan,
-                          acceptance_length=nan, alpha_per_token=nan, alpha_position_1=nan, draft_acceptance_rate=nan,
-                          speedup=nan, draft_cost_ratio=nan, verifier_bound="", cpm_change_pct=None,
-                          reason=f"unavailable: {why}", way_out="", one_time_usd_low=one[0], one_time_usd_high=one[1],
-                          alpha_convention=m.alpha_convention, alpha_source=f"{m.source.source} ({m.source.date})")
-
-
-def availability(model, method) -> tuple[bool, str]:
-    """Whether a method can run on a model, and why not."""
-    if method.requires_native and method.requires_native not in model.native_methods:
-        return False, (f"{method.label} needs a model that ships {method.requires_native.upper()} "
-                       f"modules; {model.label} does not")
-    if method.drafting == "draft_model" and not model.draft_model:
-        return False, f"no smaller model with {model.label}'s tokenizer is in the profiles"
-    return True, ""
+    return OperatingPoint(
+        method=name,
+        label=m.label,
+        available=False,
+        k=0,
+        batch=0,
+        max_batch=0,
+        fits_memory=False,
+        meets_slo=False,
+        feasible=False,
+        tpot_ms=nan,
+        usd_per_mtok=nan,
+        output_tokens_per_s=nan,
+        acceptance_length=nan,
+        alpha_per_token=nan,
+        alpha_position_1=nan,
+        draft_acceptance_rate=nan,
+        speedup=nan,
+        draft_cost_ratio=nan,
+        verifier_bound="",
+        cpm_change_pct=None,
+        reason=f"unavailable: {why}",
+        way_out="",
+        one_time_usd_low=one[0],
+        one_time_usd_high=one[1],
+        alpha_convention=m.alpha_convention,
+        alpha_source=f"{m.source.source} ({m.source.date})",
+    )
 
 
 def method_candidates(ctx: _Ctx, names: Sequence[str], *, tuned: bool | None = None) -> tuple[list[Candidate], dict]:
@@ -819,8 +930,9 @@ def method_candidates(ctx: _Ctx, names: Sequence[str], *, tuned: bool | None = N
     return cands, missing
 
 
-def evaluate_methods(ctx: _Ctx, names: Sequence[str], smp: Samples, *, tuned: bool | None = None,
-                     extra: Sequence[Candidate] = ()) -> list[list[OperatingPoint]]:
+def evaluate_methods(
+    ctx: _Ctx, names: Sequence[str], smp: Samples, *, tuned: bool | None = None, extra: Sequence[Candidate] = ()
+) -> list[list[OperatingPoint]]:
     """[sample][candidate] operating points: no speculation first, then `names` (unavailable ones marked),
     then `extra`."""
     cands, missing = method_candidates(ctx, names, tuned=tuned)
@@ -838,6 +950,7 @@ def evaluate_methods(ctx: _Ctx, names: Sequence[str], smp: Samples, *, tuned: bo
 # ---------------------------------------------------------------------------------------------------
 # plan()
 # ---------------------------------------------------------------------------------------------------
+
 
 def _pct(new: float, ref: float | None) -> float | None:
     if ref is None or not (ref > 0) or not math.isfinite(new):
@@ -858,8 +971,12 @@ def plan(req: PlanRequest, catalog) -> Plan:
     mid, low, high = rows
     lo_by = {p.method: p for p in low}
     hi_by = {p.method: p for p in high}
-    mid = [dataclasses.replace(p, usd_per_mtok_low=lo_by[p.method].usd_per_mtok,
-                               usd_per_mtok_high=hi_by[p.method].usd_per_mtok) for p in mid]
+    mid = [
+        dataclasses.replace(
+            p, usd_per_mtok_low=lo_by[p.method].usd_per_mtok, usd_per_mtok_high=hi_by[p.method].usd_per_mtok
+        )
+        for p in mid
+    ]
     baseline = mid[0]
     by = {p.method: p for p in mid[1:]}
     # Alternatives without speculation at other TP: the way out of an infeasible baseline.
@@ -869,10 +986,16 @@ def plan(req: PlanRequest, catalog) -> Plan:
             if tp == req.tp or tp > ctx.hw.max_tp:
                 continue
             c2 = _ctx(dataclasses.replace(req, tp=tp), catalog, segs)
-            p = _points(c2, [Candidate(NO_SPEC, (1,))], search(c2, [Candidate(NO_SPEC, (1,))],
-                                                               samples_for(("mid",), c2.eff, c2.price)))[0]
-            alternatives.append(dataclasses.replace(p, label=f"no speculation at TP={tp}", reason=p.reason or
-                                                    f"no speculation on {tp} x {ctx.hw.label}"))
+            p = _points(
+                c2,
+                [Candidate(NO_SPEC, (1,))],
+                search(c2, [Candidate(NO_SPEC, (1,))], samples_for(("mid",), c2.eff, c2.price)),
+            )[0]
+            alternatives.append(
+                dataclasses.replace(
+                    p, label=f"no speculation at TP={tp}", reason=p.reason or f"no speculation on {tp} x {ctx.hw.label}"
+                )
+            )
     # The reference ("today"): the current method if it runs, else no speculation; only if feasible.
     cur = req.current_method
     cur_pt = by.get(cur) if cur != NO_SPEC else baseline
@@ -885,31 +1008,49 @@ def plan(req: PlanRequest, catalog) -> Plan:
         feasible_alt = [a for a in alternatives if a.feasible]
         if feasible_alt:
             reference = min(feasible_alt, key=lambda a: a.usd_per_mtok)
-            note = (f"today's configuration on {req.tp} x {ctx.hw.label} {why}; compared with the cheapest "
-                    f"configuration without speculation that meets the SLO: {reference.label}")
+            note = (
+                f"today's configuration on {req.tp} x {ctx.hw.label} {why}; compared with the cheapest "
+                f"configuration without speculation that meets the SLO: {reference.label}"
+            )
         else:
-            note = (f"today's configuration on {req.tp} x {ctx.hw.label} {why}; no configuration without "
-                    "speculation on this hardware meets the SLO, so no saving is computed against it")
+            note = (
+                f"today's configuration on {req.tp} x {ctx.hw.label} {why}; no configuration without "
+                "speculation on this hardware meets the SLO, so no saving is computed against it"
+            )
     ref_cpm = reference.usd_per_mtok if reference is not None else None
-    methods = tuple(dataclasses.replace(p, cpm_change_pct=_pct(p.usd_per_mtok, ref_cpm) if p.feasible else None)
-                    for p in mid[1:] if p.method in (req.methods or catalog.methods.keys()) or p.method == cur)
-    baseline = dataclasses.replace(baseline, cpm_change_pct=_pct(baseline.usd_per_mtok, ref_cpm)
-                                   if baseline.feasible else None)
+    methods = tuple(
+        dataclasses.replace(p, cpm_change_pct=_pct(p.usd_per_mtok, ref_cpm) if p.feasible else None)
+        for p in mid[1:]
+        if p.method in (req.methods or catalog.methods.keys()) or p.method == cur
+    )
+    baseline = dataclasses.replace(
+        baseline, cpm_change_pct=_pct(baseline.usd_per_mtok, ref_cpm) if baseline.feasible else None
+    )
     feasible = [p for p in methods if p.feasible]
     best = min(feasible, key=lambda p: p.usd_per_mtok) if feasible else None
     costs = ctx.costs
     # economics of switching from the reference to the best method
     switching = best is not None and best.method != (reference.method if reference is not None else None)
-    one_low, one_high = (best.one_time_usd_low, best.one_time_usd_high) if (best is not None and switching) else (0.0, 0.0)
+    one_low, one_high = (
+        (best.one_time_usd_low, best.one_time_usd_high) if (best is not None and switching) else (0.0, 0.0)
+    )
     econ = _economics(req, costs, reference, best, one_low, one_high)
     rec, verdict = _decide(req, ctx, baseline, reference, note, best, econ, switching, alternatives)
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     deploy = None
     if deploy_for is not None:
         pt = next(p for p in methods if p.method == deploy_for)
-        deploy = vllm_deployment(catalog.methods[deploy_for], ctx.model, pt.k, tp=req.tp, dtype=req.dtype,
-                                 max_num_seqs=pt.batch, draft_model=catalog.models[ctx.model.draft_model]
-                                 if catalog.methods[deploy_for].drafting == "draft_model" else None)
+        deploy = vllm_deployment(
+            catalog.methods[deploy_for],
+            ctx.model,
+            pt.k,
+            tp=req.tp,
+            dtype=req.dtype,
+            max_num_seqs=pt.batch,
+            draft_model=catalog.models[ctx.model.draft_model]
+            if catalog.methods[deploy_for].drafting == "draft_model"
+            else None,
+        )
     levers: tuple[LeverStep, ...] = ()
     if req.levers_start is not None:
         start = req.levers_start
@@ -917,42 +1058,97 @@ def plan(req: PlanRequest, catalog) -> Plan:
             start = cur if cur != NO_SPEC and catalog.methods[cur].drafting != "ngram" else "eagle3"
         if start in catalog.methods and availability(ctx.model, catalog.methods[start])[0]:
             levers = tuple(lever_waterfall(ctx, start))
-    return Plan(request=req, segments=segs, usd_per_gpu_hour=ctx.price, baseline=baseline, reference=reference,
-                reference_note=note, methods=methods, best=best, recommendation=rec, verdict=verdict,
-                economics=econ, levers=levers, deploy=deploy, assumptions=tuple(assumptions(ctx)), costs=costs,
-                alternatives=tuple(alternatives))
+    return Plan(
+        request=req,
+        segments=segs,
+        usd_per_gpu_hour=ctx.price,
+        baseline=baseline,
+        reference=reference,
+        reference_note=note,
+        methods=methods,
+        best=best,
+        recommendation=rec,
+        verdict=verdict,
+        economics=econ,
+        levers=levers,
+        deploy=deploy,
+        assumptions=tuple(assumptions(ctx)),
+        costs=costs,
+        alternatives=tuple(alternatives),
+    )
 
 
-def _economics(req: PlanRequest, costs: CostAssumptions, reference: OperatingPoint | None,
-               best: OperatingPoint | None, one_low: float, one_high: float) -> PlanEconomics:
+def _economics(
+    req: PlanRequest,
+    costs: CostAssumptions,
+    reference: OperatingPoint | None,
+    best: OperatingPoint | None,
+    one_low: float,
+    one_high: float,
+) -> PlanEconomics:
     one_mid = 0.5 * (one_low + one_high)
     vol = req.monthly_output_tokens
     inf = math.inf
     if reference is None or best is None:
-        return PlanEconomics(reference.usd_per_mtok if reference else None, best.usd_per_mtok if best else None, vol,
-                             None, None, None, one_mid, one_low, one_high, inf, inf, inf, None, costs.horizon_months,
-                             costs.annual_discount_rate)
+        return PlanEconomics(
+            reference.usd_per_mtok if reference else None,
+            best.usd_per_mtok if best else None,
+            vol,
+            None,
+            None,
+            None,
+            one_mid,
+            one_low,
+            one_high,
+            inf,
+            inf,
+            inf,
+            None,
+            costs.horizon_months,
+            costs.annual_discount_rate,
+        )
     new = min(best.usd_per_mtok, reference.usd_per_mtok)
-    e = economics(baseline_usd_per_mtok=reference.usd_per_mtok, new_usd_per_mtok=new, monthly_output_tokens=vol,
-                  one_time_usd=one_mid, horizon_months=costs.horizon_months,
-                  annual_discount_rate=costs.annual_discount_rate)
+    e = economics(
+        baseline_usd_per_mtok=reference.usd_per_mtok,
+        new_usd_per_mtok=new,
+        monthly_output_tokens=vol,
+        one_time_usd=one_mid,
+        horizon_months=costs.horizon_months,
+        annual_discount_rate=costs.annual_discount_rate,
+    )
     # uncertainty band: the best method at the low / high end of its alpha range against the same reference
-    sav_lo = max(0.0, reference.usd_per_mtok - best.usd_per_mtok_low) * vol / 1e6 if math.isfinite(
-        best.usd_per_mtok_low) else None
-    sav_hi = max(0.0, reference.usd_per_mtok - best.usd_per_mtok_high) * vol / 1e6 if math.isfinite(
-        best.usd_per_mtok_high) else None
+    sav_lo = (
+        max(0.0, reference.usd_per_mtok - best.usd_per_mtok_low) * vol / 1e6
+        if math.isfinite(best.usd_per_mtok_low)
+        else None
+    )
+    sav_hi = (
+        max(0.0, reference.usd_per_mtok - best.usd_per_mtok_high) * vol / 1e6
+        if math.isfinite(best.usd_per_mtok_high)
+        else None
+    )
     savings = sorted(s for s in (sav_lo, sav_hi, float(e.monthly_saving_usd)) if s is not None)
 
     def payback(one, sav):
         return one / sav if sav > 0 else inf
 
     return PlanEconomics(
-        reference_usd_per_mtok=reference.usd_per_mtok, new_usd_per_mtok=new, monthly_output_tokens=vol,
-        monthly_saving_usd=float(e.monthly_saving_usd), monthly_saving_low_usd=savings[0],
-        monthly_saving_high_usd=savings[-1], one_time_usd=one_mid, one_time_low_usd=one_low,
-        one_time_high_usd=one_high, payback_months=float(e.payback_months),
-        payback_low_months=payback(one_low, savings[-1]), payback_high_months=payback(one_high, savings[0]),
-        npv_usd=float(e.npv_usd), horizon_months=costs.horizon_months, annual_discount_rate=costs.annual_discount_rate)
+        reference_usd_per_mtok=reference.usd_per_mtok,
+        new_usd_per_mtok=new,
+        monthly_output_tokens=vol,
+        monthly_saving_usd=float(e.monthly_saving_usd),
+        monthly_saving_low_usd=savings[0],
+        monthly_saving_high_usd=savings[-1],
+        one_time_usd=one_mid,
+        one_time_low_usd=one_low,
+        one_time_high_usd=one_high,
+        payback_months=float(e.payback_months),
+        payback_low_months=payback(one_low, savings[-1]),
+        payback_high_months=payback(one_high, savings[0]),
+        npv_usd=float(e.npv_usd),
+        horizon_months=costs.horizon_months,
+        annual_discount_rate=costs.annual_discount_rate,
+    )
 
 
 def fmt_usd(x: float | None, digits: int = 0) -> str:
@@ -992,50 +1188,82 @@ def _decide(req, ctx, baseline, reference, note, best, econ, switching, alternat
     if best is None:
         methods_way = baseline.way_out or "a larger TP, fp8 weights or a looser SLO"
         if not baseline.fits_memory:
-            return None, (f"Nothing can run: {ctx.model.label} does not fit on {req.tp} x {ctx.hw.label} "
-                          f"({baseline.way_out}).")
+            return None, (
+                f"Nothing can run: {ctx.model.label} does not fit on {req.tp} x {ctx.hw.label} ({baseline.way_out})."
+            )
         if reference is not None:
-            return None, (f"Stay with {reference.label}: no speculative-decoding method fits and meets the {slo} "
-                          "here.")
-        return None, (f"Nothing meets the {slo} on {req.tp} x {ctx.hw.label}: no speculation {baseline.reason}, and "
-                      f"no method fits and meets it either ({methods_way}).")
+            return None, (f"Stay with {reference.label}: no speculative-decoding method fits and meets the {slo} here.")
+        return None, (
+            f"Nothing meets the {slo} on {req.tp} x {ctx.hw.label}: no speculation {baseline.reason}, and "
+            f"no method fits and meets it either ({methods_way})."
+        )
     if reference is None:
-        return (Recommendation(best.method, best.label, best.k, best.batch, best.usd_per_mtok, None,
-                               f"speculation is what makes the {slo} reachable: no configuration without it meets "
-                               "the SLO on this hardware, so no saving is computed"),
-                f"Deploy {best.label} with K={best.k} at batch {best.batch}: it meets the {slo} at "
-                f"{fmt_cpm(best.usd_per_mtok)} per million output tokens where no configuration without speculation "
-                f"does ({baseline.reason}).")
+        return (
+            Recommendation(
+                best.method,
+                best.label,
+                best.k,
+                best.batch,
+                best.usd_per_mtok,
+                None,
+                f"speculation is what makes the {slo} reachable: no configuration without it meets "
+                "the SLO on this hardware, so no saving is computed",
+            ),
+            f"Deploy {best.label} with K={best.k} at batch {best.batch}: it meets the {slo} at "
+            f"{fmt_cpm(best.usd_per_mtok)} per million output tokens where no configuration without speculation "
+            f"does ({baseline.reason}).",
+        )
     cut = 1.0 - best.usd_per_mtok / reference.usd_per_mtok
     within = econ.payback_months <= econ.horizon_months
-    bound = ("the verifier is memory-bound, so drafting cuts CPM" if best.verifier_bound == "memory" else
-             "the verifier is compute-bound, yet drafting still cuts CPM")
+    bound = (
+        "the verifier is memory-bound, so drafting cuts CPM"
+        if best.verifier_bound == "memory"
+        else "the verifier is compute-bound, yet drafting still cuts CPM"
+    )
     ref_phrase = reference.label + ("" if reference is baseline or reference.method != NO_SPEC else "")
     if not switching:
-        return None, (f"Keep {best.label} (K={best.k}, batch {best.batch}): no other method is cheaper under the {slo} "
-                      f"({fmt_cpm(best.usd_per_mtok)} per million output tokens).")
+        return None, (
+            f"Keep {best.label} (K={best.k}, batch {best.batch}): no other method is cheaper under the {slo} "
+            f"({fmt_cpm(best.usd_per_mtok)} per million output tokens)."
+        )
     if cut >= ctx.costs.min_cpm_cut and within:
-        reason = (f"at batch {best.batch} under the {slo} {bound} {cut * 100:.1f} % "
-                  f"({fmt_cpm(reference.usd_per_mtok)} -> {fmt_cpm(best.usd_per_mtok)} per million output tokens "
-                  f"vs {ref_phrase}); the {fmt_usd(econ.one_time_usd)} setup pays back in "
-                  f"{fmt_months(econ.payback_months)}")
-        return (Recommendation(best.method, best.label, best.k, best.batch, best.usd_per_mtok,
-                               _pct(best.usd_per_mtok, reference.usd_per_mtok), reason),
-                f"Deploy {best.label} with K={best.k}: {reason}.")
+        reason = (
+            f"at batch {best.batch} under the {slo} {bound} {cut * 100:.1f} % "
+            f"({fmt_cpm(reference.usd_per_mtok)} -> {fmt_cpm(best.usd_per_mtok)} per million output tokens "
+            f"vs {ref_phrase}); the {fmt_usd(econ.one_time_usd)} setup pays back in "
+            f"{fmt_months(econ.payback_months)}"
+        )
+        return (
+            Recommendation(
+                best.method,
+                best.label,
+                best.k,
+                best.batch,
+                best.usd_per_mtok,
+                _pct(best.usd_per_mtok, reference.usd_per_mtok),
+                reason,
+            ),
+            f"Deploy {best.label} with K={best.k}: {reason}.",
+        )
     if cut < ctx.costs.min_cpm_cut:
-        return None, (f"Stay with {ref_phrase}: the best method ({best.label}, K={best.k}, batch {best.batch}) "
-                      f"changes CPM by {fmt_pct(-cut * 100)} under the {slo}, too little to pay for a change "
-                      f"(threshold {ctx.costs.min_cpm_cut * 100:g} %).")
-    return None, (f"Stay with {ref_phrase}: {best.label} would cut CPM {cut * 100:.1f} %, but at "
-                  f"{req.monthly_output_tokens / 1e9:,.2f}B output tokens a month its {fmt_usd(econ.one_time_usd)} "
-                  f"setup {fmt_months(econ.payback_months) if math.isfinite(econ.payback_months) else 'never pays back'}"
-                  f"{' to pay back' if math.isfinite(econ.payback_months) else ''}, beyond the "
-                  f"{econ.horizon_months}-month horizon.")
+        return None, (
+            f"Stay with {ref_phrase}: the best method ({best.label}, K={best.k}, batch {best.batch}) "
+            f"changes CPM by {fmt_pct(-cut * 100)} under the {slo}, too little to pay for a change "
+            f"(threshold {ctx.costs.min_cpm_cut * 100:g} %)."
+        )
+    return None, (
+        f"Stay with {ref_phrase}: {best.label} would cut CPM {cut * 100:.1f} %, but at "
+        f"{req.monthly_output_tokens / 1e9:,.2f}B output tokens a month its {fmt_usd(econ.one_time_usd)} "
+        f"setup {fmt_months(econ.payback_months) if math.isfinite(econ.payback_months) else 'never pays back'}"
+        f"{' to pay back' if math.isfinite(econ.payback_months) else ''}, beyond the "
+        f"{econ.horizon_months}-month horizon."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
 # Levers: the seed's seven, as a waterfall over the whole mix
 # ---------------------------------------------------------------------------------------------------
+
 
 def _one_point(ctx: _Ctx, cand: Candidate) -> OperatingPoint:
     smp = samples_for(("mid",), ctx.eff, ctx.price)
@@ -1079,12 +1307,16 @@ def lever_waterfall(ctx: _Ctx, start: str, order: Sequence[str] | None = None) -
             if cur.tuned:
                 why = "the tuned alpha range already includes a domain fine-tune (not counted twice)"
             else:
-                new, why = dataclasses.replace(cur, alpha_shift=cur.alpha_shift + lever.alpha_gain.mid), \
-                    f"alpha +{lever.alpha_gain.mid:.2f} (per-token)"
+                new, why = (
+                    dataclasses.replace(cur, alpha_shift=cur.alpha_shift + lever.alpha_gain.mid),
+                    f"alpha +{lever.alpha_gain.mid:.2f} (per-token)",
+                )
         elif lever.kind == "switch_to_head":
             e3 = cat.methods["eagle3"]
-            new, why = dataclasses.replace(cur, method="eagle3", ks=tuple(range(1, e3.max_k + 1))), \
-                "draft model -> EAGLE-3 head"
+            new, why = (
+                dataclasses.replace(cur, method="eagle3", ks=tuple(range(1, e3.max_k + 1))),
+                "draft model -> EAGLE-3 head",
+            )
         elif lever.kind == "tune_k":
             if len({(sg.workload, sg.language) for sg in ctx.segs}) < 2:
                 why = "one workload: its K is already the best one (the plan picks K)"
@@ -1099,8 +1331,11 @@ def lever_waterfall(ctx: _Ctx, start: str, order: Sequence[str] | None = None) -
             if method.drafting == "ngram":
                 why = "n-gram drafting has no draft network"
             else:
-                new = dataclasses.replace(cur, draft_cost_factor=cur.draft_cost_factor * lever.draft_cost_factor,
-                                          alpha_shift=cur.alpha_shift + lever.alpha_gain.mid)
+                new = dataclasses.replace(
+                    cur,
+                    draft_cost_factor=cur.draft_cost_factor * lever.draft_cost_factor,
+                    alpha_shift=cur.alpha_shift + lever.alpha_gain.mid,
+                )
                 why = f"draft time x{lever.draft_cost_factor:g}, alpha {lever.alpha_gain.mid:+.2f}"
         elif lever.kind == "switch_to_mtp":
             if "mtp" not in ctx.model.native_methods:
@@ -1109,53 +1344,117 @@ def lever_waterfall(ctx: _Ctx, start: str, order: Sequence[str] | None = None) -
                 why = "already on MTP"
             else:
                 mtp = cat.methods["mtp"]
-                new, why = Candidate("mtp", tuple(range(1, mtp.max_k + 1)), tuned=cur.tuned), \
-                    "switch to the model's MTP module"
+                new, why = (
+                    Candidate("mtp", tuple(range(1, mtp.max_k + 1)), tuned=cur.tuned),
+                    "switch to the model's MTP module",
+                )
         elif lever.kind == "speedup":
             shift = _vsd_alpha_shift(ctx, cur, lever.speedup_factor)
-            new, why = dataclasses.replace(cur, alpha_shift=cur.alpha_shift + shift), \
-                f"acceptance length x{lever.speedup_factor:g} at K={method.default_k} (alpha {shift:+.3f})"
+            new, why = (
+                dataclasses.replace(cur, alpha_shift=cur.alpha_shift + shift),
+                f"acceptance length x{lever.speedup_factor:g} at K={method.default_k} (alpha {shift:+.3f})",
+            )
         before = pt
         src = f"{lever.source.source} ({lever.source.date})"
         if new is None:
             steps.append(_skip(lever, why, cur, before, src))
             continue
         after = _one_point(ctx, new)
-        if not (after.feasible and (not before.feasible or
-                                                              after.usd_per_mtok < before.usd_per_mtok)):
-            msg = (f"skipped: {why} raises CPM here ({fmt_cpm(before.usd_per_mtok)} -> {fmt_cpm(after.usd_per_mtok)}"
-                   f"/Mtok at its best batch {after.batch} under the SLO)") if after.feasible else \
-                f"skipped: {why} does not fit or meet the SLO here"
+        if not (after.feasible and (not before.feasible or after.usd_per_mtok < before.usd_per_mtok)):
+            msg = (
+                (
+                    f"skipped: {why} raises CPM here ({fmt_cpm(before.usd_per_mtok)} -> {fmt_cpm(after.usd_per_mtok)}"
+                    f"/Mtok at its best batch {after.batch} under the SLO)"
+                )
+                if after.feasible
+                else f"skipped: {why} does not fit or meet the SLO here"
+            )
             steps.append(_skip(lever, msg, cur, before, src))
             continue
         n_applied = n_segs if lever.kind == "alpha" else 1
         low = lever.one_time_usd.low * n_applied + lever.engineering_weeks * eng
         high = lever.one_time_usd.high * n_applied + lever.engineering_weeks * eng
-        e = economics(baseline_usd_per_mtok=before.usd_per_mtok,
-                      new_usd_per_mtok=min(after.usd_per_mtok, before.usd_per_mtok),
-                      monthly_output_tokens=ctx.req.monthly_output_tokens, one_time_usd=high,
-                      horizon_months=ctx.costs.horizon_months, annual_discount_rate=ctx.costs.annual_discount_rate)
+        e = economics(
+            baseline_usd_per_mtok=before.usd_per_mtok,
+            new_usd_per_mtok=min(after.usd_per_mtok, before.usd_per_mtok),
+            monthly_output_tokens=ctx.req.monthly_output_tokens,
+            one_time_usd=high,
+            horizon_months=ctx.costs.horizon_months,
+            annual_discount_rate=ctx.costs.annual_discount_rate,
+        )
         frac = 1.0 - after.usd_per_mtok / before.usd_per_mtok if before.usd_per_mtok > 0 else 0.0
-        be = float(breakeven_monthly_spend_usd(cpm_reduction_fraction=frac, one_time_usd=high,
-                                               horizon_months=ctx.costs.horizon_months,
-                                               annual_discount_rate=ctx.costs.annual_discount_rate))
-        steps.append(LeverStep(name, lever.number, lever.label, True, why, new.method, after.k, after.batch, new.tree,
-                               before.alpha_position_1, after.alpha_position_1, before.usd_per_mtok,
-                               after.usd_per_mtok, low, high, float(e.monthly_saving_usd), float(e.payback_months),
-                               be, lever.note, src))
+        be = float(
+            breakeven_monthly_spend_usd(
+                cpm_reduction_fraction=frac,
+                one_time_usd=high,
+                horizon_months=ctx.costs.horizon_months,
+                annual_discount_rate=ctx.costs.annual_discount_rate,
+            )
+        )
+        steps.append(
+            LeverStep(
+                name,
+                lever.number,
+                lever.label,
+                True,
+                why,
+                new.method,
+                after.k,
+                after.batch,
+                new.tree,
+                before.alpha_position_1,
+                after.alpha_position_1,
+                before.usd_per_mtok,
+                after.usd_per_mtok,
+                low,
+                high,
+                float(e.monthly_saving_usd),
+                float(e.payback_months),
+                be,
+                lever.note,
+                src,
+            )
+        )
         cur, pt = new, after
     return steps
 
 
 def _skip(lever, why, cur: Candidate, pt: OperatingPoint, src: str) -> LeverStep:
-    return LeverStep(lever.name, lever.number, lever.label, False, why, cur.method, pt.k, pt.batch, cur.tree,
-                     pt.alpha_position_1, pt.alpha_position_1, pt.usd_per_mtok, pt.usd_per_mtok, 0.0, 0.0, 0.0,
-                     math.inf, math.inf, lever.note, src)
+    return LeverStep(
+        lever.name,
+        lever.number,
+        lever.label,
+        False,
+        why,
+        cur.method,
+        pt.k,
+        pt.batch,
+        cur.tree,
+        pt.alpha_position_1,
+        pt.alpha_position_1,
+        pt.usd_per_mtok,
+        pt.usd_per_mtok,
+        0.0,
+        0.0,
+        0.0,
+        math.inf,
+        math.inf,
+        lever.note,
+        src,
+    )
 
 
-def operating_point(req: PlanRequest, catalog, method: str, *, ks: Sequence[int] | None = None,
-                    alpha_shift: float = 0.0, draft_cost_factor: float = 1.0, tree: bool = False,
-                    tuned: bool | None = None) -> tuple[OperatingPoint, OperatingPoint]:
+def operating_point(
+    req: PlanRequest,
+    catalog,
+    method: str,
+    *,
+    ks: Sequence[int] | None = None,
+    alpha_shift: float = 0.0,
+    draft_cost_factor: float = 1.0,
+    tree: bool = False,
+    tuned: bool | None = None,
+) -> tuple[OperatingPoint, OperatingPoint]:
     """(the method at its best K among `ks` and best batch, no speculation at its own best batch) for a request,
     with lever adjustments; the building block the Claims page and the levers share with plan()."""
     ctx = _ctx(req, catalog)
@@ -1163,13 +1462,20 @@ def operating_point(req: PlanRequest, catalog, method: str, *, ks: Sequence[int]
     ok, why = availability(ctx.model, m)
     if not ok:
         raise PlanError("method", method, why)
-    cand = Candidate(method, tuple(ks or range(1, m.max_k + 1)), alpha_shift=alpha_shift,
-                     draft_cost_factor=draft_cost_factor, tree=tree, tuned=req.tuned if tuned is None else tuned)
+    cand = Candidate(
+        method,
+        tuple(ks or range(1, m.max_k + 1)),
+        alpha_shift=alpha_shift,
+        draft_cost_factor=draft_cost_factor,
+        tree=tree,
+        tuned=req.tuned if tuned is None else tuned,
+    )
     base = Candidate(NO_SPEC, (1,))
     sr = search(ctx, [base, cand], samples_for(("mid",), ctx.eff, ctx.price))
     b, pt = _points(ctx, [base, cand], sr)
-    return dataclasses.replace(pt, cpm_change_pct=_pct(pt.usd_per_mtok, b.usd_per_mtok) if b.feasible and pt.feasible
-                               else None), b
+    return dataclasses.replace(
+        pt, cpm_change_pct=_pct(pt.usd_per_mtok, b.usd_per_mtok) if b.feasible and pt.feasible else None
+    ), b
 
 
 def levers(req: PlanRequest, catalog, start: str, order: Sequence[str] | None = None) -> list[LeverStep]:
@@ -1184,6 +1490,7 @@ def levers(req: PlanRequest, catalog, start: str, order: Sequence[str] | None = 
 
 def order_by_return(steps: Sequence[LeverStep]) -> list[str]:
     """Lever names sorted by CPM cut per one-time dollar (free levers first, then the best ratio)."""
+
     def key(st: LeverStep):
         cut = st.usd_per_mtok_before - st.usd_per_mtok_after
         if not st.applied or cut <= 0:
@@ -1191,6 +1498,7 @@ def order_by_return(steps: Sequence[LeverStep]) -> list[str]:
         if st.one_time_usd_high <= 0:
             return (0, -cut, st.number)
         return (1, -cut / st.one_time_usd_high, st.number)
+
     return [st.lever for st in sorted(steps, key=key)]
 
 
@@ -1198,43 +1506,85 @@ def order_by_return(steps: Sequence[LeverStep]) -> list[str]:
 # Assumptions
 # ---------------------------------------------------------------------------------------------------
 
+
 def assumptions(ctx: _Ctx) -> list[Assumption]:
     hw, model, req, cat = ctx.hw, ctx.model, ctx.req, ctx.catalog
     eff = ctx.eff
     price_src = ("entered by the user", "") if req.usd_per_gpu_hour is not None else (hw.price.source, hw.price.date)
     out = [
-        Assumption("$/GPU-hour", f"${ctx.price:.2f} (list range ${hw.usd_per_gpu_hour_low:.2f}-"
-                                 f"${hw.usd_per_gpu_hour_high:.2f})", *price_src),
-        Assumption(f"{hw.label} specs", f"{hw.hbm_gb:g} GB, {hw.hbm_bandwidth_gb_s:g} GB/s, {hw.bf16_tflops:g} BF16 "
-                                        f"TFLOP/s", hw.specs.source, hw.specs.date),
-        Assumption("step-time efficiencies", f"eta_bw {eff.eta_bw:g}, eta_flops {eff.eta_flops:g}, t_fixed "
-                                             f"{eff.t_fixed_s * 1e3:g} ms, t_spec {eff.t_spec_s * 1e3:g} ms",
-                   eff.source.source, eff.source.date),
-        Assumption(f"{model.label} architecture", f"{model.total_params_b:g}B params ({model.active_params_b:g}B "
-                                                  "active)", model.source.source, model.source.date),
+        Assumption(
+            "$/GPU-hour",
+            f"${ctx.price:.2f} (list range ${hw.usd_per_gpu_hour_low:.2f}-${hw.usd_per_gpu_hour_high:.2f})",
+            *price_src,
+        ),
+        Assumption(
+            f"{hw.label} specs",
+            f"{hw.hbm_gb:g} GB, {hw.hbm_bandwidth_gb_s:g} GB/s, {hw.bf16_tflops:g} BF16 TFLOP/s",
+            hw.specs.source,
+            hw.specs.date,
+        ),
+        Assumption(
+            "step-time efficiencies",
+            f"eta_bw {eff.eta_bw:g}, eta_flops {eff.eta_flops:g}, t_fixed "
+            f"{eff.t_fixed_s * 1e3:g} ms, t_spec {eff.t_spec_s * 1e3:g} ms",
+            eff.source.source,
+            eff.source.date,
+        ),
+        Assumption(
+            f"{model.label} architecture",
+            f"{model.total_params_b:g}B params ({model.active_params_b:g}B active)",
+            model.source.source,
+            model.source.date,
+        ),
         Assumption("monthly output tokens", f"{req.monthly_output_tokens / 1e9:,.3g}B", req.volume_source, ""),
-        Assumption("engineering $/week", fmt_usd(ctx.costs.engineering_usd_per_week),
-                   *_price_src(cat, "engineering_usd_per_week", ctx.costs.engineering_usd_per_week)),
-        Assumption("discount rate", f"{ctx.costs.annual_discount_rate * 100:g} %/year",
-                   *_price_src(cat, "annual_discount_rate", ctx.costs.annual_discount_rate)),
-        Assumption("horizon", f"{ctx.costs.horizon_months} months",
-                   *_price_src(cat, "horizon_months", ctx.costs.horizon_months)),
-        Assumption("draft training GPU price", f"${ctx.costs.training_usd_per_gpu_hour_low:.2f}-"
-                                               f"${ctx.costs.training_usd_per_gpu_hour_high:.2f}/GPU-hour",
-                   *_price_src(cat, "training_hardware", None)),
-        Assumption("prefill", "prompt GPU time (compute-bound) charged to output tokens in CPM; TPOT is decode-only",
-                   "planner model", ""),
+        Assumption(
+            "engineering $/week",
+            fmt_usd(ctx.costs.engineering_usd_per_week),
+            *_price_src(cat, "engineering_usd_per_week", ctx.costs.engineering_usd_per_week),
+        ),
+        Assumption(
+            "discount rate",
+            f"{ctx.costs.annual_discount_rate * 100:g} %/year",
+            *_price_src(cat, "annual_discount_rate", ctx.costs.annual_discount_rate),
+        ),
+        Assumption(
+            "horizon",
+            f"{ctx.costs.horizon_months} months",
+            *_price_src(cat, "horizon_months", ctx.costs.horizon_months),
+        ),
+        Assumption(
+            "draft training GPU price",
+            f"${ctx.costs.training_usd_per_gpu_hour_low:.2f}-${ctx.costs.training_usd_per_gpu_hour_high:.2f}/GPU-hour",
+            *_price_src(cat, "training_hardware", None),
+        ),
+        Assumption(
+            "prefill",
+            "prompt GPU time (compute-bound) charged to output tokens in CPM; TPOT is decode-only",
+            "planner model",
+            "",
+        ),
     ]
-    for name, m in cat.methods.items():
+    for m in cat.methods.values():
         rng = m.alpha_tuned if req.tuned else m.alpha_default
-        out.append(Assumption(f"{m.label} alpha ({'tuned' if req.tuned else 'default'}, per-token, position 1)",
-                              f"{rng.low:.2f}-{rng.high:.2f}, decay {m.position_decay} per position; setup "
-                              f"{ctx.costs.gpu_hours(m):g} GPU-hours + {m.setup_engineering_weeks:g} eng. weeks",
-                              m.source.source, m.source.date))
+        out.append(
+            Assumption(
+                f"{m.label} alpha ({'tuned' if req.tuned else 'default'}, per-token, position 1)",
+                f"{rng.low:.2f}-{rng.high:.2f}, decay {m.position_decay} per position; setup "
+                f"{ctx.costs.gpu_hours(m):g} GPU-hours + {m.setup_engineering_weeks:g} eng. weeks",
+                m.source.source,
+                m.source.date,
+            )
+        )
     for w in sorted({s.workload for s in ctx.segs}):
         wl = cat.workloads[w]
-        out.append(Assumption(f"workload {wl.label}", f"alpha shift {wl.alpha_shift:+.3f}, n-gram alpha "
-                                                     f"{wl.ngram_alpha:.2f}", wl.source.source, wl.source.date))
+        out.append(
+            Assumption(
+                f"workload {wl.label}",
+                f"alpha shift {wl.alpha_shift:+.3f}, n-gram alpha {wl.ngram_alpha:.2f}",
+                wl.source.source,
+                wl.source.date,
+            )
+        )
     return out
 
 

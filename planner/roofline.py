@@ -1,11 +1,21 @@
 """Roofline step time for a verifier (target) step and a draft pass, vectorised over numpy arrays.
 
-Per step and replica (DESIGN.md, "Step-time model"):
-    bytes = weight bytes actually read + KV bytes (batch * context * kv_bytes_per_token)
-    flops = 2 * active_params * batch * n + attention flops
-    T = max(bytes / (BW * eta_bw), flops / (F * eta_flops)) + t_fixed + t_allreduce
-with n tokens per sequence in the step (K+1 for a chain, N nodes for a tree). Tensor parallel divides
-bytes and flops by tp and adds two ring all-reduces per layer.
+Per step and replica (DESIGN.md, "Step-time model"; issue 11 for the named terms), per GPU of a
+tensor-parallel group of `tp`:
+    t_weights  = weight bytes read / tp / (BW * eta_bw(m))           eta_bw(m) = eta_bw / (1 + m * s_bw)
+    t_kv       = KV bytes read per GPU / (BW * eta_kv)               (GQA: / min(tp, kv_heads); MLA: / 1)
+    t_gemm     = 2 * active_params * m / tp / (F * eta_f(m))          eta_f(m) = eta_f * m / (m + m_half)
+    t_attn     = attention FLOPs / tp / (F * eta_attn)                (absorbed MLA: ~2.8x GQA's 4 h d)
+    core       = (1 - p) * max(t_weights + t_kv, t_gemm + t_attn) + p * (max(t_weights, t_gemm)
+                 + max(t_kv, t_attn))                                 p = per_op_roofline in [0, 1]
+    T = core + t_experts + t_allreduce + layers * t_layer + t_fixed
+with m = batch * n tokens in the step (n = K+1 for a chain, N nodes for a tree),
+t_experts = MoE layers * (touched experts per layer * t_expert + t_moe_layer) (one grouped-GEMM problem
+per touched expert, plus routing and permutation per layer) and
+t_allreduce = 2 per layer * (latency + 2 (tp-1)/tp * m * hidden * 2 B / (interconnect * eta_allreduce)).
+With the default parameters (s_bw = 0, m_half = 0, p = 0, t_layer = t_expert = 0) this is the single
+roofline max(bytes / (BW eta_bw), flops / (F eta_f)) + t_fixed + t_allreduce of the first planner.
+Each term is one function below with its formula and source.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from planner.types import BYTES_PER_PARAM, Efficiency, Hardware, Method, ModelSpec
+from planner.types import BYTES_PER_PARAM, KV_CACHE_DTYPES, Efficiency, Hardware, Method, ModelSpec
 
 GB = 1e9
 TFLOPS = 1e12
@@ -41,6 +51,14 @@ class Net:
     kv_bytes_per_token: np.ndarray | float  # KV cache bytes per token of context
     layers: np.ndarray | float  # all-reduces under tensor parallel
     hidden_size: np.ndarray | float
+    # Added by issue 11; the defaults reproduce the first planner's numbers.
+    kv_shards: np.ndarray | float = np.inf  # ways the KV cache splits under TP (GQA: kv_heads; MLA: 1)
+    window_tokens: np.ndarray | float = 0.0  # sliding window of the windowed layers, tokens
+    window_layer_share: np.ndarray | float = 0.0  # share of layers that attend within the window
+    decode_attn_flop_factor: np.ndarray | float = 1.0  # decode attention FLOPs / (4 * attn_dim) per ctx token
+    resident_only_bytes: np.ndarray | float = 0.0  # resident but not streamed (untied input embedding)
+    moe_layers: np.ndarray | float = 0.0  # layers with routed experts (per-expert kernel cost)
+    expert_params: np.ndarray | float = 0.0  # one routed expert summed over its layers (grouped-GEMM FLOPs)
 
     def scaled(self, factor: np.ndarray | float) -> Net:
         """The same network repeated `factor` times (MEDUSA: one head per draft position)."""
@@ -65,6 +83,17 @@ class HwParams:
     t_spec_s: np.ndarray | float
     interconnect_bytes_s: np.ndarray | float
     hbm_bytes: np.ndarray | float
+    # Step-time terms added by issue 11 (Efficiency has the same fields); defaults reproduce the
+    # single-roofline model.
+    t_layer_s: np.ndarray | float = 0.0
+    t_expert_s: np.ndarray | float = 0.0
+    t_moe_layer_s: np.ndarray | float = 0.0
+    eta_bw_tokens_scale: np.ndarray | float = 0.0
+    flops_tokens_half: np.ndarray | float = 0.0
+    eta_kv_bw: np.ndarray | float = 0.0
+    eta_attn_flops: np.ndarray | float = 0.0
+    eta_allreduce: np.ndarray | float = 1.0
+    per_op_roofline: np.ndarray | float = 0.0
 
 
 def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None = None) -> HwParams:
@@ -80,6 +109,15 @@ def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None =
         t_spec_s=eff.t_spec_s,
         interconnect_bytes_s=hw.interconnect_gb_s * GB,
         hbm_bytes=hw.hbm_gb * GB,
+        t_layer_s=eff.t_layer_s,
+        t_expert_s=eff.t_expert_s,
+        t_moe_layer_s=eff.t_moe_layer_s,
+        eta_bw_tokens_scale=eff.eta_bw_tokens_scale,
+        flops_tokens_half=eff.flops_tokens_half,
+        eta_kv_bw=eff.eta_kv_bw,
+        eta_attn_flops=eff.eta_attn_flops,
+        eta_allreduce=eff.eta_allreduce,
+        per_op_roofline=eff.per_op_roofline,
     )
 
 
@@ -95,29 +133,101 @@ def stack(records: list, shape_axis: int = 0, ndim: int = 1):
     return cls(**out)
 
 
-def target_net(model: ModelSpec, dtype: str = "bf16") -> Net:
+def default_kv_dtype(weight_dtype: str) -> str:
+    """The KV-cache dtype when none is chosen: an fp8 cache with fp8 weights (what the first planner
+    assumed), BF16 otherwise (vLLM's `--kv-cache-dtype auto` for BF16 and 4-bit checkpoints)."""
+    return "fp8" if weight_dtype == "fp8" else "bf16"
+
+
+def _kv_bytes_per_element(kv_dtype: str) -> float:
+    if kv_dtype not in KV_CACHE_DTYPES:
+        raise ValueError(f"kv_dtype={kv_dtype!r} is not allowed: one of {', '.join(KV_CACHE_DTYPES)}")
+    return BYTES_PER_PARAM[kv_dtype]
+
+
+def mla_decode_attn_flop_factor(model: ModelSpec) -> float:
+    """Absorbed-MLA decode attention FLOPs per context token relative to 4 * heads * head_dim.
+
+    With W_UK absorbed into the query and W_UV applied after attention (DeepSeek-V2 paper, arXiv
+    2405.04434, section 2.1.3; vLLM's MLA decode path), each head scores against the whole latent:
+    QK^T is 2 * (kv_lora_rank + rope_dim) FLOPs and AV is 2 * kv_lora_rank per head per context token.
+    DeepSeek-V3 (512 + 64, head_dim 192): (2 * 576 + 2 * 512) / (4 * 192) = 2.83. 1.0 for GQA.
+    """
+    if model.attention != "mla" or model.mla_kv_lora_rank <= 0:
+        return 1.0
+    r, rope = model.mla_kv_lora_rank, model.mla_qk_rope_head_dim
+    return (2.0 * (r + rope) + 2.0 * r) / (4.0 * model.head_dim)
+
+
+def kv_shards(model: ModelSpec) -> float:
+    """Ways the KV cache splits across tensor-parallel ranks: GQA splits by KV head (a rank holds
+    kv_heads / tp of them, replicated once tp > kv_heads); vLLM keeps MLA's single latent on every rank
+    (DESIGN.md, "What measurements taught us")."""
+    return 1.0 if model.attention == "mla" else float(model.kv_heads)
+
+
+def weight_bytes_by_component(model: ModelSpec, dtype: str = "bf16") -> dict[str, float]:
+    """Weight bytes per component: {"streamed_dense", "experts_one", "resident_only"}.
+
+    - bf16 / fp8: every weight in that format (ModelOpt/compressed-tensors FP8 checkpoints quantise the
+      LM head too in the planner's simplification, as the first planner did).
+    - nvfp4 / mxfp4: embeddings and LM head stay BF16; routed experts take the 4-bit format; the other
+      linear layers take it when model.fp4_scope == "linear" and stay BF16 when it is "experts" (the
+      GPT-OSS MXFP4 checkpoint quantises only the MoE experts: openai/gpt-oss-120b model card).
+    - Untied embeddings: the input table is gathered (batch rows a step), so it is resident but not
+      streamed; the LM head is streamed. Tied: one table, streamed as the LM head.
+    """
     bpp = BYTES_PER_PARAM[dtype]
+    four_bit = dtype in ("nvfp4", "mxfp4")
+    emb_bpp = BYTES_PER_PARAM["bf16"] if four_bit else bpp
+    other_bpp = bpp if (not four_bit or model.fp4_scope == "linear") else BYTES_PER_PARAM["bf16"]
+    emb = model.embedding_params_b * 1e9
+    tables = 1.0 if model.tied_embeddings else 2.0
+    dense_non_emb = max(model.dense_params_b * 1e9 - tables * emb, 0.0)
+    return {
+        "streamed_dense": dense_non_emb * other_bpp + emb * emb_bpp,
+        "experts_one": model.expert_params_b * 1e9 * bpp,
+        "resident_only": 0.0 if model.tied_embeddings else emb * emb_bpp,
+    }
+
+
+def target_net(model: ModelSpec, dtype: str = "bf16", *, kv_dtype: str | None = None) -> Net:
+    """The target network in weight format `dtype` with a KV cache in `kv_dtype` (default: see
+    default_kv_dtype)."""
+    kv_bpe = _kv_bytes_per_element(kv_dtype or default_kv_dtype(dtype))
+    w = weight_bytes_by_component(model, dtype)
+    # An embedding gather costs no FLOPs: drop the input table of an untied model from the GEMM params.
+    active = model.active_params_b * 1e9 - (0.0 if model.tied_embeddings else model.embedding_params_b * 1e9)
     return Net(
-        dense_weight_bytes=model.dense_params_b * 1e9 * bpp,
-        expert_bytes=model.expert_params_b * 1e9 * bpp,
+        dense_weight_bytes=w["streamed_dense"],
+        expert_bytes=w["experts_one"],
         experts=float(model.experts),
         experts_per_token=float(model.experts_per_token),
-        active_params=model.active_params_b * 1e9,
+        active_params=active,
         attn_dim=float(model.layers * model.heads * model.head_dim),
-        kv_bytes_per_token=float(model.layers * model.kv_elements_per_token_per_layer) * bpp,
+        kv_bytes_per_token=float(model.layers * model.kv_elements_per_token_per_layer) * kv_bpe,
         layers=float(model.layers),
         hidden_size=float(model.hidden_size),
+        kv_shards=kv_shards(model),
+        window_tokens=float(model.sliding_window_tokens),
+        window_layer_share=model.sliding_window_layers / model.layers if model.sliding_window_tokens else 0.0,
+        decode_attn_flop_factor=mla_decode_attn_flop_factor(model),
+        resident_only_bytes=w["resident_only"],
+        moe_layers=float(model.moe_layers or model.layers) if model.experts else 0.0,
+        expert_params=model.expert_params_b * 1e9,
     )
 
 
-def head_net(method: Method, model: ModelSpec, dtype: str = "bf16") -> Net:
+def head_net(method: Method, model: ModelSpec, dtype: str = "bf16", *, kv_dtype: str | None = None) -> Net:
     """A draft head (EAGLE-3, P-EAGLE, MEDUSA) or a native module (MTP) attached to `model`.
 
     Heads are dense: draft_layers * 12 h^2 parameters, plus the LM head (vocab * h) read once per pass
     when the method reads it. A native module of a MoE model is a slice of the model itself
-    (draft_layers / layers of it, routed experts included), plus the shared LM head.
+    (draft_layers / layers of it, routed experts included), plus the shared LM head. The head's
+    attention has the target's structure (GQA or MLA, windows excepted).
     """
     bpp = BYTES_PER_PARAM[dtype]
+    kv_bpe = _kv_bytes_per_element(kv_dtype or default_kv_dtype(dtype))
     h = float(model.hidden_size)
     vocab = method.draft_vocab or model.vocab_size
     lm_head_params = vocab * h if method.draft_reads_lm_head else 0.0
@@ -140,9 +250,13 @@ def head_net(method: Method, model: ModelSpec, dtype: str = "bf16") -> Net:
         experts_per_token=float(model.experts_per_token) if experts else 0.0,
         active_params=active_params,
         attn_dim=float(kv_layers * model.heads * model.head_dim),
-        kv_bytes_per_token=float(kv_layers * model.kv_elements_per_token_per_layer) * bpp,
+        kv_bytes_per_token=float(kv_layers * model.kv_elements_per_token_per_layer) * kv_bpe,
         layers=float(max(method.draft_layers, 1.0)),
         hidden_size=h,
+        kv_shards=kv_shards(model),
+        decode_attn_flop_factor=mla_decode_attn_flop_factor(model),
+        moe_layers=float(max(method.draft_layers, 1.0)) if experts else 0.0,
+        expert_params=model.expert_params_b * 1e9 * share if experts else 0.0,
     )
 
 
@@ -156,15 +270,228 @@ def weight_bytes_read(net: Net, tokens_in_step: np.ndarray | float) -> np.ndarra
     """Weight bytes read in one step of `tokens_in_step` tokens (batch * tokens per sequence).
 
     MoE: each token picks k of E experts; with m tokens routed independently and uniformly, the expected
-    number of distinct experts touched per layer is E * (1 - (1 - k/E)^m). That lies between k (one
-    token) and E (many tokens), so the bytes lie between the dense-plus-active bound and all experts.
+    number of distinct experts touched per layer is E * (1 - (1 - k/E)^m) (touched_experts). That lies
+    between k (one token) and E (many tokens), so the bytes lie between the dense-plus-active bound and
+    all experts. Untied input embeddings are gathered, not streamed, and are not counted here.
     """
+    return np.asarray(net.dense_weight_bytes, float) + touched_experts(net, tokens_in_step) * np.asarray(
+        net.expert_bytes, float)
+
+
+def effective_context_tokens(net: Net, context_tokens: np.ndarray | float) -> np.ndarray:
+    """Context tokens a layer attends to, averaged over layers.
+
+    Sliding-window layers attend to min(context, window) tokens (GPT-OSS: 18 of 36 layers, 128 tokens;
+    openai/gpt-oss-120b config.json `sliding_window`, `layer_types`); vLLM's sliding-window KV manager
+    keeps only the window for those layers, so KV memory and KV reads both follow this:
+        ctx_eff = (1 - share) * ctx + share * min(ctx, window)
+    """
+    ctx = np.asarray(context_tokens, float)
+    share = np.asarray(net.window_layer_share, float)
+    window = np.asarray(net.window_tokens, float)
+    windowed = np.where(window > 0, np.minimum(ctx, window), ctx)
+    return (1.0 - share) * ctx + share * windowed
+
+
+def kv_read_bytes_per_gpu(
+    net: Net, *, batch: np.ndarray | float, context_tokens: np.ndarray | float, tp: np.ndarray | float = 1
+) -> np.ndarray:
+    """KV-cache bytes one GPU reads in a decode step: batch * ctx_eff * kv_bytes_per_token / min(tp, shards).
+
+    GQA splits the cache by KV head (kv_shards = kv_heads); MLA's latent is replicated on every rank
+    (kv_shards = 1: vLLM's MLA backends, DESIGN.md "What measurements taught us"), so TP does not divide
+    its read. A sequence's n verify tokens share one read of its KV.
+    """
+    split = np.minimum(np.asarray(tp, float), np.asarray(net.kv_shards, float))
+    return (np.asarray(batch, float) * effective_context_tokens(net, context_tokens)
+            * np.asarray(net.kv_bytes_per_token, float) / split)
+
+
+def kv_cache_bytes_per_sequence(
+    net: Net, *, sequence_tokens: np.ndarray | float, tp: np.ndarray | float = 1
+) -> np.ndarray:
+    """KV memory one sequence holds summed over the replica's tp GPUs, bytes:
+        ctx_eff(tokens) * kv_bytes_per_token * tp / min(tp, kv_shards)
+    (GQA: kv_bytes_per_token while tp <= kv_heads; MLA: tp copies of the latent). Pass it to max_batch.
+    DeepSeek-V3 in an fp8 cache: 61 x 576 B = 35,136 B per token on each of the 8 GPUs at TP8."""
+    tp = np.asarray(tp, float)
+    split = np.minimum(tp, np.asarray(net.kv_shards, float))
+    return (effective_context_tokens(net, sequence_tokens) * np.asarray(net.kv_bytes_per_token, float)
+            * tp / split)
+
+
+def resident_weight_bytes(net: Net) -> np.ndarray:
+    """Weights held in memory by the replica: dense + every routed expert + resident-only tables."""
+    return (np.asarray(net.dense_weight_bytes, float)
+            + np.asarray(net.experts, float) * np.asarray(net.expert_bytes, float)
+            + np.asarray(net.resident_only_bytes, float))
+
+
+def touched_experts(net: Net, tokens_in_step: np.ndarray | float) -> np.ndarray:
+    """Expected distinct routed experts per MoE layer for m tokens, each picking k of E uniformly:
+    E * (1 - (1 - k/E)^m); k at m = 1, E as m grows; 0 for dense networks."""
     e = np.asarray(net.experts, float)
     k = np.asarray(net.experts_per_token, float)
     m = np.asarray(tokens_in_step, float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        touched = np.where(e > 0, e * (1.0 - (1.0 - np.where(e > 0, k / e, 0.0)) ** m), 0.0)
-    return np.asarray(net.dense_weight_bytes, float) + touched * np.asarray(net.expert_bytes, float)
+        return np.where(e > 0, e * (1.0 - (1.0 - np.where(e > 0, k / e, 0.0)) ** m), 0.0)
+
+
+def eta_bw_at(hw: HwParams, tokens_in_step: np.ndarray | float) -> np.ndarray:
+    """Weight-streaming efficiency at m tokens: eta_bw / (1 + m * s_bw).
+
+    Measured GEMMs stream weights at 85-88 % of H100 peak at batch 1 and 56-71 % at batch 256
+    (aiconfigurator's kernel database; DESIGN.md): larger tiles re-read less often but reach the
+    bandwidth less well. s_bw = eta_bw_tokens_scale (1 / tokens); 0 keeps it constant."""
+    return np.asarray(hw.eta_bw, float) / (
+        1.0 + np.asarray(tokens_in_step, float) * np.asarray(hw.eta_bw_tokens_scale, float))
+
+
+def eta_flops_at(hw: HwParams, tokens_in_step: np.ndarray | float) -> np.ndarray:
+    """GEMM compute efficiency at m tokens: eta_f * m / (m + m_half) (tile quantisation: a GEMM with
+    few rows fills a fraction of each MMA tile). m_half = flops_tokens_half; 0 keeps it constant."""
+    m = np.asarray(tokens_in_step, float)
+    half = np.asarray(hw.flops_tokens_half, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(half > 0, m / (m + half), 1.0)
+    return np.asarray(hw.eta_flops, float) * frac
+
+
+def tokens_per_touched_expert(net: Net, tokens_in_step: np.ndarray | float) -> np.ndarray:
+    """Rows of each expert's GEMM in a grouped GEMM: m * k / touched(m) (k at m = 1, m k / E at large m)."""
+    touched = touched_experts(net, tokens_in_step)
+    m = np.asarray(tokens_in_step, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(touched > 0, m * np.asarray(net.experts_per_token, float) / touched, m)
+
+
+def weight_stream_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndarray:
+    """Weight bytes read per GPU over achieved bandwidth, seconds:
+        dense / tp / (BW eta_bw(m)) + touched(m) * expert bytes / tp / (BW eta_bw(m_e))
+    with m_e = tokens_per_touched_expert: each expert's GEMM sees only its own rows. With no token
+    dependence (eta_bw_tokens_scale = 0) this is weight_bytes_read(m) / tp / (BW eta_bw)."""
+    m = np.asarray(tokens_in_step, float)
+    bw_tp = np.asarray(hw.bandwidth_bytes_s, float) * np.asarray(tp, float)
+    experts = touched_experts(net, m) * np.asarray(net.expert_bytes, float)
+    return (np.asarray(net.dense_weight_bytes, float) / (bw_tp * eta_bw_at(hw, m))
+            + experts / (bw_tp * eta_bw_at(hw, tokens_per_touched_expert(net, m))))
+
+
+def kv_stream_time_s(net: Net, hw: HwParams, *, batch, context_tokens, tp=1) -> np.ndarray:
+    """KV bytes read per GPU over achieved bandwidth: kv_read_bytes_per_gpu / (BW * eta_kv), seconds;
+    eta_kv = eta_kv_bw, or eta_bw when that is 0."""
+    eta_kv = np.asarray(hw.eta_kv_bw, float)
+    eta = np.where(eta_kv > 0, eta_kv, np.asarray(hw.eta_bw, float))
+    return kv_read_bytes_per_gpu(net, batch=batch, context_tokens=context_tokens, tp=tp) / (
+        np.asarray(hw.bandwidth_bytes_s, float) * eta)
+
+
+def gemm_compute_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndarray:
+    """GEMM FLOPs per GPU over achieved FLOP/s, seconds (2 FLOPs per multiply-accumulate; Kaplan et al.
+    2020, section 2.1):
+        2 * (active - k * expert) * m / tp / (F eta_f(m)) + 2 * k * expert * m / tp / (F eta_f(m_e))
+    routed experts run as a grouped GEMM of m_e rows each (tokens_per_touched_expert)."""
+    m = np.asarray(tokens_in_step, float)
+    f_tp = np.asarray(hw.peak_flops_s, float) * np.asarray(tp, float)
+    routed = np.asarray(net.experts_per_token, float) * np.asarray(net.expert_params, float)
+    dense = np.asarray(net.active_params, float) - routed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (2.0 * dense * m / (f_tp * eta_flops_at(hw, m))
+                + np.where(routed > 0, 2.0 * routed * m
+                           / (f_tp * eta_flops_at(hw, tokens_per_touched_expert(net, m))), 0.0))
+
+
+def attention_flops(net: Net, *, tokens_in_step, context_tokens) -> np.ndarray:
+    """Decode attention FLOPs of a step: 4 * attn_dim * factor * ctx_eff * m.
+
+    QK^T and AV are each 2 * head_dim FLOPs per head per context token (factor 1, GQA; Kaplan et al.
+    2020 table 1 counts 2 * n_layer * n_ctx * d_attn per token forward for each). Absorbed MLA
+    scores against the latent: factor = mla_decode_attn_flop_factor (~2.83 for DeepSeek-V3)."""
+    return (4.0 * np.asarray(net.attn_dim, float) * np.asarray(net.decode_attn_flop_factor, float)
+            * effective_context_tokens(net, context_tokens) * np.asarray(tokens_in_step, float))
+
+
+def attention_compute_time_s(net: Net, hw: HwParams, *, tokens_in_step, context_tokens, tp=1) -> np.ndarray:
+    """Attention FLOPs per GPU (heads split across ranks) over F * eta_attn (eta_flops when 0), seconds."""
+    eta_a = np.asarray(hw.eta_attn_flops, float)
+    eta = np.where(eta_a > 0, eta_a, np.asarray(hw.eta_flops, float))
+    return attention_flops(net, tokens_in_step=tokens_in_step, context_tokens=context_tokens) / (
+        np.asarray(hw.peak_flops_s, float) * eta * np.asarray(tp, float))
+
+
+def moe_expert_time_s(net: Net, hw: HwParams, *, tokens_in_step) -> np.ndarray:
+    """Fixed costs of the MoE layers: moe_layers * (touched(m) * t_expert + t_moe_layer), seconds.
+    A grouped GEMM schedules one problem per expert that received tokens; each has a floor of tile
+    set-up and epilogue whatever its size (seen as 50-120 us per MoE layer at batch 1 for DeepSeek-V3 on
+    H200 in aiconfigurator's database, where bandwidth says ~15 us)."""
+    return np.asarray(net.moe_layers, float) * (
+        touched_experts(net, tokens_in_step) * np.asarray(hw.t_expert_s, float)
+        + np.asarray(hw.t_moe_layer_s, float))
+
+
+def allreduce_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndarray:
+    """Tensor-parallel all-reduces: 2 per layer (after attention and after the MLP; Megatron-LM,
+    Shoeybi et al. 2019, section 3), each latency + ring bytes 2 (tp-1)/tp * m * hidden * 2 B over
+    interconnect * eta_allreduce (Patarasuk & Yuan 2009). 0 at tp = 1."""
+    tp = np.asarray(tp, float)
+    msg = np.asarray(tokens_in_step, float) * np.asarray(net.hidden_size, float) * ACT_BYTES
+    per = (2.0 * (tp - 1.0) / tp * msg
+           / (np.asarray(hw.interconnect_bytes_s, float) * np.asarray(hw.eta_allreduce, float))
+           + np.asarray(hw.allreduce_latency_s, float))
+    return np.where(tp > 1, 2.0 * np.asarray(net.layers, float) * per, 0.0)
+
+
+def layer_kernel_time_s(net: Net, hw: HwParams) -> np.ndarray:
+    """Per-layer kernel floor: layers * t_layer (norms, rotary, activations, quantisation, launch gaps:
+    the time a decoder layer costs at any size beyond its GEMMs and attention)."""
+    return np.asarray(net.layers, float) * np.asarray(hw.t_layer_s, float)
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """The named terms of one step, seconds, broadcast over the inputs (see the module docstring)."""
+
+    weights_s: np.ndarray
+    kv_s: np.ndarray
+    gemm_s: np.ndarray
+    attention_s: np.ndarray
+    core_s: np.ndarray  # the roofline combination of the four above
+    experts_s: np.ndarray
+    allreduce_s: np.ndarray
+    layers_s: np.ndarray
+    fixed_s: np.ndarray
+    total_s: np.ndarray
+    compute_bound: np.ndarray
+
+
+def step_time_terms(
+    net: Net,
+    hw: HwParams,
+    *,
+    batch: np.ndarray | float,
+    tokens_per_seq: np.ndarray | float,
+    context_tokens: np.ndarray | float,
+    tp: np.ndarray | float = 1,
+    t_fixed_s: np.ndarray | float | None = None,
+) -> StepTerms:
+    """One forward step as named terms (module docstring); a network with no parameters costs 0."""
+    b = np.asarray(batch, float)
+    m = b * np.asarray(tokens_per_seq, float)
+    tp = np.asarray(tp, float)
+    t_w = weight_stream_time_s(net, hw, tokens_in_step=m, tp=tp)
+    t_kv = kv_stream_time_s(net, hw, batch=b, context_tokens=context_tokens, tp=tp)
+    t_g = gemm_compute_time_s(net, hw, tokens_in_step=m, tp=tp)
+    t_a = attention_compute_time_s(net, hw, tokens_in_step=m, context_tokens=context_tokens, tp=tp)
+    p = np.asarray(hw.per_op_roofline, float)
+    t_mem, t_cmp = t_w + t_kv, t_g + t_a
+    core = (1.0 - p) * np.maximum(t_mem, t_cmp) + p * (np.maximum(t_w, t_g) + np.maximum(t_kv, t_a))
+    t_e = moe_expert_time_s(net, hw, tokens_in_step=m)
+    t_c = allreduce_time_s(net, hw, tokens_in_step=m, tp=tp)
+    t_l = layer_kernel_time_s(net, hw)
+    fixed = np.asarray(hw.t_fixed_s if t_fixed_s is None else t_fixed_s, float)
+    active = np.asarray(net.active_params) > 0
+    total = np.where(active, core + t_e + t_c + t_l + fixed, 0.0)
+    return StepTerms(t_w, t_kv, t_g, t_a, core, t_e, t_c, t_l, fixed, total, t_cmp > t_mem)
 
 
 def step_time_s(
@@ -178,30 +505,9 @@ def step_time_s(
     t_fixed_s: np.ndarray | float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One forward step; returns (seconds, compute_bound) broadcast over all inputs."""
-    b = np.asarray(batch, float)
-    n = np.asarray(tokens_per_seq, float)
-    ctx = np.asarray(context_tokens, float)
-    tp = np.asarray(tp, float)
-    tokens = b * n
-    bytes_ = weight_bytes_read(net, tokens) + b * ctx * np.asarray(net.kv_bytes_per_token)
-    # 2 FLOPs per multiply-accumulate; attention: QK^T and AV are each 2 * head_dim per head per
-    # context token, so 4 * sum(heads * head_dim) * context per query token.
-    flops = 2.0 * np.asarray(net.active_params) * tokens + 4.0 * np.asarray(net.attn_dim) * ctx * tokens
-    t_mem = bytes_ / (np.asarray(hw.bandwidth_bytes_s) * np.asarray(hw.eta_bw) * tp)
-    t_cmp = flops / (np.asarray(hw.peak_flops_s) * np.asarray(hw.eta_flops) * tp)
-    # Ring all-reduce moves 2 (tp-1)/tp of the message per device; two per layer (attention, MLP).
-    msg = tokens * np.asarray(net.hidden_size) * ACT_BYTES
-    t_comm = np.where(
-        tp > 1,
-        2.0 * np.asarray(net.layers)
-        * (2.0 * (tp - 1.0) / tp * msg / np.asarray(hw.interconnect_bytes_s)
-           + np.asarray(hw.allreduce_latency_s)),
-        0.0,
-    )
-    fixed = hw.t_fixed_s if t_fixed_s is None else t_fixed_s
-    active = np.asarray(net.active_params) > 0
-    t = np.where(active, np.maximum(t_mem, t_cmp) + t_comm + np.asarray(fixed), 0.0)
-    return t, t_cmp > t_mem
+    terms = step_time_terms(net, hw, batch=batch, tokens_per_seq=tokens_per_seq,
+                            context_tokens=context_tokens, tp=tp, t_fixed_s=t_fixed_s)
+    return terms.total_s, terms.compute_bound
 
 
 def ridge_tokens(hw: Hardware, dtype: str = "bf16") -> float:

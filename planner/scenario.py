@@ -1,4 +1,6 @@
-"""Scenario -> numbers: the layer the app and the CLI share.
+"""One scenario at a given K and batch -> numbers (the CLI's `evaluate`, the Claims page's batch-1 checks).
+
+The best K and batch, the baseline and every comparison are planner.plan's job.
 
 `catalog` is any object with name -> record mappings `models`, `hardware`, `methods`, `workloads`,
 `languages` (profiles.load_catalog() returns one); the planner itself reads no files.
@@ -21,7 +23,6 @@ from planner.roofline import (
     target_net,
 )
 from planner.serving import (
-    BATCH_GRID,
     DRAFTING_MODE_CODE,
     SpecResult,
     evaluate_arrays,
@@ -222,8 +223,9 @@ def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str
     """Evaluate a (K, batch) grid for one scenario; arrays have shape (len(ks), len(batches))."""
     model, hw, method, workload, language = resolve(s, catalog)
     ks = np.asarray(ks if ks is not None else [s.k], dtype=float)
-    batches = np.asarray(batches if batches is not None else
-                         ([s.batch] if s.batch else BATCH_GRID), dtype=float)
+    if batches is None and s.batch is None:
+        raise ScenarioError("batch=None: give a batch or a list of batches")
+    batches = np.asarray(batches if batches is not None else [s.batch], dtype=float)
     k_max = int(ks.max())
     alphas = alpha_matrix(s, method, workload, language, k_max, which)
     taus, n_verify = _tau_for_ks(alphas, ks, s)
@@ -300,91 +302,11 @@ def _pick(res: SpecResult, i: int, j: int, s: Scenario, ks, batches, model, hw, 
 
 
 def evaluate(s: Scenario, catalog: CatalogLike, *, which: str = "mid") -> Evaluation:
-    """The scenario at its K and batch; batch None -> the best batch under the TPOT SLO."""
+    """The scenario at its K and batch. Choosing the best batch (and K) is planner.plan's job, in one place."""
     model, hw, method, workload, language = resolve(s, catalog)
-    res, ks, batches = grid(s, catalog, which=which)
-    j = 0
     if s.batch is None:
-        j = _best_index(res, s.tpot_slo_ms)[1]
+        raise ScenarioError("batch=None is not allowed here: give a batch; planner.plan.plan() (CLI: `plan`, "
+                            "`compare`) searches the best batch under the TPOT SLO")
+    res, ks, batches = grid(s, catalog, which=which)
     alphas = alpha_matrix(s, method, workload, language, s.k, which)
-    return _pick(res, 0, j, s, ks, batches, model, hw, method, alphas)
-
-
-def _best_index(res: SpecResult, tpot_slo_ms: float, baseline: bool = False) -> tuple[int, int]:
-    """(K index, batch index) with the lowest CPM meeting the SLO and memory; if none meets the SLO,
-    the lowest-TPOT feasible point (so the caller can say the SLO is out of reach)."""
-    tpot = res.baseline_tpot_s if baseline else res.tpot_s
-    cpm = res.baseline_usd_per_mtok if baseline else res.usd_per_mtok
-    fits = res.baseline_fits_memory if baseline else res.fits_memory
-    ok = fits & (tpot * 1e3 <= tpot_slo_ms)
-    if ok.any():
-        score = np.where(ok, cpm, np.inf)
-    else:
-        score = np.where(fits, tpot, np.inf)
-        if not fits.any():
-            score = tpot
-    i, j = np.unravel_index(np.argmin(score), score.shape)
-    return int(i), int(j)
-
-
-def best(s: Scenario, catalog: CatalogLike, *, ks=None, which: str = "mid") -> tuple[Evaluation, Evaluation]:
-    """(speculative at its best K and batch, baseline at its own best batch), both under the TPOT SLO.
-
-    This is the honest comparison (DESIGN.md): each configuration at its own best batch, same SLO.
-    """
-    model, hw, method, workload, language = resolve(s, catalog)
-    if ks is None:
-        ks = np.arange(1, method.max_k + 1)
-    res, ks_arr, batches = grid(dataclasses.replace(s, batch=None), catalog, ks=ks, which=which)
-    alphas = alpha_matrix(s, method, workload, language, int(ks_arr.max()), which)
-    i, j = _best_index(res, s.tpot_slo_ms)
-    spec = _pick(res, i, j, s, ks_arr, batches, model, hw, method, alphas)
-    bi, bj = _best_index(res, s.tpot_slo_ms, baseline=True)
-    base_at = _pick(res, bi, bj, s, ks_arr, batches, model, hw, method, alphas)
-    return spec, base_at
-
-
-def baseline(s: Scenario, catalog: CatalogLike) -> Evaluation:
-    """No speculation at its own best batch under the TPOT SLO (independent of any method's draft)."""
-    res, ks, batches = grid(dataclasses.replace(s, method="ngram", batch=None, k=1, tree=False,
-                                                acceptance=None, draft_cost_ratio=None), catalog)
-    model, hw, method, workload, language = resolve(dataclasses.replace(s, method="ngram", tree=False), catalog)
-    bi, bj = _best_index(res, s.tpot_slo_ms, baseline=True)
-    alphas = alpha_matrix(dataclasses.replace(s, acceptance=None), method, workload, language, 1)
-    return _pick(res, bi, bj, dataclasses.replace(s, method="ngram", k=1, tree=False), ks, batches, model, hw,
-                 method, alphas)
-
-
-def compare(s: Scenario, catalog: CatalogLike, methods=None, *, which: str = "mid") -> list[dict[str, Any]]:
-    """Every method for one model / hardware / workload, each at its own best K and batch under the
-    same TPOT SLO, against the baseline at its own best batch."""
-    out = []
-    names = list(methods or catalog.methods.keys())
-    for name in names:
-        method = catalog.methods[name]
-        model = catalog.models[s.model]
-        ok, why = availability(model, method)
-        row: dict[str, Any] = {"method": name, "label": method.label, "available": ok,
-                               "unavailable_reason": why}
-        if ok:
-            sc = dataclasses.replace(s, method=name, k=min(s.k, method.max_k),
-                                     tree=s.tree and method.tree)
-            spec, base = best(sc, catalog, which=which)
-            row.update(spec.to_dict())
-            row["baseline_best_batch"] = base.batch
-            row["baseline_best_usd_per_mtok"] = base.baseline_usd_per_mtok
-            row["baseline_best_tpot_ms"] = base.baseline_tpot_ms
-            row["baseline_best_output_tokens_per_s"] = base.baseline_output_tokens_per_s
-            row["cpm_change_vs_best_baseline"] = spec.usd_per_mtok / base.baseline_usd_per_mtok - 1.0
-        out.append(row)
-    return out
-
-
-def optimal_k_by_batch(s: Scenario, catalog: CatalogLike, batches=None, *, which: str = "mid") -> dict[int, int]:
-    """The K with the highest decode throughput at each batch (memory permitting), for one workload."""
-    method = catalog.methods[s.method]
-    ks = np.arange(1, method.max_k + 1)
-    res, ks_arr, batches_arr = grid(dataclasses.replace(s, batch=None), catalog, ks=ks, batches=batches,
-                                    which=which)
-    best_i = np.argmax(res.output_tokens_per_s, axis=0)
-    return {int(b): int(ks_arr[i]) for b, i in zip(batches_arr, best_i)}
+    return _pick(res, 0, 0, s, ks, batches, model, hw, method, alphas)

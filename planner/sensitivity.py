@@ -22,9 +22,11 @@ from planner import plan as P
 ETA_BW_RANGE = (0.60, 0.85)  # aiconfigurator GEMMs at batch 256 .. batch 1 on H100 (DESIGN.md, 2026-11-30)
 ETA_FLOPS_RANGE = (0.45, 0.75)  # same source; compute efficiency of decode GEMMs
 T_FIXED_FACTOR_RANGE = (0.5, 2.0)  # assumption (2026-11-30): per-step overhead not yet fitted
-UNCERTAINTY_SOURCE = ("alpha: seed article ranges (2026-04-15); price: hardware list range; eta_bw 0.60-0.85 and "
-                      "eta_flops 0.45-0.75: aiconfigurator H100 kernel measurements (2026-11-30); fixed step time "
-                      "x0.5-x2: assumption (2026-11-30)")
+UNCERTAINTY_SOURCE = (
+    "alpha: seed article ranges (2026-04-15); price: hardware list range; eta_bw 0.60-0.85 and "
+    "eta_flops 0.45-0.75: aiconfigurator H100 kernel measurements (2026-11-30); fixed step time "
+    "x0.5-x2: assumption (2026-11-30)"
+)
 
 
 def _cands(ctx: P._Ctx, method: str, k: int | None = None, tuned: bool | None = None) -> list[P.Candidate]:
@@ -36,6 +38,7 @@ def _cands(ctx: P._Ctx, method: str, k: int | None = None, tuned: bool | None = 
 # ---------------------------------------------------------------------------------------------------
 # Speedup and CPM over batch
 # ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class BatchSweep:
@@ -54,8 +57,9 @@ class BatchSweep:
     segment: P.TrafficSegment
 
 
-def batch_sweep(req: P.PlanRequest, catalog, method: str, *, segment: int | None = None,
-                batches: np.ndarray | None = None) -> BatchSweep:
+def batch_sweep(
+    req: P.PlanRequest, catalog, method: str, *, segment: int | None = None, batches: np.ndarray | None = None
+) -> BatchSweep:
     """Per batch: the method at its best K against no speculation at the same batch, on one segment (default: the
     largest); the crossover batch where speculation stops paying."""
     segs = P.validate(req, catalog)
@@ -87,11 +91,20 @@ def batch_sweep(req: P.PlanRequest, catalog, method: str, *, segment: int | None
             t = g0 / (g0 - g1) if g0 != g1 else 1.0
             crossover = float(np.exp(np.log(b[c - 1]) + t * (np.log(b[c]) - np.log(b[c - 1]))))
     return BatchSweep(
-        batch=b, best_k=ks[i].astype(int), speedup=res.speedup[0, 1, i, 0, cols], usd_per_mtok=spec_cpm,
-        baseline_usd_per_mtok=base_cpm, tpot_ms=res.tpot_s[0, 1, i, 0, cols] * 1e3,
-        baseline_tpot_ms=res.baseline_tpot_s[0, 0, 0, 0, :] * 1e3, fits_memory=fits,
-        compute_bound=res.compute_bound[0, 1, i, 0, cols], baseline_compute_bound=res.baseline_compute_bound[0, 0, 0, 0, :],
-        crossover_batch=crossover, max_batch=float(np.max(res.max_batch[0, 1, :, 0, 0])), segment=segs[j])
+        batch=b,
+        best_k=ks[i].astype(int),
+        speedup=res.speedup[0, 1, i, 0, cols],
+        usd_per_mtok=spec_cpm,
+        baseline_usd_per_mtok=base_cpm,
+        tpot_ms=res.tpot_s[0, 1, i, 0, cols] * 1e3,
+        baseline_tpot_ms=res.baseline_tpot_s[0, 0, 0, 0, :] * 1e3,
+        fits_memory=fits,
+        compute_bound=res.compute_bound[0, 1, i, 0, cols],
+        baseline_compute_bound=res.baseline_compute_bound[0, 0, 0, 0, :],
+        crossover_batch=crossover,
+        max_batch=float(np.max(res.max_batch[0, 1, :, 0, 0])),
+        segment=segs[j],
+    )
 
 
 def _pre(ctx, cands, smp, ks):
@@ -102,8 +115,14 @@ def _pre(ctx, cands, smp, ks):
         nvs.append(nv)
     prompt = P._r5([s.prompt_tokens for s in ctx.segs], 3)
     out = P._r5([s.output_tokens for s in ctx.segs], 3)
-    return {"k": P._r5(ks, 2), "tau": np.nan_to_num(np.stack(taus, 1)[..., None], nan=1.0),
-            "nver": np.stack(nvs, 1)[..., None], "prompt": prompt, "out": out, "ctx": prompt + out / 2.0}
+    return {
+        "k": P._r5(ks, 2),
+        "tau": np.nan_to_num(np.stack(taus, 1)[..., None], nan=1.0),
+        "nver": np.stack(nvs, 1)[..., None],
+        "prompt": prompt,
+        "out": out,
+        "ctx": prompt + out / 2.0,
+    }
 
 
 def optimal_k_by_batch(req: P.PlanRequest, catalog, method: str, batches) -> dict[int, int | None]:
@@ -116,6 +135,7 @@ def optimal_k_by_batch(req: P.PlanRequest, catalog, method: str, batches) -> dic
 # Speedup over alpha x K at one batch
 # ---------------------------------------------------------------------------------------------------
 
+
 def alpha_k_heatmap(req: P.PlanRequest, catalog, method: str, *, batch: int, alphas: np.ndarray) -> dict:
     """Speedup (TPOT without / with speculation, same batch) over per-token alpha at position 1 x K."""
     segs = P.validate(req, catalog)
@@ -124,24 +144,32 @@ def alpha_k_heatmap(req: P.PlanRequest, catalog, method: str, *, batch: int, alp
     m = catalog.methods[method]
     smp = P.samples_for(("mid",), ctx.eff, ctx.price)
     a_now = float(P._alpha1(ctx, P.Candidate(method, (1,), tuned=req.tuned), smp)[0, 0])
-    cands = [P.Candidate(method, tuple(range(1, m.max_k + 1)), alpha_shift=float(a) - a_now, tuned=req.tuned)
-             for a in alphas]
+    cands = [
+        P.Candidate(method, tuple(range(1, m.max_k + 1)), alpha_shift=float(a) - a_now, tuned=req.tuned) for a in alphas
+    ]
     ks = np.arange(1, m.max_k + 1, dtype=float)
-    res = P._evaluate(ctx, cands, smp, np.full((1, 1, 1, 1, 1), float(batch)), baseline=False,
-                      pre=_pre(ctx, cands, smp, ks))
-    return {"alphas": np.asarray(alphas), "ks": ks.astype(int), "speedup": res.speedup[0, :, :, 0, 0],
-            "alpha_now": a_now}
+    res = P._evaluate(
+        ctx, cands, smp, np.full((1, 1, 1, 1, 1), float(batch)), baseline=False, pre=_pre(ctx, cands, smp, ks)
+    )
+    return {
+        "alphas": np.asarray(alphas),
+        "ks": ks.astype(int),
+        "speedup": res.speedup[0, :, :, 0, 0],
+        "alpha_now": a_now,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
 # Tornado and Monte Carlo: the saving against no speculation, both re-evaluated under each draw
 # ---------------------------------------------------------------------------------------------------
 
+
 def _samples(ctx: P._Ctx, *, alpha_u, eta_bw, eta_flops, t_fixed_s, price) -> P.Samples:
     n = max(np.size(x) for x in (alpha_u, eta_bw, eta_flops, t_fixed_s, price))
 
     def full(x):
         return np.broadcast_to(np.asarray(x, float), (n,)).copy()
+
     return P.Samples(full(alpha_u), full(eta_bw), full(eta_flops), full(t_fixed_s), full(price))
 
 
@@ -182,8 +210,11 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
     u = [0.5, 0.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
     bw = [eff.eta_bw] * 3 + [ETA_BW_RANGE[0], ETA_BW_RANGE[1]] + [eff.eta_bw] * 6
     fl = [eff.eta_flops] * 5 + [ETA_FLOPS_RANGE[0], ETA_FLOPS_RANGE[1]] + [eff.eta_flops] * 4
-    tf = [eff.t_fixed_s] * 7 + [eff.t_fixed_s * T_FIXED_FACTOR_RANGE[0], eff.t_fixed_s * T_FIXED_FACTOR_RANGE[1]] + \
-        [eff.t_fixed_s] * 2
+    tf = (
+        [eff.t_fixed_s] * 7
+        + [eff.t_fixed_s * T_FIXED_FACTOR_RANGE[0], eff.t_fixed_s * T_FIXED_FACTOR_RANGE[1]]
+        + [eff.t_fixed_s] * 2
+    )
     pr = [ctx.price] * 9 + [hw.usd_per_gpu_hour_low, hw.usd_per_gpu_hour_high]
     _, _, cut = _cut_pct(ctx, cands, _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr))
     mid = float(cut[0])
@@ -192,13 +223,23 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
         ("Acceptance (method's alpha range)", f"alpha {rng.low:.2f} .. {rng.high:.2f}", cut[1], cut[2]),
         ("Weight-streaming efficiency eta_bw", f"{ETA_BW_RANGE[0]:.2f} .. {ETA_BW_RANGE[1]:.2f}", cut[3], cut[4]),
         ("GEMM efficiency eta_flops", f"{ETA_FLOPS_RANGE[0]:.2f} .. {ETA_FLOPS_RANGE[1]:.2f}", cut[5], cut[6]),
-        ("Fixed time per step", f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[0]:.2g} .. "
-                                f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[1]:.2g} ms", cut[7], cut[8]),
-        ("$/GPU-hour (list range)", f"${hw.usd_per_gpu_hour_low:.2f} .. ${hw.usd_per_gpu_hour_high:.2f}", cut[9],
-         cut[10]),
+        (
+            "Fixed time per step",
+            f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[0]:.2g} .. "
+            f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[1]:.2g} ms",
+            cut[7],
+            cut[8],
+        ),
+        (
+            "$/GPU-hour (list range)",
+            f"${hw.usd_per_gpu_hour_low:.2f} .. ${hw.usd_per_gpu_hour_high:.2f}",
+            cut[9],
+            cut[10],
+        ),
     ]
-    one = _samples(ctx, alpha_u=0.5, eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=eff.t_fixed_s,
-                   price=ctx.price)
+    one = _samples(
+        ctx, alpha_u=0.5, eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=eff.t_fixed_s, price=ctx.price
+    )
 
     def cut_for(req2: P.PlanRequest, tuned: bool | None = None) -> float:
         c2 = P._ctx(req2, catalog)
@@ -211,18 +252,31 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
         return tuple(dataclasses.replace(s, **{attr: min(max(1.0, getattr(s, attr) * f), lim / 2)}) for s in segs)
 
     bars += [
-        ("TPOT SLO", f"{req.tpot_slo_ms / 2:g} .. {req.tpot_slo_ms * 2:g} ms",
-         cut_for(dataclasses.replace(req, tpot_slo_ms=req.tpot_slo_ms / 2)),
-         cut_for(dataclasses.replace(req, tpot_slo_ms=req.tpot_slo_ms * 2))),
-        ("Prompt length", "x0.5 .. x2", cut_for(dataclasses.replace(req, segments=scaled("prompt_tokens", 0.5))),
-         cut_for(dataclasses.replace(req, segments=scaled("prompt_tokens", 2.0)))),
-        ("Output length", "x0.5 .. x2", cut_for(dataclasses.replace(req, segments=scaled("output_tokens", 0.5))),
-         cut_for(dataclasses.replace(req, segments=scaled("output_tokens", 2.0)))),
+        (
+            "TPOT SLO",
+            f"{req.tpot_slo_ms / 2:g} .. {req.tpot_slo_ms * 2:g} ms",
+            cut_for(dataclasses.replace(req, tpot_slo_ms=req.tpot_slo_ms / 2)),
+            cut_for(dataclasses.replace(req, tpot_slo_ms=req.tpot_slo_ms * 2)),
+        ),
+        (
+            "Prompt length",
+            "x0.5 .. x2",
+            cut_for(dataclasses.replace(req, segments=scaled("prompt_tokens", 0.5))),
+            cut_for(dataclasses.replace(req, segments=scaled("prompt_tokens", 2.0))),
+        ),
+        (
+            "Output length",
+            "x0.5 .. x2",
+            cut_for(dataclasses.replace(req, segments=scaled("output_tokens", 0.5))),
+            cut_for(dataclasses.replace(req, segments=scaled("output_tokens", 2.0))),
+        ),
         ("Draft heads tuned on the domain", "default .. tuned", cut_for(req, tuned=False), cut_for(req, tuned=True)),
     ]
-    out = [TornadoBar(d, r, float(lo), float(hi), mid, float(abs(hi - lo)) if np.isfinite(hi - lo) else math.inf)
-           for d, r, lo, hi in bars]
-    return sorted(out, key=lambda t: (t.swing_pct if math.isfinite(t.swing_pct) else 1e9))
+    out = [
+        TornadoBar(d, r, float(lo), float(hi), mid, float(abs(hi - lo)) if np.isfinite(hi - lo) else math.inf)
+        for d, r, lo, hi in bars
+    ]
+    return sorted(out, key=lambda t: t.swing_pct if math.isfinite(t.swing_pct) else 1e9)
 
 
 @dataclass(frozen=True)
@@ -249,8 +303,17 @@ class MonteCarlo:
     source: str = UNCERTAINTY_SOURCE
 
 
-def monte_carlo(req: P.PlanRequest, catalog, method: str, *, k: int, samples: int = 400, seed: int = 7,
-                sample_price: bool = True, sample_hardware: bool = True) -> MonteCarlo:
+def monte_carlo(
+    req: P.PlanRequest,
+    catalog,
+    method: str,
+    *,
+    k: int,
+    samples: int = 400,
+    seed: int = 7,
+    sample_price: bool = True,
+    sample_hardware: bool = True,
+) -> MonteCarlo:
     """Seeded draws of acceptance, price and (optionally) step-time efficiencies; the method at the plan's K
     (a deployment fixes K) and today's configuration both re-evaluated at their own best batch per draw."""
     if not (10 <= samples <= 20_000):
@@ -284,10 +347,23 @@ def monte_carlo(req: P.PlanRequest, catalog, method: str, *, k: int, samples: in
     with np.errstate(divide="ignore", invalid="ignore"):
         payback = np.where(saving > 0, one / np.where(saving > 0, saving, 1.0), np.inf)
     return MonteCarlo(
-        method=method, k=k, samples=n, seed=seed, monthly_saving_usd=saving, one_time_usd=one,
-        cpm_change_pct=(m_cpm / b_cpm - 1.0) * 100.0, method_usd_per_mtok=m_cpm, reference_usd_per_mtok=r_cpm,
-        months=months, cumulative_p05=np.percentile(cumulative, 5, axis=1),
-        cumulative_p50=np.percentile(cumulative, 50, axis=1), cumulative_p95=np.percentile(cumulative, 95, axis=1),
-        saving_p05=float(np.percentile(saving, 5)), saving_p50=float(np.percentile(saving, 50)),
-        saving_p95=float(np.percentile(saving, 95)), p_saves=float(np.mean(saving > 0)),
-        p_payback_within_horizon=float(np.mean(payback <= horizon)), horizon_months=horizon)
+        method=method,
+        k=k,
+        samples=n,
+        seed=seed,
+        monthly_saving_usd=saving,
+        one_time_usd=one,
+        cpm_change_pct=(m_cpm / b_cpm - 1.0) * 100.0,
+        method_usd_per_mtok=m_cpm,
+        reference_usd_per_mtok=r_cpm,
+        months=months,
+        cumulative_p05=np.percentile(cumulative, 5, axis=1),
+        cumulative_p50=np.percentile(cumulative, 50, axis=1),
+        cumulative_p95=np.percentile(cumulative, 95, axis=1),
+        saving_p05=float(np.percentile(saving, 5)),
+        saving_p50=float(np.percentile(saving, 50)),
+        saving_p95=float(np.percentile(saving, 95)),
+        p_saves=float(np.mean(saving > 0)),
+        p_payback_within_horizon=float(np.mean(payback <= horizon)),
+        horizon_months=horizon,
+    )

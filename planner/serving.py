@@ -32,8 +32,6 @@ from planner.roofline import (
 
 SECONDS_PER_HOUR = 3600.0
 TOKENS_PER_MTOK = 1e6
-# Batch sizes searched for the best batch under a TPOT SLO.
-BATCH_GRID = np.array([1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512], dtype=float)
 
 # Drafting modes as integers, so methods vectorise: passes(K) and tokens per pass.
 MODE_SEQUENTIAL, MODE_PARALLEL, MODE_NONE = 0, 1, 2

@@ -20,7 +20,17 @@ DraftingMode = Literal[
 ]
 AlphaConvention = Literal["per_token", "draft_acceptance_rate", "acceptance_length"]
 
-BYTES_PER_PARAM: dict[str, float] = {"bf16": 2.0, "fp8": 1.0}
+BYTES_PER_PARAM: dict[str, float] = {
+    "bf16": 2.0,
+    "fp8": 1.0,
+    # 4-bit formats carry block scales: NVFP4 = FP4 (E2M1) + one FP8 (E4M3) scale per 16 values
+    # = 4.5 bits; MXFP4 (OCP Microscaling v1.0) = FP4 + one E8M0 scale per 32 values = 4.25 bits.
+    "nvfp4": 4.5 / 8.0,
+    "mxfp4": 4.25 / 8.0,
+}
+# Weight formats the roofline understands, and the formats a KV cache can hold (vLLM --kv-cache-dtype).
+WEIGHT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "nvfp4", "mxfp4")
+KV_CACHE_DTYPES: tuple[str, ...] = ("bf16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,16 @@ class Efficiency:
     source: Sourced
     # per verifier step of any speculative configuration: proposer bookkeeping, rejection sampling
     t_spec_s: float = 0.0
+    # Step-time terms of planner/roofline.py (issue 11). Defaults reproduce the single-roofline model.
+    t_layer_s: float = 0.0  # per decoder layer per step: norms, rotary, activation and launch gaps
+    t_expert_s: float = 0.0  # per touched routed expert per MoE layer: one grouped-GEMM problem
+    t_moe_layer_s: float = 0.0  # per MoE layer per step: routing, permute/unpermute, grouped-GEMM launch
+    eta_bw_tokens_scale: float = 0.0  # 1 / tokens at which weight streaming falls to half its efficiency
+    flops_tokens_half: float = 0.0  # tokens per step at which GEMMs reach half their peak efficiency
+    eta_kv_bw: float = 0.0  # attention KV streaming efficiency; 0: same as eta_bw
+    eta_attn_flops: float = 0.0  # decode attention compute efficiency; 0: same as eta_flops
+    eta_allreduce: float = 1.0  # achieved / peak interconnect bandwidth in all-reduces
+    per_op_roofline: float = 0.0  # 0: one roofline over the whole step; 1: GEMMs and attention each
 
 
 @dataclass(frozen=True)
@@ -64,13 +84,19 @@ class Hardware:
     specs: Sourced
     efficiency: Efficiency
     kind: Literal["gpu", "cpu"] = "gpu"
+    # dense FP4 (NVFP4/MXFP4) peak, TFLOP/s; 0 = no FP4 tensor cores: FP4 weights run as W4A16 in BF16
+    fp4_tflops: float = 0.0
 
     @property
     def usd_per_gpu_hour_mid(self) -> float:
         return 0.5 * (self.usd_per_gpu_hour_low + self.usd_per_gpu_hour_high)
 
     def peak_tflops(self, dtype: str) -> float:
-        return self.fp8_tflops if dtype == "fp8" else self.bf16_tflops
+        if dtype == "fp8":
+            return self.fp8_tflops
+        if dtype in ("nvfp4", "mxfp4") and self.fp4_tflops > 0:
+            return self.fp4_tflops
+        return self.bf16_tflops
 
 
 @dataclass(frozen=True)
@@ -94,10 +120,28 @@ class ModelSpec:
     max_context_tokens: int
     source: Sourced
     hf_id: str = ""
+    # Memory and format physics (issue 11); defaults reproduce the plain GQA model counted as before.
+    # Tied: the input embedding is the LM head (read once per step). Untied: the input table is only
+    # gathered (batch rows per step), so it is resident but not streamed.
+    tied_embeddings: bool = True
+    attention: Literal["gqa", "mla"] = "gqa"
+    mla_kv_lora_rank: int = 0  # MLA compressed latent width (DeepSeek-V3: 512)
+    mla_qk_rope_head_dim: int = 0  # MLA decoupled rotary key width (DeepSeek-V3: 64)
+    sliding_window_tokens: int = 0  # window of the sliding-window layers (GPT-OSS: 128); 0 = none
+    sliding_window_layers: int = 0  # layers that attend only within the window (GPT-OSS: 18 of 36)
+    moe_layers: int = 0  # layers with routed experts (DeepSeek-V3: 58 of 61); 0 = all layers when MoE
+    # 4-bit weight formats quantise these components; the rest stays BF16. "experts": routed experts only
+    # (GPT-OSS MXFP4 checkpoint); "linear": every linear layer but embeddings and LM head.
+    fp4_scope: Literal["experts", "linear"] = "linear"
 
     @property
     def is_moe(self) -> bool:
         return self.experts > 0
+
+    @property
+    def embedding_params_b(self) -> float:
+        """One vocab x hidden table, billions."""
+        return self.vocab_size * self.hidden_size / 1e9
 
     @property
     def routed_params_b(self) -> float:

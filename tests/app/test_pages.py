@@ -1,37 +1,37 @@
-"""Every page driven by widget keys; numbers shown are checked against the planner called directly."""
+"""Every page driven by widget keys; numbers shown are checked against planner.plan.plan() called directly."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 
-from planner import scenario as sc
-from planner.types import Scenario
+from planner import plan as P
 from views import _report as rep
 
 PAGES = ["views/plan.py", "views/methods.py", "views/levers.py", "views/sensitivity.py", "views/traffic.py",
          "views/claims.py", "views/report.py"]
+DEFAULT = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=50.0, monthly_output_tokens=2e10,
+               volume_source="entered in the sidebar")
 
 
 def money(text: str) -> float:
-    return float(re.search(r"-?\$?(-?[\d,]+\.?\d*)", text.replace("$-", "-$")).group(1).replace(",", ""))
+    return float(re.search(r"(-?)\$?([\d,]+\.?\d*)", text).group(0).replace("$", "").replace(",", ""))
 
 
 def metric(at, prefix: str):
     return next(m for m in at.metric if m.label.startswith(prefix))
 
 
-def best_label_method(at, cat) -> str:
-    label = metric(at, "Best:").label
-    return next(n for n, m in cat.methods.items() if f"Best: {m.label} (K=" in label)
-
-
-def planner_best(cat, method, **kw):
-    base = dict(model="llama-3.3-70b", hardware="h100-sxm", method=method, tp=4, tpot_slo_ms=50.0,
-                usd_per_gpu_hour=cat.hardware["h100-sxm"].usd_per_gpu_hour_mid)
+def planned(cat, **kw) -> P.Plan:
+    base = dict(DEFAULT)
     base.update(kw)
-    return sc.best(Scenario(**base), cat)
+    return P.plan(P.PlanRequest(**base), cat)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -44,18 +44,14 @@ def test_every_page_renders_on_defaults(app, page):
 
 def test_plan_headline_matches_the_planner(app, cat):
     at = app()
-    method = best_label_method(at, cat)
-    spec, _ = planner_best(cat, method)
-    _, base = planner_best(cat, "ngram")
-    assert money(metric(at, "Best:").value) == pytest.approx(spec.usd_per_mtok, abs=6e-4)
-    assert money(metric(at, "CPM today").value) == pytest.approx(base.baseline_usd_per_mtok, abs=6e-4)
-    # the chosen method is the cheapest available one (each at its own best K and batch)
-    others = [planner_best(cat, n)[0].usd_per_mtok for n in cat.methods if cat.method_available(n, "llama-3.3-70b")[0]]
-    assert spec.usd_per_mtok == pytest.approx(min(others))
-    saving = (base.baseline_usd_per_mtok - spec.usd_per_mtok) * 2e10 / 1e6
-    assert money(metric(at, "Monthly saving").value) == pytest.approx(saving, rel=2e-3, abs=1)
+    p = planned(cat)
+    assert money(metric(at, "CPM today").value) == pytest.approx(p.reference.usd_per_mtok, abs=6e-4)
+    assert money(metric(at, "Best method CPM").value) == pytest.approx(p.best.usd_per_mtok, abs=6e-4)
+    # the best method is the cheapest feasible one (each at its own best K and batch)
+    assert p.best.usd_per_mtok == pytest.approx(min(m.usd_per_mtok for m in p.methods if m.feasible))
+    assert money(metric(at, "Monthly saving").value) == pytest.approx(p.economics.monthly_saving_usd, abs=1)
     rec = next(m.value for m in at.markdown if m.value.startswith("**Recommendation:**"))
-    assert cat.methods[method].label in rec and f"K={spec.k}" in rec
+    assert p.verdict in rec
     assert "range" in " ".join(c.value for c in at.caption)
 
 
@@ -66,21 +62,55 @@ def test_plan_follows_inputs_and_price_default_follows_hardware(app, cat):
     at.number_input(key="slo").set_value(25.0).run()
     at.selectbox(key="workload").set_value("code").run()
     assert not at.exception
-    method = best_label_method(at, cat)
-    spec, base = planner_best(cat, method, hardware="h200", tpot_slo_ms=25.0, workload="code",
-                              usd_per_gpu_hour=cat.hardware["h200"].usd_per_gpu_hour_mid)
-    assert money(metric(at, "Best:").value) == pytest.approx(spec.usd_per_mtok, abs=6e-4)
+    p = planned(cat, hardware="h200", tpot_slo_ms=25.0, workload="code")
+    assert money(metric(at, "Best method CPM").value) == pytest.approx(p.best.usd_per_mtok, abs=6e-4)
+
+
+def test_a_link_with_hardware_brings_its_own_price(app, cat):
+    at = app({"hardware": "b200"})
+    assert at.number_input(key="price").value == pytest.approx(cat.hardware["b200"].usd_per_gpu_hour_mid)
+    p = planned(cat, hardware="b200")
+    assert money(metric(at, "CPM today").value) == pytest.approx(p.reference.usd_per_mtok, abs=6e-4)
+
+
+def test_price_zero_in_the_url_is_refused_and_the_page_still_works(app, cat):
+    at = app({"price": "0"})
+    assert not at.exception
+    assert any("price='0'" in w.value for w in at.warning)
+    assert at.number_input(key="price").value == pytest.approx(cat.hardware["h100-sxm"].usd_per_gpu_hour_mid)
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, page
+
+
+def test_price_zero_typed_in_the_sidebar_is_clamped_not_a_crash(app):
+    at = app()
+    at.number_input(key="price").set_value(0.0).run()
+    assert not at.exception
+    assert at.number_input(key="price").value >= 0.01 or any("price" in e.value for e in at.error)
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, page
 
 
 def test_current_method_changes_the_saving(app, cat):
     at = app()
     at.selectbox(key="current").set_value("eagle3").run()
-    method = best_label_method(at, cat)
-    cur, _ = planner_best(cat, "eagle3")
-    assert money(metric(at, "CPM today").value) == pytest.approx(cur.usd_per_mtok, abs=6e-4)
-    best, _ = planner_best(cat, method)
-    saving = (cur.usd_per_mtok - best.usd_per_mtok) * 2e10 / 1e6
-    assert money(metric(at, "Monthly saving").value) == pytest.approx(saving, rel=5e-3, abs=1)
+    p = planned(cat, current_method="eagle3")
+    assert money(metric(at, "CPM today").value) == pytest.approx(p.method("eagle3").usd_per_mtok, abs=6e-4)
+    if p.economics.monthly_saving_usd is not None:
+        assert money(metric(at, "Monthly saving").value) == pytest.approx(p.economics.monthly_saving_usd, abs=1)
+
+
+def test_cost_assumptions_in_the_sidebar_move_the_one_time_cost_and_travel_in_the_link(app, cat):
+    at = app({"model": "llama-3.1-8b", "tp": "1"})
+    before = money(metric(at, "One-time cost").value)
+    at.number_input(key="eng_week").set_value(20000.0).run()
+    after = money(metric(at, "One-time cost").value)
+    assert after > before
+    assert at.query_params["eng_week"] == "20000.0"
+    at2 = app(dict(at.query_params))
+    assert money(metric(at2, "One-time cost").value) == pytest.approx(after)
 
 
 def test_url_round_trip(app, cat):
@@ -88,10 +118,8 @@ def test_url_round_trip(app, cat):
     assert at.selectbox(key="hardware").value == "h200"
     assert at.number_input(key="price").value == pytest.approx(3.1)
     assert at.checkbox(key="tuned").value is True
-    method = best_label_method(at, cat)
-    spec, _ = planner_best(cat, method, hardware="h200", usd_per_gpu_hour=3.1, tpot_slo_ms=30.0, workload="code",
-                           tuned=True)
-    assert money(metric(at, "Best:").value) == pytest.approx(spec.usd_per_mtok, abs=6e-4)
+    p = planned(cat, hardware="h200", usd_per_gpu_hour=3.1, tpot_slo_ms=30.0, workload="code", tuned=True)
+    assert money(metric(at, "Best method CPM").value) == pytest.approx(p.best.usd_per_mtok, abs=6e-4)
     # state goes back to the URL: a link reopens the same scenario
     at.selectbox(key="model").set_value("qwen3-32b").run()
     q = dict(at.query_params)
@@ -112,16 +140,16 @@ def test_methods_page_numbers_and_unavailable_reason(app, cat):
     at.switch_page("views/methods.py").run()
     df = at.dataframe[0].value
     row = df[df["method"] == "EAGLE-3"].iloc[0]
-    spec, _ = planner_best(cat, "eagle3")
-    assert row["CPM $/Mtok"] == pytest.approx(spec.usd_per_mtok, abs=1e-4)
-    assert row["K"] == spec.k and row["best batch"] == spec.batch
+    e3 = planned(cat).method("eagle3")
+    assert row["CPM $/Mtok"] == pytest.approx(e3.usd_per_mtok, abs=1e-4)
+    assert row["K"] == e3.k and row["best batch"] == e3.batch
     mtp = df[df["method"] == "DeepSeek-style MTP"].iloc[0]
-    assert mtp["available"].startswith("no: ") and "MTP" in mtp["available"]
+    assert mtp["available"].startswith("unavailable: ") and "MTP" in mtp["available"]
     assert any("unavailable" in i.value for i in at.info)
     at.radio(key="methods_alpha").set_value("tuned").run()
     df2 = at.dataframe[0].value
-    spec_t, _ = planner_best(cat, "eagle3", tuned=True)
-    assert df2[df2["method"] == "EAGLE-3"].iloc[0]["CPM $/Mtok"] == pytest.approx(spec_t.usd_per_mtok, abs=1e-4)
+    e3t = planned(cat, tuned=True).method("eagle3")
+    assert df2[df2["method"] == "EAGLE-3"].iloc[0]["CPM $/Mtok"] == pytest.approx(e3t.usd_per_mtok, abs=1e-4)
 
 
 def test_levers_page_orders(app, cat):
@@ -129,15 +157,52 @@ def test_levers_page_orders(app, cat):
     at.switch_page("views/levers.py").run()
     df = at.dataframe[0].value
     assert list(df["#"]) == sorted(df["#"]) and len(df) == len(cat.levers)
-    assert any("VSD pays" in i.value for i in at.info)
     at.radio(key="levers_order").set_value("return").run()
     assert not at.exception
     df2 = at.dataframe[0].value
     assert sorted(df2["#"]) == sorted(df["#"])
     start = money(next(m.value for m in at.markdown if m.value.startswith("**From")))
-    spec, _ = sc.best(Scenario(model="llama-3.3-70b", hardware="h100-sxm", method="eagle3", tp=4,
-                               usd_per_gpu_hour=cat.hardware["h100-sxm"].usd_per_gpu_hour_mid), cat, ks=[4])
-    assert start == pytest.approx(spec.usd_per_mtok, abs=6e-4)
+    assert start == pytest.approx(planned(cat).method("eagle3").usd_per_mtok, abs=6e-4)
+
+
+def test_one_answer_everywhere(app, cat, tmp_path):
+    """The CLI's plan JSON, the Plan headline, the Levers start, the Methods table and the Report CSV show the
+    same CPM, K, batch and saving for one scenario."""
+    q = {"model": "llama-3.1-8b", "tp": "1", "current": "eagle3", "volume_b": "30"}
+    kw = dict(model="llama-3.1-8b", tp=1, current_method="eagle3", monthly_output_tokens=3e10)
+    p = planned(cat, **kw)
+    cli = subprocess.run([sys.executable, "-m", "planner", "plan", "--model", "llama-3.1-8b", "--hardware",
+                          "h100-sxm", "--current-method", "eagle3", "--monthly-output-tokens", "3e10"],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    js = json.loads(cli.stdout)
+    best = p.best
+    js_best = next(m for m in js["methods"] if m["method"] == best.method)
+    assert js_best["usd_per_mtok"] == pytest.approx(best.usd_per_mtok)
+    assert (js_best["k"], js_best["batch"]) == (best.k, best.batch)
+    assert js["economics"]["monthly_saving_usd"] == pytest.approx(p.economics.monthly_saving_usd)
+    assert js["reference"]["usd_per_mtok"] == pytest.approx(p.reference.usd_per_mtok)
+    at = app(q)
+    assert money(metric(at, "Best method CPM").value) == pytest.approx(best.usd_per_mtok, abs=6e-4)
+    assert money(metric(at, "CPM today").value) == pytest.approx(p.reference.usd_per_mtok, abs=6e-4)
+    assert money(metric(at, "Monthly saving").value) == pytest.approx(p.economics.monthly_saving_usd, abs=1)
+    at.switch_page("views/methods.py").run()
+    df = at.dataframe[0].value
+    row = df[df["method"] == best.label].iloc[0]
+    assert row["CPM $/Mtok"] == pytest.approx(best.usd_per_mtok, abs=1e-4)
+    assert (row["K"], row["best batch"]) == (best.k, best.batch)
+    at.switch_page("views/levers.py").run()
+    start = money(next(m.value for m in at.markdown if m.value.startswith("**From")))
+    assert start == pytest.approx(p.method("eagle3").usd_per_mtok, abs=6e-4) == pytest.approx(
+        p.reference.usd_per_mtok, abs=6e-4)
+    at.switch_page("views/report.py").run()
+    assert not at.exception
+    csv_text = rep.to_csv(rep.scenario_rows(P.plan(P.PlanRequest(**{**DEFAULT, **kw}, levers_start="auto"), cat), []))
+    rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(csv_text))}
+    assert float(rows[("headline", "best method CPM")]["value"]) == pytest.approx(best.usd_per_mtok, abs=1e-6)
+    assert float(rows[("headline", "monthly saving")]["value"]) == pytest.approx(p.economics.monthly_saving_usd,
+                                                                                  abs=1e-3)
+    assert int(rows[(f"method {best.method}", "k")]["value"]) == best.k
 
 
 def test_sensitivity_monte_carlo_is_seeded(app):
@@ -184,12 +249,9 @@ def test_single_row_mix_matches_the_planner(app, cat):
     assert not at.exception and not at.error
     at.radio(key="volume_source").set_value("profile").run()
     at.switch_page("views/plan.py").run()
-    method = best_label_method(at, cat)
-    spec, _ = planner_best(cat, method, workload="code", prompt_tokens=2000, output_tokens=300)
-    _, base = planner_best(cat, "ngram", workload="code", prompt_tokens=2000, output_tokens=300)
-    assert money(metric(at, "Best:").value) == pytest.approx(spec.usd_per_mtok, abs=6e-4)
-    saving = (base.baseline_usd_per_mtok - spec.usd_per_mtok) * 5e9 / 1e6
-    assert money(metric(at, "Monthly saving").value) == pytest.approx(saving, rel=5e-3, abs=1)
+    p = planned(cat, segments=(P.TrafficSegment("code", "english", 1.0, 2000, 300),), monthly_output_tokens=5e9)
+    assert money(metric(at, "Best method CPM").value) == pytest.approx(p.best.usd_per_mtok, abs=6e-4)
+    assert money(metric(at, "Monthly saving").value) == pytest.approx(p.economics.monthly_saving_usd, abs=1)
 
 
 BAD_UPLOADS = {
@@ -252,28 +314,26 @@ def test_report_page_command_and_downloads(app, cat):
 
 
 def test_report_builders(cat):
-    from views import _model as mdl
-    inp = mdl.PlanInputs()
-    mix = mdl.default_mix(inp, cat)
-    summ = mdl.plan_summary(inp, mix, cat)
-    rows = rep.scenario_rows(inp, summ, mix, [])
+    p = planned(cat, model="llama-3.1-8b", tp=1, levers_start="auto")
+    rows = rep.scenario_rows(p, list(p.levers))
     rows.append({"section": "=cmd|' /C calc'!A0", "item": "+1", "value": "-2", "unit": "@x", "basis": "\tx"})
     text = rep.to_csv(rows)
     last = text.strip().splitlines()[-1]
     assert last.startswith("'=cmd") and ",'+1,'-2,'@x,'\tx" in last
-    assert "best method CPM (mid alpha)" in text
-    html = rep.html_report(inp=inp, catalog=cat, summary=summ, mix=mix, figures=[], command=None, levers=[],
-                           today="2026-11-29")
-    assert summ["recommendation"].split(":")[0] in html
+    assert "best method CPM" in text
+    html = rep.html_report(p=p, catalog=cat, figures=[], levers=list(p.levers), today="2026-11-29")
+    assert p.verdict.split(":")[0] in html
     assert cat.hardware["h100-sxm"].price.date in html and "Assumptions" in html
 
 
 def test_vllm_command_for_a_draft_model(cat):
-    from views import _model as mdl
-    cmd = mdl.vllm_command(mdl.PlanInputs(), "draft_model", 5, cat)
-    assert '"model": "meta-llama/Llama-3.1-8B-Instruct"' in cmd["command"]
-    assert '"num_speculative_tokens": 5' in cmd["command"]
-    head = mdl.vllm_command(mdl.PlanInputs(), "eagle3", 3, cat)
+    from planner.deploy import vllm_deployment
+
+    model = cat.models["llama-3.3-70b"]
+    cmd = vllm_deployment(cat.methods["draft_model"], model, 5, tp=4, draft_model=cat.models["llama-3.1-8b"])
+    assert '"model":"meta-llama/Llama-3.1-8B-Instruct"' in cmd["command"]
+    assert '"num_speculative_tokens":5' in cmd["command"]
+    head = vllm_deployment(cat.methods["eagle3"], model, 3)
     assert "<FILL IN" in head["command"] and any("fill in" in n for n in head["notes"])
 
 
@@ -294,9 +354,9 @@ def test_a_calibrated_profile_is_selectable_hardware(app, cat, tmp_path, monkeyp
     at.selectbox(key="model").set_value("smollm2-135m").run()
     at.selectbox(key="tp").set_value(1).run()
     at.selectbox(key="hardware").set_value("calibrated-ci-cpu").run()
+    at.number_input(key="slo").set_value(2000.0).run()
     assert not at.exception, at.exception
     hw = prof.hardware_spec()
     cat2 = cat.with_hardware({"calibrated-ci-cpu": hw})
-    _, base = planner_best(cat2, "ngram", model="smollm2-135m", hardware="calibrated-ci-cpu", tp=1,
-                           usd_per_gpu_hour=hw.usd_per_gpu_hour_mid)
-    assert money(metric(at, "CPM today").value) == pytest.approx(base.baseline_usd_per_mtok, rel=2e-3)
+    p = planned(cat2, model="smollm2-135m", hardware="calibrated-ci-cpu", tp=1, tpot_slo_ms=2000.0)
+    assert money(metric(at, "CPM today").value) == pytest.approx(p.reference.usd_per_mtok, rel=2e-3)

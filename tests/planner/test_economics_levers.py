@@ -1,11 +1,12 @@
 """Economics (payback, NPV, break-even) and the seven-lever waterfall."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from planner.economics import annuity_factor, breakeven_monthly_spend_usd, economics, method_one_time_usd
-from planner.levers import order_by_return, waterfall
-from planner.types import Scenario
+from planner.economics import annuity_factor, breakeven_monthly_spend_usd, economics
+from planner.plan import PlanRequest, default_costs, levers, order_by_return, plan
 
 
 def test_payback_and_npv_by_hand():
@@ -41,22 +42,31 @@ def test_economics_rejects_negative_inputs():
 
 
 def test_method_one_time_cost(catalog):
+    costs = dataclasses.replace(default_costs(catalog), training_usd_per_gpu_hour_low=2.0,
+                                training_usd_per_gpu_hour_high=4.0, engineering_usd_per_week=5000)
     m = catalog.methods["eagle3"]
-    usd = method_one_time_usd(m, training_usd_per_gpu_hour=2.0, engineering_usd_per_week=5000)
-    assert usd == pytest.approx(m.setup_gpu_hours * 2.0 + m.setup_engineering_weeks * 5000)
-    assert method_one_time_usd(catalog.methods["mtp"], training_usd_per_gpu_hour=2.0,
-                               engineering_usd_per_week=0) == 0
+    low, high = costs.one_time_usd(m)
+    assert low == pytest.approx(m.setup_gpu_hours * 2.0 + m.setup_engineering_weeks * 5000)
+    assert high == pytest.approx(m.setup_gpu_hours * 4.0 + m.setup_engineering_weeks * 5000)
+    assert dataclasses.replace(costs, engineering_usd_per_week=0).one_time_usd(catalog.methods["mtp"]) == (0, 0)
+    # a per-method override of the training GPU-hours replaces the profile's
+    over = dataclasses.replace(costs, setup_gpu_hours=(("eagle3", 100.0),)).one_time_usd(m)
+    assert over[0] == pytest.approx(100.0 * 2.0 + m.setup_engineering_weeks * 5000)
 
 
-def _s(**kw):
-    base = dict(model="llama-3.3-70b", hardware="h100-sxm", method="draft_model", k=4, tp=4,
-                workload="code", tpot_slo_ms=30, monthly_output_tokens=5e10)
+def _r(**kw):
+    base = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, workload="code", tpot_slo_ms=30,
+                monthly_output_tokens=5e10)
     base.update(kw)
-    return Scenario(**base)
+    return PlanRequest(**base)
+
+
+def waterfall(req, catalog, start="draft_model", order=None):
+    return levers(req, catalog, start, order)
 
 
 def test_waterfall_follows_the_article_order_and_never_raises_cpm(catalog):
-    steps = waterfall(_s(), catalog)
+    steps = waterfall(_r(), catalog)
     assert [st.number for st in steps] == list(range(1, 8))
     for a, b in zip(steps, steps[1:]):
         assert b.usd_per_mtok_before == pytest.approx(a.usd_per_mtok_after)
@@ -65,17 +75,49 @@ def test_waterfall_follows_the_article_order_and_never_raises_cpm(catalog):
     assert steps[-1].usd_per_mtok_after < steps[0].usd_per_mtok_before
 
 
+def test_waterfall_starts_where_the_plan_puts_the_method(catalog):
+    req = _r(current_method="eagle3")
+    p = plan(req, catalog)
+    steps = waterfall(req, catalog, start="eagle3")
+    assert steps[0].usd_per_mtok_before == pytest.approx(p.method("eagle3").usd_per_mtok)
+    assert p.reference.method == "eagle3" and p.reference.usd_per_mtok == pytest.approx(steps[0].usd_per_mtok_before)
+
+
 def test_lever2_switches_draft_model_to_a_head_and_lever6_needs_mtp(catalog):
-    steps = {st.lever: st for st in waterfall(_s(), catalog)}
+    steps = {st.lever: st for st in waterfall(_r(), catalog)}
     assert steps["match_draft_size"].applied and steps["match_draft_size"].method == "eagle3"
     assert not steps["switch_to_mtp"].applied and "MTP" in steps["switch_to_mtp"].reason
-    ds = {st.lever: st for st in waterfall(_s(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8",
-                                              method="eagle3"), catalog)}
+    ds = {st.lever: st for st in waterfall(_r(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8"), catalog,
+                                           start="eagle3")}
     assert ds["switch_to_mtp"].method == "mtp" or "raises CPM" in ds["switch_to_mtp"].reason
 
 
+def test_lever1_is_not_counted_twice_when_heads_are_tuned(catalog):
+    """The tuned alpha range already holds a domain fine-tune: lever 1 must not add +0.15 on top."""
+    tuned = {st.lever: st for st in waterfall(_r(tuned=True), catalog, start="eagle3")}
+    assert not tuned["domain_finetune"].applied and "tuned" in tuned["domain_finetune"].reason
+    assert tuned["domain_finetune"].alpha_after == tuned["domain_finetune"].alpha_before
+    default = {st.lever: st for st in waterfall(_r(tuned=False), catalog, start="eagle3")}
+    d = default["domain_finetune"]
+    assert d.applied and d.alpha_after - d.alpha_before == pytest.approx(
+        catalog.levers["domain_finetune"].alpha_gain.mid, abs=1e-9)
+
+
+def test_vsd_is_an_acceptance_gain_that_shrinks_where_the_verifier_is_compute_bound(catalog):
+    """VSD is modelled as the acceptance gain it is, not a flat throughput multiplier: its CPM gain at a large
+    compute-bound batch is below its gain at batch 1."""
+    small = {st.lever: st for st in waterfall(_r(workload="chat", batch_cap=1, tpot_slo_ms=200), catalog,
+                                              start="eagle3")}["vsd"]
+    large = {st.lever: st for st in waterfall(_r(workload="chat", tpot_slo_ms=200), catalog, start="eagle3")}["vsd"]
+    assert small.applied and small.alpha_after > small.alpha_before
+    gain_small = 1 - small.usd_per_mtok_after / small.usd_per_mtok_before
+    gain_large = 1 - large.usd_per_mtok_after / large.usd_per_mtok_before if large.applied else 0.0
+    assert gain_small > 0
+    assert gain_large < gain_small
+
+
 def test_vsd_breakeven_is_computed_and_scales_with_its_cost(catalog):
-    steps = {st.lever: st for st in waterfall(_s(method="eagle3"), catalog)}
+    steps = {st.lever: st for st in waterfall(_r(), catalog, start="eagle3")}
     vsd = steps["vsd"]
     assert vsd.applied
     cut = 1 - vsd.usd_per_mtok_after / vsd.usd_per_mtok_before
@@ -85,11 +127,11 @@ def test_vsd_breakeven_is_computed_and_scales_with_its_cost(catalog):
 
 
 def test_reordering_by_return_puts_free_levers_first(catalog):
-    steps = waterfall(_s(), catalog)
+    steps = waterfall(_r(), catalog)
     order = order_by_return(steps)
     assert sorted(order) == sorted(st.lever for st in steps)
     by = {st.lever: st for st in steps}
     first = by[order[0]]
     assert first.applied and first.usd_per_mtok_after < first.usd_per_mtok_before
-    re = waterfall(_s(), catalog, order=order)
+    re = waterfall(_r(), catalog, order=order)
     assert [st.lever for st in re] == order

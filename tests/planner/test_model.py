@@ -8,8 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import acceptance as acc
+from planner.plan import PlanRequest, TrafficSegment, plan
 from planner.roofline import hw_params, ridge_tokens, step_time_s, target_net, weight_bytes_read
-from planner.scenario import ScenarioError, best, compare, evaluate, grid
+from planner.scenario import ScenarioError, evaluate, grid
+from planner.sensitivity import optimal_k_by_batch
 from planner.types import Acceptance, Scenario
 
 
@@ -139,9 +141,9 @@ def test_mtp_k1_at_alpha_085_gives_about_1_8x(catalog):
 def test_mtp_unavailable_without_native_module(catalog):
     ev = evaluate(scen(method="mtp", k=1), catalog)
     assert not ev.available and "MTP" in ev.unavailable_reason
-    rows = {r["method"]: r for r in compare(scen(batch=None), catalog)}
-    assert not rows["mtp"]["available"]
-    assert rows["eagle3"]["available"]
+    p = plan(PlanRequest(model="llama-3.1-8b", hardware="h100-sxm"), catalog)
+    assert not p.method("mtp").available and "MTP" in p.method("mtp").reason
+    assert p.method("eagle3").available
 
 
 def test_memory_feasibility_limits_the_batch(catalog):
@@ -156,13 +158,14 @@ def test_memory_feasibility_limits_the_batch(catalog):
 
 
 def test_best_batch_respects_the_slo_and_baseline_gets_its_own(catalog):
-    s = scen(model="llama-3.3-70b", tp=4, batch=None, tpot_slo_ms=25)
-    spec, base = best(s, catalog)
-    assert spec.tpot_ms <= 25 and base.baseline_tpot_ms <= 25
-    assert spec.fits_memory and base.fits_memory
+    req = PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=25, methods=("eagle3",))
+    p = plan(req, catalog)
+    spec, base = p.method("eagle3"), p.baseline
+    assert spec.tpot_ms <= 25 and base.tpot_ms <= 25
+    assert spec.fits_memory and base.fits_memory and spec.feasible and base.feasible
     # a tighter SLO can only shrink the best batch
-    spec_tight, _ = best(dataclasses.replace(s, tpot_slo_ms=12), catalog)
-    assert spec_tight.batch <= spec.batch
+    tight = plan(dataclasses.replace(req, tpot_slo_ms=12), catalog).method("eagle3")
+    assert tight.batch <= spec.batch
 
 
 def test_prefill_raises_cpm_for_long_prompts(catalog):
@@ -219,33 +222,37 @@ def test_tree_verification_raises_acceptance_and_verifier_tokens(catalog):
 
 
 def test_optimal_k_shrinks_as_the_batch_grows(catalog):
-    from planner.scenario import optimal_k_by_batch
-
-    best_k = optimal_k_by_batch(scen(batch=None, acceptance=Acceptance("per_token", 0.8), prompt_tokens=128,
-                                     output_tokens=256, context_tokens=256), catalog, batches=[1, 16, 128, 512])
+    req = PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", acceptance=Acceptance("per_token", 0.8),
+                      acceptance_method="eagle3", segments=(TrafficSegment("chat", "english", 1.0, 128, 256),))
+    best_k = optimal_k_by_batch(req, catalog, "eagle3", [1, 16, 128, 512])
     assert best_k[1] >= best_k[16] >= best_k[128] >= best_k[512]
     assert best_k[1] >= 4 and best_k[512] <= 2
 
 
 def test_code_wants_a_longer_k_than_chat_and_rag(catalog):
     # Seed lever 3: K=4 default, code 6-8. The higher code alpha makes longer drafts pay.
-    from planner.scenario import optimal_k_by_batch
-
     def k_at_1(workload):
-        return optimal_k_by_batch(scen(workload=workload, batch=None, tuned=True), catalog, batches=[1])[1]
+        req = PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", workload=workload, tuned=True)
+        return optimal_k_by_batch(req, catalog, "eagle3", [1])[1]
 
     assert k_at_1("code") > k_at_1("chat") > k_at_1("rag_summarization")
 
 
 def test_baseline_does_not_depend_on_the_method(catalog):
-    from planner.scenario import baseline
-
-    s = scen(model="llama-3.3-70b", tp=4, batch=None, tpot_slo_ms=40)
-    bases = {m: best(dataclasses.replace(s, method=m), catalog)[1] for m in ("eagle3", "draft_model", "ngram")}
-    ref = baseline(s, catalog)
+    req = PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=40)
+    bases = {m: plan(dataclasses.replace(req, methods=(m,)), catalog).baseline for m in ("eagle3", "draft_model", "ngram")}
+    ref = plan(req, catalog).baseline
     for m, b in bases.items():
         assert b.batch == ref.batch, m
-        assert b.baseline_usd_per_mtok == pytest.approx(ref.baseline_usd_per_mtok), m
+        assert b.usd_per_mtok == pytest.approx(ref.usd_per_mtok), m
+
+
+def test_optimal_k_by_batch_respects_memory(catalog):
+    """Where no K fits memory at a batch, no K is reported for it (it used to report one anyway)."""
+    req = PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4)
+    mb = plan(req, catalog).method("eagle3").max_batch
+    ks = optimal_k_by_batch(req, catalog, "eagle3", [1, mb + 50])
+    assert ks[1] is not None and ks[mb + 50] is None
 
 
 @settings(max_examples=60, deadline=None)

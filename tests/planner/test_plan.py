@@ -1,0 +1,247 @@
+"""plan(): one answer, only feasible recommendations, an exact batch search, economics from one place."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner import plan as P
+from planner.economics import economics
+from planner.roofline import head_net, hw_params, target_net
+from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays
+
+
+def _brute_force_best_cpm(req, catalog):
+    """Every integer batch from 1 to 4096 for every (candidate, K): the cheapest CPM meeting memory and SLO."""
+    ctx = P._ctx(req, catalog)
+    cands, _ = P.method_candidates(ctx, list(catalog.methods))
+    cands = [P.Candidate(P.NO_SPEC, (1,)), *cands]
+    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
+    sr = P.search(ctx, cands, smp)
+    taus, nvs = [], []
+    for c in cands:
+        t, nv, _ = P._tau(ctx, c, smp, sr.ks)
+        taus.append(t)
+        nvs.append(nv)
+    prompt = P._r5([s.prompt_tokens for s in ctx.segs], 3)
+    out = P._r5([s.output_tokens for s in ctx.segs], 3)
+    pre = {"k": P._r5(sr.ks, 2), "tau": np.nan_to_num(np.stack(taus, 1)[..., None], nan=1.0),
+           "nver": np.stack(nvs, 1)[..., None], "prompt": prompt, "out": out, "ctx": prompt + out / 2}
+    batches = np.arange(1, P.MAX_BATCH + 1, dtype=float)[None, None, None, None, :]
+    r = P._evaluate(ctx, cands, smp, batches, baseline=False, pre=pre)
+    is_base = P._r5([c.method == P.NO_SPEC for c in cands], 1).astype(bool)
+    tpot = np.where(is_base, r.baseline_tpot_s, r.tpot_s)
+    cpm = np.where(is_base, r.baseline_usd_per_mtok, r.usd_per_mtok)
+    mb = np.where(is_base, r.baseline_max_batch, r.max_batch)
+    ok = (tpot <= req.tpot_slo_ms / 1e3) & (batches <= mb)
+    best = np.where(ok, cpm, np.inf).min(-1)
+    mine = np.where(sr.ok[..., 0], np.where(is_base[..., 0], sr.res.baseline_usd_per_mtok[..., 0],
+                                            sr.res.usd_per_mtok[..., 0]), np.inf)
+    return best, mine, sr.valid_k
+
+
+@pytest.mark.parametrize("req", [
+    P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4),  # the app's default scenario
+    P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", tpot_slo_ms=20),
+    P.PlanRequest(model="qwen3-32b", hardware="h200", tp=2, tpot_slo_ms=8, workload="code"),
+    P.PlanRequest(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8", tpot_slo_ms=30),
+], ids=["default-70b", "8b-20ms", "qwen-8ms", "deepseek"])
+def test_batch_search_equals_an_exhaustive_integer_search(catalog, req):
+    best, mine, valid = _brute_force_best_cpm(req, catalog)
+    valid = np.broadcast_to(valid[None, :, :, None], best.shape)
+    assert np.array_equal(np.isfinite(best)[valid], np.isfinite(mine)[valid])
+    both = valid & np.isfinite(best)
+    assert np.allclose(mine[both], best[both], rtol=1e-12)
+
+
+def test_default_baseline_reaches_its_memory_limit_not_a_grid_point(catalog):
+    """Loose SLO: no speculation's best batch is its own memory limit (351 here, not the old grid's 256)."""
+    p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4), catalog)
+    assert p.baseline.feasible and p.baseline.batch == p.baseline.max_batch
+    for m in p.methods:
+        if m.feasible:
+            assert m.batch <= m.max_batch and m.tpot_ms <= 50
+
+
+@pytest.mark.parametrize("model, hardware, tp, needle", [
+    ("deepseek-v3", "h100-sxm", 8, "more memory per replica"),
+    ("llama-3.3-70b", "h100-sxm", 1, "TP >= 4"),
+])
+def test_nothing_that_does_not_fit_is_recommended_and_the_way_out_is_named(catalog, model, hardware, tp, needle):
+    p = P.plan(P.PlanRequest(model=model, hardware=hardware, tp=tp), catalog)
+    assert p.recommendation is None and p.best is None
+    assert not p.baseline.fits_memory and needle in p.baseline.way_out
+    assert all(not m.feasible for m in p.methods)
+    assert "does not fit" in p.verdict and "%" not in p.verdict
+    assert p.economics.monthly_saving_usd is None and math.isinf(p.economics.payback_months)
+    assert p.deploy is None
+
+
+def test_fp8_is_named_as_a_way_out_when_it_fits(catalog):
+    p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=1), catalog)
+    assert "fp8 weights (TP >= 2)" in p.baseline.way_out
+
+
+def test_no_percentage_cut_against_a_baseline_that_misses_the_slo(catalog):
+    """Qwen3-32B on 2 x H200 at 8 ms: no speculation cannot go below ~12 ms."""
+    p = P.plan(P.PlanRequest(model="qwen3-32b", hardware="h200", tp=2, tpot_slo_ms=8), catalog)
+    assert p.baseline.fits_memory and not p.baseline.meets_slo and not p.baseline.feasible
+    assert "misses the 8 ms" in p.baseline.reason
+    assert p.baseline.cpm_change_pct is None
+    # the reference is never the infeasible baseline: a feasible configuration without speculation, or none
+    assert p.reference is None or (p.reference.feasible and p.reference.method == P.NO_SPEC
+                                   and p.reference is not p.baseline)
+    for m in p.methods:
+        if m.cpm_change_pct is not None:
+            assert m.feasible and p.reference is not None
+            assert m.cpm_change_pct == pytest.approx((m.usd_per_mtok / p.reference.usd_per_mtok - 1) * 100, abs=0.05)
+    if p.reference is None:
+        assert all(m.cpm_change_pct is None for m in p.methods)
+        assert p.economics.monthly_saving_usd is None
+    if p.recommendation is not None:
+        assert p.method(p.recommendation.method).feasible
+
+
+def test_speculation_that_alone_meets_the_slo_is_said_so(catalog):
+    """An SLO between the fastest TPOT without speculation (at the largest TP) and the fastest with it: the method
+    is recommended because it makes the SLO reachable, with no percentage against anything."""
+    probe = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h200", tp=8, tpot_slo_ms=0.01), catalog)
+    fastest_base = probe.baseline.tpot_ms  # batch 1, the lowest TPOT without speculation
+    fastest_spec = min(m.tpot_ms for m in probe.methods if m.available)
+    assert fastest_spec < fastest_base
+    slo = 0.5 * (fastest_base + fastest_spec)
+    p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h200", tp=8, tpot_slo_ms=slo), catalog)
+    assert p.reference is None and not p.baseline.feasible
+    assert all(not a.feasible for a in p.alternatives)
+    assert p.recommendation is not None and p.recommendation.cpm_change_pct is None
+    assert "reachable" in p.recommendation.reason and "%" not in p.verdict
+    assert p.method(p.recommendation.method).tpot_ms <= slo
+
+
+def test_medusa_draft_time_is_linear_in_k(catalog):
+    """K heads each read the last hidden state once: draft time grows linearly in K (it used to grow as K^2)."""
+    model, hw = catalog.models["llama-3.1-8b"], catalog.hardware["h100-sxm"]
+    m = catalog.methods["medusa"]
+    ks = np.arange(1, 7, dtype=float)
+    res = evaluate_arrays(target=target_net(model), draft=head_net(m, model), hw=hw_params(hw),
+                          mode=DRAFTING_MODE_CODE[m.drafting], draft_scales_with_k=True, k=ks, batch=256.0,
+                          tau=2.0, context_tokens=1000.0, prompt_tokens=800.0, output_tokens=400.0,
+                          usd_per_gpu_hour=4.0)
+    d = np.asarray(res.draft_time_s)
+    assert np.all(np.diff(d) > 0)
+    assert np.allclose(np.diff(d, 2), 0.0, atol=1e-12 + 1e-6 * d.max())
+
+
+def test_measured_acceptance_applies_to_its_method_only(catalog):
+    from planner.types import Acceptance
+
+    base = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm")
+    plain = P.plan(base, catalog)
+    meas = P.plan(dataclasses.replace(base, acceptance=Acceptance("draft_acceptance_rate", 0.6), acceptance_k=4,
+                                      acceptance_method="eagle3"), catalog)
+    assert meas.method("ngram").usd_per_mtok == pytest.approx(plain.method("ngram").usd_per_mtok)
+    assert meas.method("medusa").usd_per_mtok == pytest.approx(plain.method("medusa").usd_per_mtok)
+    assert meas.method("eagle3").usd_per_mtok != pytest.approx(plain.method("eagle3").usd_per_mtok)
+
+
+def test_per_position_acceptance_limits_k_to_the_measured_positions(catalog):
+    from planner.types import Acceptance
+
+    p = P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", acceptance_method="eagle3",
+                             acceptance=Acceptance("per_token", per_position=(0.8, 0.7, 0.6))), catalog)
+    e3 = p.method("eagle3")
+    assert e3.feasible and 1 <= e3.k <= 3
+    assert e3.alpha_position_1 == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("usd_per_gpu_hour", 0.0, "usd_per_gpu_hour=0.0"), ("usd_per_gpu_hour", -1.0, "usd_per_gpu_hour=-1.0"),
+    ("usd_per_gpu_hour", math.nan, "usd_per_gpu_hour=nan"), ("tpot_slo_ms", 0.0, "tpot_slo_ms=0.0"),
+    ("tp", 3, "tp=3"), ("dtype", "int4", "dtype='int4'"), ("monthly_output_tokens", -5.0, "monthly_output_tokens"),
+    ("batch_cap", 0.0, "batch_cap=0.0"),
+])
+def test_bad_inputs_name_the_field_and_value(catalog, field, value, needle):
+    req = dataclasses.replace(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm"), **{field: value})
+    with pytest.raises(P.PlanError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        P.plan(req, catalog)
+
+
+def test_unknown_names_are_refused_with_the_valid_ones(catalog):
+    with pytest.raises(KeyError, match="b200"):
+        P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="b300"), catalog)
+
+
+def test_segment_shares_must_sum_to_one(catalog):
+    segs = (P.TrafficSegment("chat", "english", 0.5, 800, 400), P.TrafficSegment("code", "english", 0.2, 800, 400))
+    with pytest.raises(P.PlanError, match="segments.share"):
+        P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", segments=segs), catalog)
+
+
+def test_economics_come_from_the_one_economics_function(catalog):
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=3e10)
+    p = P.plan(req, catalog)
+    assert p.recommendation is not None
+    e = economics(baseline_usd_per_mtok=p.reference.usd_per_mtok, new_usd_per_mtok=p.best.usd_per_mtok,
+                  monthly_output_tokens=3e10, one_time_usd=0.5 * (p.best.one_time_usd_low + p.best.one_time_usd_high),
+                  horizon_months=p.costs.horizon_months, annual_discount_rate=p.costs.annual_discount_rate)
+    assert p.economics.monthly_saving_usd == pytest.approx(float(e.monthly_saving_usd))
+    assert p.economics.payback_months == pytest.approx(float(e.payback_months))
+    assert p.economics.npv_usd == pytest.approx(float(e.npv_usd))
+    assert P.fmt_usd(p.economics.one_time_usd) in p.verdict
+
+
+def test_cost_assumptions_move_the_payback(catalog):
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm")
+    p = P.plan(req, catalog)
+    dear = dataclasses.replace(p.costs, engineering_usd_per_week=20_000)
+    p2 = P.plan(dataclasses.replace(req, costs=dear), catalog)
+    assert p2.economics.one_time_usd > p.economics.one_time_usd
+    assert p2.economics.payback_months > p.economics.payback_months
+
+
+@pytest.mark.parametrize("x, text", [(-546.2, "-$546"), (0.0, "$0"), (-0.004, "$0"), (1234.5, "$1,234")])
+def test_money_for_a_finance_reader(x, text):
+    assert P.fmt_usd(x) == text
+
+
+def test_months_and_percent_for_a_finance_reader():
+    assert P.fmt_months(math.inf) == "does not pay back"
+    assert P.fmt_months(0.0) == "immediately"
+    assert P.fmt_months(1.74) == "1.7 months"
+    assert P.fmt_pct(-0.01) == "0.0 %" and P.fmt_pct(-7.04) == "-7.0 %" and P.fmt_pct(None) == "n/a"
+
+
+MODELS = ["llama-3.1-8b", "llama-3.3-70b", "qwen3-32b", "deepseek-v3", "gpt-oss-120b", "mimo-7b"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(MODELS), hardware=st.sampled_from(["h100-sxm", "h200", "a100-80gb-sxm", "l40s"]),
+       tp=st.sampled_from([1, 2, 4, 8]), dtype=st.sampled_from(["bf16", "fp8"]),
+       slo=st.floats(2.0, 200.0), workload=st.sampled_from(["chat", "code", "rag_summarization"]),
+       current=st.sampled_from(["none", "eagle3", "ngram", "mtp"]), cap=st.one_of(st.none(), st.floats(1.0, 2000.0)),
+       volume=st.floats(1e6, 1e12))
+def test_property_recommendations_always_run_and_today_is_what_economics_use(
+        catalog, model, hardware, tp, dtype, slo, workload, current, cap, volume):
+    if tp > catalog.hardware[hardware].max_tp:
+        return
+    req = P.PlanRequest(model=model, hardware=hardware, tp=tp, dtype=dtype, tpot_slo_ms=slo, workload=workload,
+                        current_method=current, batch_cap=cap, monthly_output_tokens=volume)
+    p = P.plan(req, catalog)
+    if p.recommendation is not None:
+        m = p.method(p.recommendation.method)
+        assert m.feasible and m.fits_memory and m.meets_slo and m.available
+        assert all(s.batch <= s.max_batch and s.tpot_ms <= slo * (1 + 1e-9) for s in m.segments)
+        assert cap is None or all(s.batch <= max(1, math.floor(cap)) for s in m.segments)
+    if p.best is not None:
+        assert p.best.feasible
+    if p.reference is not None:
+        assert p.reference.feasible
+        assert p.economics.reference_usd_per_mtok == p.reference.usd_per_mtok
+    else:
+        assert p.economics.reference_usd_per_mtok is None and p.economics.monthly_saving_usd is None
+        assert all(m.cpm_change_pct is None for m in p.methods)
