@@ -23,6 +23,7 @@ How the answer is reached (DESIGN.md, "Batch size changes everything"):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,14 +48,15 @@ from planner.roofline import (
     weight_bytes_read,
 )
 from planner.scenario import MAX_ALPHA, availability
-from planner.serving import DRAFTING_MODE_CODE, MODE_NONE, SpecResult, evaluate_arrays
+from planner.serving import DRAFTING_MODE_CODE, MODE_NONE, SpecResult, evaluate_arrays, memory_max_batch
 from planner.types import Acceptance, Efficiency
 
 NO_SPEC = "none"  # "current method": no speculative decoding today
 MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
 TP_OPTIONS = (1, 2, 4, 8)
-# Geometric grid of smaller batches checked beside the SLO/memory boundary (ratio ~1.4).
-_COARSE_BATCHES = np.unique(np.round(np.geomspace(1, MAX_BATCH, 26))).astype(float)
+# Batches evaluated first for every configuration (with its own upper bound): they bracket the SLO boundary and
+# check that CPM does fall with batch below it (powers of 4 up to MAX_BATCH).
+_COARSE_BATCHES = 4.0 ** np.arange(0, 7)
 WHICH = ("mid", "low", "high")  # position in each method's alpha range: 0.5, 0, 1
 WHICH_U = {"mid": 0.5, "low": 0.0, "high": 1.0}
 
@@ -462,6 +464,14 @@ class _Ctx:
     def share(self) -> np.ndarray:
         return np.array([s.share for s in self.segs])
 
+    @functools.cached_property
+    def segment_alphas(self) -> tuple[np.ndarray, np.ndarray]:
+        """(n-gram alpha, workload + language alpha shift) per segment."""
+        wl = [self.catalog.workloads[s.workload] for s in self.segs]
+        return (np.array([w.ngram_alpha for w in wl]),
+                np.array([w.alpha_shift + self.catalog.languages[s.language].alpha_shift
+                          for w, s in zip(wl, self.segs, strict=True)]))
+
 
 def _r5(values, axis: int) -> np.ndarray:
     """Values along one of the five axes (sample, candidate, K, segment, batch)."""
@@ -479,23 +489,16 @@ def _hw(ctx: _Ctx, smp: Samples) -> HwParams:
 
 
 def _alpha1(ctx: _Ctx, cand: Candidate, smp: Samples) -> np.ndarray:
-    """Per-token alpha at draft position 1, shape (N, S)."""
+    """Per-token alpha at draft position 1, shape (N, S): the method's range (default or tuned) at the sample's
+    position, shifted by each segment's workload and language; prompt lookup takes the workload's n-gram alpha."""
     m = ctx.catalog.methods[cand.method]
-    out = np.empty((smp.n, len(ctx.segs)))
-    for j, s in enumerate(ctx.segs):
-        w = ctx.catalog.workloads[s.workload]
-        if m.drafting == "ngram":
-            a = np.full(smp.n, w.ngram_alpha)
-        else:
-            rng = m.alpha_tuned if cand.tuned else m.alpha_default
-            a = (
-                rng.low
-                + smp.alpha_u * (rng.high - rng.low)
-                + w.alpha_shift
-                + ctx.catalog.languages[s.language].alpha_shift
-            )
-        out[:, j] = a + cand.alpha_shift
-    return np.clip(out, 0.0, MAX_ALPHA)
+    ngram, shift = ctx.segment_alphas
+    if m.drafting == "ngram":
+        a = np.broadcast_to(ngram, (smp.n, ngram.size))
+    else:
+        rng = m.alpha_tuned if cand.tuned else m.alpha_default
+        a = (rng.low + smp.alpha_u * (rng.high - rng.low))[:, None] + shift[None, :]
+    return np.clip(a + cand.alpha_shift, 0.0, MAX_ALPHA)
 
 
 def _measured_alpha(ctx: _Ctx, cand: Candidate, k_max: int) -> np.ndarray | None:
@@ -564,6 +567,30 @@ def _tau(ctx: _Ctx, cand: Candidate, smp: Samples, ks: np.ndarray) -> tuple[np.n
     return taus, nver, a1
 
 
+def _taus(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, ks: np.ndarray):
+    """_tau for every candidate, stacked on axis 1: chains with the profiles' acceptance in one vectorised pass
+    (tau = 1 + sum_i prod_{j<=i} alpha_j, Leviathan et al. 2023), the others one by one."""
+    n, s_, k_ = smp.n, len(ctx.segs), len(ks)
+    tau = np.ones((n, len(cands), k_, s_))
+    nver = np.ones_like(tau)
+    a1 = np.zeros((n, len(cands), s_))
+    simple = [i for i, c in enumerate(cands) if c.method != NO_SPEC and not c.tree and _measured_alpha(
+        ctx, c, 1) is None]
+    if simple:
+        k_max = int(ks.max())
+        a = np.stack([_alpha1(ctx, cands[i], smp) for i in simple], axis=1)  # (N, C', S)
+        decay = np.array([ctx.catalog.methods[cands[i].method].position_decay for i in simple])
+        per_pos = np.clip(a[..., None] * decay[None, :, None, None] ** np.arange(k_max), 0.0, 1.0)
+        cum = 1.0 + np.cumsum(np.cumprod(per_pos, axis=-1), axis=-1)  # (N, C', S, Kmax)
+        tau[:, simple] = np.moveaxis(cum[..., ks.astype(int) - 1], -1, 2)
+        nver[:, simple] = (ks + 1.0)[None, None, :, None]
+        a1[:, simple] = a
+    for i, c in enumerate(cands):
+        if c.method != NO_SPEC and i not in simple:
+            tau[:, i], nver[:, i], a1[:, i] = _tau(ctx, c, smp, ks)
+    return tau, nver, a1
+
+
 def _draft(ctx: _Ctx, name: str):
     """(draft Net, drafting mode code, scales with K, resident draft weight bytes, is a separate model)."""
     dtype = ctx.req.dtype
@@ -595,29 +622,30 @@ class _Search:
     valid_k: np.ndarray  # K allowed for this candidate (C, K)
 
 
-def _evaluate(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, batch, *, baseline: bool, pre) -> SpecResult:
-    target = target_net(ctx.model, ctx.req.dtype)
-    drafts = [_draft(ctx, c.method) for c in cands]
-    net = stack([d[0] for d in drafts], shape_axis=1, ndim=5)
-    return evaluate_arrays(
-        target=target,
-        draft=net,
-        hw=_hw(ctx, smp),
-        mode=_r5([d[1] for d in drafts], 1),
-        draft_scales_with_k=_r5([d[2] for d in drafts], 1).astype(bool),
-        k=pre["k"],
-        batch=batch,
-        tau=pre["tau"],
-        context_tokens=pre["ctx"],
-        prompt_tokens=pre["prompt"],
-        output_tokens=pre["out"],
-        usd_per_gpu_hour=_r5(smp.usd_per_gpu_hour, 0),
-        tp=ctx.tp,
-        verify_tokens=pre["nver"],
-        draft_cost_factor=_r5([c.draft_cost_factor for c in cands], 1),
-        draft_weight_bytes_total=_r5([d[3] for d in drafts], 1),
-        draft_is_model=_r5([d[4] for d in drafts], 1).astype(bool),
-    )
+def _drafts(ctx: _Ctx, cands: Sequence[Candidate]) -> dict[str, Any]:
+    """Draft networks and flags along axis 1 for the candidates (each distinct method built once)."""
+    names = list(dict.fromkeys(c.method for c in cands))
+    built = [_draft(ctx, n) for n in names]
+    idx = np.array([names.index(c.method) for c in cands])
+    nets = stack([b[0] for b in built], shape_axis=1, ndim=5)
+    net = dataclasses.replace(nets, **{f.name: np.take(getattr(nets, f.name), idx, axis=1)
+                                       for f in dataclasses.fields(nets)})
+    col = np.array([b[1:] for b in built], dtype=float)[idx]  # mode, scales with K, draft bytes, is a model
+    return {"draft": net, "mode": _r5(col[:, 0], 1), "draft_scales_with_k": _r5(col[:, 1], 1).astype(bool),
+            "draft_weight_bytes_total": _r5(col[:, 2], 1), "draft_is_model": _r5(col[:, 3], 1).astype(bool)}
+
+
+def _engine_args(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, pre, drafts=None) -> dict[str, Any]:
+    """evaluate_arrays' arguments for candidates along axis 1 (all but the batch), built once per search."""
+    return dict(
+        target=target_net(ctx.model, ctx.req.dtype), hw=_hw(ctx, smp), k=pre["k"], tau=pre["tau"],
+        context_tokens=pre["ctx"], prompt_tokens=pre["prompt"], output_tokens=pre["out"],
+        usd_per_gpu_hour=_r5(smp.usd_per_gpu_hour, 0), tp=ctx.tp, verify_tokens=pre["nver"],
+        draft_cost_factor=_r5([c.draft_cost_factor for c in cands], 1), **(drafts or _drafts(ctx, cands)))
+
+
+def _evaluate(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, batch, *, baseline: bool = False, pre) -> SpecResult:
+    return evaluate_arrays(batch=batch, **_engine_args(ctx, cands, smp, pre))
 
 
 def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
@@ -625,24 +653,25 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
     k_all = sorted({k for c in cands for k in c.ks})
     ks = np.array(k_all, float)
     valid = np.array([[k in c.ks for k in k_all] for c in cands])
-    taus, nvers, a1s = [], [], []
-    for c in cands:
-        t, nv, a1 = _tau(ctx, c, smp, ks)
-        taus.append(t)
-        nvers.append(nv)
-        a1s.append(a1)
-    tau = np.stack(taus, axis=1)[..., None]  # (N, C, K, S, 1)
-    valid = valid & ~np.isnan(tau[..., 0, 0]).any(axis=0)  # measured positions end before K: not searched
-    tau = np.nan_to_num(tau, nan=1.0)
-    nver = np.stack(nvers, axis=1)[..., None]
+    tau_r, nver_stack, alpha1 = _taus(ctx, cands, smp, ks)  # (N, C, K, S), (N, C, K, S), (N, C, S)
+    valid = valid & ~np.isnan(tau_r).any(axis=(0, 3))  # measured positions end before K: not searched
+    tau_r = np.nan_to_num(tau_r, nan=1.0)
+    nver_r = np.broadcast_to(nver_stack, tau_r.shape)
+    # Only the valid (candidate, K) pairs are evaluated: they lie along axis 1 (K axis of length 1) and are
+    # put back on the (candidate, K) grid at the end.
+    ci, ki = np.nonzero(valid)
+    cq = [cands[c] for c in ci]
     prompt = _r5([s.prompt_tokens for s in ctx.segs], 3)
     out = _r5([s.output_tokens for s in ctx.segs], 3)
     # context per sequence during decode: prompt + half the output on average
-    pre = {"k": _r5(ks, 2), "tau": tau, "nver": nver, "prompt": prompt, "out": out, "ctx": prompt + out / 2.0}
-    is_base = np.array([c.method == NO_SPEC for c in cands])
+    pre = {"k": _r5(ks[ki], 1), "tau": tau_r[:, ci, ki][:, :, None, :, None],
+           "nver": nver_r[:, ci, ki][:, :, None, :, None], "prompt": prompt, "out": out, "ctx": prompt + out / 2.0}
+    is_base = np.array([c.method == NO_SPEC for c in cq])
+    drafts = _drafts(ctx, cq)
+    args = _engine_args(ctx, cq, smp, pre, drafts)
 
     def ev(batch):
-        return _evaluate(ctx, cands, smp, batch, baseline=False, pre=pre)
+        return evaluate_arrays(batch=batch, **args)
 
     def pick(res: SpecResult, name: str):
         """Speculative arrays, or the baseline's for the no-speculation candidates."""
@@ -650,32 +679,27 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
         return np.where(_r5(is_base, 1), base, spec)
 
     slo_s = ctx.req.tpot_slo_ms / 1e3
-    # 1. a geometric grid of batches (1 included) and each configuration's own upper bound: memory, the
-    #    traffic's concurrency cap and MAX_BATCH
-    r_mem = ev(np.ones((1, 1, 1, 1, 1)))
-    mb = pick(r_mem, "max_batch")  # does not depend on the batch
+    # 1. each configuration's own upper bound: memory (no step time needed), the traffic's concurrency cap and
+    #    MAX_BATCH; then a grid of batches (powers of 4 and the bound itself)
+    mb = _memory(ctx, cq, pre, drafts)
     ub = np.minimum(mb, MAX_BATCH)
     if ctx.req.batch_cap is not None:
         ub = np.minimum(ub, max(1.0, math.floor(ctx.req.batch_cap)))
     ub = np.maximum(ub, 1.0)
-    grid = np.concatenate(
-        [
-            np.broadcast_to(_COARSE_BATCHES, ub.shape[:-1] + _COARSE_BATCHES.shape),
-            ub[..., :1] * np.ones(ub.shape[:-1] + (1,)),
-        ],
-        axis=-1,
-    )
-    grid = np.minimum(grid, ub)
+    grid = np.minimum(np.concatenate([np.broadcast_to(_COARSE_BATCHES, ub.shape[:-1] + _COARSE_BATCHES.shape),
+                                      ub], axis=-1), ub)
     rg = ev(grid)
+    seen_b, seen_r = [grid], [rg]
     tg = pick(rg, "tpot_s")
     tpot1 = tg[..., :1]
     ok_g = tg <= slo_s
     # 2. the largest integer batch <= ub with TPOT <= SLO. TPOT grows with batch: bracket it on the grid, then
-    #    interpolate and test two neighbours per round (TPOT is near-affine in batch within a bracket).
+    #    interpolate and test neighbours per round (TPOT is near-affine in batch within a bracket).
     lo = np.where(ok_g, grid, 0.0).max(-1, keepdims=True)  # largest grid batch meeting the SLO (0: none)
     t_lo = np.where(lo > 0, np.take_along_axis(tg, np.argmax(np.where(ok_g, grid, -1.0), -1)[..., None], -1), 0.0)
-    bad = np.where(~ok_g & (grid > lo), grid, np.inf).min(-1, keepdims=True)  # smallest grid batch above lo missing it
-    t_bad = np.take_along_axis(tg, np.argmin(np.where(~ok_g & (grid > lo), grid, np.inf), -1)[..., None], -1)
+    above = ~ok_g & (grid > lo)
+    bad = np.where(above, grid, np.inf).min(-1, keepdims=True)  # smallest grid batch above lo missing it
+    t_bad = np.take_along_axis(tg, np.argmin(np.where(above, grid, np.inf), -1)[..., None], -1)
     bad = np.where(lo > 0, bad, 1.0)  # nothing meets the SLO: batch 1 is reported (its lowest TPOT)
     for _ in range(40):
         open_ = (lo > 0) & np.isfinite(bad) & (bad - lo > 1)
@@ -684,46 +708,76 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
         frac = np.clip((slo_s - t_lo) / np.where(t_bad > t_lo, t_bad - t_lo, 1.0), 0.0, 1.0)
         g = np.clip(np.floor(lo + frac * (bad - lo)), lo + 1, bad - 1)
         mid = np.floor((lo + bad) / 2)
-        two = np.concatenate([g, np.minimum(g + 1, bad - 1), mid], axis=-1)
-        two = np.where(open_, two, np.maximum(lo, 1.0))
-        tt = pick(ev(two), "tpot_s")
+        trial = np.concatenate([g, np.minimum(g + 1, bad - 1), mid], axis=-1)
+        trial = np.where(open_, trial, np.maximum(lo, 1.0))
+        rt = ev(trial)
+        seen_b.append(trial)
+        seen_r.append(rt)
+        tt = pick(rt, "tpot_s")
         okt = (tt <= slo_s) & open_
-        new_lo = np.where(okt, two, 0.0).max(-1, keepdims=True)
-        idx_lo = np.argmax(np.where(okt, two, -1.0), -1)[..., None]
+        new_lo = np.where(okt, trial, 0.0).max(-1, keepdims=True)
+        idx_lo = np.argmax(np.where(okt, trial, -1.0), -1)[..., None]
         upd = new_lo > lo
         t_lo = np.where(upd, np.take_along_axis(tt, idx_lo, -1), t_lo)
         lo = np.where(upd, new_lo, lo)
-        badt = (~okt) & open_ & (two > lo)
-        new_bad = np.where(badt, two, np.inf).min(-1, keepdims=True)
-        idx_bad = np.argmin(np.where(badt, two, np.inf), -1)[..., None]
+        badt = (~okt) & open_ & (trial > lo)
+        new_bad = np.where(badt, trial, np.inf).min(-1, keepdims=True)
+        idx_bad = np.argmin(np.where(badt, trial, np.inf), -1)[..., None]
         updb = new_bad < bad
         t_bad = np.where(updb, np.take_along_axis(tt, idx_bad, -1), t_bad)
         bad = np.where(updb, new_bad, bad)
     boundary = np.maximum(lo, 1.0)
-    # 3. the boundary against the grid of smaller batches (CPM falls with batch in today's step-time model; the
-    #    grid keeps the search right if a fitted efficiency ever bends that)
-    cand_b = np.concatenate([grid, boundary], axis=-1)
-    cpm = np.concatenate([pick(rg, "usd_per_mtok"), np.full(boundary.shape, np.nan)], axis=-1)
-    res_b = ev(boundary)
-    cpm[..., -1:] = pick(res_b, "usd_per_mtok")
+    # 3. the cheapest evaluated batch at or below the boundary (the boundary itself was evaluated: CPM falls with
+    #    batch in today's step-time model; the smaller grid batches keep the search right if a fitted efficiency
+    #    ever bends that). Its numbers are gathered from the evaluations already made.
+    cand_b = np.concatenate([np.broadcast_to(b, tg.shape[:-1] + b.shape[-1:]) for b in seen_b], axis=-1)
+    cpm = np.concatenate([np.broadcast_to(pick(r, "usd_per_mtok"), tg.shape[:-1] + b.shape[-1:])
+                          for b, r in zip(seen_b, seen_r, strict=True)], axis=-1)
     cpm = np.where(cand_b <= boundary, cpm, np.inf)
     j = np.argmin(cpm, axis=-1)[..., None]
     best_b = np.take_along_axis(cand_b, j, axis=-1)
-    res = res_b if np.all(best_b == boundary) else ev(best_b)
+    res = _gather(seen_b, seen_r, j, tg.shape[:-1])
     meets = pick(res, "tpot_s") <= slo_s * (1 + 1e-12)
     fits = best_b <= mb
-    return _Search(
-        ks=ks,
-        batch=best_b,
-        res=res,
-        ok=meets & fits,
-        fits_any=mb >= 1,
-        tpot_min_s=tpot1,
-        max_batch=mb,
-        tau=tau,
-        alpha1=np.stack(a1s, axis=1),
-        valid_k=valid,
-    )
+    n, c_, k_, s_ = smp.n, len(cands), len(ks), len(ctx.segs)
+
+    def full(a, fill):
+        """(N, Q, 1, S, 1) on the pairs -> (N, C, K, S, 1) on the grid; `fill` where a K is not searched."""
+        a = np.asarray(a)
+        g = np.full((n, c_, k_, s_, 1), fill, dtype=a.dtype)
+        g[:, ci, ki] = np.broadcast_to(a, (n, len(ci), 1, s_, 1))[:, :, 0]
+        return g
+
+    res_full = SpecResult(**{f.name: full(getattr(res, f.name), False if getattr(res, f.name).dtype == bool
+                                          else np.nan) for f in dataclasses.fields(SpecResult)})
+    return _Search(ks=ks, batch=full(best_b, 1.0), res=res_full, ok=full(meets & fits, False),
+                   fits_any=full(mb >= 1, False), tpot_min_s=full(tpot1, np.nan), max_batch=full(mb, 0.0),
+                   tau=tau_r[..., None], alpha1=alpha1, valid_k=valid)
+
+
+def _memory(ctx: _Ctx, cands: Sequence[Candidate], pre, drafts) -> np.ndarray:
+    """Largest batch that fits memory along the candidates' axis: with the candidate's draft, or without one for
+    no speculation (planner.serving.memory_max_batch)."""
+    k = pre["k"]
+    scaled = drafts["draft"].scaled(np.where(drafts["draft_scales_with_k"], k, 1.0))
+    mb, base_mb = memory_max_batch(target=target_net(ctx.model, ctx.req.dtype), draft=scaled,
+                                   hw=hw_params(ctx.hw, ctx.req.dtype, ctx.eff), mode=drafts["mode"],
+                                   prompt_tokens=pre["prompt"], output_tokens=pre["out"], tp=ctx.tp,
+                                   draft_weight_bytes_total=drafts["draft_weight_bytes_total"],
+                                   draft_is_model=drafts["draft_is_model"])
+    is_base = _r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
+    shape = np.broadcast_shapes(mb.shape, base_mb.shape, is_base.shape, k.shape, pre["prompt"].shape)
+    return np.broadcast_to(np.where(is_base, base_mb, mb), shape)
+
+
+def _gather(batches: list[np.ndarray], results: list[SpecResult], j: np.ndarray, lead: tuple) -> SpecResult:
+    """The SpecResult at index j of the evaluated batches concatenated along the last axis."""
+    out = {}
+    for f in dataclasses.fields(SpecResult):
+        parts = [np.broadcast_to(getattr(r, f.name), lead + b.shape[-1:]) for b, r in zip(batches, results,
+                                                                                           strict=True)]
+        out[f.name] = np.take_along_axis(np.concatenate(parts, axis=-1), j, axis=-1)
+    return SpecResult(**out)
 
 
 def _ctx(req: PlanRequest, catalog, segs=None, tp: int | None = None) -> _Ctx:
@@ -774,7 +828,8 @@ def _memory_way_out(ctx: _Ctx, extra_weight_bytes: float = 0.0) -> str:
     return "; ".join(parts) + "; needs " + " or ".join(ways)
 
 
-def _points(ctx: _Ctx, cands: Sequence[Candidate], sr: _Search, n: int = 0) -> list[OperatingPoint]:
+def _points(ctx: _Ctx, cands: Sequence[Candidate], sr: _Search, n: int = 0, count: int | None = None
+            ) -> list[OperatingPoint]:
     """Sample n of a search -> one OperatingPoint per candidate (its K with the lowest blended CPM)."""
     share = ctx.share
     res = sr.res
@@ -793,7 +848,7 @@ def _points(ctx: _Ctx, cands: Sequence[Candidate], sr: _Search, n: int = 0) -> l
     blended = (cpm * share).sum(-1)  # (C, K)
     all_ok = ok.all(-1)
     out = []
-    for c, cand in enumerate(cands):
+    for c, cand in enumerate(cands[:count]):
         valid = sr.valid_k[c]
         score = np.where(all_ok[c], blended[c], np.inf)
         if not np.isfinite(score).any():  # infeasible: report the K with the lowest TPOT among valid K's
@@ -828,9 +883,7 @@ def _points(ctx: _Ctx, cands: Sequence[Candidate], sr: _Search, n: int = 0) -> l
             )
             for j, s in enumerate(ctx.segs)
         )
-        fits = all(p.fits_memory for p in seg_points) and bool(
-            sr.fits_any[n if sr.fits_any.shape[0] > 1 else 0, c if sr.fits_any.shape[1] > 1 else 0].all()
-        )
+        fits = all(p.fits_memory for p in seg_points) and bool(sr.fits_any[n, c, kidx, sj, 0].all())
         meets = all(p.meets_slo for p in seg_points)
         tau = float(np.dot(share, tau_s))
         label = "no speculation" if cand.method == NO_SPEC else ctx.catalog.methods[cand.method].label
@@ -952,6 +1005,50 @@ def evaluate_methods(
 # ---------------------------------------------------------------------------------------------------
 
 
+def blended_cpm(ctx: _Ctx, cands, sr) -> tuple[np.ndarray, np.ndarray]:
+    """(CPM (N, C) blended over segments at each candidate's best feasible K, feasible (N, C)); nan where
+    infeasible. The vectorised form of plan._points' choice of K."""
+    is_base = _r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
+    cpm = np.where(is_base, sr.res.baseline_usd_per_mtok, sr.res.usd_per_mtok)[..., 0]  # (N, C, K, S)
+    ok = sr.ok[..., 0] & sr.valid_k[None, :, :, None]
+    blended = np.where(ok.all(-1), (cpm * ctx.share).sum(-1), np.inf)  # (N, C, K)
+    best = blended.min(-1)
+    feasible = np.isfinite(best)
+    return np.where(feasible, best, np.nan), feasible
+
+
+def _methods_with_band(ctx: _Ctx, names: Sequence[str]) -> list[OperatingPoint]:
+    """No speculation and every method at its best K and batch, with the uncertainty band: each method's CPM at the
+    low and high end of its alpha range, each at its own best K and batch. One vectorised search: the band's
+    ends are extra candidates with the alpha shifted by half the range (prompt lookup and measured acceptance
+    have no range)."""
+    cands, missing = method_candidates(ctx, names)
+    band, owner = [], []
+    for c in cands:
+        m = ctx.catalog.methods[c.method]
+        if m.drafting == "ngram" or (ctx.req.acceptance is not None and ctx.req.acceptance_method == c.method):
+            continue
+        rng = m.alpha_tuned if c.tuned else m.alpha_default
+        half = 0.5 * (rng.high - rng.low)
+        band += [dataclasses.replace(c, alpha_shift=-half), dataclasses.replace(c, alpha_shift=half)]
+        owner.append(c.method)
+    main = [Candidate(NO_SPEC, (1,)), *cands]
+    allc = main + band
+    sr = search(ctx, allc, samples_for(("mid",), ctx.eff, ctx.price))
+    pts = {p.method: p for p in _points(ctx, allc, sr, count=len(main))}
+    cpm, _ = blended_cpm(ctx, allc, sr)
+    ends = {name: (float(cpm[0, len(main) + 2 * i]), float(cpm[0, len(main) + 2 * i + 1]))
+            for i, name in enumerate(owner)}
+    out = [pts[NO_SPEC]]
+    for name in names:
+        if name not in pts:
+            out.append(_unavailable(ctx, name, missing[name]))
+            continue
+        lo, hi = ends.get(name, (pts[name].usd_per_mtok, pts[name].usd_per_mtok))
+        out.append(dataclasses.replace(pts[name], usd_per_mtok_low=lo, usd_per_mtok_high=hi))
+    return out
+
+
 def _pct(new: float, ref: float | None) -> float | None:
     if ref is None or not (ref > 0) or not math.isfinite(new):
         return None
@@ -966,17 +1063,7 @@ def plan(req: PlanRequest, catalog) -> Plan:
     names = list(req.methods or catalog.methods.keys())
     if req.current_method != NO_SPEC and req.current_method not in names:
         names.append(req.current_method)
-    smp = samples_for(WHICH, ctx.eff, ctx.price)
-    rows = evaluate_methods(ctx, names, smp)
-    mid, low, high = rows
-    lo_by = {p.method: p for p in low}
-    hi_by = {p.method: p for p in high}
-    mid = [
-        dataclasses.replace(
-            p, usd_per_mtok_low=lo_by[p.method].usd_per_mtok, usd_per_mtok_high=hi_by[p.method].usd_per_mtok
-        )
-        for p in mid
-    ]
+    mid = _methods_with_band(ctx, names)
     baseline = mid[0]
     by = {p.method: p for p in mid[1:]}
     # Alternatives without speculation at other TP: the way out of an infeasible baseline.

@@ -333,6 +333,8 @@ def touched_experts(net: Net, tokens_in_step: np.ndarray | float) -> np.ndarray:
     e = np.asarray(net.experts, float)
     k = np.asarray(net.experts_per_token, float)
     m = np.asarray(tokens_in_step, float)
+    if not np.any(e > 0):  # dense networks: skip the power over the whole grid
+        return np.zeros(np.broadcast_shapes(e.shape, k.shape, m.shape))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(e > 0, e * (1.0 - (1.0 - np.where(e > 0, k / e, 0.0)) ** m), 0.0)
 
@@ -359,8 +361,10 @@ def eta_flops_at(hw: HwParams, tokens_in_step: np.ndarray | float) -> np.ndarray
 
 def tokens_per_touched_expert(net: Net, tokens_in_step: np.ndarray | float) -> np.ndarray:
     """Rows of each expert's GEMM in a grouped GEMM: m * k / touched(m) (k at m = 1, m k / E at large m)."""
-    touched = touched_experts(net, tokens_in_step)
     m = np.asarray(tokens_in_step, float)
+    if not np.any(np.asarray(net.experts, float) > 0):
+        return m
+    touched = touched_experts(net, tokens_in_step)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(touched > 0, m * np.asarray(net.experts_per_token, float) / touched, m)
 

@@ -173,21 +173,9 @@ def _samples(ctx: P._Ctx, *, alpha_u, eta_bw, eta_flops, t_fixed_s, price) -> P.
     return P.Samples(full(alpha_u), full(eta_bw), full(eta_flops), full(t_fixed_s), full(price))
 
 
-def blended_cpm(ctx: P._Ctx, cands, sr) -> tuple[np.ndarray, np.ndarray]:
-    """(CPM (N, C) blended over segments at each candidate's best feasible K, feasible (N, C)); nan where
-    infeasible. The vectorised form of plan._points' choice of K."""
-    is_base = P._r5([c.method == P.NO_SPEC for c in cands], 1).astype(bool)
-    cpm = np.where(is_base, sr.res.baseline_usd_per_mtok, sr.res.usd_per_mtok)[..., 0]  # (N, C, K, S)
-    ok = sr.ok[..., 0] & sr.valid_k[None, :, :, None]
-    blended = np.where(ok.all(-1), (cpm * ctx.share).sum(-1), np.inf)  # (N, C, K)
-    best = blended.min(-1)
-    feasible = np.isfinite(best)
-    return np.where(feasible, best, np.nan), feasible
-
-
 def _cut_pct(ctx: P._Ctx, cands, smp: P.Samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(method CPM, baseline CPM, CPM change % vs baseline) per sample; nan where either is infeasible."""
-    cpm, _ = blended_cpm(ctx, cands, P.search(ctx, cands, smp))
+    cpm, _ = P.blended_cpm(ctx, cands, P.search(ctx, cands, smp))
     return cpm[:, 1], cpm[:, 0], (cpm[:, 1] / cpm[:, 0] - 1.0) * 100.0
 
 
@@ -335,7 +323,7 @@ def monte_carlo(
     if cur != P.NO_SPEC and cur != method:
         cands.append(P.Candidate(cur, tuple(range(1, catalog.methods[cur].max_k + 1)), tuned=req.tuned))
     smp = _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=price)
-    cpm, _ = blended_cpm(ctx, cands, P.search(ctx, cands, smp))
+    cpm, _ = P.blended_cpm(ctx, cands, P.search(ctx, cands, smp))
     b_cpm, m_cpm = cpm[:, 0], cpm[:, 1]
     r_cpm = b_cpm if cur == P.NO_SPEC else (m_cpm if cur == method else cpm[:, 2])
     lo, hi = ctx.costs.one_time_usd(catalog.methods[method]) if method != cur else (0.0, 0.0)

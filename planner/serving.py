@@ -25,9 +25,10 @@ import numpy as np
 from planner.roofline import (
     HwParams,
     Net,
+    kv_cache_bytes_per_sequence,
     max_batch,
+    resident_weight_bytes,
     step_time_s,
-    weight_bytes_read,
 )
 
 SECONDS_PER_HOUR = 3600.0
@@ -98,6 +99,25 @@ class SpecResult:
     baseline_fits_memory: np.ndarray
 
 
+def memory_max_batch(*, target: Net, draft: Net, hw: HwParams, mode, prompt_tokens, output_tokens, tp=1,
+                     draft_weight_bytes_total=0.0, draft_is_model=False) -> tuple[np.ndarray, np.ndarray]:
+    """(largest batch with the draft, largest batch without it) that fit memory: every resident weight (all
+    experts) + draft weights + each sequence's KV cache (MLA latent replicated on every TP rank; sliding-window
+    layers hold only their window), from planner.roofline.max_batch. `draft` is already scaled for K
+    (MEDUSA's K heads)."""
+    seq_tokens = np.asarray(prompt_tokens, float) + np.asarray(output_tokens, float)
+    target_bytes = resident_weight_bytes(target)
+    target_kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq_tokens, tp=tp)
+    draft_kv = np.where(np.asarray(mode) == MODE_NONE, 0.0,
+                        kv_cache_bytes_per_sequence(draft, sequence_tokens=seq_tokens, tp=tp))
+    draft_bytes = np.where(np.asarray(draft_is_model), np.asarray(draft_weight_bytes_total, float),
+                           resident_weight_bytes(draft))
+    mb = max_batch(hw=hw, weight_bytes_total=target_bytes + draft_bytes, kv_bytes_per_sequence=target_kv + draft_kv,
+                   tp=tp)
+    base_mb = max_batch(hw=hw, weight_bytes_total=target_bytes, kv_bytes_per_sequence=target_kv, tp=tp)
+    return mb, base_mb
+
+
 def evaluate_arrays(
     *,
     target: Net,
@@ -159,19 +179,9 @@ def evaluate_arrays(
     out = np.asarray(output_tokens, float)
     eff = 1.0 / (1.0 / thr + pre / out)
     base_eff = 1.0 / (1.0 / base_thr + pre / out)
-    # Memory: target weights (all experts resident) + draft weights + KV of target and draft per sequence.
-    target_bytes = weight_bytes_read(target, 1e12)  # "infinitely many tokens" touches every expert
-    seq_tokens = np.asarray(prompt_tokens, float) + out
-    draft_kv = np.where(np.asarray(mode) == MODE_NONE, 0.0, np.asarray(draft.kv_bytes_per_token))
-    draft_bytes = np.where(
-        np.asarray(draft_is_model), np.asarray(draft_weight_bytes_total, float),
-        np.asarray(scaled.dense_weight_bytes) + np.asarray(scaled.experts) * np.asarray(scaled.expert_bytes),
-    )
-    mb = max_batch(hw=hw, weight_bytes_total=target_bytes + draft_bytes,
-                   kv_bytes_per_sequence=seq_tokens * (np.asarray(target.kv_bytes_per_token) + draft_kv),
-                   tp=tp)
-    base_mb = max_batch(hw=hw, weight_bytes_total=target_bytes,
-                        kv_bytes_per_sequence=seq_tokens * np.asarray(target.kv_bytes_per_token), tp=tp)
+    mb, base_mb = memory_max_batch(target=target, draft=scaled, hw=hw, mode=mode, prompt_tokens=prompt_tokens,
+                                   output_tokens=out, tp=tp, draft_weight_bytes_total=draft_weight_bytes_total,
+                                   draft_is_model=draft_is_model)
     return SpecResult(
         acceptance_length=np.broadcast_to(tau, thr.shape),
         step_time_s=spec_t,

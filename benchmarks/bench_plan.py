@@ -1,0 +1,146 @@
+"""plan() benchmarks (prints figures; no assertions): `python benchmarks/bench_plan.py [--compare REV]`.
+
+1. plan() for a 12-segment traffic profile (4 workloads x 3 languages), uncached, median of 30 calls
+   (target < 20 ms); with the levers waterfall as well (the Report and the CLI ask for it).
+2. Plan-page rerun with a 100,000-request profile loaded, in streamlit.testing.v1.AppTest (router, sidebar,
+   plan(), charts); each rerun changes the TPOT SLO so the st.cache_data entry misses (target < 150 ms).
+3. The 10^6-scenario grid (benchmarks/bench_planner_grid.py; target < 100 ms).
+--compare REV: the same 12-segment question through REV's code path (its views/_model.plan_summary, the Plan
+page's compute before plan() existed), in a temporary git worktree, measured in this run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from planner import plan as P  # noqa: E402
+from profiles import load_catalog  # noqa: E402
+
+WORKLOADS = ("chat", "code", "rag_summarization", "agent")
+LANGUAGES = ("english", "mandarin", "cantonese")
+
+
+def twelve_segments(cat) -> tuple[P.TrafficSegment, ...]:
+    rng = np.random.default_rng(3)
+    shares = rng.dirichlet(np.ones(12))
+    segs = []
+    for i, (w, lang) in enumerate((w, lang) for w in WORKLOADS for lang in LANGUAGES):
+        wl = cat.workloads[w]
+        segs.append(P.TrafficSegment(w, lang, float(shares[i]), float(wl.prompt_tokens * rng.uniform(0.5, 1.5)),
+                                     float(wl.output_tokens * rng.uniform(0.5, 1.5))))
+    return tuple(segs)
+
+
+def bench_plan(cat) -> float:
+    segs = twelve_segments(cat)
+    req = P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, segments=segs, monthly_output_tokens=2e10)
+    P.plan(req, cat)  # warm-up (imports, first allocations)
+    times, cpu = [], []
+    for i in range(30):
+        r = dataclasses.replace(req, tpot_slo_ms=40.0 + i)
+        t, c = time.perf_counter(), time.process_time()
+        P.plan(r, cat)
+        times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    med = statistics.median(times)
+    lt = []
+    for i in range(5):
+        r = dataclasses.replace(req, tpot_slo_ms=40.0 + i, levers_start="auto")
+        t = time.perf_counter()
+        P.plan(r, cat)
+        lt.append(time.perf_counter() - t)
+    print(f"plan(), 12 segments x 6 methods x K x integer batches: median {med * 1e3:.1f} ms wall, "
+          f"{statistics.median(cpu) * 1e3:.1f} ms CPU, p90 {np.percentile(times, 90) * 1e3:.1f} ms wall "
+          f"(target < 20 ms); with the levers waterfall: median "
+          f"{statistics.median(lt) * 1e3:.0f} ms")
+    return med
+
+
+OLD_SCRIPT = """
+import statistics, sys, time, dataclasses
+sys.path.insert(0, {root!r})
+from profiles import load_catalog
+from views import _model as mdl
+cat = load_catalog()
+mix = {mix!r}
+inp = mdl.PlanInputs()
+mdl.plan_summary(inp, mix, cat, mix_is_profile=True)
+ts = []
+for i in range(5):
+    x = dataclasses.replace(inp, tpot_slo_ms=40.0 + i)
+    t = time.perf_counter(); mdl.plan_summary(x, mix, cat, mix_is_profile=True); ts.append(time.perf_counter() - t)
+print(statistics.median(ts))
+"""
+
+
+def bench_old(cat, rev: str, new_s: float) -> None:
+    segs = twelve_segments(cat)
+    mix = tuple((s.workload, s.language, s.share, s.prompt_tokens, s.output_tokens) for s in segs)
+    with tempfile.TemporaryDirectory() as tmp:
+        wt = Path(tmp) / "old"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
+                       capture_output=True)
+        try:
+            out = subprocess.run([sys.executable, "-c", OLD_SCRIPT.format(root=str(wt), mix=mix)], cwd=wt,
+                                 capture_output=True, text=True, timeout=600)
+            if out.returncode != 0:
+                print(f"old path at {rev}: failed ({out.stderr.strip().splitlines()[-1]})")
+                return
+            old = float(out.stdout.strip().splitlines()[-1])
+            print(f"same question through {rev}'s views/_model.plan_summary (coarse batch grid, scalar calls per "
+                  f"segment): median {old * 1e3:.0f} ms -> plan() is {old / new_s:.0f}x faster")
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], capture_output=True)
+
+
+def bench_page(cat) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_app import make_requests_csv
+
+    data = make_requests_csv(100_000, seed=2)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("views/traffic.py").run()
+    at.file_uploader(key="traffic_upload").set_value(("traffic_100k.csv", data, "text/csv")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    at.switch_page("views/plan.py").run()
+    prof = at.session_state["traffic_profile"]
+    at.number_input(key="slo").set_value(45.0).run()  # warm-up
+    times = []
+    for i in range(15):
+        w = at.number_input(key="slo").set_value(60.0 + i)
+        t = time.perf_counter()
+        w.run()
+        times.append(time.perf_counter() - t)
+        assert not at.exception
+    print(f"Plan-page rerun after changing the TPOT SLO, 100,000-request profile ({len(prof.segments)} segments), "
+          f"AppTest: median {statistics.median(times) * 1e3:.0f} ms, p90 {np.percentile(times, 90) * 1e3:.0f} ms "
+          "(target < 150 ms)")
+
+
+def bench_grid() -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_planner_grid.py")], capture_output=True,
+                         text=True, timeout=900)
+    print(out.stdout.strip() or out.stderr.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    catalog = load_catalog()
+    new = bench_plan(catalog)
+    if "--compare" in sys.argv:
+        bench_old(catalog, sys.argv[sys.argv.index("--compare") + 1], new)
+    bench_page(catalog)
+    bench_grid()
