@@ -93,14 +93,21 @@ EFF: Check = (lambda v: 0 < v <= 1, "an efficiency in (0, 1]")
 
 CHECKS: dict[type, dict[str, Check]] = {
     Efficiency: {"eta_bw": EFF, "eta_flops": EFF, "t_fixed_s": NONNEG, "t_fixed_draft_s": NONNEG,
-                 "allreduce_latency_s": NONNEG, "t_spec_s": NONNEG},
+                 "allreduce_latency_s": NONNEG, "t_spec_s": NONNEG,
+                 # step-time terms (issue 11); 0 turns an efficiency override off
+                 "t_layer_s": NONNEG, "t_expert_s": NONNEG, "t_moe_layer_s": NONNEG, "eta_bw_tokens_scale": NONNEG,
+                 "flops_tokens_half": NONNEG, "eta_kv_bw": (lambda v: 0 <= v <= 1, "an efficiency in [0, 1]"),
+                 "eta_attn_flops": (lambda v: 0 <= v <= 1, "an efficiency in [0, 1]"), "eta_allreduce": EFF,
+                 "per_op_roofline": PROB},
     Hardware: {"hbm_gb": POS, "hbm_bandwidth_gb_s": POS, "bf16_tflops": POS, "fp8_tflops": POS,
                "interconnect_gb_s": POS, "max_tp": POS, "usd_per_gpu_hour_low": NONNEG,
-               "usd_per_gpu_hour_high": NONNEG},
+               "usd_per_gpu_hour_high": NONNEG, "fp4_tflops": NONNEG},
     ModelSpec: {"layers": POS, "hidden_size": POS, "heads": POS, "kv_heads": POS, "head_dim": POS,
                 "vocab_size": POS, "total_params_b": POS, "active_params_b": POS, "experts": NONNEG,
                 "experts_per_token": NONNEG, "expert_params_b": NONNEG,
-                "kv_elements_per_token_per_layer": POS, "max_context_tokens": POS},
+                "kv_elements_per_token_per_layer": POS, "max_context_tokens": POS,
+                "mla_kv_lora_rank": NONNEG, "mla_qk_rope_head_dim": NONNEG, "sliding_window_tokens": NONNEG,
+                "sliding_window_layers": NONNEG, "moe_layers": NONNEG},
     Method: {"draft_layers": NONNEG, "draft_kv_layers": NONNEG, "position_decay": PROB,
              "default_k": POS, "max_k": POS, "setup_gpu_hours": NONNEG, "setup_engineering_weeks": NONNEG},
     Workload: {"alpha_shift": SHIFT, "ngram_alpha": PROB, "default_k": POS, "prompt_tokens": POS,
@@ -357,6 +364,37 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     cat = dataclasses.replace(cat, prices=prices, price_sources=sources)
     _check_cross(cat)
     return cat
+
+
+FITTED_STEPTIME_YAML = DATA_DIR / "fitted" / "steptime_vllm.yaml"
+
+
+def load_fitted_efficiencies(
+    hardware: Mapping[str, Hardware], path: str | os.PathLike | None = None
+) -> dict[tuple[str, str], Efficiency]:
+    """Step-time parameters fitted by tools/fit_steptime.py, as Efficiency records keyed by
+    (hardware name, weight dtype); fields the fit does not set keep the hardware's defaults. Each record's
+    source names the data, engine version and held-out TPOT error (issue 11: provenance beside numbers)."""
+    p = Path(path) if path else FITTED_STEPTIME_YAML
+    doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    names = {f.name for f in dataclasses.fields(Efficiency)}
+    out: dict[tuple[str, str], Efficiency] = {}
+    for key, e in (doc or {}).get("entries", {}).items():
+        ctx = _Ctx(p.name, str(key))
+        if e.get("hardware") not in hardware:
+            raise ctx.error("hardware", e.get("hardware"), "a hardware name in hardware.yaml")
+        values = {}
+        for name, param in e.get("params", {}).items():
+            if name not in names:
+                raise ctx.error(f"params.{name}", param, "an Efficiency field: " + ", ".join(sorted(names)))
+            values[name] = float(param["value"])
+        src = Sourced(f"{e['hardware']} / {e['engine']} {e['engine_version']}, {e['dtype']}: fitted to "
+                      f"{e['source']}; TPOT error {100 * float(e['tpot_mape_held_out']):.0f} % on held-out cells",
+                      _iso_date(ctx, "date", e["date"]))
+        out[(e["hardware"], e["dtype"])] = dataclasses.replace(
+            hardware[e["hardware"]].efficiency, per_op_roofline=float(e.get("per_op_roofline", 1.0)),
+            source=src, **values)
+    return out
 
 
 def cpu_hardware(

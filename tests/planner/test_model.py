@@ -243,7 +243,8 @@ def test_code_wants_a_longer_k_than_chat_and_rag(catalog):
 
 def test_baseline_does_not_depend_on_the_method(catalog):
     req = PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=40)
-    bases = {m: plan(dataclasses.replace(req, methods=(m,)), catalog).baseline for m in ("eagle3", "draft_model", "ngram")}
+    bases = {m: plan(dataclasses.replace(req, methods=(m,)), catalog).baseline
+             for m in ("eagle3", "draft_model", "ngram")}
     ref = plan(req, catalog).baseline
     for m, b in bases.items():
         assert b.batch == ref.batch, m

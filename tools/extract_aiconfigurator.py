@@ -1,0 +1,165 @@
+"""Extract the data the step-time fit uses from NVIDIA aiconfigurator (fit-time dependency only).
+
+Two extracts, both small CSVs committed under profiles/data/fitted/ so that tests and the fit run
+without aiconfigurator installed:
+
+- ``ops``: measured per-kernel rows of aiconfigurator-core's database (vLLM backend) for H100, H200 and
+  B200: decode GEMMs, decode attention, MLA decode, custom all-reduce and fused MoE, filtered to the
+  shapes of the catalogue's models.
+- ``tpot``: aiconfigurator's static decode TPOT estimate (its op-level composition of those kernels) on
+  a grid of model x GPU x TP x batch x context, the reference the fitted step time is checked against.
+
+    pip install -r requirements-fit.txt   # in a separate virtualenv
+    python tools/extract_aiconfigurator.py ops
+    python tools/extract_aiconfigurator.py tpot [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import sys
+import time
+from pathlib import Path
+
+OUT_DIR = Path(__file__).resolve().parents[1] / "profiles" / "data" / "fitted"
+SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm"}
+VLLM_VERSION = "0.24.0"
+
+# (catalog model, aiconfigurator model path, quant kwargs, TP sizes per system, batches)
+DENSE_BATCHES = (1, 4, 16, 64, 256, 512)
+TPOT_GRID = [
+    ("llama-3.1-8b", "meta-llama/Meta-Llama-3.1-8B", "bf16", {}, {"h100-sxm": (1, 2), "h200": (1,), "b200": (1,)}),
+    ("llama-3.1-8b", "meta-llama/Meta-Llama-3.1-8B", "fp8",
+     {"gemm_quant_mode": "fp8", "kvcache_quant_mode": "fp8"}, {"h100-sxm": (1,)}),
+    ("llama-3.3-70b", "meta-llama/Meta-Llama-3.1-70B", "bf16", {},
+     {"h100-sxm": (4, 8), "h200": (2, 4), "b200": (2, 4)}),
+    ("qwen3-32b", "Qwen/Qwen3-32B", "bf16", {}, {"h100-sxm": (1, 2), "h200": (1,), "b200": (1,)}),
+    ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "bf16", {"moe_tp_size": None},
+     {"h100-sxm": (1,), "h200": (1,), "b200": (1,)}),
+    ("deepseek-v3", "deepseek-ai/DeepSeek-V3", "fp8",
+     {"gemm_quant_mode": "fp8_block", "moe_quant_mode": "fp8_block", "kvcache_quant_mode": "fp8",
+      "moe_tp_size": None}, {"h200": (8,), "b200": (8,)}),
+]
+CONTEXTS = (1000, 8000, 32000)
+OSL = 16  # decode steps averaged per estimate (TPOT over context isl .. isl + 16)
+
+
+def _quiet() -> None:
+    logging.disable(logging.WARNING)
+
+
+def extract_tpot(limit: int | None = None, out: Path | None = None) -> Path:
+    _quiet()
+    from aiconfigurator.cli.api import cli_estimate  # noqa: PLC0415  (fit-time dependency)
+
+    out = out or OUT_DIR / "aiconfigurator_tpot.csv"
+    rows = []
+    done = 0
+    for model, path, dtype, quant, tps in TPOT_GRID:
+        for hw, tp_list in tps.items():
+            for tp in tp_list:
+                for ctx in CONTEXTS:
+                    for batch in DENSE_BATCHES:
+                        if limit is not None and done >= limit:
+                            break
+                        kw = dict(quant)
+                        if "moe_tp_size" in kw:
+                            kw["moe_tp_size"] = tp
+                        t0 = time.time()
+                        try:
+                            r = cli_estimate(model_path=path, system_name=SYSTEMS[hw], mode="static_gen",
+                                             backend_name="vllm", backend_version=VLLM_VERSION, isl=ctx,
+                                             osl=OSL, batch_size=batch, tp_size=tp, **kw)
+                        except Exception as exc:  # noqa: BLE001  (record and go on: one bad cell)
+                            print(f"skip {model} {hw} tp{tp} b{batch} ctx{ctx}: {exc}", file=sys.stderr)
+                            continue
+                        oom = bool(r.kv_cache_warning)
+                        rows.append(dict(model=model, aic_model=path, hardware=hw, engine="vllm",
+                                         engine_version=VLLM_VERSION, dtype=dtype,
+                                         kv_dtype=quant.get("kvcache_quant_mode", "bf16"), tp=tp,
+                                         batch=batch, isl=ctx, osl=OSL, tpot_ms=round(r.tpot, 5),
+                                         oom=int(oom), memory_gb=round(float(r.raw.get("memory", 0.0)), 2)))
+                        done += 1
+                        print(f"{model} {hw} tp{tp} b{batch} ctx{ctx}: tpot {r.tpot:.3f} ms oom={oom} "
+                              f"({time.time() - t0:.1f} s)", flush=True)
+                        with out.open("w", newline="") as fh:
+                            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                            w.writeheader()
+                            w.writerows(rows)
+    return out
+
+
+GEMM_MS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+GEMM_NK = (1024, 2048, 4096, 7168, 8192, 16384)
+GEMM_KERNELS = {"bfloat16": "torch.nn.functional.linear", "fp8": "CutlassFP8ScaledMMLinearKernel",
+                "fp8_block": "DeepGemmFp8BlockScaledMMKernel"}
+ATTN_KERNELS = ("vllm_flash_attn_fa3", "vllm_flashinfer_trtllmdecode")  # Hopper, Blackwell decode
+ATTN_BATCHES = (1, 4, 16, 64, 256)
+ATTN_STEPS = (127, 1023, 8191, 32767)
+# (hidden, moe inter, experts, top-k, dtype, moe TP): DeepSeek-V3 at TP8 and Qwen3-30B-A3B at TP1
+MOE_SHAPES = ((7168, 2048, 256, 8, "fp8_block", 8), (2048, 768, 128, 8, "bfloat16", 1))
+
+
+def _data_root() -> Path:
+    import aiconfigurator_core  # noqa: PLC0415  (fit-time dependency)
+
+    return Path(aiconfigurator_core.__file__).resolve().parent / "systems" / "data"
+
+
+def extract_ops(out: Path | None = None) -> Path:
+    """Per-kernel measured rows (vLLM 0.24.0 backend) for the fit, one CSV with an `op` column."""
+    import pandas as pd  # noqa: PLC0415
+
+    root = _data_root()
+    frames = []
+    for hw, sysname in SYSTEMS.items():
+        base = root / sysname
+        g = pd.read_parquet(base / "gemm" / "vllm" / VLLM_VERSION / "gemm_perf.parquet")
+        g = g[g.m.isin(GEMM_MS) & g.n.isin(GEMM_NK) & g.k.isin(GEMM_NK)
+              & (g.kernel_source == g.gemm_dtype.map(GEMM_KERNELS))]
+        frames.append(pd.DataFrame(dict(op="gemm", hardware=hw, dtype=g.gemm_dtype, m=g.m, n=g.n, k=g.k,
+                                        latency_ms=g.latency)))
+        a = pd.read_parquet(base / "attention" / "vllm" / VLLM_VERSION / "generation_attention_perf.parquet")
+        a = a[(a.window_size == 0) & (a.num_key_value_heads == 8) & (a.head_dim == 128)
+              & a.num_heads.isin((8, 16, 32, 64)) & a.kernel_source.isin(ATTN_KERNELS)
+              & a.batch_size.isin(ATTN_BATCHES) & a.step.isin(ATTN_STEPS)]
+        frames.append(pd.DataFrame(dict(op="attention", hardware=hw, dtype=a.kv_cache_dtype, m=a.batch_size,
+                                        n=a.num_heads, k=a.step, latency_ms=a.latency)))
+        c = pd.read_parquet(base / "comm" / "vllm" / VLLM_VERSION / "custom_allreduce_perf.parquet")
+        c = c[c.backend == "vllm_graph"]
+        frames.append(pd.DataFrame(dict(op="allreduce", hardware=hw, dtype="bfloat16", m=c.num_gpus,
+                                        n=c.message_size, k=0, latency_ms=c.latency)))
+        mo = pd.read_parquet(base / "moe" / "vllm" / VLLM_VERSION / "moe_perf.parquet")
+        for hidden, inter, experts, topk, dtype, tp in MOE_SHAPES:
+            sel = mo[(mo.hidden_size == hidden) & (mo.inter_size == inter) & (mo.num_experts == experts)
+                     & (mo.topk == topk) & (mo.moe_dtype == dtype) & (mo.moe_tp_size == tp)
+                     & (mo.moe_ep_size == 1) & (mo.distribution == "balanced")]
+            # vLLM picks one kernel per configuration; take the fastest measured one per token count.
+            best = sel.groupby("num_tokens", as_index=False).latency.min()
+            frames.append(pd.DataFrame(dict(op=f"moe:{hidden}:{inter}:{experts}:{topk}:{tp}", hardware=hw,
+                                            dtype=dtype, m=best.num_tokens, n=hidden, k=inter,
+                                            latency_ms=best.latency)))
+    df = pd.concat(frames, ignore_index=True)
+    df["source"] = f"aiconfigurator-core 0.12.0 systems/data vllm {VLLM_VERSION}"
+    out = out or OUT_DIR / "aiconfigurator_ops.csv"
+    df.to_csv(out, index=False, float_format="%.6g")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["ops", "tpot"])
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    if args.what == "tpot":
+        print(extract_tpot(args.limit, args.out))
+    else:
+        print(extract_ops(args.out))
+
+
+if __name__ == "__main__":
+    main()
