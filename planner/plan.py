@@ -43,11 +43,11 @@ from planner.roofline import (
     head_net,
     hw_params,
     null_net,
+    resident_weight_bytes,
     stack,
     target_net,
-    weight_bytes_read,
 )
-from planner.scenario import MAX_ALPHA, availability
+from planner.scenario import MAX_ALPHA, availability, efficiency_for
 from planner.serving import DRAFTING_MODE_CODE, MODE_NONE, SpecResult, evaluate_arrays, memory_max_batch
 from planner.types import Acceptance, Efficiency
 
@@ -782,7 +782,7 @@ def _gather(batches: list[np.ndarray], results: list[SpecResult], j: np.ndarray,
 
 def _ctx(req: PlanRequest, catalog, segs=None, tp: int | None = None) -> _Ctx:
     hw = catalog.hardware[req.hardware]
-    eff = req.efficiency or hw.efficiency
+    eff = efficiency_for(catalog, req.hardware, req.dtype, req.efficiency)
     price = req.usd_per_gpu_hour if req.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
     return _Ctx(
         req=req,
@@ -809,7 +809,7 @@ def _memory_way_out(ctx: _Ctx, extra_weight_bytes: float = 0.0) -> str:
     need = {}
     for dtype in ("bf16", "fp8"):
         wb = (
-            float(weight_bytes_read(target_net(model, dtype), 1e12))
+            float(resident_weight_bytes(target_net(model, dtype)))
             + extra_weight_bytes * BYTES_PER_PARAM[dtype] / BYTES_PER_PARAM[ctx.req.dtype]
         )
         need[dtype] = (wb, next((t for t in TP_OPTIONS if t <= hw.max_tp and usable_per_gpu * t > wb * 1.05), None))
@@ -1341,9 +1341,8 @@ def _decide(req, ctx, baseline, reference, note, best, econ, switching, alternat
     return None, (
         f"Stay with {ref_phrase}: {best.label} would cut CPM {cut * 100:.1f} %, but at "
         f"{req.monthly_output_tokens / 1e9:,.2f}B output tokens a month its {fmt_usd(econ.one_time_usd)} "
-        f"setup {fmt_months(econ.payback_months) if math.isfinite(econ.payback_months) else 'never pays back'}"
-        f"{' to pay back' if math.isfinite(econ.payback_months) else ''}, beyond the "
-        f"{econ.horizon_months}-month horizon."
+        + (f"setup takes {fmt_months(econ.payback_months)} to pay back, beyond the {econ.horizon_months}-month "
+           "horizon." if math.isfinite(econ.payback_months) else "setup never pays back.")
     )
 
 

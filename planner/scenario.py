@@ -27,7 +27,7 @@ from planner.serving import (
     SpecResult,
     evaluate_arrays,
 )
-from planner.types import Acceptance, Hardware, Method, ModelSpec, Scenario
+from planner.types import Acceptance, Efficiency, Hardware, Method, ModelSpec, Scenario
 
 MAX_ALPHA = 0.98  # a shifted alpha is clipped here: no trained drafter is perfect
 
@@ -208,6 +208,15 @@ def _lengths(s: Scenario, workload) -> tuple[float, float, float]:
     return prompt, out, ctx
 
 
+def efficiency_for(catalog: CatalogLike, hardware: str, dtype: str, override: Efficiency | None = None) -> Efficiency:
+    """The step-time parameters a (hardware, weight dtype) runs with: an explicit override (a calibration), else
+    the parameters fitted to measured kernels (profiles/data/fitted), else the hardware's assumed defaults."""
+    if override is not None:
+        return override
+    fitted = getattr(catalog, "fitted_efficiency", None) or {}
+    return fitted.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
+
+
 def availability(model: ModelSpec, method: Method) -> tuple[bool, str]:
     """Whether a method can run on a model, and why not."""
     if method.requires_native and method.requires_native not in model.native_methods:
@@ -233,7 +242,8 @@ def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str
     prompt, out, ctx = _lengths(s, workload)
     price = s.usd_per_gpu_hour if s.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
     res = evaluate_arrays(
-        target=target, draft=draft, hw=hw_params(hw, s.dtype, s.efficiency),
+        target=target, draft=draft,
+        hw=hw_params(hw, s.dtype, efficiency_for(catalog, s.hardware, s.dtype, s.efficiency)),
         mode=DRAFTING_MODE_CODE[method.drafting], draft_scales_with_k=method.draft_params_scale_with_k,
         k=ks[:, None], batch=batches[None, :], tau=taus[:, None], context_tokens=ctx,
         prompt_tokens=prompt, output_tokens=out, usd_per_gpu_hour=price, tp=s.tp,

@@ -74,9 +74,13 @@ def evaluate_grid(
     alphas: Sequence[float],
     dtype: str = "bf16",
     tp: int = 1,
+    efficiencies: Sequence | None = None,
 ) -> Grid:
+    """efficiencies: one Efficiency per hardware (planner.scenario.efficiency_for gives the fitted ones); None:
+    each hardware's defaults."""
     ks_arr = np.asarray(ks, float)
-    hw = stack([hw_params(h, dtype) for h in hardware], 0, 6)
+    effs = efficiencies if efficiencies is not None else [None] * len(hardware)
+    hw = stack([hw_params(h, dtype, e) for h, e in zip(hardware, effs, strict=True)], 0, 6)
     drafts = [_draft(m, model, draft_model, dtype) for m in methods]
     draft_net = stack([d[0] for d in drafts], 1, 6)
     alpha0 = alpha_for(methods, workloads, np.asarray(alphas, float))

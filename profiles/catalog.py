@@ -283,6 +283,8 @@ class Catalog:
     levers: NamedTable
     prices: Mapping[str, Any]
     price_sources: Mapping[str, Sourced]
+    # step-time parameters fitted to measured kernels, per (hardware, weight dtype): planner.scenario.efficiency_for
+    fitted_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
 
     @property
     def engineering_usd_per_week(self) -> float:
@@ -362,6 +364,9 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     )
     prices, sources = _load_prices(d / "prices.yaml", hardware)
     cat = dataclasses.replace(cat, prices=prices, price_sources=sources)
+    fitted_path = d / "fitted" / "steptime_vllm.yaml"
+    if fitted_path.is_file():
+        cat = dataclasses.replace(cat, fitted_efficiency=load_fitted_efficiencies(hardware, fitted_path))
     _check_cross(cat)
     return cat
 

@@ -37,7 +37,9 @@ def test_evaluate_with_per_position_and_override():
             "--alpha-per-position", "0.9,0.8,0.7", "--batch", "1", "--draft-cost-ratio", "0.05")
     out = json.loads(p.stdout)
     assert out["k"] == 3 and out["draft_cost_ratio"] == pytest.approx(0.05)
-    assert out["speedup"] == pytest.approx((1 + 0.9 + 0.72 + 0.504) / (1 + 3 * 0.05))
+    # Leviathan's form; the fitted step time makes verifying 4 tokens cost slightly more than 1 at batch 1
+    leviathan = (1 + 0.9 + 0.72 + 0.504) / (1 + 3 * 0.05)
+    assert leviathan * 0.98 <= out["speedup"] <= leviathan
 
 
 def test_compare_covers_every_method():

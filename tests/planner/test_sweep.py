@@ -2,7 +2,7 @@
 
 import pytest
 
-from planner.scenario import evaluate
+from planner.scenario import efficiency_for, evaluate
 from planner.sweep import evaluate_grid
 from planner.types import Scenario
 
@@ -14,7 +14,8 @@ def test_grid_cells_match_evaluate(catalog, method):
     hws = [catalog.hardware["h100-sxm"], catalog.hardware["l40s"]]
     wls = [catalog.workloads["chat"], catalog.workloads["code"]]
     g = evaluate_grid(model=model, draft_model=catalog.models[model.draft_model], hardware=hws, methods=[m],
-                      workloads=wls, ks=[2, 5], batches=[1, 64], alphas=[m.alpha_default.mid])
+                      workloads=wls, ks=[2, 5], batches=[1, 64], alphas=[m.alpha_default.mid],
+                      efficiencies=[efficiency_for(catalog, h.name, "bf16") for h in hws])
     for ih, h in enumerate(hws):
         for iw, w in enumerate(wls):
             for ik, k in enumerate([2, 5]):
