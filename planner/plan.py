@@ -1610,9 +1610,9 @@ def assumptions(ctx: _Ctx) -> list[Assumption]:
             hw.specs.date,
         ),
         Assumption(
-            "step-time efficiencies",
-            f"eta_bw {eff.eta_bw:g}, eta_flops {eff.eta_flops:g}, t_fixed "
-            f"{eff.t_fixed_s * 1e3:g} ms, t_spec {eff.t_spec_s * 1e3:g} ms",
+            "step-time parameters",
+            f"eta_bw {eff.eta_bw:.3g}, eta_flops {eff.eta_flops:.3g}, per-layer {eff.t_layer_s * 1e6:.3g} us, "
+            f"fixed {eff.t_fixed_s * 1e3:.3g} ms/step, speculation {eff.t_spec_s * 1e3:.3g} ms/step",
             eff.source.source,
             eff.source.date,
         ),

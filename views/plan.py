@@ -134,9 +134,10 @@ def render() -> None:
             st.code(p.deploy["command"], language="bash")
             for n in p.deploy["notes"]:
                 st.caption(n)
+    steps = next(a for a in p.assumptions if a.what == "step-time parameters")
     st.caption(f"Prices: {hw.label} ${hw.usd_per_gpu_hour_low:.2f}-${hw.usd_per_gpu_hour_high:.2f}/GPU-hour "
                f"({hw.price.source}, {hw.price.date}); hardware specs: {hw.specs.source} ({hw.specs.date}); "
-               f"step-time efficiencies: {hw.efficiency.source.source} ({hw.efficiency.source.date}).")
+               f"step-time parameters ({steps.value}): {steps.source} ({steps.date}).")
 
 
 def method_rows(p: P.Plan) -> list[dict]:

@@ -245,3 +245,27 @@ def test_property_recommendations_always_run_and_today_is_what_economics_use(
     else:
         assert p.economics.reference_usd_per_mtok is None and p.economics.monthly_saving_usd is None
         assert all(m.cpm_change_pct is None for m in p.methods)
+
+
+def test_absolute_step_time_by_hand_llama_8b_on_one_h100_at_batch_1(catalog):
+    """A unit error cannot hide behind ratios: Llama-3.1-8B bf16 on 1 x H100, batch 1, 1,200 tokens of context,
+    with the hardware's constant efficiencies. Memory-bound: bytes / (bandwidth x eta_bw) + t_fixed, where bytes
+    = the weights streamed (8.03B params x 2 B, less the untied input-embedding table, which is gathered, not
+    streamed) + the KV cache (32 layers x 2 (K, V) x 8 KV heads x 128 x 2 B per token)."""
+    from planner.roofline import step_time_s
+
+    hw = catalog.hardware["h100-sxm"]
+    eff = hw.efficiency
+    weights_bytes = (8.03e9 - 128256 * 4096) * 2.0
+    kv_bytes = 1200 * 32 * 2 * 8 * 128 * 2.0
+    by_hand_s = (weights_bytes + kv_bytes) / (3350e9 * eff.eta_bw) + eff.t_fixed_s
+    t, compute_bound = step_time_s(target_net(catalog.models["llama-3.1-8b"], "bf16"), hw_params(hw, "bf16", eff),
+                                   batch=1.0, tokens_per_seq=1.0, context_tokens=1200.0, tp=1)
+    assert not bool(compute_bound)
+    assert float(t) == pytest.approx(by_hand_s, rel=1e-6)
+    assert 4e-3 < by_hand_s < 8e-3  # ~5.7 ms: 15 GB at ~2.5 TB/s plus 1.5 ms fixed
+    # and the plan's TPOT for no speculation at batch 1 is that same step (tau = 1)
+    p = P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", batch_cap=1, efficiency=eff,
+                             segments=(P.TrafficSegment("chat", "english", 1.0, 800.0, 800.0),)), catalog)
+    assert p.baseline.batch == 1
+    assert p.baseline.tpot_ms == pytest.approx(by_hand_s * 1e3, rel=1e-6)
