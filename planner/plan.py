@@ -1270,8 +1270,22 @@ def fmt_pct(x: float | None, digits: int = 1) -> str:
     return f"{x:+.{digits}f} %"
 
 
+def _traffic_phrase(ctx: _Ctx) -> str:
+    """'chat in English' for one segment; '62 % code completion' for a mix (its largest workload)."""
+    cat = ctx.catalog
+    if len(ctx.segs) == 1:
+        s = ctx.segs[0]
+        return f"{cat.workloads[s.workload].label.lower()} in {cat.languages[s.language].label}"
+    by: dict[str, float] = {}
+    for s in ctx.segs:
+        by[s.workload] = by.get(s.workload, 0.0) + s.share
+    top, share = max(by.items(), key=lambda kv: kv[1])
+    return f"{share * 100:.0f} % {cat.workloads[top].label.lower()}"
+
+
 def _decide(req, ctx, baseline, reference, note, best, econ, switching, alternatives):
     slo = f"{req.tpot_slo_ms:g} ms TPOT SLO"
+    traffic = f"for traffic that is {_traffic_phrase(ctx)}"
     if best is None:
         methods_way = baseline.way_out or "a larger TP, fp8 weights or a looser SLO"
         if not baseline.fits_memory:
@@ -1296,7 +1310,7 @@ def _decide(req, ctx, baseline, reference, note, best, econ, switching, alternat
                 f"speculation is what makes the {slo} reachable: no configuration without it meets "
                 "the SLO on this hardware, so no saving is computed",
             ),
-            f"Deploy {best.label} with K={best.k} at batch {best.batch}: it meets the {slo} at "
+            f"Deploy {best.label} with K={best.k} at batch {best.batch} {traffic}: it meets the {slo} at "
             f"{fmt_cpm(best.usd_per_mtok)} per million output tokens where no configuration without speculation "
             f"does ({baseline.reason}).",
         )
@@ -1330,16 +1344,16 @@ def _decide(req, ctx, baseline, reference, note, best, econ, switching, alternat
                 _pct(best.usd_per_mtok, reference.usd_per_mtok),
                 reason,
             ),
-            f"Deploy {best.label} with K={best.k}: {reason}.",
+            f"Deploy {best.label} with K={best.k} {traffic}: {reason}.",
         )
     if cut < ctx.costs.min_cpm_cut:
         return None, (
-            f"Stay with {ref_phrase}: the best method ({best.label}, K={best.k}, batch {best.batch}) "
+            f"Stay with {ref_phrase} {traffic}: the best method ({best.label}, K={best.k}, batch {best.batch}) "
             f"changes CPM by {fmt_pct(-cut * 100)} under the {slo}, too little to pay for a change "
             f"(threshold {ctx.costs.min_cpm_cut * 100:g} %)."
         )
     return None, (
-        f"Stay with {ref_phrase}: {best.label} would cut CPM {cut * 100:.1f} %, but at "
+        f"Stay with {ref_phrase} {traffic}: {best.label} would cut CPM {cut * 100:.1f} %, but at "
         f"{req.monthly_output_tokens / 1e9:,.2f}B output tokens a month its {fmt_usd(econ.one_time_usd)} "
         + (f"setup takes {fmt_months(econ.payback_months)} to pay back, beyond the {econ.horizon_months}-month "
            "horizon." if math.isfinite(econ.payback_months) else "setup never pays back.")

@@ -75,6 +75,17 @@ def test_upload_sample_and_read_recommendation(server, tmp_path):
         assert "code completion" in text and "K=" in text
         cpm = page.locator("[data-testid=stMetricValue]").nth(1).inner_text()
         assert re.match(r"\$\d+\.\d{3} /Mtok", cpm), cpm
+        # at 1280 px (a laptop with the sidebar open) no metric label or value is cut off
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.wait_for_timeout(1500)
+        cut = page.evaluate("""() => [...document.querySelectorAll(
+            '[data-testid=stMetricValue], [data-testid=stMetricLabel]')]
+            .filter(e => e.offsetParent !== null)
+            .filter(e => [e, ...e.querySelectorAll('*')].some(x => x.scrollWidth > x.clientWidth + 1))
+            .map(e => e.innerText)""")
+        assert cut == [], f"truncated at 1280 px: {cut}"
+        # Streamlit's own toolbar "Deploy" button is hidden (it sat next to "Deploy <method>")
+        assert page.get_by_role("button", name="Deploy", exact=True).count() == 0
         shot = tmp_path / "plan_with_code_profile.png"
         page.screenshot(path=str(shot), full_page=True)
         SCREENS.mkdir(parents=True, exist_ok=True)
