@@ -84,7 +84,14 @@ def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     p.add_argument("--tpot-slo-ms", type=float, default=50.0)
     p.add_argument("--draft-cost-ratio", type=float, help="override c = draft pass time / target step time")
     p.add_argument("--tuned", action="store_true", help="use the method's tuned alpha range")
-    p.add_argument("--tree", action="store_true", help="tree verification (methods that support it)")
+    p.add_argument("--tree", nargs="?", const="default", default=None, metavar="FILE",
+                   help="tree verification (methods that support it): alone, the planner's default tree; with a "
+                        "FILE, the tree in it (JSON: a list of node paths as vLLM's speculative_token_tree or "
+                        "TensorRT-LLM's eagle_choices take, or {\"sglang\": [num_steps, topk, num_draft_tokens]})")
+    p.add_argument("--tree-steps", type=int, help="SGLang --speculative-num-steps (with --tree-topk, "
+                                                   "--tree-draft-tokens)")
+    p.add_argument("--tree-topk", type=int, help="SGLang --speculative-eagle-topk")
+    p.add_argument("--tree-draft-tokens", type=int, help="SGLang --speculative-num-draft-tokens (root included)")
     p.add_argument("--monthly-output-tokens", type=float, default=None,
                    help="output tokens a month (default: the traffic profile's, else 1e10)")
     _add_acceptance(p)
@@ -109,9 +116,34 @@ def _acceptance(args) -> Acceptance | None:
     return None
 
 
+def tree_shape(args):
+    """--tree FILE or --tree-steps/--tree-topk/--tree-draft-tokens -> planner.trees.TreeShape (None: no stated
+    tree)."""
+    from planner.trees import TreeShape
+
+    sg = (args.tree_steps, args.tree_topk, args.tree_draft_tokens)
+    if any(v is not None for v in sg):
+        if None in sg:
+            raise ValueError("--tree-steps, --tree-topk and --tree-draft-tokens go together (SGLang's three flags)")
+        return TreeShape.from_sglang(*sg)
+    if args.tree in (None, "default"):
+        return None
+    try:
+        doc = json.loads(open(args.tree, encoding="utf-8").read())
+    except OSError as exc:
+        raise ValueError(f"--tree={args.tree!r}: cannot read the file ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--tree={args.tree!r}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(doc, dict) and "sglang" in doc:
+        return TreeShape.from_sglang(*doc["sglang"])
+    return TreeShape.from_vllm_token_tree(doc if not isinstance(doc, str) else doc)
+
+
 def _scenario(args, catalog) -> Scenario:
     method = catalog.methods[args.method]
+    shape = tree_shape(args)
     k = args.k if args.k is not None else (
+        shape.depth if shape is not None else
         len(args.alpha_per_position) if args.alpha_per_position else method.default_k)
     return Scenario(
         model=args.model, hardware=args.hardware, method=args.method, k=k, batch=args.batch,
@@ -119,7 +151,8 @@ def _scenario(args, catalog) -> Scenario:
         context_tokens=args.context_tokens, prompt_tokens=args.prompt_tokens,
         output_tokens=args.output_tokens, tp=args.tp, dtype=args.dtype,
         usd_per_gpu_hour=args.usd_per_gpu_hour, tpot_slo_ms=args.tpot_slo_ms,
-        draft_cost_ratio=args.draft_cost_ratio, tuned=args.tuned, tree=args.tree,
+        draft_cost_ratio=args.draft_cost_ratio, tuned=args.tuned, tree=args.tree is not None or shape is not None,
+        tree_shape=shape,
         monthly_output_tokens=args.monthly_output_tokens,
     )
 

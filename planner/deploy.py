@@ -39,14 +39,28 @@ def speculative_config(method: Method, model: ModelSpec, k: int, *, draft_model:
 
 def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dtype: str = "bf16",
                     max_num_seqs: int | None = None, draft_model: ModelSpec | None = None,
-                    head_path: str | None = None) -> dict[str, Any]:
+                    head_path: str | None = None, tree_shape=None) -> dict[str, Any]:
     """The `vllm serve` command for a method, its speculative config and what the operator must fill in.
 
-    The one place a deployment command is built (the Plan, Report and CLI all show this)."""
+    The one place a deployment command is built (the Plan, Report and CLI all show this). With a token tree
+    (planner.trees.TreeShape): vLLM's `speculative_token_tree` (level-uniform trees only, vllm/v1/spec_decode/
+    eagle.py drafts the same number of children under every node of a level) and, for SGLang, its three flags
+    (`sglang_flags`)."""
     target = model.hf_id or model.name
     head = head_path or f"<FILL IN: path or HF id of your {method.label} head for {target}>"
     cfg = speculative_config(method, model, k, draft_model=draft_model, head_path=head)
     notes = []
+    sglang_flags = None
+    if tree_shape is not None:
+        try:
+            cfg.update(tree_shape.vllm_speculative_config_fields())
+        except ValueError as exc:
+            notes.append(f"vLLM cannot draft this tree ({exc}); deploy it with SGLang")
+        try:
+            sglang_flags = tree_shape.to_sglang_flags()
+        except ValueError:
+            sglang_flags = tree_shape.as_sglang().to_sglang_flags()
+            notes.append("SGLang takes no explicit node list: its flags give the nearest dynamic tree")
     if method.drafting == "draft_model" and draft_model is not None:
         notes.append(f"draft model: {draft_model.label} (same tokenizer as {model.label})")
     elif method.drafting in ("sequential_head", "parallel_head") and head_path is None:
@@ -64,7 +78,8 @@ def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dt
     if max_num_seqs:
         parts += ["--max-num-seqs", str(int(max_num_seqs))]
     parts += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
-    return {"command": " ".join(shlex.quote(p) for p in parts), "speculative_config": cfg, "notes": notes}
+    return {"command": " ".join(shlex.quote(p) for p in parts), "speculative_config": cfg, "notes": notes,
+            "sglang_flags": sglang_flags}
 
 
 def vllm_serve_command(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dtype: str = "bf16",

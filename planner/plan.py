@@ -47,7 +47,8 @@ from planner.roofline import (
     stack,
     target_net,
 )
-from planner.scenario import MAX_ALPHA, availability, efficiency_for
+from planner import trees
+from planner.scenario import MAX_ALPHA, availability, efficiency_for, tree_draft_overrides
 from planner.serving import DRAFTING_MODE_CODE, MODE_NONE, SpecResult, evaluate_arrays, memory_max_batch
 from planner.types import Acceptance, Efficiency
 
@@ -157,6 +158,9 @@ class PlanRequest:
     acceptance_k: int | None = None
     methods: tuple[str, ...] | None = None  # None: every method in the catalogue
     efficiency: Efficiency | None = None  # None: the hardware's (or a calibrated profile's)
+    # the token tree deployed (or to deploy): tree-capable methods are verified with it (planner.trees.TreeShape);
+    # None: chains (lever 4 then prices the planner's default tree)
+    tree_shape: Any = None
     # the levers' starting method: "auto" = today's method (EAGLE-3 when today has no draft); None = no levers
     levers_start: str | None = None
 
@@ -419,6 +423,7 @@ class Candidate:
     tree: bool = False
     tuned: bool = False
     k_per_segment: bool = False  # lever 3: each workload segment at its own K (else one K for the whole mix)
+    tree_shape: Any = None  # a stated tree (planner.trees.TreeShape): K is its depth
 
 
 @dataclass(frozen=True)
@@ -508,6 +513,8 @@ def _measured_alpha(ctx: _Ctx, cand: Candidate, k_max: int) -> np.ndarray | None
         return None
     a = req.acceptance
     k_meas = req.acceptance_k or ctx.catalog.methods[cand.method].default_k
+    if cand.tree_shape is not None:
+        k_meas = cand.tree_shape.depth
     if a.per_position is not None:
         pp = np.asarray(a.per_position, float)
         acc._check_alpha(pp, "alpha_per_position")
@@ -543,6 +550,15 @@ def _tau(ctx: _Ctx, cand: Candidate, smp: Samples, ks: np.ndarray) -> tuple[np.n
     else:
         decay = m.position_decay ** np.arange(k_max)
         per_pos = np.clip(a1[..., None] * decay, 0.0, 1.0)  # (N, S, Kmax)
+    if cand.tree_shape is not None:  # a stated tree: K is its depth (the search offers that K only)
+        shape = cand.tree_shape
+        a = ctx.req.acceptance
+        if a is not None and ctx.req.acceptance_method == cand.method and a.convention == "acceptance_length":
+            t = np.full((smp.n, len(ctx.segs)), float(a.value))  # measured for this tree: used as given
+        else:
+            t = trees.expected_acceptance_length(shape, per_pos[..., : shape.depth])  # (N, S)
+        tau = np.broadcast_to(t[:, None, :], (smp.n, len(ks), len(ctx.segs))).copy()
+        return tau, np.full_like(tau, float(shape.verify_tokens_per_seq)), a1
     if not cand.tree:
         cum = 1.0 + np.cumsum(np.cumprod(np.nan_to_num(per_pos, nan=0.0), axis=-1), axis=-1)  # tau at K=1..Kmax
         tau = cum[..., ks.astype(int) - 1]  # (N, S, K)
@@ -641,7 +657,18 @@ def _engine_args(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, pre, draft
         target=target_net(ctx.model, ctx.req.dtype), hw=_hw(ctx, smp), k=pre["k"], tau=pre["tau"],
         context_tokens=pre["ctx"], prompt_tokens=pre["prompt"], output_tokens=pre["out"],
         usd_per_gpu_hour=_r5(smp.usd_per_gpu_hour, 0), tp=ctx.tp, verify_tokens=pre["nver"],
-        draft_cost_factor=_r5([c.draft_cost_factor for c in cands], 1), **(drafts or _drafts(ctx, cands)))
+        draft_cost_factor=_r5([c.draft_cost_factor for c in cands], 1), **_tree_overrides(ctx, cands),
+        **(drafts or _drafts(ctx, cands)))
+
+
+def _tree_overrides(ctx: _Ctx, cands: Sequence[Candidate]) -> dict[str, np.ndarray]:
+    """A stated tree's draft steps and tokens per step along the candidates' axis (NaN: the method's default)."""
+    if not any(c.tree_shape is not None for c in cands):
+        return {}
+    ov = [tree_draft_overrides(c.tree_shape, ctx.catalog.methods[c.method]) if c.tree_shape is not None else {}
+          for c in cands]
+    return {key: _r5([o.get(key, np.nan) for o in ov], 1)
+            for key in ("draft_passes_override", "draft_tokens_per_pass_override")}
 
 
 def _evaluate(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, batch, *, baseline: bool = False, pre) -> SpecResult:
@@ -979,7 +1006,10 @@ def method_candidates(ctx: _Ctx, names: Sequence[str], *, tuned: bool | None = N
         if not ok:
             missing[name] = why
             continue
-        cands.append(Candidate(name, tuple(range(1, m.max_k + 1)), tuned=ctx.req.tuned if tuned is None else tuned))
+        shape = ctx.req.tree_shape if m.tree else None
+        ks = (shape.depth,) if shape is not None else tuple(range(1, m.max_k + 1))
+        cands.append(Candidate(name, ks, tuned=ctx.req.tuned if tuned is None else tuned, tree=shape is not None,
+                               tree_shape=shape))
     return cands, missing
 
 
@@ -1137,6 +1167,7 @@ def plan(req: PlanRequest, catalog) -> Plan:
             draft_model=catalog.models[ctx.model.draft_model]
             if catalog.methods[deploy_for].drafting == "draft_model"
             else None,
+            tree_shape=req.tree_shape if catalog.methods[deploy_for].tree else None,
         )
     levers: tuple[LeverStep, ...] = ()
     if req.levers_start is not None:
@@ -1426,7 +1457,10 @@ def lever_waterfall(ctx: _Ctx, start: str, order: Sequence[str] | None = None) -
             if not method.tree:
                 why = f"{method.label} has no tree verification"
             else:
-                new, why = dataclasses.replace(cur, tree=True), "tree verification"
+                shape = ctx.req.tree_shape
+                new = dataclasses.replace(cur, tree=True, tree_shape=shape, ks=(shape.depth,) if shape else cur.ks)
+                why = (f"tree verification ({shape.verify_tokens_per_seq} tokens verified per sequence)" if shape
+                       else "tree verification (the planner's default tree)")
         elif lever.kind == "draft_cost":
             if method.drafting == "ngram":
                 why = "n-gram drafting has no draft network"

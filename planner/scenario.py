@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from planner import acceptance as acc
+from planner import trees
 from planner.roofline import (
     BYTES_PER_PARAM,
     head_net,
@@ -112,8 +113,10 @@ def _validate(s: Scenario, model: ModelSpec, hw: Hardware, method: Method) -> No
             raise bad(name, v, f"1 to {model.max_context_tokens} tokens ({model.label}'s context)")
     if s.monthly_output_tokens < 0:
         raise bad("monthly_output_tokens", s.monthly_output_tokens, "a volume >= 0")
-    if s.tree and not method.tree:
-        raise bad("tree", s.tree, f"false: {method.label} has no tree verification")
+    if (s.tree or s.tree_shape is not None) and not method.tree:
+        raise bad("tree", True, f"false: {method.label} has no tree verification")
+    if s.tree_shape is not None and s.k != s.tree_shape.depth:
+        raise bad("k", s.k, f"the tree's depth {s.tree_shape.depth} (a stated tree fixes K)")
 
 
 def resolve(s: Scenario, catalog: CatalogLike):
@@ -166,7 +169,17 @@ def alpha_matrix(s: Scenario, method: Method, workload, language, k_max: int,
 
 
 def _tau_for_ks(alphas: np.ndarray, ks: np.ndarray, s: Scenario) -> tuple[np.ndarray, np.ndarray]:
-    """tau and verifier tokens per sequence for each K (chain or default tree)."""
+    """tau and verifier tokens per sequence for each K (chain, the planner's default tree, or a stated tree).
+
+    A measured acceptance length given for a tree is used as given: it is what the engine reported for that
+    tree (converting it to a chain alpha and back would replace the user's number by the model's)."""
+    measured_tau = (s.acceptance.value if s.acceptance is not None and s.acceptance.convention == "acceptance_length"
+                    else None)
+    if s.tree_shape is not None:
+        shape = s.tree_shape
+        tau = measured_tau if measured_tau is not None and s.tree else float(
+            trees.expected_acceptance_length(shape, alphas[: shape.depth]))
+        return np.full(len(ks), float(tau)), np.full(len(ks), float(shape.verify_tokens_per_seq))
     if not s.tree:
         p = np.cumprod(alphas)
         taus = np.array([1.0 + p[: int(k)].sum() for k in ks])
@@ -178,9 +191,18 @@ def _tau_for_ks(alphas: np.ndarray, ks: np.ndarray, s: Scenario) -> tuple[np.nda
         # per-depth alpha from the (possibly decaying) alphas: rescale each depth's row
         scale = alphas[: int(k)] / max(alphas[0], 1e-12)
         q = q * scale[:, None]
-        taus.append(float(acc.tree_acceptance_length(tree, q)))
+        taus.append(float(measured_tau) if measured_tau is not None else float(acc.tree_acceptance_length(tree, q)))
         ns.append(acc.tree_node_count(tree) + 1.0)
     return np.array(taus), np.array(ns)
+
+
+def tree_draft_overrides(shape, method: Method) -> dict:
+    """evaluate_arrays' draft overrides for a stated tree: its draft steps (one pass for parallel heads such as
+    MEDUSA, which draft every depth at once) and the most tokens a step drafts per sequence (SGLang's topk)."""
+    if shape is None:
+        return {}
+    passes = 1.0 if method.drafting == "parallel_head" else float(shape.draft_passes)
+    return {"draft_passes_override": passes, "draft_tokens_per_pass_override": float(shape.max_draft_tokens_per_pass)}
 
 
 def _nets(s: Scenario, model: ModelSpec, method: Method, catalog: CatalogLike):
@@ -249,6 +271,7 @@ def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str
         prompt_tokens=prompt, output_tokens=out, usd_per_gpu_hour=price, tp=s.tp,
         verify_tokens=n_verify[:, None], draft_cost_ratio=s.draft_cost_ratio,
         draft_cost_factor=s.draft_cost_factor, draft_weight_bytes_total=draft_total, draft_is_model=is_model,
+        **tree_draft_overrides(s.tree_shape, method),
     )
     if s.speedup_factor != 1.0:
         res = _apply_speedup(res, s.speedup_factor)
@@ -277,7 +300,8 @@ def _pick(res: SpecResult, i: int, j: int, s: Scenario, ks, batches, model, hw, 
     k = int(ks[i])
     tau = float(res.acceptance_length[i, j])
     price = s.usd_per_gpu_hour if s.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
-    n_verify = k + 1 if not s.tree else acc.tree_node_count(acc.default_tree(k, s.tree_width)) + 1
+    n_verify = (s.tree_shape.verify_tokens_per_seq if s.tree_shape is not None else
+                k + 1 if not s.tree else acc.tree_node_count(acc.default_tree(k, s.tree_width)) + 1)
     decode_per_tok = 1.0 / res.output_tokens_per_s[i, j]
     eff_per_tok = 1.0 / res.effective_output_tokens_per_s[i, j]
     ok, why = availability(model, method)

@@ -138,6 +138,8 @@ def evaluate_arrays(
     draft_cost_factor: np.ndarray | float = 1.0,
     draft_weight_bytes_total: np.ndarray | float = 0.0,
     draft_is_model: np.ndarray | bool = False,
+    draft_passes_override: np.ndarray | float | None = None,
+    draft_tokens_per_pass_override: np.ndarray | float | None = None,
 ) -> SpecResult:
     """The whole model over broadcast arrays: one call evaluates a grid of scenarios.
 
@@ -145,6 +147,8 @@ def evaluate_arrays(
     checks (default K+1; a tree's node count + 1). draft_cost_ratio: override c. draft_cost_factor:
     multiplies the draft pass time (FP8 draft head lever). draft_is_model: the draft network uses the
     verifier's t_fixed-like launch overhead per pass of its own (t_fixed_draft_s in both cases).
+    draft_passes_override / draft_tokens_per_pass_override: a token tree's draft steps and tokens per sequence per
+    step (planner.trees.TreeShape); NaN entries keep the drafting mode's default.
     """
     k = np.asarray(k, float)
     b = np.asarray(batch, float)
@@ -155,11 +159,17 @@ def evaluate_arrays(
     verify_t, verify_cb = step_time_s(target, hw, batch=b, tokens_per_seq=n_verify,
                                       context_tokens=context_tokens, tp=tp)
     passes = draft_passes(mode, k)
+    if draft_passes_override is not None:  # a token tree: its steps (NaN: the drafting mode's default)
+        ov = np.asarray(draft_passes_override, float)
+        passes = np.where(np.isnan(ov), passes, ov)
     scale = np.where(np.asarray(draft_scales_with_k), k, 1.0)
     scaled = draft.scaled(scale)
     # MEDUSA: K heads, each reading the same last hidden state: one token per head per sequence (the K heads are
     # in `scaled`), so FLOPs and bytes are linear in K. P-EAGLE: one head drafting K tokens in one pass.
     tokens_pp = np.where(np.asarray(draft_scales_with_k), 1.0, draft_tokens_per_pass(mode, k))
+    if draft_tokens_per_pass_override is not None:  # a token tree: topk (or its widest level) per sequence per pass
+        ov = np.asarray(draft_tokens_per_pass_override, float)
+        tokens_pp = np.where(np.isnan(ov), tokens_pp, ov)
     pass_t, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=tokens_pp,
                             context_tokens=context_tokens, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
     pass_t = pass_t * np.asarray(draft_cost_factor, float)

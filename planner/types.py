@@ -7,7 +7,7 @@ never reads files itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Dtype = Literal["bf16", "fp8"]
 # How a method produces its K draft tokens (DESIGN.md, "How each method drafts").
@@ -265,6 +265,7 @@ class Scenario:
     efficiency: Efficiency | None = None  # None: the hardware's defaults (or a calibrated profile)
     tree: bool = False  # verify a token tree (methods with tree support) instead of a chain
     tree_width: int = 3  # candidates at depth 1 of the default tree
+    tree_shape: Any = None  # a stated tree (planner.trees.TreeShape): its depth is K, its nodes are verified
     alpha_shift_extra: float = 0.0  # levers: added to per-token alpha
     draft_cost_factor: float = 1.0  # levers: multiplies the draft pass time (FP8 head)
     speedup_factor: float = 1.0  # levers: multiplies decode throughput (VSD)

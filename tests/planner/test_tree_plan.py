@@ -1,0 +1,101 @@
+"""Token trees as engines state them, priced by the planner: verify tokens, draft passes, measured acceptance
+used as given, deploy flags that parse back into the same tree."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from planner import plan as P
+from planner.deploy import vllm_deployment
+from planner.roofline import head_net, hw_params, target_net
+from planner.roofline import step_time_s as step
+from planner.scenario import efficiency_for, evaluate
+from planner.trees import TreeShape, parse_sglang_flags
+from planner.types import Acceptance, Scenario
+
+
+def run(*args: str) -> dict:
+    p = subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_a_measured_acceptance_length_for_a_tree_is_reported_unchanged_and_drives_the_speedup():
+    common = ["evaluate", "--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "8", "--batch", "1",
+              "--method", "eagle3", "--k", "8", "--tree"]
+    a = run(*common, "--acceptance-length", "5.88")
+    b = run(*common, "--acceptance-length", "4.41")
+    assert a["acceptance_length"] == pytest.approx(5.88) and b["acceptance_length"] == pytest.approx(4.41)
+    assert a["tree"] is True and a["verify_tokens_per_seq"] == b["verify_tokens_per_seq"]
+    # same tree, same batch: the step time is the same, so the speedup scales with the acceptance length
+    assert a["speedup"] / b["speedup"] == pytest.approx(5.88 / 4.41, rel=1e-9)
+
+
+def test_sglang_shape_is_priced_with_its_64_verify_tokens_and_8_draft_passes(catalog):
+    """SGLang `--speculative-num-steps 8 --speculative-eagle-topk 8 --speculative-num-draft-tokens 64`: the
+    verifier checks 64 tokens per sequence; the head runs 8 passes, each drafting 8 tokens per sequence."""
+    shape = TreeShape.from_sglang(8, 8, 64)
+    assert shape.verify_tokens_per_seq == 64 and shape.draft_passes == 8 and shape.max_draft_tokens_per_pass == 8
+    model, hw, method = catalog.models["llama-3.3-70b"], catalog.hardware["h100-sxm"], catalog.methods["eagle3"]
+    s = Scenario(model="llama-3.3-70b", hardware="h100-sxm", method="eagle3", k=8, batch=4, tp=8, tree=True,
+                 tree_shape=shape, acceptance=Acceptance("acceptance_length", 5.0), prompt_tokens=1000,
+                 output_tokens=400)
+    ev = evaluate(s, catalog)
+    assert ev.verify_tokens_per_seq == 64 and ev.acceptance_length == pytest.approx(5.0)
+    # by hand: one verify step over 4 x 64 tokens + 8 head passes over 4 x 8 tokens + the speculation overhead
+    eff = efficiency_for(catalog, "h100-sxm", "bf16")
+    hp = hw_params(hw, "bf16", eff)
+    ctx = 1000 + 400 / 2
+    verify, _ = step(target_net(model), hp, batch=4.0, tokens_per_seq=64.0, context_tokens=ctx, tp=8)
+    one_pass, _ = step(head_net(method, model), hp, batch=4.0, tokens_per_seq=8.0, context_tokens=ctx, tp=8,
+                       t_fixed_s=eff.t_fixed_draft_s)
+    step_s = float(verify) + 8 * float(one_pass) + eff.t_spec_s
+    assert ev.tpot_ms == pytest.approx(step_s / 5.0 * 1e3, rel=1e-9)
+    # the 64-token verify costs more than a chain of K=8 (9 tokens) at the same batch
+    chain = evaluate(Scenario(model="llama-3.3-70b", hardware="h100-sxm", method="eagle3", k=8, batch=4, tp=8,
+                              acceptance=Acceptance("acceptance_length", 5.0), prompt_tokens=1000, output_tokens=400),
+                     catalog)
+    assert ev.tpot_ms > chain.tpot_ms
+
+
+@pytest.mark.parametrize("shape", [TreeShape.from_sglang(8, 8, 64), TreeShape.from_sglang(3, 4, 21),
+                                   TreeShape.chain(4), TreeShape.uniform((3, 2, 1))])
+def test_deploy_flags_parse_back_into_the_same_tree(catalog, shape):
+    d = vllm_deployment(catalog.methods["eagle3"], catalog.models["llama-3.3-70b"], shape.depth, tp=8, tree_shape=shape)
+    if not shape.is_sglang_dynamic:
+        assert TreeShape.from_vllm_token_tree(d["speculative_config"]["speculative_token_tree"]) == shape
+        assert d["speculative_config"]["num_speculative_tokens"] == shape.draft_nodes
+    if shape.is_sglang_dynamic or shape.is_chain:
+        assert parse_sglang_flags(d["sglang_flags"]) == shape
+
+
+def test_plan_verifies_tree_capable_methods_with_the_stated_tree(catalog):
+    shape = TreeShape.from_sglang(3, 4, 21)
+    p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tree_shape=shape), catalog)
+    for name in ("eagle3", "medusa"):
+        m = p.method(name)
+        assert m.k == shape.depth  # a stated tree fixes K
+    assert p.method("p_eagle").k != shape.depth or not catalog.methods["p_eagle"].tree
+    shown = p.recommendation.method if p.recommendation is not None else p.best.method
+    assert (p.deploy["sglang_flags"] is not None) == catalog.methods[shown].tree
+    e3 = vllm_deployment(catalog.methods["eagle3"], catalog.models["llama-3.3-70b"], shape.depth, tree_shape=shape)
+    assert parse_sglang_flags(e3["sglang_flags"]) == shape
+
+
+def test_tree_ahead_at_batch_1_and_behind_at_large_batch(catalog):
+    """The training table's chain/tree pair (PI4/PI5: chain K=3 at tau 2.25 vs a 21-token tree at 2.92): the tree
+    wins at batch 1 where verifying 21 tokens is nearly free, and loses once the verifier is compute-bound."""
+    shape = TreeShape.from_sglang(3, 4, 21)
+
+    def speedup(batch, tree):
+        s = Scenario(model="llama-3.1-8b", hardware="h100-sxm", method="eagle3", k=3, batch=batch,
+                     acceptance=Acceptance("acceptance_length", 2.92 if tree else 2.25), tree=tree,
+                     tree_shape=shape if tree else None, prompt_tokens=200, output_tokens=200)
+        return evaluate(s, catalog).speedup
+
+    assert speedup(1, True) > speedup(1, False)
+    assert speedup(256, True) < speedup(256, False)
