@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from planner import acceptance as acc
+from planner import trees
 from planner.deploy import vllm_deployment
 from planner.economics import breakeven_monthly_spend_usd, economics
 from planner.roofline import (
@@ -47,7 +48,6 @@ from planner.roofline import (
     stack,
     target_net,
 )
-from planner import trees
 from planner.scenario import MAX_ALPHA, availability, efficiency_for, tree_draft_overrides
 from planner.serving import DRAFTING_MODE_CODE, MODE_NONE, SpecResult, evaluate_arrays, memory_max_batch
 from planner.types import Acceptance, Efficiency
