@@ -198,6 +198,7 @@ def _plan_request(args, cat, *, levers: bool = False):
     from planner.plan import CostAssumptions, PlanRequest, default_costs, segments_from_mix
 
     segments, cap, volume, source = (), None, args.monthly_output_tokens, "entered (--monthly-output-tokens)"
+    hours, hours_source = (), ""
     if getattr(args, "traffic", None):
         from pathlib import Path
 
@@ -213,6 +214,7 @@ def _plan_request(args, cat, *, levers: bool = False):
         cap = prof.concurrency(args.tpot_slo_ms, quantile=0)
         if prof.monthly_output_tokens is not None and not args.monthly_output_tokens_given:
             volume, source = float(prof.monthly_output_tokens), f"traffic profile {path.name}"
+        hours, hours_source = hours_of(prof, getattr(args, "daily_shape", None) or "flat")
     costs = default_costs(cat)
     changes = {k: v for k, v in (("engineering_usd_per_week", args.engineering_usd_per_week),
                                  ("annual_discount_rate", args.discount_rate),
@@ -228,7 +230,20 @@ def _plan_request(args, cat, *, levers: bool = False):
         workload=args.workload, language=args.language, current_method=getattr(args, "current_method", "none"),
         tuned=args.tuned, batch_cap=cap, costs=costs, acceptance=acceptance,
         acceptance_method=method if acceptance is not None else None, acceptance_k=k_meas,
-        levers_start="auto" if levers else None)
+        levers_start="auto" if levers else None, daily_shape=getattr(args, "daily_shape", None),
+        hours=hours, hours_source=hours_source)
+
+
+def hours_of(prof, shape: str = "flat") -> tuple[tuple, str]:
+    """A traffic profile's hours of the day (planner.fleet.HourLoad): measured when the trace spans a day, else its
+    mean rate spread by `shape` (profiles.traffic.TrafficProfile.hourly_arrivals)."""
+    from planner.fleet import hours_from_arrivals
+
+    arr = prof.hourly_arrivals(shape)
+    if arr is None:
+        return (), ""
+    return (hours_from_arrivals(arr.requests_per_s, arr.mean_prompt_tokens, arr.mean_output_tokens),
+            f"{prof.name}: {arr.note}")
 
 
 def plan_json(p) -> dict[str, Any]:
@@ -259,6 +274,10 @@ def plan_json(p) -> dict[str, Any]:
         "economics": p.economics.__dict__,
         "levers": [st.__dict__ for st in p.levers],
         "deploy": p.deploy,
+        "fleet": None if p.fleet is None else {
+            "shape_source": p.fleet.shape_source, "usd_per_gpu_hour": p.fleet.usd_per_gpu_hour, "tp": p.fleet.tp,
+            "configs": [{**{k: v for k, v in c.__dict__.items() if k != "hours"},
+                         "hours": [h.__dict__ for h in c.hours]} for c in p.fleet.configs]},
         "usd_per_gpu_hour": p.usd_per_gpu_hour,
         "segments": [s.__dict__ for s in p.segments],
         "assumptions": [a.__dict__ for a in p.assumptions],
@@ -341,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--traffic", help="a traffic profile (CSV, JSONL, Parquet): workload mix, volume, concurrency")
     pl.add_argument("--current-method", default="none", help="today's method ('none': no speculation)")
     pl.add_argument("--no-levers", action="store_true", help="skip the levers waterfall")
+    pl.add_argument("--daily-shape", choices=["flat", "business_hours", "consumer_evening"],
+                    help="the fleet by hour from the monthly volume and this daily shape (a --traffic file that "
+                         "spans a day brings its own hours)")
     pl.set_defaults(func=cmd_plan)
     lv.set_defaults(func=cmd_levers)
     ls = sub.add_parser("list", help="names in the profiles")

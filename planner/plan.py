@@ -49,7 +49,14 @@ from planner.roofline import (
     target_net,
 )
 from planner.scenario import MAX_ALPHA, availability, efficiency_for, tree_draft_overrides
-from planner.serving import DRAFTING_MODE_CODE, MODE_NONE, SpecResult, evaluate_arrays, memory_max_batch
+from planner.serving import (
+    DRAFTING_MODE_CODE,
+    MODE_NONE,
+    SpecResult,
+    evaluate_arrays,
+    memory_max_batch,
+    prefill_time_s,
+)
 from planner.types import Acceptance, Efficiency
 
 NO_SPEC = "none"  # "current method": no speculative decoding today
@@ -158,6 +165,11 @@ class PlanRequest:
     acceptance_k: int | None = None
     methods: tuple[str, ...] | None = None  # None: every method in the catalogue
     efficiency: Efficiency | None = None  # None: the hardware's (or a calibrated profile's)
+    # Fleet by hour (planner.fleet): None = no fleet; else the day's shape. `hours` from a traffic trace wins over
+    # `daily_shape` (planner.fleet.SHAPES: 'flat', 'business_hours', 'consumer_evening') on the monthly volume.
+    daily_shape: str | None = None
+    hours: tuple = ()  # planner.fleet.HourLoad per hour of the day (a trace's own shape)
+    hours_source: str = ""
     # the token tree deployed (or to deploy): tree-capable methods are verified with it (planner.trees.TreeShape);
     # None: chains (lever 4 then prices the planner's default tree)
     tree_shape: Any = None
@@ -303,6 +315,7 @@ class Plan:
     assumptions: tuple[Assumption, ...]
     costs: CostAssumptions
     alternatives: tuple[OperatingPoint, ...] = ()  # no speculation at other TP (the way out of an infeasible baseline)
+    fleet: Any = None  # planner.fleet.Fleet: GPUs by hour with and without speculation, the month's bills
 
     def method(self, name: str) -> OperatingPoint:
         for m in self.methods:
@@ -352,6 +365,16 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
         raise PlanError("monthly_output_tokens", req.monthly_output_tokens, "a volume from 0 to 1e19 tokens a month")
     if req.batch_cap is not None and not (_finite(req.batch_cap) and req.batch_cap > 0):
         raise PlanError("batch_cap", req.batch_cap, "a positive number of concurrent sequences, or none")
+    from planner.fleet import SHAPES
+
+    if req.daily_shape is not None and req.daily_shape not in SHAPES:
+        raise PlanError("daily_shape", req.daily_shape, f"one of {', '.join(SHAPES)} (or hours from a traffic trace)")
+    for i, h in enumerate(req.hours):
+        if not (_finite(h.requests_per_s) and h.requests_per_s >= 0):
+            raise PlanError(f"hours[{i}].requests_per_s", h.requests_per_s, "an arrival rate >= 0 requests/s")
+        for name in ("prompt_tokens", "output_tokens"):
+            if not (_finite(getattr(h, name)) and getattr(h, name) >= 1):
+                raise PlanError(f"hours[{i}].{name}", getattr(h, name), "a mean of at least 1 token")
     if req.current_method != NO_SPEC and req.current_method not in catalog.methods:
         catalog.methods[req.current_method]
     for name in req.methods or ():
@@ -1176,7 +1199,11 @@ def plan(req: PlanRequest, catalog) -> Plan:
             start = cur if cur != NO_SPEC and catalog.methods[cur].drafting != "ngram" else "eagle3"
         if start in catalog.methods and availability(ctx.model, catalog.methods[start])[0]:
             levers = tuple(lever_waterfall(ctx, start))
+    fleet_plan = None
+    if req.daily_shape is not None or req.hours:
+        fleet_plan = fleet(ctx, [baseline, *methods])
     return Plan(
+        fleet=fleet_plan,
         request=req,
         segments=segs,
         usd_per_gpu_hour=ctx.price,
@@ -1194,6 +1221,51 @@ def plan(req: PlanRequest, catalog) -> Plan:
         costs=costs,
         alternatives=tuple(alternatives),
     )
+
+
+def fleet(ctx: _Ctx, points: Sequence[OperatingPoint]):
+    """The fleet by hour for no speculation and every feasible method at the plan's K (planner.fleet)."""
+    from planner.fleet import fleet_for_configs, hours_from_volume
+
+    req = ctx.req
+    if req.hours:
+        hours, source = tuple(req.hours), req.hours_source or "traffic trace"
+    else:
+        shape = req.daily_shape or "flat"
+        mean_out = sum(s.share * s.output_tokens for s in ctx.segs)
+        # requests: output-token shares / mean output per segment -> request-weighted mean prompt
+        req_w = np.array([s.share / s.output_tokens for s in ctx.segs])
+        mean_prompt = float(np.dot(req_w / req_w.sum(), [s.prompt_tokens for s in ctx.segs]))
+        mean_out = float(1.0 / req_w.sum())
+        hours = hours_from_volume(req.monthly_output_tokens, mean_prompt, mean_out, shape)
+        source = f"'{shape}' daily shape applied to {req.monthly_output_tokens / 1e9:,.2f}B output tokens/month"
+    cfgs = [p for p in points if p.available and p.feasible]
+    if not cfgs:
+        return None
+    cands = [Candidate(p.method, (max(p.k, 1),), tree=ctx.req.tree_shape is not None and p.method != NO_SPEC
+                       and ctx.catalog.methods[p.method].tree, tree_shape=ctx.req.tree_shape if p.method != NO_SPEC
+                       and ctx.catalog.methods[p.method].tree else None) for p in cfgs]
+    prompt = _r5([h.prompt_tokens for h in hours], 3)
+    out = _r5([h.output_tokens for h in hours], 3)
+    k = _r5([max(p.k, 1) for p in cfgs], 1)
+    nver = _r5([c.tree_shape.verify_tokens_per_seq if c.tree_shape is not None else max(p.k, 1) + 1
+                for c, p in zip(cands, cfgs, strict=True)], 1)
+    pre = {"k": k, "tau": _r5([p.acceptance_length for p in cfgs], 1), "nver": nver, "prompt": prompt, "out": out,
+           "ctx": prompt + out / 2.0}
+    smp = samples_for(("mid",), ctx.eff, ctx.price)
+    drafts = _drafts(ctx, cands)
+    mb = _memory(ctx, cands, pre, drafts)[0, :, 0, :, 0]  # (C, H)
+    bmax = int(min(MAX_BATCH, max(1.0, float(mb.max()))))
+    res = evaluate_arrays(batch=_r5(np.arange(1, bmax + 1, dtype=float), 4), **_engine_args(ctx, cands, smp, pre,
+                                                                                           drafts))
+    is_base = _r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
+    tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(hours), bmax))
+    pre_s = np.broadcast_to(prefill_time_s(target_net(ctx.model, req.dtype), hw_params(ctx.hw, req.dtype, ctx.eff),
+                                           prompt_tokens=np.array([h.prompt_tokens for h in hours]), tp=ctx.tp),
+                            (len(hours),))
+    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
+                             prefill_s=np.asarray(pre_s, float), hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
+                             slo_ms=req.tpot_slo_ms, shape_source=source)
 
 
 def _economics(

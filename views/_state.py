@@ -18,10 +18,10 @@ from typing import Any
 
 import streamlit as st
 
-from profiles import load_catalog
-from profiles.traffic import TrafficError, TrafficProfile, parse_traffic
 from planner import plan as P
 from planner import sensitivity as sens
+from profiles import load_catalog
+from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
 SAMPLES = {
@@ -120,6 +120,7 @@ def _params() -> dict[str, Param]:
         "mc_hw": Param(True, _bool, lambda v: isinstance(v, bool)),
         "traffic_cap": Param(True, _bool, lambda v: isinstance(v, bool)),
         "traffic": Param("", str, lambda v: v == "" or v in SAMPLES),
+        "fleet_shape": Param("flat", str, lambda v: v in ("flat", "business_hours", "consumer_evening")),
     }
     for name, m in cat.methods.items():  # setup GPU-hours per method (draft training)
         params[f"gpuh_{name}"] = Param(float(m.setup_gpu_hours), float, _finite(0.0, 1e6))
@@ -283,6 +284,21 @@ def request(**changes) -> P.PlanRequest:
     return dataclasses.replace(req, **changes) if changes else req
 
 
+def fleet_request(req: P.PlanRequest) -> P.PlanRequest:
+    """The request with the fleet by hour: the traffic profile's own hours when it spans a day, else the daily
+    shape picked on the Plan page applied to the monthly volume."""
+    from planner.fleet import hours_from_arrivals
+
+    shape = arrival_shape()
+    prof: TrafficProfile | None = st.session_state.get(PROFILE_KEY)
+    arr = prof.hourly_arrivals(shape) if prof is not None else None
+    if arr is not None and arr.source == "trace":
+        return dataclasses.replace(req, daily_shape=shape, hours_source=f"{prof.name}: {arr.note}",
+                                   hours=hours_from_arrivals(arr.requests_per_s, arr.mean_prompt_tokens,
+                                                             arr.mean_output_tokens))
+    return dataclasses.replace(req, daily_shape=shape)
+
+
 def is_profile() -> bool:
     return st.session_state.get(PROFILE_KEY) is not None
 
@@ -310,13 +326,14 @@ def load_sample(name: str) -> TrafficProfile:
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _parse_cached(name: str, data: bytes) -> TrafficProfile:
-    return parse_traffic(name, data, catalog())
+def _parse_cached(name: str, data: bytes, options: ParseOptions | None = None) -> TrafficProfile:
+    return parse_traffic(name, data, catalog(), options=options)
 
 
-def load_upload(name: str, data: bytes) -> TrafficProfile:
-    """Parse an upload; on error the previous profile stays (TrafficError propagates)."""
-    prof = _parse_cached(name, data)
+def load_upload(name: str, data: bytes, options: ParseOptions | None = None) -> TrafficProfile:
+    """Parse an upload (with the Traffic page's reading options); the profile replaces the current one only
+    when it fully validates: on error the previous profile stays (TrafficError propagates)."""
+    prof = _parse_cached(name, data, options)
     st.session_state[PROFILE_KEY] = prof
     st.session_state[PROFILE_ORIGIN_KEY] = f"upload:{name}"
     st.session_state["traffic"] = ""
@@ -327,6 +344,12 @@ def clear_profile() -> None:
     st.session_state[PROFILE_KEY] = None
     st.session_state[PROFILE_ORIGIN_KEY] = None
     st.session_state["traffic"] = ""
+
+
+def arrival_shape() -> str:
+    """The daily shape chosen on the Traffic page for traces shorter than a day (profiles.traffic.SHAPES);
+    pass it to TrafficProfile.hourly_arrivals()."""
+    return st.session_state.get("fleet_shape", "flat")
 
 
 __all__ = ["TrafficError"]

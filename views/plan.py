@@ -26,8 +26,8 @@ CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau coun
 
 
 def compute(req: P.PlanRequest | None = None) -> P.Plan:
-    """Everything the page shows: one cached plan() call (benchmarks time this function)."""
-    return S.plan(req)
+    """Everything the page shows: one cached plan() call, the fleet by hour included (benchmarks time this)."""
+    return S.plan(S.fleet_request(req or S.request()))
 
 
 def cpm_chart(p: P.Plan) -> go.Figure:
@@ -127,6 +127,7 @@ def render() -> None:
     st.caption("Bars: the alpha range's midpoint; whiskers: the method's alpha range (low-high). Grey bars miss the "
                "SLO. " + CONVENTION)
     st.dataframe(method_rows(p), key="plan_table", hide_index=True)
+    _fleet(p)
     if p.deploy is not None:
         title = ("Deployment command" if p.recommendation is not None
                  else f"Deployment command for the cheapest method ({p.best.label}; not recommended here)")
@@ -138,6 +139,51 @@ def render() -> None:
     st.caption(f"Prices: {hw.label} ${hw.usd_per_gpu_hour_low:.2f}-${hw.usd_per_gpu_hour_high:.2f}/GPU-hour "
                f"({hw.price.source}, {hw.price.date}); hardware specs: {hw.specs.source} ({hw.specs.date}); "
                f"step-time parameters ({steps.value}): {steps.source} ({steps.date}).")
+
+
+def _fleet(p: P.Plan) -> None:
+    from planner.fleet import SHAPE_LABELS
+
+    st.subheader("Fleet by hour: GPUs with and without speculation")
+    st.selectbox("Daily traffic shape (when the traffic profile does not cover a whole day)", list(SHAPE_LABELS),
+                 key="fleet_shape", format_func=lambda v: SHAPE_LABELS[v])
+    f = p.fleet
+    if f is None:
+        st.info("No configuration meets the SLO, so no fleet can be sized.")
+        return
+    today = f.config(p.reference.method) if p.reference is not None and p.reference.method in [
+        c.method for c in f.configs] else f.configs[0]
+    best = f.config(p.best.method) if p.best is not None else None
+    c = st.columns(3)
+    c[0].metric(f"Peak GPUs today ({today.label})", f"{today.peak_gpus:,}",
+                help="The fewest replicas that keep every user's TPOT under the SLO and the batch in memory at the "
+                     "busiest hour (Little's law: sequences in flight = arrivals x time in system), x TP.")
+    if best is not None and best is not today:
+        c[1].metric(f"Peak GPUs with {best.label}", f"{best.peak_gpus:,}",
+                    delta=f"{best.peak_gpus - today.peak_gpus:+,} GPUs", delta_color="inverse")
+        c[2].metric("Monthly bill, autoscaled", f"{P.fmt_usd(best.usd_per_month_autoscaled)}/month",
+                    delta=P.fmt_usd(best.usd_per_month_autoscaled - today.usd_per_month_autoscaled) + "/month",
+                    delta_color="inverse",
+                    help=f"GPUs per hour x {P.fmt_usd(f.usd_per_gpu_hour, 2)}/GPU-hour, summed over the month. A "
+                         f"fleet sized for the peak: {P.fmt_usd(best.usd_per_month_fixed)}/month with "
+                         f"{best.label}, {P.fmt_usd(today.usd_per_month_fixed)}/month today.")
+    fig = go.Figure()
+    fig.add_scatter(x=[h.hour for h in today.hours], y=[h.gpus for h in today.hours], mode="lines+markers",
+                    line_shape="hv", name=f"today ({today.label})")
+    if best is not None and best is not today:
+        fig.add_scatter(x=[h.hour for h in best.hours], y=[h.gpus for h in best.hours], mode="lines+markers",
+                        line_shape="hv", name=best.label)
+    fig.update_layout(xaxis_title="hour of day", yaxis_title="GPUs", height=320, legend={"orientation": "h", "y": -0.3})
+    st.plotly_chart(fig, key="plan_fleet_chart", width="stretch")
+    st.caption(f"Hours: {f.shape_source}. Today's bill: {P.fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
+               f"{P.fmt_usd(today.usd_per_month_fixed)}/month for a fleet sized for the peak. Prefill shares each "
+               "replica's time with decoding; at least one replica runs every hour.")
+    with st.expander("Fleet by hour, every configuration"):
+        st.dataframe([{"configuration": cfg.label, "K": cfg.k or None, "peak GPUs": cfg.peak_gpus,
+                       "GPU-hours/month (autoscaled)": round(cfg.gpu_hours_per_month_autoscaled),
+                       "$/month autoscaled": round(cfg.usd_per_month_autoscaled),
+                       "$/month fixed at peak": round(cfg.usd_per_month_fixed)} for cfg in f.configs],
+                     key="plan_fleet_table", hide_index=True)
 
 
 def method_rows(p: P.Plan) -> list[dict]:

@@ -1,6 +1,11 @@
-"""Traffic: upload a traffic profile (CSV, JSONL, Parquet; per-request rows or a mix table) or load a
-shipped sample; the profile drives every other page. A bad upload shows each bad row / column / value and
-keeps the previous profile."""
+"""Traffic: upload a traffic export (CSV with any separator, JSONL, JSON, Parquet, Excel .xlsx; per-request rows,
+time-bucketed usage exports or a mix table) or load a shipped sample; the profile drives every other page.
+
+Known exports are recognised by their columns and named; for anything else the page maps columns to roles, and
+files without a workload column get one from a workload picker (one workload for the whole file, a column
+whose values map to workloads, or rules on prompt text / model / endpoint). A bad upload shows each bad row /
+column / value and keeps the previous profile. An upload is parsed again only when the file or its reading
+options change, so the sample buttons and "Stop using this profile" work whatever the uploader holds."""
 
 from __future__ import annotations
 
@@ -11,56 +16,239 @@ from profiles import traffic as tr
 from views import _state as S
 
 MAX_MB = tr.MAX_UPLOAD_BYTES // 2**20
+AUTO = "(automatic)"
+NONE = "(none)"
+SEPARATORS = {"": "sniff", ",": "comma ,", ";": "semicolon ;", "\t": "tab", "|": "pipe |"}
+DECIMALS = {"": "sniff", ".": "point 1.5", ",": "comma 1,5"}
+UNITS = {"auto": "by magnitude", "s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+WL_MODES = {"auto": "from the file (its workload column, else one workload)", "fixed": "one workload for the whole file",
+            "map": "map a column's values to workloads", "rules": "rules on prompt text, model or endpoint"}
+UPLOAD_TYPES = ["csv", "tsv", "txt", "jsonl", "ndjson", "json", "parquet", "pq", "xlsx"]
 
 
 def _show_errors(name: str, err: tr.TrafficError) -> None:
     lines = "\n".join(f"- {p}" for p in err.problems)
-    more = f"\n- ... and {err.total - len(err.problems)} more" if err.total > len(err.problems) else ""
+    rest = err.total - len(err.problems)
+    more = (f"\n- ... and {'at least ' if getattr(err, 'at_least', False) else ''}{rest:,} more"
+            if rest > 0 else "")
     prev = st.session_state.get(S.PROFILE_KEY)
     keep = (f"The previous profile '{prev.name}' is still in use." if prev is not None
             else "No profile is loaded; the pages use the sidebar's workload and language.")
-    st.error(f"'{name}' was not loaded: {err.total} problem{'s' if err.total != 1 else ''}.\n{lines}{more}\n\n{keep}")
+    st.error(f"'{name}' was not loaded: {err.total:,}{'+' if getattr(err, 'at_least', False) else ''} "
+             f"problem{'s' if err.total != 1 else ''}.\n{lines}{more}\n\n{keep}")
+
+
+def _parse_lines(text: str, fields: int) -> tuple[list[tuple[str, ...]], list[str]]:
+    """'a => b' (fields 2) or 'column: text => workload' (fields 3) lines; blank lines and # comments skipped."""
+    out, bad = [], []
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        left, sep, right = line.rpartition("=>")
+        if not sep or not left.strip() or not right.strip():
+            bad.append(raw)
+            continue
+        if fields == 2:
+            out.append((left.strip(), right.strip()))
+            continue
+        col, sep2, txt = left.partition(":")
+        if not sep2 or not col.strip() or not txt.strip():
+            bad.append(raw)
+            continue
+        out.append((col.strip(), txt.strip(), right.strip()))
+    return out, bad
+
+
+def _reading_options(fmt_hint: str) -> tr.ParseOptions:
+    ss = st.session_state
+    return tr.ParseOptions(delimiter=ss.get("traffic_delimiter", ""), decimal=ss.get("traffic_decimal", ""),
+                           sheet=ss.get("traffic_sheet", "").strip() if fmt_hint == "xlsx" else "",
+                           timestamp_unit=ss.get("traffic_ts_unit", "auto"))
+
+
+def _inspect(up, data: bytes, base: tr.ParseOptions) -> tr.FileInfo:
+    """Header/metadata only, kept per file and reading options (no hashing of the bytes on every rerun)."""
+    key = (up.file_id, up.name, len(data), base)
+    cached = st.session_state.get("_traffic_info")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    info = tr.inspect_upload(up.name, data, base)
+    st.session_state["_traffic_info"] = (key, info)
+    return info
+
+
+def _column_values(up, data: bytes, column: str, base: tr.ParseOptions) -> list[tuple[str, int]]:
+    key = (up.file_id, column, base)
+    cached = st.session_state.get("_traffic_values")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    try:
+        vals = tr.column_values(up.name, data, column, base)
+    except tr.TrafficError:
+        vals = []
+    st.session_state["_traffic_values"] = (key, vals)
+    return vals
+
+
+def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
+    """The reading options (every widget keyed): separator, decimal mark, sheet, time unit, column roles and
+    the workload picker. Returns the ParseOptions to parse with, or None when the file cannot be opened."""
+    cat = S.catalog()
+    fmt = tr.detect_format(up.name, data[:64])
+    base = _reading_options(fmt)
+    try:
+        info = _inspect(up, data, base)
+    except tr.TrafficError as err:
+        _show_errors(up.name, err)
+        info = None
+    needs = info is None or info.kind == "unknown" or (info.kind == "requests" and "workload" not in info.roles)
+    with st.expander("Reading options: separator, columns, workloads", expanded=needs):
+        c = st.columns(4)
+        c[0].selectbox("Separator", list(SEPARATORS), key="traffic_delimiter", format_func=SEPARATORS.get,
+                       disabled=fmt != "csv", help="CSV only; 'sniff' picks the most frequent of , ; tab | in the header.")
+        c[1].selectbox("Decimal mark", list(DECIMALS), key="traffic_decimal", format_func=DECIMALS.get,
+                       disabled=fmt != "csv", help="European Excel writes 1,5 with ';' as the separator.")
+        c[2].selectbox("Numeric timestamps in", list(UNITS), key="traffic_ts_unit", format_func=UNITS.get,
+                       help="Unix time: by magnitude, seconds (~1.7e9), milliseconds (~1.7e12), ... Numbers before "
+                            "the year 2000 are read as seconds since the trace began.")
+        c[3].text_input("Sheet (xlsx)", key="traffic_sheet", disabled=fmt != "xlsx",
+                        placeholder="the first sheet")
+        if info is None:
+            return None
+        cols = list(info.columns)
+        if info.format_label:
+            st.caption(f"Recognised: **{info.format_label}** ({info.fmt}"
+                       + (f", separator {SEPARATORS.get(info.delimiter, info.delimiter)!s}, decimal "
+                          f"{DECIMALS.get(info.decimal, info.decimal)}" if info.fmt == "csv" else "") + "). Columns: "
+                       + ", ".join(f"{tr.ROLE_LABELS.get(r, r)} = '{col}'" for r, col in info.mapping) + ".")
+        else:
+            st.warning("Columns not recognised: map the file's columns below (the file's columns: "
+                       + ", ".join(cols[:30]) + (" ..." if len(cols) > 30 else "") + ").")
+        st.markdown("**Columns** (automatic: matched by name; known exports and synonyms such as ContextTokens, "
+                    "completion_tokens, 'Request tokens' are recognised)")
+        mapping = []
+        roles = [r for r in tr.ROLES if r != "end_time"] + (["end_time"] if info.totals else [])
+        grid = st.columns(4)
+        for key in [f"traffic_col_{r}" for r in roles] + ["traffic_wl_column"]:
+            if key in st.session_state and st.session_state[key] not in [AUTO, NONE] + cols:
+                del st.session_state[key]  # a column of a previous file
+        for i, role in enumerate(roles):
+            choice = grid[i % 4].selectbox(tr.ROLE_LABELS[role], [AUTO, NONE] + cols, key=f"traffic_col_{role}",
+                                           help=f"Automatic: {dict(info.mapping).get(role, 'no column found')}")
+            if choice == NONE:
+                mapping.append((role, ""))
+            elif choice != AUTO:
+                mapping.append((role, choice))
+        st.markdown("**Workloads**")
+        mode = st.radio("Workload of each request", list(WL_MODES), key="traffic_wl_mode", format_func=WL_MODES.get,
+                        horizontal=True)
+        wl_names = list(cat.workloads)
+        rule = tr.WorkloadRule()
+        if mode == "auto":
+            st.caption("Uses the file's workload column; a file without one is counted as one workload, guessed from "
+                       "the file name (..._code.csv -> code) or Chat, and the page says so.")
+        elif mode == "fixed":
+            wl = st.selectbox("Workload for the whole file", wl_names, key="traffic_wl_fixed",
+                              format_func=lambda n: cat.workloads[n].label)
+            rule = tr.WorkloadRule(mode="fixed", workload=wl)
+        else:
+            default = st.selectbox("Workload of rows nothing matches", wl_names, key="traffic_wl_default",
+                                   format_func=lambda n: cat.workloads[n].label)
+            if mode == "map":
+                col = st.selectbox("Column whose values name the workload", cols, key="traffic_wl_column")
+                vals = _column_values(up, data, col, base)
+                if vals:
+                    st.caption("Most common values: " + ", ".join(f"'{v}' ({n:,})" for v, n in vals[:15]))
+                text = st.text_area("Value => workload, one per line (values that are workload names map to "
+                                    "themselves)", key="traffic_wl_map", placeholder="GPT-4 => reasoning\nChatGPT => chat")
+                pairs, bad = _parse_lines(text, 2)
+                rule = tr.WorkloadRule(mode="map", column=col, mapping=tuple(pairs), workload=default)
+            else:
+                text = st.text_area("Rules, one per line: column: text => workload (first match wins; the text is "
+                                    "matched anywhere in the cell, ignoring case; column may be prompt_text, model, "
+                                    "endpoint or any column of the file)", key="traffic_wl_rules",
+                                    placeholder="model: gpt-4 => reasoning\nprompt_text: def  => code")
+                rules, bad = _parse_lines(text, 3)
+                rule = tr.WorkloadRule(mode="rules", rules=tuple(rules), workload=default)
+            if bad:
+                st.warning("Lines not understood (ignored): " + "; ".join(repr(b[:60]) for b in bad[:5]))
+    return tr.ParseOptions(columns=tuple(mapping), workload=rule, timestamp_unit=base.timestamp_unit,
+                           delimiter=base.delimiter, decimal=base.decimal, sheet=base.sheet)
 
 
 def _handle_upload() -> None:
-    up = st.file_uploader(f"Upload a traffic profile (CSV, JSONL or Parquet; at most {MAX_MB} MiB and "
-                          f"{tr.MAX_ROWS:,} rows)", type=["csv", "jsonl", "ndjson", "json", "parquet", "pq"],
-                          key="traffic_upload", max_upload_size=MAX_MB)
+    up = st.file_uploader(f"Upload your traffic: a gateway or cloud export, a trace or a mix table (CSV, JSONL, "
+                          f"JSON, Parquet or Excel .xlsx; at most {MAX_MB} MiB and {tr.MAX_ROWS:,} rows)",
+                          type=UPLOAD_TYPES, key="traffic_upload", max_upload_size=MAX_MB)
     if up is None:
         return
     data = up.getvalue()
-    try:
-        prof = S.load_upload(up.name, data)
-    except tr.TrafficError as err:
-        _show_errors(up.name, err)
+    if len(data) > tr.MAX_UPLOAD_BYTES:  # the server refuses these too (server.maxUploadSize)
+        _show_errors(up.name, tr.TrafficError([tr.Problem(
+            None, None, None, f"a file of at most {MAX_MB} MiB (this one is {len(data) / 2**20:.1f} MiB)")]))
         return
-    except Exception as err:  # never crash the page on an upload
-        _show_errors(up.name, tr.TrafficError([tr.Problem(None, None, None, f"a readable file ({err})")]))
+    options = _options_ui(up, data)
+    if options is None:
         return
-    st.success(f"Loaded '{prof.name}': {prof.rows:,} rows, {len(prof.segments)} workload-language segments.")
+    sig = (up.file_id, up.name, len(data), options)
+    ss = st.session_state
+    if ss.get("_traffic_upload_sig") != sig:  # a new file or new options: parse (once)
+        ss["_traffic_upload_sig"] = sig
+        try:
+            prof = S.load_upload(up.name, data, options)
+            ss["_traffic_upload_result"] = ("ok", f"Loaded '{prof.name}': {prof.rows:,} rows, "
+                                                  f"{len(prof.segments)} workload-language segments.")
+        except tr.TrafficError as err:
+            ss["_traffic_upload_result"] = ("error", err)
+        except Exception as err:  # noqa: BLE001 - never crash the page on an upload
+            ss["_traffic_upload_result"] = ("error", tr.TrafficError([tr.Problem(
+                None, None, None, f"a readable file ({type(err).__name__}: {str(err)[:200]})")]))
+    kind, payload = ss.get("_traffic_upload_result", ("", None))
+    if kind == "error":
+        _show_errors(up.name, payload)
+    elif kind == "ok":
+        if ss.get(S.PROFILE_ORIGIN_KEY) == f"upload:{up.name}":
+            st.success(payload)
+        else:
+            st.info(f"'{up.name}' is still in the uploader but not in use (another profile was chosen). Change a "
+                    "reading option or upload it again to use it.")
+
+
+def _fmt_tokens(x: float) -> str:
+    return f"{x / 1e9:,.3f}B" if x >= 1e8 else f"{x / 1e6:,.2f}M"
 
 
 def _summary(prof: tr.TrafficProfile) -> None:
     cat = S.catalog()
-    inp = S.inputs()
+    slo_ms = float(st.session_state["slo"])
+    if prof.source_format:
+        st.caption(f"Format: {prof.source_format} ({prof.fmt}). " + (prof.time_note + ". " if prof.time_note else "")
+                   + (prof.workload_note[:1].upper() + prof.workload_note[1:] + "." if prof.workload_note else ""))
     c = st.columns(4)
     c[0].metric("Rows", f"{prof.rows:,}", help=f"{prof.kind} format, {prof.fmt}")
     c[1].metric("Requests (weighted)", f"{prof.requests:,.0f}",
-                help="A 'weight' column says how many requests each sampled row stands for.")
-    c[2].metric("Output tokens per month", f"{prof.monthly_output_tokens / 1e9:,.2f}B"
+                help="A 'weight' column (or an export's request count per time bucket) says how many requests each "
+                     "row stands for.")
+    ci = prof.monthly_output_tokens_ci95
+    c[2].metric("Output tokens per month", _fmt_tokens(prof.monthly_output_tokens)
                 if prof.monthly_output_tokens else "n/a",
+                delta=f"95 % interval {_fmt_tokens(ci[0])} to {_fmt_tokens(ci[1])}" if ci else None,
+                delta_color="off",
                 help="Output tokens in the file / its time span x 30.44 days (average month)"
                 if prof.kind == "requests" else "Sum of the mix table's monthly_output_tokens.")
-    conc = prof.concurrency(inp.tpot_slo_ms, 0)
-    c[3].metric("Concurrent sequences (median minute)", f"{conc:,.0f}" if conc is not None else "n/a",
+    conc = prof.concurrency(slo_ms, 0)
+    c[3].metric("Concurrent sequences (median minute)", f"{conc:,.1f}" if conc is not None else "n/a",
                 help="Little's law: arrival rate x mean output tokens x TPOT SLO. Caps the batch the planner "
                      "may assume (a replica cannot batch more sequences than are in flight).")
-    if prof.span_days:
-        st.caption(f"Time span {prof.span_days:.2f} days" + (
-            f"; arrival rate p50 {prof.arrival_rate_per_s[0]:.2f}, p90 {prof.arrival_rate_per_s[1]:.2f}, "
-            f"peak {prof.arrival_rate_per_s[2]:.2f} requests/s" if prof.arrival_rate_per_s else ""))
+    if prof.volume_note:
+        st.info(f"**Volume.** {prof.volume_note}")
+    if prof.arrival_rate_per_s:
+        r = prof.arrival_rate_per_s
+        st.caption(f"Arrival rate per minute: p50 {r[0]:.3g}, p90 {r[1]:.3g}, peak {r[2]:.3g} requests/s.")
     for w in prof.warnings:
-        st.warning(w)
+        if w != prof.volume_note:
+            st.warning(w)
     st.checkbox("Cap the batch at my traffic's concurrency (median minute)", key="traffic_cap",
                 disabled=prof.arrival_rate_per_s is None)
     rows = [{"workload": cat.workloads[s.workload].label, "language": cat.languages[s.language].label,
@@ -89,18 +277,40 @@ def _summary(prof: tr.TrafficProfile) -> None:
     st.caption(f"Context tokens p10 {q[0]:,.0f}, p50 {q[1]:,.0f}, p90 {q[2]:,.0f}, p99 {q[3]:,.0f}. KV-cache "
                "memory and attention cost follow the context; each segment is evaluated at its mean prompt "
                "and output lengths.")
-    if prof.kind == "requests" and any(prof.per_hour_requests):
-        fig = go.Figure(go.Bar(x=list(range(24)), y=prof.per_hour_requests))
-        fig.update_layout(xaxis_title="hour of day (UTC)", yaxis_title="requests (weighted)", height=300)
-        st.plotly_chart(fig, key="traffic_hour_chart", width="stretch")
+    _daily_shape(prof)
+
+
+def _daily_shape(prof: tr.TrafficProfile) -> None:
+    st.subheader("Arrivals by hour of day")
+    if not prof.spans_a_day:
+        st.selectbox("Daily shape (the file shows less than a day)", list(tr.SHAPES), key="fleet_shape",
+                     format_func=tr.SHAPE_LABELS.get,
+                     help="How the mean arrival rate spreads over the day for the fleet sizing; the monthly volume "
+                          "does not change.")
+    arr = prof.hourly_arrivals(S.arrival_shape())
+    if arr is None:
+        st.caption("No arrival rate: the profile has no time span (a mix table of shares, or one timestamp).")
+        return
+    fig = go.Figure(go.Bar(x=list(range(24)), y=list(arr.requests_per_s),
+                           name="measured" if arr.source == "trace" else f"assumed: {arr.source}"))
+    fig.update_layout(xaxis_title="hour of day (UTC, or the file's clock)", yaxis_title="requests/s", height=300)
+    st.plotly_chart(fig, key="traffic_hour_chart", width="stretch")
+    st.caption(f"Requests/s by hour: {arr.note}.")
+    if prof.minute_requests_per_s and len(prof.minute_requests_per_s) > 1:
+        fig = go.Figure(go.Scatter(x=list(range(len(prof.minute_requests_per_s))), y=list(prof.minute_requests_per_s),
+                                   mode="lines"))
+        fig.update_layout(xaxis_title="minute from the first request", yaxis_title="requests/s", height=260)
+        st.plotly_chart(fig, key="traffic_minute_chart", width="stretch")
 
 
 def render() -> None:
     st.title("Traffic profile")
     st.markdown(
-        "Per-request rows: **timestamp, workload, prompt_tokens, output_tokens** (+ optional **language**, "
-        "**weight** = requests a sampled row stands for, **prompt_text**, read and discarded). Or a mix table: "
-        "**workload** and **share** or **monthly_output_tokens** (+ optional language, prompt_tokens, "
+        "Upload what your gateway or cloud console exports. Recognised by their columns: **Azure LLM inference "
+        "traces**, **BurstGPT**, **LiteLLM spend logs**, **OpenAI usage exports**, per-request results of **vllm "
+        "bench serve** and **guidellm**, and this app's template (**timestamp, workload, prompt_tokens, "
+        "output_tokens** + optional **language**, **weight**). Anything else: map its columns below. Or a mix "
+        "table: **workload** and **share** or **monthly_output_tokens** (+ optional language, prompt_tokens, "
         "output_tokens as means). Workloads: " + ", ".join(S.catalog().workloads) + ". Languages: "
         + ", ".join(S.catalog().languages) + ".")
     c = st.columns(5)

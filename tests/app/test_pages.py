@@ -360,3 +360,16 @@ def test_a_calibrated_profile_is_selectable_hardware(app, cat, tmp_path, monkeyp
     cat2 = cat.with_hardware({"calibrated-ci-cpu": hw})
     p = planned(cat2, model="smollm2-135m", hardware="calibrated-ci-cpu", tp=1, tpot_slo_ms=2000.0)
     assert money(metric(at, "CPM today").value) == pytest.approx(p.reference.usd_per_mtok, rel=2e-3)
+
+
+def test_fleet_on_the_plan_page_equals_plan(app, cat):
+    at = app({"model": "llama-3.1-8b", "tp": "1", "volume_b": "50"})
+    at.selectbox(key="fleet_shape").set_value("business_hours").run()
+    assert not at.exception
+    p = planned(cat, model="llama-3.1-8b", tp=1, monthly_output_tokens=5e10, daily_shape="business_hours")
+    today = p.fleet.config(p.reference.method)
+    assert int(metric(at, "Peak GPUs today").value.replace(",", "")) == today.peak_gpus
+    best = p.fleet.config(p.best.method)
+    assert int(metric(at, f"Peak GPUs with {best.label}").value.replace(",", "")) == best.peak_gpus
+    assert money(metric(at, "Monthly bill, autoscaled").value) == pytest.approx(best.usd_per_month_autoscaled, abs=1)
+    assert at.query_params["fleet_shape"] == "business_hours"

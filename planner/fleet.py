@@ -1,0 +1,195 @@
+"""Traffic by hour -> the fleet it needs, with and without speculation, and the month's bill.
+
+Per hour h with arrival rate lambda_h (requests/s), mean output tokens O_h and prompt tokens P_h, one
+configuration (a method at its K, or no speculation) on R replicas of `tp` GPUs each:
+    prefill share of a replica's time   rho = (lambda_h / R) * t_prefill(P_h)          (must be < 1)
+    TPOT a user sees at decode batch b   TPOT_eff(b) = TPOT(b) / (1 - rho)            (decode gets 1 - rho)
+    Little's law (sequences in flight)   b = (lambda_h / R) * O_h * TPOT_eff(b)       (a fixed point in b)
+R_h = the fewest replicas with a fixed point b* <= the memory limit and TPOT_eff(b*) <= the SLO. Because
+TPOT(b) / b falls with b, that holds iff (lambda_h / R) * O_h * TPOT_eff(b_lim) <= b_lim, with b_lim the largest
+batch meeting memory and the SLO at that R. At least one replica runs every hour (a service stays up).
+GPUs_h = R_h * tp. Month: autoscaled GPU-hours = sum_h GPUs_h * days; a fleet sized for the peak pays
+max_h GPUs_h * 24 * days. Bills = GPU-hours * $/GPU-hour (DESIGN.md, "A fleet is sized for the peak").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DAYS_PER_MONTH = 30.44  # 365.25 / 12
+HOURS_PER_DAY = 24
+MAX_REPLICAS = 1 << 20
+
+
+@dataclass(frozen=True)
+class HourLoad:
+    """One hour of the day (or one slot of a short trace): its arrival rate and mean lengths."""
+
+    hour: int  # 0-23 (slot index for shorter traces)
+    requests_per_s: float
+    prompt_tokens: float
+    output_tokens: float
+
+
+@dataclass(frozen=True)
+class FleetHour:
+    hour: int
+    requests_per_s: float
+    prompt_tokens: float  # mean per request arriving in this hour
+    output_tokens: float
+    replicas: int
+    gpus: int
+    batch: float  # sequences in flight per replica at the fixed point
+    tpot_ms: float  # TPOT a user sees, prefill interference included
+    prefill_share: float
+    feasible: bool  # False: no number of replicas meets the SLO (e.g. the configuration misses it at batch 1)
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """One configuration's fleet over the day and its month."""
+
+    method: str
+    label: str
+    k: int
+    hours: tuple[FleetHour, ...]
+    peak_gpus: int
+    gpu_hours_per_month_autoscaled: float
+    gpu_hours_per_month_fixed: float
+    usd_per_month_autoscaled: float
+    usd_per_month_fixed: float
+    feasible: bool
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """No speculation and every feasible method, hour by hour; the shape's source is stated."""
+
+    configs: tuple[FleetPlan, ...]
+    shape_source: str
+    usd_per_gpu_hour: float
+    tp: int
+
+    def config(self, method: str) -> FleetPlan:
+        for c in self.configs:
+            if c.method == method:
+                return c
+        raise KeyError(method)
+
+
+# Relative arrival rate per hour of day (planner assumptions, 2026-11-30); normalised to mean 1 where used.
+SHAPES: dict[str, tuple[float, ...]] = {
+    "flat": (1.0,) * 24,
+    # 09:00-18:00 busy, a shoulder either side, a quarter of the load at night
+    "business_hours": (0.25,) * 7 + (0.6, 0.9) + (1.0,) * 9 + (0.8, 0.6, 0.45, 0.35, 0.3, 0.25),
+    # consumer chat: low before dawn, an evening peak at 20:00-22:00
+    "consumer_evening": (0.45, 0.35, 0.25, 0.2, 0.2, 0.25, 0.35, 0.5, 0.65, 0.75, 0.8, 0.85, 0.9, 0.9, 0.9,
+                         0.9, 0.95, 1.0, 1.1, 1.25, 1.4, 1.45, 1.2, 0.8),
+}
+SHAPE_LABELS = {"flat": "flat (the same every hour)", "business_hours": "business hours (09:00-18:00 peak)",
+                "consumer_evening": "consumer (evening peak)"}
+
+
+def daily_shape(name: str) -> np.ndarray:
+    """Relative arrival rate per hour of day, mean 1 (SHAPES)."""
+    if name not in SHAPES:
+        raise ValueError(f"daily shape {name!r} is not allowed: one of {', '.join(SHAPES)}")
+    w = np.asarray(SHAPES[name], float)
+    return w / w.mean()
+
+
+def hours_from_arrivals(requests_per_s: Sequence[float], prompt_tokens: Sequence[float],
+                        output_tokens: Sequence[float]) -> tuple[HourLoad, ...]:
+    """Per-hour arrival rates and mean lengths (a traffic profile's hourly_arrivals) -> HourLoad records."""
+    return tuple(HourLoad(h, float(r), float(p), float(o)) for h, (r, p, o) in enumerate(
+        zip(requests_per_s, prompt_tokens, output_tokens, strict=True)))
+
+
+def hours_from_volume(monthly_output_tokens: float, prompt_tokens: float, output_tokens: float,
+                      shape: str = "flat") -> tuple[HourLoad, ...]:
+    """A day of hours from a monthly output-token volume and mean lengths, spread by a named daily shape."""
+    if not (output_tokens > 0):
+        raise ValueError(f"output_tokens={output_tokens!r} must be > 0")
+    mean_rate = monthly_output_tokens / output_tokens / (DAYS_PER_MONTH * HOURS_PER_DAY * 3600.0)
+    return tuple(HourLoad(h, float(mean_rate * w), float(prompt_tokens), float(output_tokens))
+                 for h, w in enumerate(daily_shape(shape)))
+
+
+def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefill_s: np.ndarray,
+                 tpot_s: np.ndarray, max_batch: np.ndarray, slo_s: float) -> tuple[np.ndarray, np.ndarray,
+                                                                                   np.ndarray, np.ndarray]:
+    """Per hour: (replicas, batch at the fixed point, TPOT seen, prefill share), vectorised over hours.
+
+    tpot_s: (H, B) decode TPOT at batch 1..B per replica (non-decreasing in batch); max_batch: (H,) memory limit;
+    requests_per_s, output_tokens, prefill_s: (H,). Replicas 0 mean infeasible (no R meets the SLO)."""
+    lam = np.asarray(requests_per_s, float)
+    out = np.asarray(output_tokens, float)
+    pre = np.asarray(prefill_s, float)
+    tp = np.asarray(tpot_s, float)
+    h, bmax = tp.shape
+    batches = np.arange(1, bmax + 1, dtype=float)
+    mb = np.minimum(np.asarray(max_batch, float), bmax)
+
+    def ok(r: np.ndarray) -> np.ndarray:
+        lam_r = lam / r
+        rho = lam_r * pre
+        live = rho < 1
+        slo_dec = slo_s * np.where(live, 1.0 - rho, 0.0)  # decode TPOT allowed at this R
+        allowed = (tp <= slo_dec[:, None]) & (batches[None, :] <= mb[:, None])
+        b_lim = allowed.sum(axis=1).astype(float)  # TPOT grows with batch: the allowed batches are 1..b_lim
+        t_lim = tp[np.arange(h), np.maximum(b_lim, 1).astype(int) - 1]
+        need = lam_r * out * t_lim / np.where(live, 1.0 - rho, 1.0)
+        return live & (b_lim >= 1) & (need <= b_lim)
+
+    hi = np.full(h, float(MAX_REPLICAS))
+    lo = np.zeros(h)  # invariant: ok(hi) (or hi is the cap), not ok(lo) (lo = 0 stands for "none")
+    feasible = ok(hi) | (lam == 0)
+    while np.any((hi - lo > 1) & feasible):
+        mid = np.floor((lo + hi) / 2)
+        good = ok(np.maximum(mid, 1.0))
+        hi = np.where(good & (hi - lo > 1), mid, hi)
+        lo = np.where(~good & (hi - lo > 1), mid, lo)
+    r = np.where(feasible, np.maximum(hi, 1.0), 0.0)
+    # the fixed point at R: the smallest batch b with lambda_r * O * TPOT_eff(b) <= b
+    lam_r = lam / np.maximum(r, 1.0)
+    rho = np.where(feasible, lam_r * pre, 0.0)
+    eff = tp / (1.0 - np.minimum(rho, 0.999999))[:, None]
+    fixed = (lam_r * out)[:, None] * eff <= batches[None, :]
+    b_star = np.where(fixed.any(axis=1), np.argmax(fixed, axis=1) + 1.0, np.nan)
+    # a fractional fixed point reads better than an integer ceiling at low load: interpolate lambda_r * O * TPOT
+    b_idx = np.nan_to_num(b_star, nan=1.0).astype(int) - 1
+    b_frac = np.minimum(b_star, (lam_r * out) * eff[np.arange(h), b_idx])
+    tpot_seen = eff[np.arange(h), b_idx]
+    return r.astype(int), np.where(lam > 0, b_frac, 0.0), np.where(lam > 0, tpot_seen, np.nan), rho
+
+
+def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.ndarray, max_batch: np.ndarray,
+                      prefill_s: np.ndarray, hours: Sequence[HourLoad], tp: int, usd_per_gpu_hour: float,
+                      slo_ms: float, shape_source: str, slot_hours: float = 1.0) -> Fleet:
+    """configs: (method, label, K) per configuration; tpot_s: (C, H, B) decode TPOT per replica at batch 1..B;
+    max_batch: (C, H); prefill_s: (H,) prefill GPU-seconds per request on one replica. slot_hours: length of one
+    slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day)."""
+    lam = np.array([h.requests_per_s for h in hours])
+    out = np.array([h.output_tokens for h in hours])
+    plans = []
+    for c, (method, label, k) in enumerate(configs):
+        r, b, t, rho = replicas_for(requests_per_s=lam, output_tokens=out, prefill_s=prefill_s, tpot_s=tpot_s[c],
+                                    max_batch=max_batch[c], slo_s=slo_ms / 1e3)
+        feasible = bool(np.all(r > 0))
+        gpus = r * tp
+        hrs = tuple(FleetHour(hr.hour, float(hr.requests_per_s), float(hr.prompt_tokens), float(hr.output_tokens),
+                              int(r[i]), int(gpus[i]), float(b[i]),
+                              float(t[i] * 1e3) if math.isfinite(t[i]) else math.nan, float(rho[i]), bool(r[i] > 0))
+                    for i, hr in enumerate(hours))
+        # a day is len(hours) slots of slot_hours each, repeated to fill 24 hours
+        day_gpu_hours = float(gpus.sum()) * slot_hours * (HOURS_PER_DAY / (slot_hours * len(hours)))
+        auto = day_gpu_hours * DAYS_PER_MONTH
+        peak = int(gpus.max()) if len(gpus) else 0
+        fixed = peak * HOURS_PER_DAY * DAYS_PER_MONTH
+        plans.append(FleetPlan(method, label, k, hrs, peak, auto, fixed, auto * usd_per_gpu_hour,
+                               fixed * usd_per_gpu_hour, feasible))
+    return Fleet(tuple(plans), shape_source, usd_per_gpu_hour, tp)

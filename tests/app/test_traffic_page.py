@@ -1,0 +1,194 @@
+"""The Traffic page end to end in AppTest: each recognised export uploaded through the page's file uploader
+gives the mix, volume and rate computed by hand (tests/profiles/test_traffic_formats.py holds the fixtures);
+the column-mapping UI and the workload picker drive the parse; a bad upload never replaces a good profile; the
+sample buttons and "Stop using this profile" work while a file sits in the uploader."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from tests.profiles.test_traffic_formats import (
+    AZURE,
+    BURSTGPT,
+    LITELLM,
+    MONTH_S,
+    OPENAI_LEGACY,
+    guidellm_json,
+    openai_usage_jsonl,
+    two_day_trace,
+    vllm_bench_json,
+)
+
+
+def xlsx_bytes() -> bytes:
+    import datetime as dt
+
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["TIMESTAMP", "ContextTokens", "GeneratedTokens"])
+    ws.append([dt.datetime(2023, 11, 16, 18, 0, 0), 100, 10])
+    ws.append([dt.datetime(2023, 11, 16, 20, 0, 0), 300, 50])
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
+
+
+SEMICOLON = (b"timestamp;workload;prompt_tokens;output_tokens;weight\n"
+             b"2026-11-01T00:00:00Z;chat;100;10;1,5\n"
+             b"2026-11-01T01:00:00Z;code;200;20;0,5\n")
+
+# name, bytes, recognised format, workload shares, monthly output tokens, requests (all by hand)
+CASES = {
+    "azure": ("AzureLLMInferenceTrace_code.csv", AZURE, "Azure LLM inference trace", {"code": 1.0},
+              100 / 3600 * MONTH_S, 4),
+    "burstgpt": ("BurstGPT_1.csv", BURSTGPT, "BurstGPT", {"chat": 1.0}, 300 / 120 * MONTH_S, 4),
+    "litellm": ("spend_logs.csv", LITELLM, "LiteLLM spend log", {"chat": 1.0}, 600 / 7200 * MONTH_S, 3),
+    "openai legacy": ("usage.csv", OPENAI_LEGACY, "OpenAI usage export", {"chat": 1.0}, 4000 / 900 * MONTH_S, 40),
+    "openai usage api": ("usage.jsonl", openai_usage_jsonl(), "OpenAI usage export", {"chat": 1.0},
+                         80_000 / 7200 * MONTH_S, 400),
+    "vllm bench": ("bench.json", vllm_bench_json(), "vllm bench serve result (per request)", {"chat": 1.0},
+                   100 / 50 * MONTH_S, 2),
+    "guidellm": ("benchmarks.json", guidellm_json(), "guidellm benchmark report (per request)", {"chat": 1.0},
+                 60 / 20 * MONTH_S, 3),
+    "xlsx": ("trace.xlsx", xlsx_bytes(), "Azure LLM inference trace", {"chat": 1.0}, 60 / 7200 * MONTH_S, 2),
+    "semicolon csv": ("eu.csv", SEMICOLON, "Per-request rows (this app's template)",
+                      {"chat": 15 / 25, "code": 10 / 25}, 25 / 3600 * MONTH_S, 2),
+}
+
+
+def upload(at, name: str, data: bytes):
+    at.file_uploader(key="traffic_upload").set_value((name, data, "application/octet-stream")).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def metric(at, prefix: str):
+    return next(m for m in at.metric if m.label.startswith(prefix))
+
+
+def page(app):
+    at = app()
+    at.switch_page("views/traffic.py").run()
+    assert not at.exception
+    return at
+
+
+def errors(at) -> str:
+    return " ".join(e.value for e in at.error)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_recognised_export_loads_through_the_page(app, case):
+    name, data, label, shares, monthly, requests = CASES[case]
+    at = upload(page(app), name, data)
+    assert not at.error, errors(at)
+    prof = at.session_state["traffic_profile"]
+    assert prof.name == name and prof.source_format == label
+    assert prof.workload_shares == pytest.approx(shares)
+    assert prof.monthly_output_tokens == pytest.approx(monthly, rel=1e-6)
+    assert prof.requests == pytest.approx(requests)
+    assert prof.arrival_rate_per_s is not None and prof.arrival_rate_per_s[2] > 0
+    captions = " ".join(c.value for c in at.caption)
+    assert f"Format: {label}" in captions
+    shown = metric(at, "Output tokens per month").value
+    assert shown == (f"{monthly / 1e9:,.3f}B" if monthly >= 1e8 else f"{monthly / 1e6:,.2f}M")
+    assert "interval" in str(metric(at, "Output tokens per month").delta)
+    assert any("Volume." in i.value and "scaled to an average month" in i.value for i in at.info)
+
+
+def test_unrecognised_columns_are_mapped_in_the_ui(app):
+    data = b"when,task_kind,in_tok,out_tok\n2026-11-01T00:00:00Z,code,100,10\n2026-11-01T00:30:00Z,chat,300,30\n"
+    at = upload(page(app), "custom.csv", data)
+    assert "traffic_profile" not in at.session_state or at.session_state["traffic_profile"] is None
+    assert "Columns not recognised" in " ".join(w.value for w in at.warning)
+    at.selectbox(key="traffic_col_timestamp").set_value("when")
+    at.selectbox(key="traffic_col_prompt_tokens").set_value("in_tok")
+    at.selectbox(key="traffic_col_output_tokens").set_value("out_tok")
+    at.selectbox(key="traffic_col_workload").set_value("task_kind").run()
+    assert not at.exception and not at.error, errors(at)
+    prof = at.session_state["traffic_profile"]
+    assert prof.workload_shares == pytest.approx({"code": 0.25, "chat": 0.75})
+    assert prof.monthly_output_tokens == pytest.approx(40 / 1800 * MONTH_S)
+
+
+def test_workload_picker_maps_a_column_and_fixes_one_workload(app):
+    at = upload(page(app), "BurstGPT_1.csv", BURSTGPT)
+    at.radio(key="traffic_wl_mode").set_value("map").run()
+    at.selectbox(key="traffic_wl_column").set_value("Model").run()
+    assert "'ChatGPT' (2)" in " ".join(c.value for c in at.caption)  # the column's values are listed
+    at.text_area(key="traffic_wl_map").input("GPT-4 => reasoning\nChatGPT => chat").run()
+    assert not at.error, errors(at)
+    prof = at.session_state["traffic_profile"]
+    assert prof.workload_shares == pytest.approx({"chat": 50 / 300, "reasoning": 250 / 300})
+    at.radio(key="traffic_wl_mode").set_value("fixed").run()
+    at.selectbox(key="traffic_wl_fixed").set_value("code").run()
+    assert at.session_state["traffic_profile"].workload_shares == {"code": 1.0}
+
+
+def test_workload_rules_on_model(app):
+    at = upload(page(app), "spend_logs.csv", LITELLM)
+    at.radio(key="traffic_wl_mode").set_value("rules").run()
+    at.selectbox(key="traffic_wl_default").set_value("code")
+    at.text_area(key="traffic_wl_rules").input("model: mini => chat").run()
+    assert not at.error, errors(at)
+    assert at.session_state["traffic_profile"].workload_shares == pytest.approx({"code": 2 / 3, "chat": 1 / 3})
+
+
+def test_wrong_separator_names_it_and_keeps_the_profile(app):
+    at = upload(page(app), "eu.csv", SEMICOLON)
+    good = at.session_state["traffic_profile"]
+    assert good is not None
+    at.selectbox(key="traffic_delimiter").set_value(",").run()
+    assert not at.exception
+    assert "semicolon" in errors(at) and "previous profile 'eu.csv' is still in use" in errors(at)
+    assert at.session_state["traffic_profile"] is good
+
+
+def test_a_mix_table_with_a_denormal_mean_never_replaces_a_good_profile(app):
+    at = upload(page(app), "BurstGPT_1.csv", BURSTGPT)
+    good = at.session_state["traffic_profile"]
+    upload(at, "mix.csv", b"workload,share,output_tokens\nchat,1,1e-320\n")
+    assert "column 'output_tokens'" in errors(at)
+    assert at.session_state["traffic_profile"] is good
+    for other in ("views/plan.py", "views/methods.py"):
+        at.switch_page(other).run()
+        assert not at.exception
+
+
+def test_samples_and_stop_using_work_while_a_file_is_in_the_uploader(app):
+    at = upload(page(app), "BurstGPT_1.csv", BURSTGPT)
+    assert at.session_state["traffic_profile"].name == "BurstGPT_1.csv"
+    at.button(key="traffic_sample_code_completion").click().run()
+    assert at.session_state["traffic_profile"].name == "code_completion.jsonl"
+    assert any("not in use" in i.value for i in at.info)
+    at.button(key="traffic_clear").click().run()
+    assert not at.exception
+    assert at.session_state["traffic_profile"] is None
+    at.run()  # a later rerun with the file still in the uploader does not bring it back
+    assert at.session_state["traffic_profile"] is None
+    assert "No traffic profile loaded" in " ".join(i.value for i in at.info)
+
+
+def test_short_trace_offers_a_daily_shape_and_a_long_one_shows_its_own(app):
+    at = upload(page(app), "AzureLLMInferenceTrace_code.csv", AZURE)
+    at.selectbox(key="fleet_shape").set_value("business_hours").run()
+    assert not at.exception
+    assert "business hours" in " ".join(c.value for c in at.caption)
+    at = upload(page(app), "two_days.csv", two_day_trace())
+    assert not at.exception and not at.error
+    assert not [s for s in at.selectbox if s.key == "fleet_shape"]
+    assert "measured per hour of day" in " ".join(c.value for c in at.caption)
+
+
+def test_a_short_trace_gives_the_sidebar_a_volume(app):
+    # before issue 8 a trace under an hour had no monthly volume and the Plan page kept its default
+    at = upload(page(app), "AzureLLMInferenceTrace_code.csv", AZURE)
+    at.radio(key="volume_source").set_value("profile").run()
+    assert not at.exception
+    assert at.number_input(key="volume_b").disabled  # the profile's volume is the one in use
+    at.switch_page("views/plan.py").run()
+    assert not at.exception

@@ -1,0 +1,126 @@
+"""The fleet by hour: Little's law as a fixed point, the fewest replicas under the SLO and memory, the month."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from planner import fleet as F
+from planner import plan as P
+
+
+def test_littles_law_fixed_point_for_one_hour_by_hand():
+    """TPOT(b) = 20 ms + 0.1 ms x b per replica, 40 requests/s of 100 output tokens, 10 ms of prefill each, SLO
+    41 ms, memory for 1,000 sequences.
+    One replica: prefill takes rho = 40 x 0.01 = 0.4 of its time; Little: b = 40 x 100 x TPOT(b) / 0.6, i.e.
+    b = 6666.7 (0.02 + 0.0001 b) -> b = 400, where the TPOT seen is (0.02 + 0.04) / 0.6 = 100 ms > 41 ms.
+    Two replicas: rho = 0.2, b = 2500 (0.02 + 0.0001 b) -> b = 50 / 0.75 = 66.7 sequences in flight each, TPOT
+    seen (0.02 + 0.00667) / 0.8 = 33.3 ms <= 41 ms. So 2 replicas, ~66.7 sequences each, 33.3 ms."""
+    b = np.arange(1, 1001, dtype=float)
+    tpot = (0.02 + 0.0001 * b)[None, :]
+    r, batch, seen, rho = F.replicas_for(requests_per_s=np.array([40.0]), output_tokens=np.array([100.0]),
+                                         prefill_s=np.array([0.01]), tpot_s=tpot, max_batch=np.array([1000.0]),
+                                         slo_s=0.041)
+    assert r[0] == 2
+    assert rho[0] == pytest.approx(0.2)
+    assert batch[0] == pytest.approx(66.67, abs=0.15)  # the integer fixed point 67, read at its TPOT
+    assert seen[0] * 1e3 == pytest.approx(33.33, abs=0.1)
+
+
+def test_memory_and_prefill_limits_add_replicas():
+    b = np.arange(1, 1001, dtype=float)
+    tpot = (0.02 + 0.0001 * b)[None, :]
+    common = dict(requests_per_s=np.array([40.0]), output_tokens=np.array([100.0]), tpot_s=tpot, slo_s=0.041)
+    # memory for only 30 sequences per replica: 66.7 in flight on 2 replicas does not fit; 3 replicas hold ~35
+    # each (still > 30); 4 replicas hold ~24
+    r, batch, _, _ = F.replicas_for(prefill_s=np.array([0.01]), max_batch=np.array([30.0]), **common)
+    assert r[0] == 4 and batch[0] <= 30
+    # prefill alone beyond one replica's time: 40 x 0.03 = 1.2 -> at least 2 replicas
+    r2, _, _, rho = F.replicas_for(prefill_s=np.array([0.03]), max_batch=np.array([1000.0]), **common)
+    assert r2[0] >= 2 and rho[0] < 1
+
+
+def _brute_force_replicas(lam, out, pre, tpot, mb, slo):
+    for r in range(1, 10_000):
+        lam_r, rho = lam / r, lam / r * pre
+        if rho >= 1:
+            continue
+        for b in range(1, int(min(mb, tpot.size)) + 1):
+            t = tpot[b - 1] / (1 - rho)
+            if t > slo:
+                break
+            if lam_r * out * t <= b:
+                return r
+    return 0
+
+
+def test_replicas_equal_a_brute_force_search_on_the_planners_own_tpot(catalog):
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=5e10,
+                        daily_shape="business_hours")
+    p = P.plan(req, catalog)
+    base = p.fleet.config(P.NO_SPEC)
+    ctx = P._ctx(req, catalog)
+    h = base.hours[12]
+    pre = {"k": P._r5([1], 1), "tau": P._r5([1.0], 1), "nver": P._r5([2], 1),
+           "prompt": P._r5([h.prompt_tokens], 3), "out": P._r5([h.output_tokens], 3),
+           "ctx": P._r5([h.prompt_tokens + h.output_tokens / 2], 3)}
+    cands = [P.Candidate(P.NO_SPEC, (1,))]
+    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
+    drafts = P._drafts(ctx, cands)
+    mb = float(P._memory(ctx, cands, pre, drafts).max())
+    res = P.evaluate_arrays(batch=P._r5(np.arange(1, mb + 1), 4), **P._engine_args(ctx, cands, smp, pre, drafts))
+    tpot = np.asarray(res.baseline_tpot_s).reshape(-1)
+    from planner.roofline import hw_params, target_net
+    from planner.serving import prefill_time_s
+
+    pre_s = float(prefill_time_s(target_net(ctx.model), hw_params(ctx.hw, "bf16", ctx.eff),
+                                 prompt_tokens=h.prompt_tokens))
+    assert h.replicas == _brute_force_replicas(h.requests_per_s, h.output_tokens, pre_s, tpot, mb, 0.050)
+    assert h.tpot_ms <= 50.0 + 1e-9
+
+
+def test_month_of_the_fleet_and_the_peak(catalog):
+    p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=20,
+                             segments=(P.TrafficSegment("code", "english", 1.0, 300, 600),),
+                             monthly_output_tokens=5e10, daily_shape="business_hours"), catalog)
+    for c in p.fleet.configs:
+        gpus = [h.gpus for h in c.hours]
+        assert c.peak_gpus == max(gpus) and all(g % 4 == 0 for g in gpus)
+        assert c.gpu_hours_per_month_autoscaled == pytest.approx(sum(gpus) * F.DAYS_PER_MONTH)
+        assert c.gpu_hours_per_month_fixed == pytest.approx(c.peak_gpus * 24 * F.DAYS_PER_MONTH)
+        assert c.usd_per_month_autoscaled <= c.usd_per_month_fixed
+        assert c.usd_per_month_fixed == pytest.approx(c.gpu_hours_per_month_fixed * p.usd_per_gpu_hour)
+    # the arrivals integrate back to the monthly volume
+    base = p.fleet.config(P.NO_SPEC)
+    tokens = sum(h.requests_per_s * 3600 * 600 for h in base.hours) * F.DAYS_PER_MONTH
+    assert tokens == pytest.approx(5e10, rel=1e-9)
+    # speculation that cuts CPM here also cuts the GPUs needed at the peak
+    best = p.fleet.config(p.best.method)
+    assert best.peak_gpus <= base.peak_gpus
+
+
+def test_fleet_in_the_cli_equals_plan(catalog):
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=3e10,
+                        daily_shape="consumer_evening")
+    p = P.plan(req, catalog)
+    out = subprocess.run([sys.executable, "-m", "planner", "plan", "--model", "llama-3.1-8b", "--hardware",
+                          "h100-sxm", "--monthly-output-tokens", "3e10", "--daily-shape", "consumer_evening",
+                          "--no-levers"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    js = json.loads(out.stdout)["fleet"]
+    for c in p.fleet.configs:
+        jc = next(x for x in js["configs"] if x["method"] == c.method)
+        assert jc["peak_gpus"] == c.peak_gpus
+        assert jc["usd_per_month_autoscaled"] == pytest.approx(c.usd_per_month_autoscaled)
+        assert [h["gpus"] for h in jc["hours"]] == [h.gpus for h in c.hours]
+
+
+def test_bad_shape_is_refused(catalog):
+    with pytest.raises(P.PlanError, match="daily_shape='weekly'"):
+        P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", daily_shape="weekly"), catalog)
+    assert math.isclose(F.daily_shape("business_hours").mean(), 1.0)
