@@ -39,7 +39,7 @@ def speculative_config(method: Method, model: ModelSpec, k: int, *, draft_model:
 
 def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dtype: str = "bf16",
                     max_num_seqs: int | None = None, draft_model: ModelSpec | None = None,
-                    head_path: str | None = None, tree_shape=None) -> dict[str, Any]:
+                    head_path: str | None = None, tree_shape=None, kv_dtype: str = "bf16") -> dict[str, Any]:
     """The `vllm serve` command for a method, its speculative config and what the operator must fill in.
 
     The one place a deployment command is built (the Plan, Report and CLI all show this). With a token tree
@@ -75,6 +75,10 @@ def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dt
         parts += ["--tensor-parallel-size", str(int(tp))]
     if dtype == "fp8":
         parts += ["--quantization", "fp8"]
+    elif dtype in ("nvfp4", "mxfp4"):
+        notes.append(f"{dtype} weights: serve a checkpoint quantised to {dtype} (vLLM reads its quantization_config)")
+    if kv_dtype == "fp8":
+        parts += ["--kv-cache-dtype", "fp8"]
     if max_num_seqs:
         parts += ["--max-num-seqs", str(int(max_num_seqs))]
     parts += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]

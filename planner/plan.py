@@ -41,6 +41,7 @@ from planner.roofline import (
     GB,
     GPU_MEMORY_UTILIZATION,
     HwParams,
+    default_kv_dtype,
     head_net,
     hw_params,
     null_net,
@@ -57,7 +58,7 @@ from planner.serving import (
     memory_max_batch,
     prefill_time_s,
 )
-from planner.types import Acceptance, Efficiency
+from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Efficiency
 
 NO_SPEC = "none"  # "current method": no speculative decoding today
 MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
@@ -147,7 +148,8 @@ class PlanRequest:
     model: str
     hardware: str
     tp: int = 1
-    dtype: str = "bf16"
+    dtype: str = "bf16"  # weights: bf16, fp8, nvfp4, mxfp4 (planner.types.WEIGHT_DTYPES)
+    kv_dtype: str | None = None  # KV cache: bf16 or fp8; None: fp8 with fp8 weights, else bf16
     usd_per_gpu_hour: float | None = None  # None: the hardware's list-price midpoint
     tpot_slo_ms: float = 50.0
     monthly_output_tokens: float = 1e10
@@ -355,8 +357,10 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
     if not isinstance(req.tp, (int, np.integer)) or req.tp not in TP_OPTIONS or req.tp > hw.max_tp:
         allowed = ", ".join(str(t) for t in TP_OPTIONS if t <= hw.max_tp)
         raise PlanError("tp", req.tp, f"one of {allowed} GPUs per replica on {hw.label}")
-    if req.dtype not in BYTES_PER_PARAM:
-        raise PlanError("dtype", req.dtype, "bf16 or fp8")
+    if req.dtype not in WEIGHT_DTYPES:
+        raise PlanError("dtype", req.dtype, ", ".join(WEIGHT_DTYPES))
+    if req.kv_dtype is not None and req.kv_dtype not in KV_CACHE_DTYPES:
+        raise PlanError("kv_dtype", req.kv_dtype, ", ".join(KV_CACHE_DTYPES) + " (or none: follows the weights)")
     if req.usd_per_gpu_hour is not None and not (_finite(req.usd_per_gpu_hour) and 0 < req.usd_per_gpu_hour <= 1000):
         raise PlanError("usd_per_gpu_hour", req.usd_per_gpu_hour, "a price above $0 and at most $1000 per GPU-hour")
     if not (_finite(req.tpot_slo_ms) and 0 < req.tpot_slo_ms <= 60_000):
@@ -491,6 +495,11 @@ class _Ctx:
     @property
     def share(self) -> np.ndarray:
         return np.array([s.share for s in self.segs])
+
+    @functools.cached_property
+    def target(self):
+        """The target network in the request's weight and KV-cache formats."""
+        return target_net(self.model, self.req.dtype, kv_dtype=self.req.kv_dtype)
 
     @functools.cached_property
     def segment_alphas(self) -> tuple[np.ndarray, np.ndarray]:
@@ -639,10 +648,11 @@ def _draft(ctx: _Ctx, name: str):
     mode = DRAFTING_MODE_CODE[m.drafting]
     if m.drafting == "draft_model":
         dm = ctx.catalog.models[ctx.model.draft_model]
-        return target_net(dm, dtype), mode, False, dm.total_params_b * 1e9 * BYTES_PER_PARAM[dtype], True
+        dnet = target_net(dm, dtype, kv_dtype=ctx.req.kv_dtype)
+        return dnet, mode, False, float(resident_weight_bytes(dnet)), True
     if m.drafting == "ngram":
         return null_net(), mode, False, 0.0, False
-    return head_net(m, ctx.model, dtype), mode, m.draft_params_scale_with_k, 0.0, False
+    return head_net(m, ctx.model, dtype, kv_dtype=ctx.req.kv_dtype), mode, m.draft_params_scale_with_k, 0.0, False
 
 
 @dataclass(frozen=True)
@@ -677,7 +687,7 @@ def _drafts(ctx: _Ctx, cands: Sequence[Candidate]) -> dict[str, Any]:
 def _engine_args(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, pre, drafts=None) -> dict[str, Any]:
     """evaluate_arrays' arguments for candidates along axis 1 (all but the batch), built once per search."""
     return dict(
-        target=target_net(ctx.model, ctx.req.dtype), hw=_hw(ctx, smp), k=pre["k"], tau=pre["tau"],
+        target=ctx.target, hw=_hw(ctx, smp), k=pre["k"], tau=pre["tau"],
         context_tokens=pre["ctx"], prompt_tokens=pre["prompt"], output_tokens=pre["out"],
         usd_per_gpu_hour=_r5(smp.usd_per_gpu_hour, 0), tp=ctx.tp, verify_tokens=pre["nver"],
         draft_cost_factor=_r5([c.draft_cost_factor for c in cands], 1), **_tree_overrides(ctx, cands),
@@ -810,7 +820,7 @@ def _memory(ctx: _Ctx, cands: Sequence[Candidate], pre, drafts) -> np.ndarray:
     no speculation (planner.serving.memory_max_batch)."""
     k = pre["k"]
     scaled = drafts["draft"].scaled(np.where(drafts["draft_scales_with_k"], k, 1.0))
-    mb, base_mb = memory_max_batch(target=target_net(ctx.model, ctx.req.dtype), draft=scaled,
+    mb, base_mb = memory_max_batch(target=ctx.target, draft=scaled,
                                    hw=hw_params(ctx.hw, ctx.req.dtype, ctx.eff), mode=drafts["mode"],
                                    prompt_tokens=pre["prompt"], output_tokens=pre["out"], tp=ctx.tp,
                                    draft_weight_bytes_total=drafts["draft_weight_bytes_total"],
@@ -1191,6 +1201,7 @@ def plan(req: PlanRequest, catalog) -> Plan:
             if catalog.methods[deploy_for].drafting == "draft_model"
             else None,
             tree_shape=req.tree_shape if catalog.methods[deploy_for].tree else None,
+            kv_dtype=req.kv_dtype or default_kv_dtype(req.dtype),
         )
     levers: tuple[LeverStep, ...] = ()
     if req.levers_start is not None:
@@ -1260,7 +1271,7 @@ def fleet(ctx: _Ctx, points: Sequence[OperatingPoint]):
                                                                                            drafts))
     is_base = _r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
     tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(hours), bmax))
-    pre_s = np.broadcast_to(prefill_time_s(target_net(ctx.model, req.dtype), hw_params(ctx.hw, req.dtype, ctx.eff),
+    pre_s = np.broadcast_to(prefill_time_s(ctx.target, hw_params(ctx.hw, req.dtype, ctx.eff),
                                            prompt_tokens=np.array([h.prompt_tokens for h in hours]), tp=ctx.tp),
                             (len(hours),))
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,

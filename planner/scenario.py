@@ -17,10 +17,10 @@ import numpy as np
 from planner import acceptance as acc
 from planner import trees
 from planner.roofline import (
-    BYTES_PER_PARAM,
     head_net,
     hw_params,
     null_net,
+    resident_weight_bytes,
     target_net,
 )
 from planner.serving import (
@@ -28,7 +28,16 @@ from planner.serving import (
     SpecResult,
     evaluate_arrays,
 )
-from planner.types import Acceptance, Efficiency, Hardware, Method, ModelSpec, Scenario
+from planner.types import (
+    KV_CACHE_DTYPES,
+    WEIGHT_DTYPES,
+    Acceptance,
+    Efficiency,
+    Hardware,
+    Method,
+    ModelSpec,
+    Scenario,
+)
 
 MAX_ALPHA = 0.98  # a shifted alpha is clipped here: no trained drafter is perfect
 
@@ -99,8 +108,10 @@ def _validate(s: Scenario, model: ModelSpec, hw: Hardware, method: Method) -> No
         raise bad("batch", s.batch, "an integer from 1 to 4096")
     if s.tp not in (1, 2, 4, 8) or s.tp > hw.max_tp:
         raise bad("tp", s.tp, f"1, 2, 4 or 8, at most {hw.max_tp} on {hw.label}")
-    if s.dtype not in BYTES_PER_PARAM:
-        raise bad("dtype", s.dtype, "bf16 or fp8")
+    if s.dtype not in WEIGHT_DTYPES:
+        raise bad("dtype", s.dtype, ", ".join(WEIGHT_DTYPES))
+    if s.kv_dtype is not None and s.kv_dtype not in KV_CACHE_DTYPES:
+        raise bad("kv_dtype", s.kv_dtype, ", ".join(KV_CACHE_DTYPES))
     if s.usd_per_gpu_hour is not None and not (0 <= s.usd_per_gpu_hour <= 1000):
         raise bad("usd_per_gpu_hour", s.usd_per_gpu_hour, "a price from 0 to 1000 $/GPU-hour")
     if not (0 < s.tpot_slo_ms <= 60_000):
@@ -206,7 +217,7 @@ def tree_draft_overrides(shape, method: Method) -> dict:
 
 
 def _nets(s: Scenario, model: ModelSpec, method: Method, catalog: CatalogLike):
-    target = target_net(model, s.dtype)
+    target = target_net(model, s.dtype, kv_dtype=s.kv_dtype)
     draft_total = 0.0
     is_model = method.drafting == "draft_model"
     if is_model:
@@ -214,12 +225,12 @@ def _nets(s: Scenario, model: ModelSpec, method: Method, catalog: CatalogLike):
         if dm is None:
             draft = null_net()
         else:
-            draft = target_net(dm, s.dtype)
-            draft_total = dm.total_params_b * 1e9 * BYTES_PER_PARAM[s.dtype]
+            draft = target_net(dm, s.dtype, kv_dtype=s.kv_dtype)
+            draft_total = float(resident_weight_bytes(draft))
     elif method.drafting == "ngram":
         draft = null_net()
     else:
-        draft = head_net(method, model, s.dtype)
+        draft = head_net(method, model, s.dtype, kv_dtype=s.kv_dtype)
     return target, draft, draft_total, is_model
 
 

@@ -257,6 +257,7 @@ class Scenario:
     output_tokens: int | None = None
     tp: int = 1
     dtype: Dtype = "bf16"
+    kv_dtype: str | None = None  # KV cache bf16 / fp8; None: fp8 with fp8 weights, else bf16
     usd_per_gpu_hour: float | None = None  # None: hardware mid price
     tpot_slo_ms: float = 50.0
     draft_cost_ratio: float | None = None  # override the derived c

@@ -20,6 +20,7 @@ import streamlit as st
 
 from planner import plan as P
 from planner import sensitivity as sens
+from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
 
@@ -98,7 +99,8 @@ def _params() -> dict[str, Param]:
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
         "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0)),
         "tp": Param(DEFAULTS["tp"], int, lambda v: v in (1, 2, 4, 8)),
-        "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in ("bf16", "fp8")),
+        "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in WEIGHT_DTYPES),
+        "kv": Param("auto", str, lambda v: v == "auto" or v in KV_CACHE_DTYPES),
         "slo": Param(DEFAULTS["slo"], float, _finite(1.0, 60_000.0)),
         "volume_b": Param(DEFAULTS["volume_b"], float, _finite(0.0, 1e7)),
         "volume_source": Param("manual", str, lambda v: v in ("manual", "profile")),
@@ -204,7 +206,12 @@ def sidebar() -> None:
         c1.selectbox("GPUs per replica (TP)", [1, 2, 4, 8], key="tp",
                      help="Tensor parallel: the model's weights are split over this many GPUs, which serve as one "
                           "replica.")
-        c2.selectbox("Weights", ["bf16", "fp8"], key="dtype")
+        c2.selectbox("Weights", list(WEIGHT_DTYPES), key="dtype",
+                     help="Weight format. nvfp4 / mxfp4: 4-bit checkpoints (GPT-OSS ships MXFP4 experts).")
+        st.selectbox("KV cache", ["auto", *KV_CACHE_DTYPES], key="kv",
+                     format_func=lambda v: "auto (fp8 with fp8 weights, else bf16)" if v == "auto" else v,
+                     help="The KV cache's own format: it sets how many sequences fit and how long attention "
+                          "reads take; the deploy command sets --kv-cache-dtype from it.")
         st.number_input("TPOT SLO, ms per output token", min_value=1.0, max_value=60000.0, step=5.0, key="slo",
                         help="TPOT (time per output token) is the latency each user sees between tokens. Every "
                              "method is compared at its own best batch under this target.")
@@ -277,6 +284,7 @@ def request(**changes) -> P.PlanRequest:
     price = float(ss["price"])
     req = P.PlanRequest(
         model=ss["model"], hardware=ss["hardware"], tp=int(ss["tp"]), dtype=ss["dtype"],
+        kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
         tpot_slo_ms=float(ss["slo"]), monthly_output_tokens=volume, volume_source=source, segments=segments,
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),

@@ -269,3 +269,21 @@ def test_absolute_step_time_by_hand_llama_8b_on_one_h100_at_batch_1(catalog):
                              segments=(P.TrafficSegment("chat", "english", 1.0, 800.0, 800.0),)), catalog)
     assert p.baseline.batch == 1
     assert p.baseline.tpot_ms == pytest.approx(by_hand_s * 1e3, rel=1e-6)
+
+
+def test_kv_cache_format_is_its_own_choice_and_reaches_the_deploy_command(catalog):
+    base = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", tpot_slo_ms=500, levers_start=None)
+    bf16 = P.plan(base, catalog)
+    fp8 = P.plan(dataclasses.replace(base, kv_dtype="fp8"), catalog)
+    # the same bf16 weights; an fp8 cache holds twice the sequences in the memory left after the weights
+    assert fp8.baseline.max_batch == pytest.approx(2 * bf16.baseline.max_batch, rel=0.01)
+    assert "--kv-cache-dtype fp8" in fp8.deploy["command"] and "--kv-cache-dtype" not in bf16.deploy["command"]
+    with pytest.raises(P.PlanError, match="kv_dtype='int4'"):
+        P.plan(dataclasses.replace(base, kv_dtype="int4"), catalog)
+
+
+def test_gpt_oss_120b_in_mxfp4_is_served_by_one_h100(catalog):
+    p = P.plan(P.PlanRequest(model="gpt-oss-120b", hardware="h100-sxm", dtype="mxfp4"), catalog)
+    assert p.baseline.fits_memory and p.baseline.feasible and p.baseline.max_batch > 0
+    bf16 = P.plan(P.PlanRequest(model="gpt-oss-120b", hardware="h100-sxm", dtype="bf16"), catalog)
+    assert not bf16.baseline.fits_memory and "TP >=" in bf16.baseline.way_out
