@@ -125,6 +125,58 @@ def _pre(ctx, cands, smp, ks):
     }
 
 
+@dataclass(frozen=True)
+class TreeVsChain:
+    batch: np.ndarray
+    chain_usd_per_mtok: np.ndarray  # the chain at its best K per batch
+    tree_usd_per_mtok: np.ndarray  # the tree (stated, or the planner's default at its best depth) per batch
+    fits_memory: np.ndarray
+    crossover_batch: float | None  # first batch where the tree stops beating the chain (log-interpolated)
+    tree_label: str
+
+
+def tree_vs_chain(req: P.PlanRequest, catalog, method: str, *, batches: np.ndarray | None = None) -> TreeVsChain:
+    """Lever 4 over batch: a token tree verifies more tokens per sequence than a chain; where the verifier is
+    memory-bound that is nearly free and the tree's longer acceptance wins, once it is compute-bound the extra
+    verify tokens cost more than they return. Same segment (the largest) and batch for both."""
+    m = catalog.methods[method]
+    if not m.tree:
+        raise P.PlanError("method", method, f"a method with tree verification ({m.label} has none)")
+    segs = P.validate(req, catalog)
+    seg = dataclasses.replace(segs[int(np.argmax([x.share for x in segs]))], share=1.0)
+    ctx = P._ctx(dataclasses.replace(req, segments=(seg,)), catalog, (seg,))
+    shape = req.tree_shape
+    ks = (shape.depth,) if shape is not None else tuple(range(1, m.max_k + 1))
+    cands = [P.Candidate(method, tuple(range(1, m.max_k + 1)), tuned=req.tuned),
+             P.Candidate(method, ks, tuned=req.tuned, tree=True, tree_shape=shape)]
+    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
+    kk = np.arange(1, m.max_k + 1, dtype=float)
+    b = np.asarray(batches if batches is not None else np.unique(np.round(np.geomspace(1, 1024, 32))), float)
+    tau, nver, _ = P._taus(ctx, cands, smp, kk)
+    prompt = P._r5([seg.prompt_tokens], 3)
+    out = P._r5([seg.output_tokens], 3)
+    pre = {"k": P._r5(kk, 2), "tau": tau[..., None], "nver": nver[..., None], "prompt": prompt, "out": out,
+           "ctx": prompt + out / 2.0}
+    res = P.evaluate_arrays(batch=b[None, None, None, None, :], **P._engine_args(ctx, cands, smp, pre))
+    cpm = np.broadcast_to(res.usd_per_mtok, (1, 2, kk.size, 1, b.size))[0, :, :, 0, :]  # (2, K, B)
+    fits = np.broadcast_to(res.fits_memory, (1, 2, kk.size, 1, b.size))[0, :, :, 0, :]
+    valid = np.array([[k in c.ks for k in kk] for c in cands])[:, :, None]
+    best = np.where(fits & valid, cpm, np.inf).min(axis=1)  # (2, B)
+    chain, tree = best[0], best[1]
+    ok = np.isfinite(chain) & np.isfinite(tree)
+    gain = np.where(ok, chain - np.where(ok, tree, 0.0), 0.0)
+    crossover = None
+    idx = np.flatnonzero(ok & (gain <= 0))
+    if idx.size:
+        c = int(idx[0])
+        crossover = float(b[0]) if c == 0 else float(np.exp(np.log(b[c - 1]) + (gain[c - 1] / (gain[c - 1] - gain[c])
+                                                             if gain[c - 1] != gain[c] else 1.0)
+                                                            * (np.log(b[c]) - np.log(b[c - 1]))))
+    label = (f"stated tree ({shape.verify_tokens_per_seq} tokens verified per sequence)" if shape is not None
+             else "the planner's default tree (width 3) at its best depth")
+    return TreeVsChain(b, chain, tree, ok, crossover, label)
+
+
 def optimal_k_by_batch(req: P.PlanRequest, catalog, method: str, batches) -> dict[int, int | None]:
     """The K with the lowest CPM at each batch among the K's that fit memory (None where none fits)."""
     sw = batch_sweep(req, catalog, method, batches=np.asarray(batches, float))

@@ -19,6 +19,11 @@ def _heat(req, method, batch):
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
+def _tree_vs_chain(req, method):
+    return sens.tree_vs_chain(req, S.catalog(), method)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
 def _tornado(req, method):
     return sens.tornado(req, S.catalog(), method)
 
@@ -94,6 +99,25 @@ def render() -> None:
                "free; compute-bound means they cost arithmetic time. "
                f"Grey: batches whose TPOT misses the {req.tpot_slo_ms:g} ms SLO. Batches beyond "
                f"{sw.max_batch:.0f} sequences do not fit in memory and are not drawn.")
+
+    if cat.methods[method].tree:
+        st.subheader("Tree or chain: where the tree's extra verify tokens stop paying")
+        tvc = _tree_vs_chain(req, method)
+        fig = go.Figure()
+        ok = tvc.fits_memory
+        fig.add_scatter(x=tvc.batch[ok], y=tvc.chain_usd_per_mtok[ok], mode="lines+markers", name=f"{label}, chain (best K)")
+        fig.add_scatter(x=tvc.batch[ok], y=tvc.tree_usd_per_mtok[ok], mode="lines+markers", name=f"{label}, {tvc.tree_label}")
+        if tvc.crossover_batch is not None:
+            fig.add_vline(x=tvc.crossover_batch, line_color="#d62728")
+        fig.update_xaxes(type="log", title="batch (sequences per replica)")
+        fig.update_layout(yaxis_title="$ per million output tokens", height=360, legend={"orientation": "h", "y": -0.3})
+        st.plotly_chart(fig, key="sens_tree_chart", width="stretch")
+        st.markdown(f"**The tree beats the chain up to batch ~{tvc.crossover_batch:.0f}**, then its extra verify tokens "
+                    "cost more than they return." if tvc.crossover_batch is not None else
+                    "**No crossover in this range**: the tree stays ahead of the chain at every batch that fits.")
+        st.caption("A token tree verifies many candidate tokens per sequence: nearly free while reading the weights "
+                   "sets the step time (memory-bound), a real cost once arithmetic does (compute-bound). State your "
+                   "own tree with `python -m planner ... --tree FILE` or SGLang's three flags.")
 
     st.subheader("Speedup over alpha x K")
     st.number_input("Batch for the heatmap", min_value=1, max_value=4096, step=1, key="sens_batch")

@@ -99,3 +99,16 @@ def test_tree_ahead_at_batch_1_and_behind_at_large_batch(catalog):
 
     assert speedup(1, True) > speedup(1, False)
     assert speedup(256, True) < speedup(256, False)
+
+
+def test_tree_vs_chain_crossover_over_batch(catalog):
+    from planner.sensitivity import tree_vs_chain
+
+    t = tree_vs_chain(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm",
+                                    tree_shape=TreeShape.from_sglang(3, 4, 21)), catalog, "eagle3")
+    assert t.tree_usd_per_mtok[0] < t.chain_usd_per_mtok[0]  # batch 1: the tree is ahead
+    assert t.crossover_batch is not None and 1 < t.crossover_batch < 512
+    last = t.fits_memory.nonzero()[0][-1]
+    assert t.tree_usd_per_mtok[last] > t.chain_usd_per_mtok[last]  # at large batch the chain is ahead
+    with pytest.raises(P.PlanError, match="tree verification"):
+        tree_vs_chain(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm"), catalog, "p_eagle")
