@@ -92,3 +92,56 @@ def test_upload_sample_and_read_recommendation(server, tmp_path):
         shutil.copy(shot, SCREENS / shot.name)
         print(f"recommendation: {text}\nbest CPM: {cpm}\nscreenshot: {SCREENS / shot.name}")
         browser.close()
+
+
+def _upload(page, path: Path) -> None:
+    page.locator("input[type=file]").first.set_input_files(str(path))
+
+
+def _pick(page, label: str, option: str) -> None:
+    """Choose `option` in the Streamlit selectbox labelled `label` (BaseWeb select: click, then the option)."""
+    box = page.locator("[data-testid=stSelectbox]").filter(has_text=label).first
+    box.click()
+    page.get_by_role("option", name=option, exact=True).first.click()
+    page.wait_for_timeout(800)
+
+
+def test_real_exports_xlsx_semicolon_csv_and_a_mapped_column(server, tmp_path):
+    """A spreadsheet, a European-Excel CSV (';' and decimal commas) and a file whose columns nobody recognises,
+    its columns then mapped in the page: each becomes the profile in use."""
+    from openpyxl import Workbook
+    from playwright.sync_api import sync_playwright
+
+    xlsx = tmp_path / "gateway_export.xlsx"
+    wb = Workbook()
+    ws = wb.active
+    ws.append(["timestamp", "workload", "prompt_tokens", "output_tokens"])
+    for i in range(60):
+        ws.append([f"2026-11-01T00:{i:02d}:00Z", "code" if i % 3 else "chat", 900 + i, 200 + i])
+    wb.save(xlsx)
+    semi = tmp_path / "europe.csv"
+    semi.write_text("timestamp;workload;prompt_tokens;output_tokens;weight\n" + "".join(
+        f"2026-11-01T01:{i:02d}:00Z;chat;{500 + i};{300 + i};1,5\n" for i in range(40)), encoding="utf-8")
+    odd = tmp_path / "mystery.csv"
+    odd.write_text("when,ask,answer\n" + "".join(f"2026-11-01T02:{i:02d}:00Z,{700 + i},{150 + i}\n"
+                                                  for i in range(30)), encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1500, "height": 1200})
+        page.goto(server + "/traffic", wait_until="domcontentloaded")
+        page.get_by_text("Traffic profile", exact=True).first.wait_for(timeout=60_000)
+        _upload(page, xlsx)
+        page.get_by_text("Loaded 'gateway_export.xlsx'").wait_for(timeout=60_000)
+        _upload(page, semi)
+        page.get_by_text("Loaded 'europe.csv'").wait_for(timeout=60_000)
+        _upload(page, odd)
+        page.get_by_text("Columns not recognised").first.wait_for(timeout=60_000)
+        _pick(page, "timestamp (request start)", "when")
+        _pick(page, "prompt tokens", "ask")
+        _pick(page, "output tokens", "answer")
+        page.get_by_text("Loaded 'mystery.csv'").wait_for(timeout=60_000)
+        shot = tmp_path / "traffic_mapped.png"
+        page.screenshot(path=str(shot), full_page=True)
+        SCREENS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, SCREENS / shot.name)
+        browser.close()
