@@ -15,7 +15,6 @@ memory bound (not the times: CI machines are slow and shared).
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -23,7 +22,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -121,21 +119,11 @@ def measure(path: Path, timeout_s: float = 300.0) -> dict:
 
 
 def make_requests_csv(n: int, seed: int = 1) -> bytes:
-    rng = np.random.default_rng(seed)
-    t0 = pd.Timestamp("2026-11-01T00:00:00Z")
-    secs = np.sort(rng.uniform(0, 7 * 86400, n)).astype("int64")
-    workloads = np.array(["chat", "code", "rag_summarization", "agent"])
-    languages = np.array(["english", "mandarin", "cantonese"])
-    df = pd.DataFrame({
-        "timestamp": (t0 + pd.to_timedelta(secs, unit="s")).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "workload": workloads[rng.choice(4, n, p=[0.5, 0.3, 0.1, 0.1])],
-        "language": languages[rng.choice(3, n, p=[0.6, 0.25, 0.15])],
-        "prompt_tokens": rng.integers(50, 8000, n),
-        "output_tokens": rng.integers(10, 1500, n),
-    })
-    buf = io.StringIO()
-    df.to_csv(buf, index=False)
-    return buf.getvalue().encode()
+    """The same synthetic week of requests bench_app.py ingests (one generator for both benchmarks)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_app import make_requests_csv as make
+
+    return make(n, seed)
 
 
 def main() -> None:
