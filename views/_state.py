@@ -393,6 +393,23 @@ fmt_months = P.fmt_months
 fmt_pct = P.fmt_pct
 
 
+GLOSSARY = (
+    "**alpha**: the probability that the target model accepts a drafted token (per token, at draft position 1; "
+    "the seed article's ranges read that way). **tau** (acceptance length): tokens emitted per verifier step, "
+    "bonus token included. **vLLM's draft acceptance rate** = (tau - 1) / K: a different number from alpha. "
+    "**K**: draft tokens proposed per step. **TPOT**: time per output token, the latency a user sees. "
+    "**Verifier**: the target model checking the drafts in one forward pass. **Memory-bound / compute-bound**: "
+    "whether a step's time is set by reading the weights (speculation is nearly free) or by arithmetic "
+    "(speculation's extra tokens cost real time). **CPM**: dollars per million output tokens, prefill GPU time "
+    "included.")
+
+
+def glossary() -> None:
+    """The jargon, explained where it first appears on each page."""
+    with st.expander("What the words mean"):
+        st.markdown(GLOSSARY)
+
+
 def page_header(title: str) -> P.PlanRequest | None:
     """Title, the scenario caption and the input check every scenario page starts with; None when the inputs
     are invalid (the message names the field, the value and what is allowed)."""

@@ -71,6 +71,7 @@ def render() -> None:
         f"speculation: {P.fmt_cpm(base.usd_per_mtok) if base.feasible else base.reason}); one-time cost of the applied "
         f"levers up to {P.fmt_usd(total_one)}; saving "
         f"{P.fmt_usd((start_cpm - end_cpm) * req.monthly_output_tokens / 1e6)}/month.")
+    S.glossary()
     order = st.radio("Order", ["article", "return"], key="levers_order", horizontal=True,
                      format_func=lambda v: "the article's order" if v == "article"
                      else "by return on one-time cost")

@@ -8,7 +8,7 @@ import streamlit as st
 
 from planner import plan as P
 from views import _state as S
-from views.plan import CONVENTION, GLOSSARY
+from views.plan import CONVENTION
 
 
 def table_rows(p: P.Plan) -> list[dict]:
@@ -65,8 +65,7 @@ def render() -> None:
                "its own best batch (the honest comparison). "
                + ("Numbers are blended over the traffic profile's workload and language mix, weighted by output "
                   "tokens." if S.is_profile() else ""))
-    with st.expander("What the words mean"):
-        st.markdown(GLOSSARY)
+    S.glossary()
     avail = [m for m in p.methods if m.available and m.fits_memory]
     if avail:
         fig = go.Figure()

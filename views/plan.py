@@ -12,15 +12,6 @@ import streamlit as st
 from planner import plan as P
 from views import _state as S
 
-GLOSSARY = (
-    "**alpha**: the probability that the target model accepts a drafted token (per token, at draft position 1; "
-    "the seed article's ranges read that way). **tau** (acceptance length): tokens emitted per verifier step, "
-    "bonus token included. **vLLM's draft acceptance rate** = (tau - 1) / K: a different number from alpha. "
-    "**K**: draft tokens proposed per step. **TPOT**: time per output token, the latency a user sees. "
-    "**Verifier**: the target model checking the drafts in one forward pass. **Memory-bound / compute-bound**: "
-    "whether a step's time is set by reading the weights (speculation is nearly free) or by arithmetic "
-    "(speculation's extra tokens cost real time). **CPM**: dollars per million output tokens, prefill GPU time "
-    "included.")
 CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau counts the bonus token; vLLM's draft "
               "acceptance rate is (tau-1)/K.")
 
@@ -120,8 +111,7 @@ def render() -> None:
                    f"({len(p.segments)} segments, weighted by output tokens)"
                    + (f"; batch capped at {cap:,.0f} concurrent sequences (median minute, Little's law)"
                       if cap is not None else "") + ".")
-    with st.expander("What the words mean"):
-        st.markdown(GLOSSARY)
+    S.glossary()
     st.subheader("CPM by method, each at its own best K and batch under the SLO")
     st.plotly_chart(cpm_chart(p), key="plan_cpm_chart", width="stretch")
     st.caption("Bars: the alpha range's midpoint; whiskers: the method's alpha range (low-high). Grey bars miss the "

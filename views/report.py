@@ -27,6 +27,7 @@ def render() -> None:
         st.code(p.deploy["command"], language="bash")
         for n in p.deploy["notes"]:
             st.caption(n)
+    S.glossary()
     levers = list(p.levers)
     figures = [("CPM by method (each at its own best batch under the SLO)", cpm_chart(p))]
     if levers:

@@ -81,6 +81,7 @@ def render() -> None:
     label = cat.methods[method].label
     pt = p.method(method)
 
+    S.glossary()
     st.subheader("Speedup and CPM over batch size")
     sw = S.batch_sweep(req, method)
     seg = sw.segment
