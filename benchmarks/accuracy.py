@@ -8,6 +8,10 @@ and the training cells only; held-out cells: every cell at context 8,000 and eve
 
 Targets (issue 11): MAPE <= 10 % overall, <= 15 % per (model family, GPU), DeepSeek-V3 at batch 1 within 20 %.
 
+Speculation (issue 11, step 4; tools/fit_speculation.py): speedup on the published training table
+(profiles/data/published/published_specdec.csv), leave-one-source-out cross-validation (target MAPE <= 12 %),
+and every MoE batch curve in it: does the model's speedup fall with batch as the data's does?
+
     python benchmarks/accuracy.py
 """
 
@@ -73,7 +77,31 @@ def main() -> int:
     for o, a in ds1:
         print(f"DeepSeek-V3 batch 1: ours {o:.2f} ms, aiconfigurator {a:.2f} ms "
               f"({100 * (o / a - 1):+.1f} %; target +-20 %)")
+    print()
+    speculation()
     return 0
+
+
+def speculation() -> None:
+    """Speedup on the published table: leave-one-source-out MAPE per method and the MoE batch curves."""
+    import fit_speculation as fs  # noqa: PLC0415
+
+    catalog, rows, skipped, fit, cv = fs.run()
+    print(f"== Speculation: {len(rows)} usable published rows from {len({r.source for r in rows})} sources "
+          f"({len(skipped)} verified rows left out: python tools/fit_speculation.py lists why)")
+    print("fitted on all rows: " + ", ".join(f"{n} = {v:.3g} +- {se:.2g}"
+                                             for n, v, se in zip(fit.names, fit.params, fit.stderr))
+          + f"; in-sample MAPE {100 * fit.mape:.1f} %")
+    print(f"leave-one-source-out speedup MAPE: {100 * cv.mape:.1f} % (target <= 12 %)")
+    for m, v in cv.mape_by(lambda r: r.method).items():
+        print(f"  {m:12} {100 * v:5.1f} %  ({sum(r.method == m for r in rows)} rows)")
+    print("MoE batch curves (speedup by batch, measured / model):")
+    for c in fs.batch_curves(catalog, fit.as_dict(), rows):
+        pairs = "  ".join(f"b{b:g}: {m:.2f}/{p:.2f}" for b, m, p in zip(c.batches, c.measured, c.predicted))
+        print(f"  {c.name:48} {pairs}  | falls: data {c.falls_in_data}, model {c.falls_in_model}")
+    sweep = fs.deepseek_mtp_sweep(catalog)
+    print("  DeepSeek-V3 MTP K=1, 8xH200 fp8, tau 1.85, batch 1..256: "
+          + " ".join(f"{x:.2f}" for x in sweep) + f"  | falls: {bool((sweep[1:] <= sweep[:-1]).all())}")
 
 
 if __name__ == "__main__":

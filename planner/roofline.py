@@ -59,6 +59,10 @@ class Net:
     resident_only_bytes: np.ndarray | float = 0.0  # resident but not streamed (untied input embedding)
     moe_layers: np.ndarray | float = 0.0  # layers with routed experts (per-expert kernel cost)
     expert_params: np.ndarray | float = 0.0  # one routed expert summed over its layers (grouped-GEMM FLOPs)
+    # Draft heads only (issue 11, step 4): a projection run once per speculative step over the verified tokens
+    # (EAGLE-3's fusion of three target hidden states, 3h x h), outside the per-pass network.
+    fusion_weight_bytes: np.ndarray | float = 0.0
+    fusion_params: np.ndarray | float = 0.0
 
     def scaled(self, factor: np.ndarray | float) -> Net:
         """The same network repeated `factor` times (MEDUSA: one head per draft position)."""
@@ -94,6 +98,10 @@ class HwParams:
     eta_attn_flops: np.ndarray | float = 0.0
     eta_allreduce: np.ndarray | float = 1.0
     per_op_roofline: np.ndarray | float = 0.0
+    # Speculation terms (issue 11, step 4; planner.serving): defaults reproduce the first planner.
+    t_spec_token_s: np.ndarray | float = 0.0
+    t_ngram_s: np.ndarray | float = 0.0
+    moe_verify_overlap: np.ndarray | float = 0.0
 
 
 def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None = None) -> HwParams:
@@ -118,6 +126,9 @@ def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None =
         eta_attn_flops=eff.eta_attn_flops,
         eta_allreduce=eff.eta_allreduce,
         per_op_roofline=eff.per_op_roofline,
+        t_spec_token_s=eff.t_spec_token_s,
+        t_ngram_s=eff.t_ngram_s,
+        moe_verify_overlap=eff.moe_verify_overlap,
     )
 
 
@@ -219,32 +230,50 @@ def target_net(model: ModelSpec, dtype: str = "bf16", *, kv_dtype: str | None = 
 
 
 def head_net(method: Method, model: ModelSpec, dtype: str = "bf16", *, kv_dtype: str | None = None) -> Net:
-    """A draft head (EAGLE-3, P-EAGLE, MEDUSA) or a native module (MTP) attached to `model`.
+    """One draft pass of a head (EAGLE-3, P-EAGLE, MEDUSA) or a native module (MTP) attached to `model`.
 
-    Heads are dense: draft_layers * 12 h^2 parameters, plus the LM head (vocab * h) read once per pass
-    when the method reads it. A native module of a MoE model is a slice of the model itself
-    (draft_layers / layers of it, routed experts included), plus the shared LM head. The head's
-    attention has the target's structure (GQA or MLA, windows excepted).
+    - Heads (sequential_head, parallel_head) are dense: draft_layers * 12 h^2 parameters (Kaplan et al. 2020,
+      eq. 2.1), plus the LM head over the draft vocabulary (EAGLE-3: 32k tokens, vocab * h) read once per pass
+      when the method reads it. EAGLE-3 fuses three target hidden states (low, middle, high layers) with one
+      3h -> h projection once per speculative step over the verified tokens (vLLM's EAGLE proposer,
+      combine_hidden_states), not once per pass: it is the net's fusion_* fields (draft_fusion_inputs h^2),
+      timed by fusion_time_s. Heads ship in BF16 beside a 4-bit target (and in the target's bf16 / fp8).
+    - A native module (DeepSeek-V3 MTP: arXiv 2412.19437 section 2.2) is one decoder layer of the model itself
+      per draft_layers, routed experts included, plus its projection of [embedding; hidden] (2h -> h, eh_proj),
+      and the model's shared LM head over the full vocabulary. Per-layer weights are the model's non-embedding
+      dense weights / layers and one routed expert / MoE layers, in the model's weight format.
+    The head's attention has the target's structure (GQA or MLA, windows excepted).
     """
-    bpp = BYTES_PER_PARAM[dtype]
     kv_bpe = _kv_bytes_per_element(kv_dtype or default_kv_dtype(dtype))
     h = float(model.hidden_size)
     vocab = method.draft_vocab or model.vocab_size
     lm_head_params = vocab * h if method.draft_reads_lm_head else 0.0
     kv_layers = method.draft_kv_layers
+    fusion_params = float(method.draft_fusion_inputs) * h * h
     if method.drafting == "native_module":
-        share = method.draft_layers / model.layers
-        dense_params = model.dense_params_b * 1e9 * share + lm_head_params
-        active_params = model.active_params_b * 1e9 * share + lm_head_params
-        expert_bytes = model.expert_params_b * 1e9 * share * bpp
+        emb = model.embedding_params_b * 1e9
+        tables = 1.0 if model.tied_embeddings else 2.0
+        moe_layers = float(model.moe_layers or model.layers) if model.experts else 0.0
+        layer_dense = max(model.dense_params_b * 1e9 - tables * emb, 0.0) / model.layers
+        layer_expert = model.expert_params_b * 1e9 / moe_layers if moe_layers else 0.0
+        module_dense = method.draft_layers * (layer_dense + 2.0 * h * h)  # + eh_proj [emb; hidden] -> h
+        dense_bytes = module_dense * _linear_bpp(model, dtype) + lm_head_params * _emb_bpp(dtype)
+        dense_params = module_dense + lm_head_params
+        expert_params = layer_expert * method.draft_layers
+        expert_bytes = expert_params * BYTES_PER_PARAM[dtype]
         experts = float(model.experts)
+        active_params = dense_params + model.experts_per_token * expert_params
+        fusion_bytes = 0.0
+        fusion_params = 0.0
     else:
+        head_bpp = BYTES_PER_PARAM[dtype] if dtype in ("bf16", "fp8") else BYTES_PER_PARAM["bf16"]
         dense_params = method.draft_layers * PARAMS_PER_LAYER_PER_HIDDEN_SQ * h * h + lm_head_params
+        dense_bytes = dense_params * head_bpp
+        fusion_bytes = fusion_params * head_bpp
         active_params = dense_params
-        expert_bytes = 0.0
-        experts = 0.0
+        expert_bytes = expert_params = experts = 0.0
     return Net(
-        dense_weight_bytes=dense_params * bpp,
+        dense_weight_bytes=dense_bytes,
         expert_bytes=expert_bytes,
         experts=experts,
         experts_per_token=float(model.experts_per_token) if experts else 0.0,
@@ -256,8 +285,23 @@ def head_net(method: Method, model: ModelSpec, dtype: str = "bf16", *, kv_dtype:
         kv_shards=kv_shards(model),
         decode_attn_flop_factor=mla_decode_attn_flop_factor(model),
         moe_layers=float(max(method.draft_layers, 1.0)) if experts else 0.0,
-        expert_params=model.expert_params_b * 1e9 * share if experts else 0.0,
+        expert_params=expert_params,
+        fusion_weight_bytes=fusion_bytes,
+        fusion_params=fusion_params,
     )
+
+
+def _linear_bpp(model: ModelSpec, dtype: str) -> float:
+    """Bytes per non-expert linear parameter: 4-bit formats quantise them only when model.fp4_scope is
+    "linear" (weight_bytes_by_component)."""
+    if dtype in ("nvfp4", "mxfp4") and model.fp4_scope != "linear":
+        return BYTES_PER_PARAM["bf16"]
+    return BYTES_PER_PARAM[dtype]
+
+
+def _emb_bpp(dtype: str) -> float:
+    """Bytes per embedding / LM-head parameter: BF16 beside 4-bit formats (weight_bytes_by_component)."""
+    return BYTES_PER_PARAM["bf16"] if dtype in ("nvfp4", "mxfp4") else BYTES_PER_PARAM[dtype]
 
 
 def null_net() -> Net:
@@ -359,26 +403,44 @@ def eta_flops_at(hw: HwParams, tokens_in_step: np.ndarray | float) -> np.ndarray
     return np.asarray(hw.eta_flops, float) * frac
 
 
-def tokens_per_touched_expert(net: Net, tokens_in_step: np.ndarray | float) -> np.ndarray:
-    """Rows of each expert's GEMM in a grouped GEMM: m * k / touched(m) (k at m = 1, m k / E at large m)."""
+def routed_tokens(batch: np.ndarray | float, tokens_per_seq: np.ndarray | float,
+                  overlap: np.ndarray | float = 0.0) -> np.ndarray:
+    """Independent routing draws in a step of `batch` sequences of n tokens each: B * (1 + (n - 1) (1 - rho)).
+
+    The n tokens a sequence verifies are consecutive tokens of one text; consecutive tokens route to
+    overlapping experts far more often than independent tokens do (Mixtral of Experts, arXiv 2401.04088,
+    section 5: repeated assignments of consecutive tokens well above chance), so the experts one sequence
+    touches grow as k (1 + (n - 1)(1 - rho)), not k n. rho = moe_verify_overlap (fitted,
+    tools/fit_speculation.py): 0 routes every token independently (the first planner), 1 routes a
+    sequence's verify tokens to its first token's experts. Equals B * n at rho = 0 and B at n = 1."""
+    n = np.asarray(tokens_per_seq, float)
+    return np.asarray(batch, float) * (1.0 + (n - 1.0) * (1.0 - np.asarray(overlap, float)))
+
+
+def tokens_per_touched_expert(net: Net, tokens_in_step: np.ndarray | float,
+                              routed: np.ndarray | float | None = None) -> np.ndarray:
+    """Rows of each expert's GEMM in a grouped GEMM: m * k / touched(routed) (k at m = 1, m k / E at large
+    m); `routed` = independent routing draws (routed_tokens; default m)."""
     m = np.asarray(tokens_in_step, float)
     if not np.any(np.asarray(net.experts, float) > 0):
         return m
-    touched = touched_experts(net, tokens_in_step)
+    touched = touched_experts(net, m if routed is None else routed)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(touched > 0, m * np.asarray(net.experts_per_token, float) / touched, m)
 
 
-def weight_stream_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndarray:
+def weight_stream_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed=None) -> np.ndarray:
     """Weight bytes read per GPU over achieved bandwidth, seconds:
         dense / tp / (BW eta_bw(m)) + touched(m) * expert bytes / tp / (BW eta_bw(m_e))
     with m_e = tokens_per_touched_expert: each expert's GEMM sees only its own rows. With no token
-    dependence (eta_bw_tokens_scale = 0) this is weight_bytes_read(m) / tp / (BW eta_bw)."""
+    dependence (eta_bw_tokens_scale = 0) this is weight_bytes_read(m) / tp / (BW eta_bw). `routed`: the
+    step's independent routing draws (routed_tokens), default m."""
     m = np.asarray(tokens_in_step, float)
+    r = m if routed is None else np.asarray(routed, float)
     bw_tp = np.asarray(hw.bandwidth_bytes_s, float) * np.asarray(tp, float)
-    experts = touched_experts(net, m) * np.asarray(net.expert_bytes, float)
+    experts = touched_experts(net, r) * np.asarray(net.expert_bytes, float)
     return (np.asarray(net.dense_weight_bytes, float) / (bw_tp * eta_bw_at(hw, m))
-            + experts / (bw_tp * eta_bw_at(hw, tokens_per_touched_expert(net, m))))
+            + experts / (bw_tp * eta_bw_at(hw, tokens_per_touched_expert(net, m, r))))
 
 
 def kv_stream_time_s(net: Net, hw: HwParams, *, batch, context_tokens, tp=1) -> np.ndarray:
@@ -390,19 +452,19 @@ def kv_stream_time_s(net: Net, hw: HwParams, *, batch, context_tokens, tp=1) -> 
         np.asarray(hw.bandwidth_bytes_s, float) * eta)
 
 
-def gemm_compute_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndarray:
+def gemm_compute_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed=None) -> np.ndarray:
     """GEMM FLOPs per GPU over achieved FLOP/s, seconds (2 FLOPs per multiply-accumulate; Kaplan et al.
     2020, section 2.1):
         2 * (active - k * expert) * m / tp / (F eta_f(m)) + 2 * k * expert * m / tp / (F eta_f(m_e))
     routed experts run as a grouped GEMM of m_e rows each (tokens_per_touched_expert)."""
     m = np.asarray(tokens_in_step, float)
     f_tp = np.asarray(hw.peak_flops_s, float) * np.asarray(tp, float)
-    routed = np.asarray(net.experts_per_token, float) * np.asarray(net.expert_params, float)
-    dense = np.asarray(net.active_params, float) - routed
+    expert_active = np.asarray(net.experts_per_token, float) * np.asarray(net.expert_params, float)
+    dense = np.asarray(net.active_params, float) - expert_active
     with np.errstate(divide="ignore", invalid="ignore"):
         return (2.0 * dense * m / (f_tp * eta_flops_at(hw, m))
-                + np.where(routed > 0, 2.0 * routed * m
-                           / (f_tp * eta_flops_at(hw, tokens_per_touched_expert(net, m))), 0.0))
+                + np.where(expert_active > 0, 2.0 * expert_active * m
+                           / (f_tp * eta_flops_at(hw, tokens_per_touched_expert(net, m, routed))), 0.0))
 
 
 def attention_flops(net: Net, *, tokens_in_step, context_tokens) -> np.ndarray:
@@ -445,6 +507,21 @@ def allreduce_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndar
     return np.where(tp > 1, 2.0 * np.asarray(net.layers, float) * per, 0.0)
 
 
+def fusion_time_s(net: Net, hw: HwParams, *, batch, tokens_per_seq, tp=1) -> np.ndarray:
+    """A draft head's once-per-step fusion projection over the verified tokens, seconds (EAGLE-3: three target
+    hidden states, 3h -> h; head_net): one GEMM on the same roofline as the others,
+        max(fusion bytes / tp / (BW eta_bw(m)), 2 * fusion params * m / tp / (F eta_f(m))) ,  m = B * n
+    0 for a net without one (every target, MEDUSA, MTP, draft models)."""
+    m = np.asarray(batch, float) * np.asarray(tokens_per_seq, float)
+    tp = np.asarray(tp, float)
+    params = np.asarray(net.fusion_params, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_mem = np.asarray(net.fusion_weight_bytes, float) / (
+            np.asarray(hw.bandwidth_bytes_s, float) * tp * eta_bw_at(hw, m))
+        t_cmp = 2.0 * params * m / (np.asarray(hw.peak_flops_s, float) * tp * eta_flops_at(hw, m))
+    return np.where(params > 0, np.maximum(t_mem, t_cmp), 0.0)
+
+
 def layer_kernel_time_s(net: Net, hw: HwParams) -> np.ndarray:
     """Per-layer kernel floor: layers * t_layer (norms, rotary, activations, quantisation, launch gaps:
     the time a decoder layer costs at any size beyond its GEMMs and attention)."""
@@ -482,14 +559,16 @@ def step_time_terms(
     b = np.asarray(batch, float)
     m = b * np.asarray(tokens_per_seq, float)
     tp = np.asarray(tp, float)
-    t_w = weight_stream_time_s(net, hw, tokens_in_step=m, tp=tp)
+    # MoE routing draws: a sequence's verify tokens share experts (routed_tokens); m when dense or n = 1
+    r = routed_tokens(b, tokens_per_seq, hw.moe_verify_overlap) if np.any(np.asarray(net.experts) > 0) else m
+    t_w = weight_stream_time_s(net, hw, tokens_in_step=m, tp=tp, routed=r)
     t_kv = kv_stream_time_s(net, hw, batch=b, context_tokens=context_tokens, tp=tp)
-    t_g = gemm_compute_time_s(net, hw, tokens_in_step=m, tp=tp)
+    t_g = gemm_compute_time_s(net, hw, tokens_in_step=m, tp=tp, routed=r)
     t_a = attention_compute_time_s(net, hw, tokens_in_step=m, context_tokens=context_tokens, tp=tp)
     p = np.asarray(hw.per_op_roofline, float)
     t_mem, t_cmp = t_w + t_kv, t_g + t_a
     core = (1.0 - p) * np.maximum(t_mem, t_cmp) + p * (np.maximum(t_w, t_g) + np.maximum(t_kv, t_a))
-    t_e = moe_expert_time_s(net, hw, tokens_in_step=m)
+    t_e = moe_expert_time_s(net, hw, tokens_in_step=r)
     t_c = allreduce_time_s(net, hw, tokens_in_step=m, tp=tp)
     t_l = layer_kernel_time_s(net, hw)
     fixed = np.asarray(hw.t_fixed_s if t_fixed_s is None else t_fixed_s, float)

@@ -247,7 +247,21 @@ def efficiency_for(catalog: CatalogLike, hardware: str, dtype: str, override: Ef
     if override is not None:
         return override
     fitted = getattr(catalog, "fitted_efficiency", None) or {}
-    return fitted.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
+    eff = fitted.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
+    return with_fitted_speculation(catalog, eff)
+
+
+def with_fitted_speculation(catalog: CatalogLike, eff: Efficiency) -> Efficiency:
+    """`eff` with the speculation overheads fitted to published speedups (t_spec_s, t_spec_token_s,
+    t_fixed_draft_s, t_ngram_s, moe_verify_overlap: profiles/data/fitted/speculation_vllm.yaml, one set for
+    every hardware), when the catalogue has them; its source names both fits."""
+    spec = getattr(catalog, "fitted_speculation", None) or {}
+    if not spec:
+        return eff
+    src = getattr(catalog, "fitted_speculation_source", None)
+    source = dataclasses.replace(eff.source, source=f"{eff.source.source}; speculation: {src.source}") if src \
+        else eff.source
+    return dataclasses.replace(eff, source=source, **spec)
 
 
 def availability(model: ModelSpec, method: Method) -> tuple[bool, str]:

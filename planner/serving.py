@@ -1,7 +1,8 @@
 """Throughput, TPOT and CPM for a baseline and a speculative configuration; best batch and best K.
 
 Per verifier step of a replica with batch B (DESIGN.md; Leviathan et al. 2023, section 3.4):
-    T_spec = T_verify(B, n) + passes(K) * T_draft_pass(B) ,  n = K + 1 (chain) or N (tree nodes)
+    T_spec = T_verify(B, n) + T_draft(B) ,  n = K + 1 (chain) or N (tree nodes)
+    T_draft = T_pass(B, first) + (passes(K) - 1) * T_pass(B) + T_fusion(B n) + T_overhead(B, K)
     tokens per step = B * tau ,  TPOT = T_spec / tau ,  decode throughput = B * tau / T_spec
 Baseline: T_base = T_verify(B, 1), throughput = B / T_base.
 With a draft cost ratio c (one draft pass / one baseline target step at the same batch), batch 1 and a
@@ -25,6 +26,7 @@ import numpy as np
 from planner.roofline import (
     HwParams,
     Net,
+    fusion_time_s,
     kv_cache_bytes_per_sequence,
     max_batch,
     resident_weight_bytes,
@@ -55,6 +57,31 @@ def draft_passes(mode: np.ndarray | int, k: np.ndarray | float) -> np.ndarray:
 def draft_tokens_per_pass(mode: np.ndarray | int, k: np.ndarray | float) -> np.ndarray:
     """Tokens per sequence in one draft pass: 1 sequential, K in one parallel pass (P-EAGLE, MEDUSA)."""
     return np.where(np.asarray(mode) == MODE_PARALLEL, np.asarray(k, float), 1.0)
+
+
+def first_draft_pass_tokens(mode, draft_scales_with_k, tokens_per_pass, verify_tokens) -> np.ndarray:
+    """Tokens per sequence in a step's first draft pass. A sequential head, native module or draft model drafts
+    from every verified position of the step (vLLM v1's EAGLE/MTP/draft-model proposer runs its first forward
+    over the B * (K+1) verified tokens, then one token per sequence per pass): max(tokens per pass, n). A
+    parallel head (P-EAGLE) runs the verified tokens and its K - 1 mask tokens in its one pass:
+    tokens per pass + n - 1. MEDUSA's heads read the last hidden state only: one token per head."""
+    tpp = np.asarray(tokens_per_pass, float)
+    n = np.asarray(verify_tokens, float)
+    mode = np.asarray(mode)
+    first = np.where(mode == MODE_PARALLEL, tpp + n - 1.0, np.maximum(tpp, n))
+    return np.where(np.asarray(draft_scales_with_k), tpp, first)
+
+
+def speculation_overhead_s(hw: HwParams, *, mode, batch, k) -> np.ndarray:
+    """Per speculative step, beyond the draft passes, seconds (fitted: tools/fit_speculation.py):
+        t_spec_s + t_spec_token_s * B * K + [n-gram] t_ngram_s * B
+    t_spec_s: proposer set-up, rejection-sampler launch, bookkeeping per step; t_spec_token_s: per drafted token
+    of each sequence (its target row sampled and compared, its slot and metadata updated); t_ngram_s: the
+    n-gram proposer's host lookup per sequence (vLLM's numba prompt lookup; no GPU pass)."""
+    b = np.asarray(batch, float)
+    ngram = np.where(np.asarray(mode) == MODE_NONE, np.asarray(hw.t_ngram_s, float) * b, 0.0)
+    return (np.asarray(hw.t_spec_s, float) + np.asarray(hw.t_spec_token_s, float) * b * np.asarray(k, float)
+            + ngram)
 
 
 def prefill_time_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1) -> np.ndarray:
@@ -140,6 +167,7 @@ def evaluate_arrays(
     draft_is_model: np.ndarray | bool = False,
     draft_passes_override: np.ndarray | float | None = None,
     draft_tokens_per_pass_override: np.ndarray | float | None = None,
+    draft_context_tokens: np.ndarray | float | None = None,
 ) -> SpecResult:
     """The whole model over broadcast arrays: one call evaluates a grid of scenarios.
 
@@ -148,7 +176,15 @@ def evaluate_arrays(
     multiplies the draft pass time (FP8 draft head lever). draft_is_model: the draft network uses the
     verifier's t_fixed-like launch overhead per pass of its own (t_fixed_draft_s in both cases).
     draft_passes_override / draft_tokens_per_pass_override: a token tree's draft steps and tokens per sequence per
-    step (planner.trees.TreeShape); NaN entries keep the drafting mode's default.
+    step (planner.trees.TreeShape); NaN entries keep the drafting mode's default. draft_context_tokens: context
+    the draft attends to (default context_tokens; a self-speculative draft with a StreamingLLM KV budget reads
+    only that budget: MagicDec, arXiv 2408.11049).
+
+    Draft side of a step (speculation_overhead_s and first_draft_pass_tokens; issue 11, step 4):
+        T_draft = T_pass(first) + (passes - 1) * T_pass(tokens_pp) + T_fusion + speculation_overhead_s
+    The first pass of a head, native module or draft model runs over the step's verified tokens (vLLM's EAGLE
+    proposer drafts from every verified position), the next ones over one token (topk for a tree) per sequence;
+    T_fusion is EAGLE-3's once-per-step 3h -> h projection (planner.roofline.fusion_time_s).
     """
     k = np.asarray(k, float)
     b = np.asarray(batch, float)
@@ -170,16 +206,24 @@ def evaluate_arrays(
     if draft_tokens_per_pass_override is not None:  # a token tree: topk (or its widest level) per sequence per pass
         ov = np.asarray(draft_tokens_per_pass_override, float)
         tokens_pp = np.where(np.isnan(ov), tokens_pp, ov)
+    draft_ctx = context_tokens if draft_context_tokens is None else draft_context_tokens
+    factor = np.asarray(draft_cost_factor, float)
     pass_t, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=tokens_pp,
-                            context_tokens=context_tokens, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
-    pass_t = pass_t * np.asarray(draft_cost_factor, float)
-    # Any speculative step pays t_spec_s (rejection sampling, proposer bookkeeping); an explicit draft cost
-    # ratio c stands for every draft-side cost, so t_spec_s is folded into it then.
-    spec_overhead = np.asarray(hw.t_spec_s, float)
+                            context_tokens=draft_ctx, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
+    pass_t = pass_t * factor
+    first_tokens = first_draft_pass_tokens(mode, draft_scales_with_k, tokens_pp, n_verify)
+    first_t, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=first_tokens,
+                             context_tokens=draft_ctx, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
+    fusion_t = fusion_time_s(scaled, hw, batch=b, tokens_per_seq=n_verify, tp=tp)
+    gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
+    # Any speculative step pays the speculation overhead (rejection sampling, proposer bookkeeping); an explicit
+    # draft cost ratio c stands for every draft-side cost, so the overhead is folded into it then.
+    spec_overhead = speculation_overhead_s(hw, mode=mode, batch=b, k=k)
     if draft_cost_ratio is not None:
         pass_t = np.asarray(draft_cost_ratio, float) * base_t
+        gpu_draft_t = passes * pass_t
         spec_overhead = 0.0
-    draft_t = passes * pass_t + spec_overhead
+    draft_t = gpu_draft_t + spec_overhead
     c = pass_t / base_t  # Leviathan's c: one draft pass / one target step (t_spec_s not included)
     spec_t = verify_t + draft_t
     tpot = spec_t / tau

@@ -66,6 +66,12 @@ class Efficiency:
     eta_attn_flops: float = 0.0  # decode attention compute efficiency; 0: same as eta_flops
     eta_allreduce: float = 1.0  # achieved / peak interconnect bandwidth in all-reduces
     per_op_roofline: float = 0.0  # 0: one roofline over the whole step; 1: GEMMs and attention each
+    # Speculation terms (issue 11, step 4), fitted by tools/fit_speculation.py; defaults reproduce the first
+    # planner. Per drafted token of each sequence: sampling of the extra target rows, rejection, bookkeeping.
+    t_spec_token_s: float = 0.0
+    t_ngram_s: float = 0.0  # n-gram proposer: host lookup time per sequence per step
+    # share of a sequence's extra verify tokens routed to experts its other tokens already chose (MoE targets)
+    moe_verify_overlap: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,9 @@ class Method:
     setup_note: str
     claimed_speedup: tuple[float, float] | None
     source: Sourced
+    # Target hidden states fused once per speculative step by a 3h -> h style projection over the verified
+    # tokens (EAGLE-3: low, middle and high layers = 3); 0 for heads that read only the last hidden state.
+    draft_fusion_inputs: int = 0
 
 
 @dataclass(frozen=True)

@@ -285,6 +285,9 @@ class Catalog:
     price_sources: Mapping[str, Sourced]
     # step-time parameters fitted to measured kernels, per (hardware, weight dtype): planner.scenario.efficiency_for
     fitted_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
+    # speculation overheads fitted to published speedups (one set for every hardware): efficiency_for applies them
+    fitted_speculation: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    fitted_speculation_source: Sourced | None = None
 
     @property
     def engineering_usd_per_week(self) -> float:
@@ -367,8 +370,36 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     fitted_path = d / "fitted" / "steptime_vllm.yaml"
     if fitted_path.is_file():
         cat = dataclasses.replace(cat, fitted_efficiency=load_fitted_efficiencies(hardware, fitted_path))
+    spec_path = d / "fitted" / "speculation_vllm.yaml"
+    if spec_path.is_file():
+        params, src = load_fitted_speculation(spec_path)
+        cat = dataclasses.replace(cat, fitted_speculation=params, fitted_speculation_source=src)
     _check_cross(cat)
     return cat
+
+
+FITTED_SPECULATION_YAML = DATA_DIR / "fitted" / "speculation_vllm.yaml"
+# Efficiency fields the speculation fit may set (tools/fit_speculation.py)
+SPECULATION_FIELDS = ("t_spec_s", "t_spec_token_s", "t_fixed_draft_s", "t_ngram_s", "moe_verify_overlap")
+
+
+def load_fitted_speculation(path: str | os.PathLike | None = None) -> tuple[dict[str, float], Sourced]:
+    """Speculation overheads fitted by tools/fit_speculation.py: ({Efficiency field: value}, provenance naming
+    the data, its version, the date and the leave-one-source-out speedup error)."""
+    p = Path(path) if path else FITTED_SPECULATION_YAML
+    doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    ctx = _Ctx(p.name, "fit")
+    e = doc.get("fit")
+    if not isinstance(e, dict) or not isinstance(e.get("params"), dict):
+        raise ctx.error("params", e, "a mapping {fit: {params: {<field>: {value: ...}}}}")
+    values = {}
+    for name, param in e["params"].items():
+        if name not in SPECULATION_FIELDS:
+            raise ctx.error(f"params.{name}", param, "one of " + ", ".join(SPECULATION_FIELDS))
+        values[name] = float(param["value"])
+    src = Sourced(f"fitted to {e['source']} ({e['rows']} rows; speedup error {100 * float(e['loso_mape']):.0f} % "
+                  f"leave-one-source-out)", _iso_date(ctx, "date", e["date"]))
+    return values, src
 
 
 FITTED_STEPTIME_YAML = DATA_DIR / "fitted" / "steptime_vllm.yaml"

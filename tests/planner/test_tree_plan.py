@@ -11,7 +11,7 @@ import pytest
 
 from planner import plan as P
 from planner.deploy import vllm_deployment
-from planner.roofline import head_net, hw_params, target_net
+from planner.roofline import fusion_time_s, head_net, hw_params, target_net
 from planner.roofline import step_time_s as step
 from planner.scenario import efficiency_for, evaluate
 from planner.trees import TreeShape, parse_sglang_flags
@@ -46,14 +46,21 @@ def test_sglang_shape_is_priced_with_its_64_verify_tokens_and_8_draft_passes(cat
                  output_tokens=400)
     ev = evaluate(s, catalog)
     assert ev.verify_tokens_per_seq == 64 and ev.acceptance_length == pytest.approx(5.0)
-    # by hand: one verify step over 4 x 64 tokens + 8 head passes over 4 x 8 tokens + the speculation overhead
+    # by hand: one verify step over 4 x 64 tokens + 8 head passes over 4 x 8 tokens (the first over the 64 verified
+    # tokens, vLLM's proposer drafting from every verified position) + EAGLE-3's once-per-step fusion over the
+    # verified tokens + the speculation overhead (per step and per drafted token of each sequence)
     eff = efficiency_for(catalog, "h100-sxm", "bf16")
     hp = hw_params(hw, "bf16", eff)
     ctx = 1000 + 400 / 2
+    head = head_net(method, model)
     verify, _ = step(target_net(model), hp, batch=4.0, tokens_per_seq=64.0, context_tokens=ctx, tp=8)
-    one_pass, _ = step(head_net(method, model), hp, batch=4.0, tokens_per_seq=8.0, context_tokens=ctx, tp=8,
+    one_pass, _ = step(head, hp, batch=4.0, tokens_per_seq=8.0, context_tokens=ctx, tp=8,
                        t_fixed_s=eff.t_fixed_draft_s)
-    step_s = float(verify) + 8 * float(one_pass) + eff.t_spec_s
+    first_pass, _ = step(head, hp, batch=4.0, tokens_per_seq=64.0, context_tokens=ctx, tp=8,
+                         t_fixed_s=eff.t_fixed_draft_s)
+    fusion = fusion_time_s(head, hp, batch=4.0, tokens_per_seq=64.0, tp=8)
+    step_s = (float(verify) + float(first_pass) + 7 * float(one_pass) + float(fusion) + eff.t_spec_s
+              + eff.t_spec_token_s * 4 * 8)
     assert ev.tpot_ms == pytest.approx(step_s / 5.0 * 1e3, rel=1e-9)
     # the 64-token verify costs more than a chain of K=8 (9 tokens) at the same batch
     chain = evaluate(Scenario(model="llama-3.3-70b", hardware="h100-sxm", method="eagle3", k=8, batch=4, tp=8,

@@ -1,0 +1,465 @@
+"""Fit the speculation overheads of planner/serving.py to published, measured speculative-decoding speedups.
+
+Data (pinned): profiles/data/published/published_specdec.csv, a copy of the shared training table (73 rows;
+its README beside it says how to read each column). Only rows with `verified == yes` whose configuration is
+stated (model, GPU, TP, batch, method, K) and whose acceptance length tau is given are fitted: USABLE below
+maps each to one planner evaluation (planner.serving.evaluate_arrays, the same call the planner makes) and
+names every assumption it needs (context length where the source gives only the dataset, the mapping of a
+disaggregated deployment onto one replica). Every other `yes` row is listed with the reason it is left out.
+
+Model, per row (speedup as the source measures it: TPOT or per-user tok/s ratio at the same batch; the
+P-EAGLE rows are against EAGLE-3 at K=3 at the same concurrency, so the model's number is a ratio of two
+evaluations):
+    speedup = T_base(B) / (T_spec(B) / tau) ,  T_spec = T_verify + T_draft(t_fixed_draft_s)
+              + t_spec_s + t_spec_token_s * B * K  (+ t_ngram_s * B for n-gram lookup)
+with the step-time terms fixed at their kernel fit (tools/fit_steptime.py, via planner.scenario.efficiency_for).
+Assumes measured = predicted * exp(eps): least squares on log(predicted / measured) (fit_steptime.fit_relative).
+Fitted: t_spec_s, t_spec_token_s, t_fixed_draft_s, moe_verify_overlap. t_ngram_s is held at a prior (one usable
+n-gram row cannot identify it).
+
+Leave-one-source-out cross-validation: each source's rows are predicted by a fit to all other sources.
+
+    python tools/fit_speculation.py            # fit, print residuals and CV, write the shipped YAML
+    python tools/fit_speculation.py --check    # fit and compare with the shipped YAML (exit 1 on a mismatch)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from fit_steptime import FitResult, fit_relative  # noqa: E402
+
+from planner.roofline import head_net, hw_params, null_net, target_net  # noqa: E402
+from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays  # noqa: E402
+from planner.types import Efficiency, Hardware, ModelSpec, Sourced  # noqa: E402
+
+TABLE_CSV = ROOT / "profiles" / "data" / "published" / "published_specdec.csv"
+OUT_YAML = ROOT / "profiles" / "data" / "fitted" / "speculation_vllm.yaml"
+DATA_SOURCE = "published_specdec.csv (73 published speculative-decoding results, shared training table)"
+TABLE_VERSION = "2026-11-30"
+FIT_NAMES = ("t_spec_s", "t_spec_token_s", "t_fixed_draft_s", "moe_verify_overlap")
+P0 = (5e-4, 2e-6, 3e-4, 0.5)
+BOUNDS = ((0.0, 0.0, 0.0, 0.0), (5e-3, 1e-4, 3e-3, 1.0))
+# vLLM's n-gram proposer (numba prompt lookup) per sequence per step (assumption: tens of microseconds on a
+# host core); held fixed: the table has one usable n-gram row.
+T_NGRAM_S = 2e-5
+
+
+@dataclass(frozen=True)
+class SpecRow:
+    """One published measurement as a planner evaluation. Units in names; None: the method's default."""
+
+    id: str
+    source: str  # the CSV's source column (LOSO groups)
+    engine: str
+    model: str
+    hardware: str
+    dtype: str
+    tp: int
+    batch: float
+    method: str
+    k: int
+    tau: float  # measured acceptance length, bonus token included
+    context_tokens: float
+    speedup: float  # measured
+    verify_tokens: float | None = None
+    draft_passes: float | None = None
+    draft_tokens_per_pass: float | None = None
+    draft_layers: float | None = None  # the drafter's layers when the source states them
+    draft_context_tokens: float | None = None
+    self_speculative: bool = False  # the draft is the target itself with a reduced KV (MagicDec)
+    # speedup against another speculative configuration at the same batch: (method, K, tau)
+    reference: tuple[str, int, float] | None = None
+    assumption: str = ""
+
+
+# Each usable row: the planner configuration the source states; tau and speedup are read from the CSV.
+USABLE: dict[str, dict] = {
+    "LM1": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=8, batch=2, method="mtp",
+                k=2, context_tokens=65536 + 2048,
+                assumption="decode ranks with DP attention + EP16 mapped onto one TP8 replica at the per-rank batch "
+                           "(2); '3-token MTP window' read as K=2; context ISL 65536 + OSL/2"),
+    "LM2": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=8, batch=2, method="mtp",
+                k=3, context_tokens=65536 + 2048,
+                assumption="as LM1; '4-token MTP window' read as K=3"),
+    "TR7c": dict(engine="trtllm", model="llama-4-scout", hardware="b200", dtype="fp8", tp=8, batch=32,
+                 method="ngram", k=3, context_tokens=1500,
+                 assumption="context ~1.5k tokens (Magpie 2nd turn); the AL 1.66 is the k=5, v=3 configuration's"),
+    **{f"PE_{ds}_{c}": dict(engine="vllm", model="gpt-oss-20b", hardware="b200", dtype="mxfp4", tp=1, batch=c,
+                            method="p_eagle", k=7, context_tokens=1000, draft_layers=4.0,
+                            reference=("eagle3", 3, ref_tau),
+                            assumption="context ~1k tokens; EAGLE-3 reference at K=3 with the source's K=3 AL "
+                                       f"{ref_tau} for {ds}")
+       for ds, ref_tau, cs in (("MT-Bench", 2.70, (1, 4, 16, 64)), ("HumanEval", 2.65, (1, 64)),
+                               ("SPEED-Bench", 2.24, (1, 64)))
+       for c in cs},
+    **{rid: dict(engine="gpt-fast", model="llama-3.1-8b", hardware=hw, dtype="bf16", tp=8, batch=b,
+                 method="draft_model", k=k, context_tokens=32000, draft_context_tokens=512, self_speculative=True,
+                 assumption="self-speculation: the target drafts with a 512-token StreamingLLM KV; tau from the "
+                            "source's alpha 0.81 at 32k")
+       for rid, hw, b, k in (("MD10", "h100-sxm", 32, 3), ("MD11", "h100-sxm", 64, 3))},
+    "PI4": dict(engine="sglang", model="qwen3-8b", hardware="h100-sxm", dtype="bf16", tp=1, batch=1, method="eagle3",
+                k=3, context_tokens=400, assumption="GSM8K context ~400 tokens; 'EAGLE' head taken as EAGLE-3"),
+    "PI5": dict(engine="sglang", model="qwen3-8b", hardware="h100-sxm", dtype="bf16", tp=1, batch=1, method="eagle3",
+                k=3, context_tokens=400, verify_tokens=21, draft_passes=3, draft_tokens_per_pass=4,
+                assumption="tree depth 3 x branching 4, 21 verified tokens (SGLang num_draft_tokens); as PI4"),
+}
+# MoE batch curves checked for their trend (not fitted: LM3 gives no tau; ATOM states no GPU, TP or K).
+LM3_TAU_PRIOR = 1.85  # DeepSeek-V3 report (arXiv 2412.19437, section 5.4.3): 85-90 % second-token acceptance
+CURVE_ROWS: dict[str, dict] = {
+    "LM3": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=8, batch=128, method="mtp",
+                k=1, context_tokens=2050, tau=LM3_TAU_PRIOR,
+                assumption="tau not given: DeepSeek-V3's 85-90 % second-token acceptance (tau 1.85); large-EP "
+                           "decode mapped onto one TP8 replica at the per-rank batch"),
+}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    id: str
+    reason: str
+
+
+def first_number(text: str) -> float | None:
+    m = re.search(r"\d+(?:\.\d+)?", text or "")
+    return float(m.group()) if m else None
+
+
+def read_table(path: Path = TABLE_CSV) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def usable_rows(table: Sequence[Mapping[str, str]]) -> tuple[list[SpecRow], list[Skipped]]:
+    """The rows the fit uses, and every other `verified == yes` row with why it is left out."""
+    rows, skipped = [], []
+    for r in table:
+        rid = r["id"]
+        if r["verified"].strip() != "yes":
+            continue
+        cfg = USABLE.get(rid)
+        tau, speedup = first_number(r["tau"]), first_number(r["speedup"])
+        if cfg is None:
+            skipped.append(Skipped(rid, _why_not(r, tau, speedup)))
+            continue
+        if tau is None or speedup is None:
+            raise ValueError(f"row {rid}: tau={r['tau']!r}, speedup={r['speedup']!r}: USABLE needs both numbers")
+        rows.append(SpecRow(id=rid, source=r["source"], tau=tau, speedup=speedup, **cfg))
+    return rows, skipped
+
+
+def _why_not(r: Mapping[str, str], tau: float | None, speedup: float | None) -> str:
+    if tau is None:
+        return "no acceptance length given"
+    if speedup is None:
+        return "no speedup given"
+    if r["id"] in ("TR7a", "TR7b"):
+        return "the AL 1.66 is the k=5, v=3 configuration's; these rows ran v=5 (speedup 1.96 > tau)"
+    if r["id"].startswith("IX"):
+        return "B300 and MiniMax-M3 are not in the catalogue (no verified public specs/config.json here)"
+    if r["id"] in ("MD1", "MD2", "MD3"):
+        return ("A100 has no kernel-fitted step time (no aiconfigurator data): its assumed defaults have no per-layer "
+                "cost, which a full-depth self-speculative draft pays K times; the fit would absorb that error")
+    if r["id"].startswith("ATOM"):
+        return "GPU, TP and K not stated (trend checked in batch_curves, not fitted)"
+    return "configuration not fully stated"
+
+
+# ----------------------------------------------------------------------------------------------
+# The planner evaluation of a row
+# ----------------------------------------------------------------------------------------------
+
+def base_efficiency(catalog, hardware: str, dtype: str) -> Efficiency:
+    """The step-time parameters the planner runs this (hardware, dtype) with, before any speculation fit:
+    the kernel fit (profiles/data/fitted/steptime_vllm.yaml), else the hardware's defaults."""
+    fitted = getattr(catalog, "fitted_efficiency", None) or {}
+    return fitted.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
+
+
+def _one(row: SpecRow, catalog, eff: Efficiency, *, method: str, k: int, tau: float,
+         hardware: Hardware | None = None, model: ModelSpec | None = None):
+    model = model or catalog.models[row.model]
+    hw = hardware or catalog.hardware[row.hardware]
+    m = catalog.methods[method]
+    if row.draft_layers is not None and method == row.method:
+        m = replace(m, draft_layers=row.draft_layers)
+    target = target_net(model, row.dtype)
+    draft_total, is_model = 0.0, m.drafting == "draft_model"
+    if is_model:
+        dm = model if row.self_speculative else catalog.models[model.draft_model]
+        draft = target_net(dm, row.dtype)
+    elif m.drafting == "ngram":
+        draft = null_net()
+    else:
+        draft = head_net(m, model, row.dtype)
+    tree = {}
+    if method == row.method and row.draft_passes is not None:
+        tree = dict(draft_passes_override=row.draft_passes, draft_tokens_per_pass_override=row.draft_tokens_per_pass)
+    return evaluate_arrays(
+        target=target, draft=draft, hw=hw_params(hw, row.dtype, eff), mode=DRAFTING_MODE_CODE[m.drafting],
+        draft_scales_with_k=m.draft_params_scale_with_k, k=float(k), batch=float(row.batch), tau=float(tau),
+        context_tokens=row.context_tokens, prompt_tokens=row.context_tokens, output_tokens=256.0,
+        usd_per_gpu_hour=1.0, tp=row.tp,
+        verify_tokens=row.verify_tokens if method == row.method and row.verify_tokens else None,
+        draft_weight_bytes_total=draft_total, draft_is_model=is_model,
+        draft_context_tokens=row.draft_context_tokens if method == row.method else None, **tree)
+
+
+def predict_speedup(rows: Sequence[SpecRow], catalog, params: Mapping[str, float], *,
+                    hardware: Mapping[str, Hardware] | None = None,
+                    models: Mapping[str, ModelSpec] | None = None) -> np.ndarray:
+    """The planner's speedup for each row with the speculation parameters `params` (Efficiency fields)."""
+    out = np.empty(len(rows))
+    for i, row in enumerate(rows):
+        hw = (hardware or {}).get(row.hardware)
+        model = (models or {}).get(row.model)
+        eff = replace(base_efficiency(catalog, row.hardware, row.dtype) if hw is None else hw.efficiency,
+                      t_ngram_s=T_NGRAM_S, **params)
+        res = _one(row, catalog, eff, method=row.method, k=row.k, tau=row.tau, hardware=hw, model=model)
+        s = float(res.speedup)
+        if row.reference is not None:
+            ref = _one(row, catalog, eff, method=row.reference[0], k=row.reference[1], tau=row.reference[2],
+                       hardware=hw, model=model)
+            s = float(ref.tpot_s) / float(res.tpot_s)
+        out[i] = s
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The fit
+# ----------------------------------------------------------------------------------------------
+
+def fit_speculation(rows: Sequence[SpecRow], catalog, *, names: Sequence[str] = FIT_NAMES,
+                    p0: Sequence[float] | None = None, fixed: Mapping[str, float] | None = None) -> FitResult:
+    """Least squares of log(predicted / measured speedup) over `rows` for the parameters `names`
+    (Efficiency fields, seconds or a share); `fixed` holds the others. Returns fit_steptime.FitResult."""
+    if not rows:
+        raise ValueError("no rows to fit")
+    names = tuple(names)
+    idx = [FIT_NAMES.index(n) for n in names]
+    p0 = tuple(P0[i] for i in idx) if p0 is None else tuple(p0)
+    bounds = (tuple(BOUNDS[0][i] for i in idx), tuple(BOUNDS[1][i] for i in idx))
+    y = np.array([r.speedup for r in rows])
+
+    def model(p: np.ndarray) -> np.ndarray:
+        return predict_speedup(rows, catalog, {**(fixed or {}), **dict(zip(names, map(float, p)))})
+
+    return fit_relative(model, y, names=names, p0=p0, bounds=bounds)
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """Leave-one-source-out: each row predicted by a fit to the other sources' rows."""
+
+    rows: tuple[SpecRow, ...]
+    residuals: np.ndarray  # predicted / measured - 1, held out
+    fits: Mapping[str, FitResult]  # per held-out source
+
+    @property
+    def mape(self) -> float:
+        return float(np.mean(np.abs(self.residuals)))
+
+    def mape_by(self, key) -> dict[str, float]:
+        groups = defaultdict(list)
+        for r, e in zip(self.rows, self.residuals):
+            groups[key(r)].append(abs(e))
+        return {g: float(np.mean(v)) for g, v in groups.items()}
+
+
+def cross_validate(rows: Sequence[SpecRow], catalog) -> CrossValidation:
+    sources = list(dict.fromkeys(r.source for r in rows))
+    res = np.empty(len(rows))
+    fits = {}
+    for src in sources:
+        train = [r for r in rows if r.source != src]
+        test = [i for i, r in enumerate(rows) if r.source == src]
+        fit = fit_speculation(train, catalog)
+        fits[src] = fit
+        pred = predict_speedup([rows[i] for i in test], catalog, fit.as_dict())
+        res[test] = pred / np.array([rows[i].speedup for i in test]) - 1.0
+    return CrossValidation(tuple(rows), res, fits)
+
+
+# ----------------------------------------------------------------------------------------------
+# MoE batch curves
+# ----------------------------------------------------------------------------------------------
+
+# For the ATOM MiniMax-M3 curve only (not in the catalogue: the shipped config.json was not available here).
+# Architecture from Hugging Face transformers' MiniMaxM3VLTextConfig defaults (checkpoint MiniMaxAI/MiniMax-M3-
+# preview): hidden 6144, 60 layers, 64 query / 4 KV heads of 128, vocab 200064, 128 routed experts of
+# 3 x 6144 x 3072 (top 4) + 1 shared expert; the dense first layers are assumed to be 3 (moe_layer_freq not
+# in the defaults). GPU: AMD Instinct MI355X (ATOM is AMD's MI355X engine; the PR does not name the GPU), TP 8.
+MINIMAX_M3 = ModelSpec(
+    name="minimax-m3", label="MiniMax-M3 (assumed architecture)", layers=60, hidden_size=6144, heads=64,
+    kv_heads=4, head_dim=128, vocab_size=200064, total_params_b=425.8, active_params_b=25.7, experts=128,
+    experts_per_token=4, expert_params_b=3.227, kv_elements_per_token_per_layer=2 * 4 * 128,
+    native_methods=(), draft_model=None, max_context_tokens=524288,
+    source=Sourced("transformers MiniMaxM3VLTextConfig defaults (MiniMaxAI/MiniMax-M3-preview); 3 dense layers "
+                   "assumed", "2026-11-30"),
+    tied_embeddings=False, moe_layers=57, fp4_scope="linear")
+MI355X = Hardware(
+    name="mi355x", label="AMD Instinct MI355X 288GB", hbm_gb=288, hbm_bandwidth_gb_s=8000, bf16_tflops=2500,
+    fp8_tflops=5000, interconnect_gb_s=537.6, max_tp=8, usd_per_gpu_hour_low=2.0, usd_per_gpu_hour_high=6.0,
+    price=Sourced("not used", "2026-11-30"),
+    specs=Sourced("AMD Instinct MI355X datasheet: 288 GB HBM3E, 8 TB/s, 2.5 PF FP16 / 5 PF FP8 / 10 PF MXFP4 "
+                  "dense; 7 Infinity Fabric links x 153.6 GB/s, ring share 537.6 GB/s (assumption)", "2025-06-12"),
+    efficiency=Efficiency(eta_bw=0.65, eta_flops=0.5, t_fixed_s=0.0015, t_fixed_draft_s=0.0002,
+                          allreduce_latency_s=0.00001, source=Sourced("mi300x's assumed defaults", "2026-11-29")),
+    fp4_tflops=10000)
+ATOM_ROWS = {  # concurrency: measured total-throughput gain (ROCm/ATOM PR #1333)
+    "ATOM4": (4, 1.632), "ATOM16": (16, 1.424), "ATOM64": (64, 1.145)}
+ATOM_TAU, ATOM_K = 3.21, 3  # avg tokens per forward; K = (3.21 - 1) / 0.7356 acceptance rate = 3.0
+
+
+@dataclass(frozen=True)
+class Curve:
+    name: str
+    batches: tuple[float, ...]
+    measured: tuple[float, ...]
+    predicted: tuple[float, ...]
+
+    @property
+    def falls_in_data(self) -> bool:
+        return bool(np.all(np.diff(_by_batch(self.batches, self.measured)) < 0))
+
+    @property
+    def falls_in_model(self) -> bool:
+        return bool(np.all(np.diff(_by_batch(self.batches, self.predicted)) < 0))
+
+
+def _by_batch(batches, values) -> np.ndarray:
+    """Values per distinct batch (several rows at one batch: their mean), in batch order."""
+    b = np.asarray(batches, float)
+    v = np.asarray(values, float)
+    return np.array([v[b == x].mean() for x in np.unique(b)])
+
+
+def batch_curves(catalog, params: Mapping[str, float], rows: Sequence[SpecRow]) -> list[Curve]:
+    """Every MoE batch curve of the table, measured and predicted: LM1-LM3 (DeepSeek-V3 MTP, H200), ATOM4-ATOM64
+    (MiniMax-M3 EAGLE-3, assumed MI355X TP8), and the P-EAGLE / EAGLE-3 ratio on GPT-OSS-20B (MT-Bench).
+    (The E31 Kimi-K2.6 GB200 rows named in issue 11 are not in the pinned table.)"""
+    by_id = {r.id: r for r in rows}
+    lm3 = SpecRow(id="LM3", source="lmsys", speedup=1.142, **CURVE_ROWS["LM3"])
+    lm = [by_id[i] for i in ("LM1", "LM2") if i in by_id] + [lm3]
+    curves = [Curve("DeepSeek-V3 MTP, H200 (LM1-LM3)", tuple(r.batch for r in lm), tuple(r.speedup for r in lm),
+                    tuple(predict_speedup(lm, catalog, params)))]
+    atom = [SpecRow(id=i, source="atom", engine="atom", model="minimax-m3", hardware="mi355x", dtype="fp8", tp=8,
+                    batch=b, method="eagle3", k=ATOM_K, tau=ATOM_TAU, context_tokens=8192 + 512, speedup=s,
+                    assumption="GPU, TP and the architecture's dense layers assumed (see MINIMAX_M3)")
+            for i, (b, s) in ATOM_ROWS.items()]
+    curves.append(Curve("MiniMax-M3 EAGLE-3, AMD (ATOM4-ATOM64)", tuple(r.batch for r in atom),
+                        tuple(r.speedup for r in atom),
+                        tuple(predict_speedup(atom, catalog, params, hardware={"mi355x": MI355X},
+                                              models={"minimax-m3": MINIMAX_M3}))))
+    pe = [r for r in rows if r.id.startswith("PE_MT-Bench")]
+    if pe:
+        curves.append(Curve("GPT-OSS-20B P-EAGLE / EAGLE-3, B200 (PE_MT-Bench)", tuple(r.batch for r in pe),
+                            tuple(r.speedup for r in pe), tuple(predict_speedup(pe, catalog, params))))
+    return curves
+
+
+def deepseek_mtp_sweep(catalog, params: Mapping[str, float] | None = None,
+                       batches: Sequence[float] = (1, 2, 4, 8, 16, 32, 64, 128, 256), *, tau: float = 1.85,
+                       context_tokens: float = 1100.0) -> np.ndarray:
+    """DeepSeek-V3 MTP K=1 on 8xH200 fp8: the planner's speedup per batch (the shipped parameters by default)."""
+    from planner.scenario import efficiency_for  # noqa: PLC0415
+
+    eff = efficiency_for(catalog, "h200", "fp8")
+    if params:
+        eff = replace(eff, **params)
+    row = SpecRow(id="sweep", source="", engine="vllm", model="deepseek-v3", hardware="h200", dtype="fp8", tp=8,
+                  batch=1, method="mtp", k=1, tau=tau, context_tokens=context_tokens, speedup=1.0)
+    return np.array([float(_one(replace(row, batch=float(b)), catalog, eff, method="mtp", k=1, tau=tau).speedup)
+                     for b in batches])
+
+
+# ----------------------------------------------------------------------------------------------
+# Report and YAML
+# ----------------------------------------------------------------------------------------------
+
+def to_yaml_doc(fit: FitResult, cv: CrossValidation, rows: Sequence[SpecRow], date: str) -> dict:
+    params = {n: {"value": float(f"{v:.6g}"), "stderr": float(f"{se:.3g}")}
+              for n, v, se in zip(fit.names, fit.params, fit.stderr)}
+    params["t_ngram_s"] = {"value": T_NGRAM_S, "stderr": None, "note": "prior, not fitted (one usable n-gram row)"}
+    return {
+        "about": ("Speculation overheads of planner/serving.py (one set for every hardware, applied by "
+                  "planner.scenario.efficiency_for), fitted by tools/fit_speculation.py to the pinned published table. "
+                  "Regenerate with `python tools/fit_speculation.py`; do not edit by hand."),
+        "fit": {
+            "source": DATA_SOURCE, "version": TABLE_VERSION, "date": date,
+            "engines": sorted({r.engine for r in rows}),
+            "rows": len(rows), "row_ids": [r.id for r in rows],
+            "params": params,
+            "fit_mape": round(fit.mape, 4),
+            "loso_mape": round(cv.mape, 4),
+            "loso_mape_by_method": {k: round(v, 4) for k, v in cv.mape_by(lambda r: r.method).items()},
+        },
+    }
+
+
+def run(table_csv: Path = TABLE_CSV):
+    from profiles import load_catalog  # noqa: PLC0415
+
+    catalog = load_catalog()
+    rows, skipped = usable_rows(read_table(table_csv))
+    fit = fit_speculation(rows, catalog)
+    cv = cross_validate(rows, catalog)
+    return catalog, rows, skipped, fit, cv
+
+
+def print_report(catalog, rows, skipped, fit: FitResult, cv: CrossValidation) -> None:
+    print(f"usable rows: {len(rows)} from {len({r.source for r in rows})} sources; left out ({len(skipped)} "
+          f"verified == yes rows):")
+    for s in skipped:
+        print(f"  {s.id:18} {s.reason}")
+    print("fit: " + ", ".join(f"{n} = {v:.4g} +- {se:.2g}" for n, v, se in zip(fit.names, fit.params, fit.stderr))
+          + f" | {fit.n_points} rows, MAPE {100 * fit.mape:.1f} %   (t_ngram_s = {T_NGRAM_S:g} s, prior)")
+    pred = predict_speedup(rows, catalog, fit.as_dict())
+    print(f"{'row':18} {'engine':8} {'method':11} {'B':>4} {'K':>2} {'tau':>5} | measured  fit  LOSO")
+    for r, p, e in zip(rows, pred, cv.residuals):
+        print(f"{r.id:18} {r.engine:8} {r.method:11} {r.batch:4g} {r.k:2d} {r.tau:5.2f} | {r.speedup:8.2f} "
+              f"{p:5.2f} {r.speedup * (1 + e):5.2f}")
+    print(f"leave-one-source-out speedup MAPE: {100 * cv.mape:.1f} % (target <= 12 %)")
+    for m, v in cv.mape_by(lambda r: r.method).items():
+        print(f"  {m:12} {100 * v:5.1f} %")
+    for s, v in cv.mape_by(lambda r: r.source).items():
+        print(f"  held out {s[:70]:70} {100 * v:5.1f} %")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare with the shipped YAML instead of writing")
+    ap.add_argument("--out", type=Path, default=OUT_YAML)
+    args = ap.parse_args(argv)
+    catalog, rows, skipped, fit, cv = run()
+    print_report(catalog, rows, skipped, fit, cv)
+    if args.check:
+        shipped = yaml.safe_load(args.out.read_text())["fit"]["params"]
+        bad = [n for n, v in fit.as_dict().items()
+               if not np.isclose(v, shipped[n]["value"], rtol=1e-3, atol=1e-9)]
+        print("shipped parameters reproduced" if not bad else f"mismatch: {bad}")
+        return 1 if bad else 0
+    doc = to_yaml_doc(fit, cv, rows, dt.date.today().isoformat())
+    args.out.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
