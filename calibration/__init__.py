@@ -12,7 +12,11 @@ report.py) -> calibrated profile (profiles_store.py) -> the planner and the app.
     python -m calibration import --bench-json result.json --workload code --method eagle3
     python -m calibration import --prometheus http://host:8000/metrics --interval-s 60 --workload chat
     python -m calibration regress                         # nightly: exit 1 on an acceptance drop
-    python -m calibration list runs|fits|profiles|history
+    python -m calibration list runs|fits|profiles|history|registry
+
+Models, methods (ngram, draft_model, eagle3, p_eagle, medusa, mtp) and drafts come from the calibration
+registry (registry.py, an admin-owned YAML file). Jobs heartbeat and enforce their own deadline; a dead
+job is marked failed by the next reader; the store URL travels on stdin, never on a command line.
 
 torch and vllm are imported only inside the functions that need them.
 """

@@ -11,23 +11,29 @@ from typing import Any
 
 from calibration import model_assets
 from calibration.engine import EngineConfig, JobSpec
-from calibration.store import Store
+from calibration.store import Store, StoreError
 
 
 def parse_configs(text: str) -> tuple[EngineConfig, ...]:
-    """"baseline,ngram:2,ngram:4,draft_model:smollm2-135m-2l:2" -> EngineConfigs (allowlisted names)."""
+    """"baseline,ngram:2,draft_model:smollm2-135m-2l:2,eagle3:eagle3-head:4,mtp:1" -> EngineConfigs.
+
+    Methods and draft names come from the calibration registry (`python -m calibration list registry`);
+    the job checks them against the chosen model."""
+    from calibration.registry import DRAFTED, METHODS
+
     out = []
     for item in [x.strip() for x in text.split(",") if x.strip()]:
         parts = item.split(":")
         if parts == ["baseline"] or parts == ["none"]:
             out.append(EngineConfig("none"))
-        elif parts[0] == "ngram" and len(parts) == 2 and parts[1].isdigit():
-            out.append(EngineConfig("ngram", int(parts[1])))
-        elif parts[0] == "draft_model" and len(parts) == 3 and parts[2].isdigit():
-            out.append(EngineConfig("draft_model", int(parts[2]), parts[1]))
+        elif parts[0] in METHODS and parts[0] not in DRAFTED and len(parts) == 2 and parts[1].isdigit():
+            out.append(EngineConfig(parts[0], int(parts[1])))
+        elif parts[0] in DRAFTED and len(parts) == 3 and parts[2].isdigit():
+            out.append(EngineConfig(parts[0], int(parts[2]), parts[1]))
         else:
-            raise ValueError(f"config={item!r} not allowed: use baseline, ngram:K or draft_model:DRAFT:K "
-                             f"with DRAFT in {model_assets.DRAFT_NAMES}")
+            raise ValueError(f"config={item!r} not allowed: use baseline, METHOD:K (ngram, mtp) or "
+                             f"METHOD:DRAFT:K ({', '.join(DRAFTED)}) with a draft the registry names "
+                             "(python -m calibration list registry)")
     return tuple(out)
 
 
@@ -42,6 +48,17 @@ def _runner(args: argparse.Namespace) -> Any:
             raise ValueError("--ray-address is required with --runner ray")
         return RayRunner(args.ray_address, store_url=args.store, num_gpus=args.num_gpus)
     return LocalRunner(args.store)
+
+
+def _submit_engine(args: argparse.Namespace, spec: JobSpec) -> Any:
+    """Submit an engine job; a local run of a GPU-only method on a machine without one is refused here,
+    before anything is recorded (a Ray job checks on the node it lands on)."""
+    from calibration.registry import GPU_ONLY, has_cuda
+
+    gpu_methods = sorted({c.method for c in spec.configs if c.method in GPU_ONLY})
+    if args.runner == "local" and gpu_methods and not has_cuda():
+        raise ValueError("; ".join(GPU_ONLY[m] for m in gpu_methods))
+    return _runner(args).submit("engine", spec.to_dict(), timeout_s=args.timeout_s)
 
 
 def _follow(handle: Any, quiet: bool) -> str:
@@ -63,7 +80,7 @@ def _follow(handle: Any, quiet: bool) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     spec = JobSpec(model=args.model, configs=parse_configs(args.configs), workloads=tuple(args.workloads.split(",")),
                    prompts_per_group=args.prompts, max_output_tokens=args.max_tokens)
-    handle = _runner(args).submit("engine", spec.to_dict(), timeout_s=args.timeout_s)
+    handle = _submit_engine(args, spec)
     state = _follow(handle, args.json)
     store = Store(args.store)
     groups = store.groups([handle.run_id])
@@ -91,20 +108,18 @@ def cmd_import(args: argparse.Namespace) -> int:
     from calibration import metrics
 
     store = Store(args.store)
-    run_id = store.create_run("import", {"source": "prometheus" if args.prometheus else "bench_json"},
-                              status="running")
-    try:
-        if args.prometheus:
-            rec = metrics.import_prometheus(args.prometheus, interval_s=args.interval_s, run_id=run_id,
-                                            workload=args.workload, model=args.model, method=args.method)
-        else:
-            rec = metrics.record_from_bench_json(args.bench_json, run_id=run_id, workload=args.workload,
-                                                 model=args.model, method=args.method)
-        store.add_group(rec)
-        store.set_status(run_id, "succeeded", "imported 1 group")
-    except Exception as e:
-        store.set_status(run_id, "failed", f"{type(e).__name__}: {e}")
-        raise
+    # Read and check the input first: a refused input leaves no trace in the store.
+    run_id = Store.new_run_id()
+    if args.prometheus:
+        rec = metrics.import_prometheus(args.prometheus, interval_s=args.interval_s, run_id=run_id,
+                                        workload=args.workload, model=args.model, method=args.method)
+    else:
+        rec = metrics.record_from_bench_json(args.bench_json, run_id=run_id, workload=args.workload,
+                                             model=args.model, method=args.method)
+    store.create_run("import", {"source": "prometheus" if args.prometheus else "bench_json"}, run_id=run_id,
+                     status="running")
+    store.add_group(rec)
+    store.set_status(run_id, "succeeded", "imported 1 group")
     if args.json:
         print(json.dumps({"run_id": run_id, "group": rec.to_dict()}))
     else:
@@ -115,15 +130,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from calibration.predict import format_table
-    from calibration.profiles_store import save_profile
+    from calibration.profiles_store import check_new_profile_name, save_profile
     from calibration.report import calibrate, format_acceptance, format_fit
 
+    if args.save_profile:  # refuse a bad or taken name before anything is fitted or written
+        check_new_profile_name(args.save_profile)
     store = Store(args.store)
     rep = calibrate(store, args.runs.split(",") if args.runs else None, args.microbench_run)
-    store.save_fit(args.save_profile or "adhoc", "report", rep.to_dict())
     path = None
     if args.save_profile:
         path = save_profile(rep.profile(args.save_profile))
+    store.save_fit(args.save_profile or "adhoc", "report", rep.to_dict())
     if args.json:
         print(json.dumps({**rep.to_dict(), "profile_path": str(path) if path else None}, default=float))
         return 0
@@ -145,28 +162,42 @@ def regress(store: Store, run_id: str, *, series_prefix: str, window: int = 7) -
 
     A workload regresses when its recent level (median of the last `window` history points of the same
     series) lies above the upper end of today's 95 % interval of tau: the drop exceeds the interval.
+    Only a succeeded run is read; checking the same run again reports its stored verdict and adds nothing.
     """
     import statistics
 
     from calibration.fit import fit_acceptance
 
+    row = store.get_run(run_id)
+    if row.status != "succeeded":
+        raise ValueError(f"run_id={run_id!r} not allowed: it ended {row.status} ({row.message or 'no message'}); "
+                         "only a succeeded run is checked for regressions")
     fits = fit_acceptance(store.groups([run_id]))
+    if not fits:
+        raise ValueError(f"run_id={run_id!r} not allowed: it has no speculative groups to check")
     regressions, notes = [], []
     for a in fits:
         series = f"{series_prefix}/{a.config_label}"
-        past = [h["acceptance_length"] for h in store.history(series) if h["workload"] == a.workload][-window:]
-        level = statistics.median(past) if past else math.nan
-        bad = bool(past) and level > a.acceptance_length_high
-        msg = (f"{series} {a.workload}: acceptance length {a.acceptance_length:.3f} "
-               f"[95% {a.acceptance_length_low:.3f}, {a.acceptance_length_high:.3f}] vs recent level "
-               f"{level:.3f} over {len(past)} runs")
+        points = [h for h in store.history(series) if h["workload"] == a.workload]
+        done = [h for h in points if h["run_id"] == run_id]
+        if done:  # checked before: the same verdict, no second history point
+            msg, bad = done[0]["message"], bool(done[0]["regression"])
+        else:
+            past = [h["acceptance_length"] for h in points][-window:]
+            level = statistics.median(past) if past else math.nan
+            bad = bool(past) and level > a.acceptance_length_high
+            msg = (f"{series} {a.workload}: acceptance length {a.acceptance_length:.3f} "
+                   f"[95% {a.acceptance_length_low:.3f}, {a.acceptance_length_high:.3f}] vs recent level "
+                   f"{level:.3f} over {len(past)} runs")
+            if bad:
+                msg = "REGRESSION " + msg + f": dropped {level - a.acceptance_length:.3f} (> interval)"
+            store.add_history(series=series, workload=a.workload, run_id=run_id,
+                              acceptance_length=a.acceptance_length, low=a.acceptance_length_low,
+                              high=a.acceptance_length_high, regression=bad, message=msg)
         if bad:
-            msg = "REGRESSION " + msg + f": dropped {level - a.acceptance_length:.3f} (> interval)"
             regressions.append(msg)
         else:
             notes.append("ok " + msg)
-        store.add_history(series=series, workload=a.workload, run_id=run_id, acceptance_length=a.acceptance_length,
-                          low=a.acceptance_length_low, high=a.acceptance_length_high, regression=bad, message=msg)
     return regressions, notes
 
 
@@ -181,16 +212,20 @@ def cmd_regress(args: argparse.Namespace) -> int:
         if len(workloads) != len(args.bench_json):
             raise ValueError(f"--workloads={args.workloads!r} must name one workload per --bench-json file "
                              f"({len(args.bench_json)} files)")
-        run_id = store.create_run("import", {"source": "bench_json", "nightly": True}, status="running")
-        for path, workload in zip(args.bench_json, workloads, strict=True):
-            store.add_group(metrics.record_from_bench_json(path, run_id=run_id, workload=workload,
-                                                           model=args.model, method=args.method))
+        run_id = Store.new_run_id()
+        # every file read and checked before the run is created: a refused input leaves no trace
+        recs = [metrics.record_from_bench_json(path, run_id=run_id, workload=workload, model=args.model,
+                                               method=args.method)
+                for path, workload in zip(args.bench_json, workloads, strict=True)]
+        store.create_run("import", {"source": "bench_json", "nightly": True}, run_id=run_id, status="running")
+        for rec in recs:
+            store.add_group(rec)
         store.set_status(run_id, "succeeded", "nightly import")
     else:
         spec = JobSpec(model=args.model, configs=parse_configs(args.configs),
                        workloads=tuple(args.workloads.split(",")), prompts_per_group=args.prompts,
                        max_output_tokens=args.max_tokens)
-        handle = _runner(args).submit("engine", spec.to_dict(), timeout_s=args.timeout_s)
+        handle = _submit_engine(args, spec)
         state = _follow(handle, args.json)
         if state != "succeeded":
             print(f"nightly calibration run {handle.run_id} ended {state}", file=sys.stderr)
@@ -221,6 +256,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows = [{k: f[k] for k in ("id", "name", "kind")} for f in store.fits()]
     elif args.what == "profiles":
         rows = [{"name": n} for n in list_profiles()]
+    elif args.what == "registry":
+        from calibration.registry import GPU_ONLY, load_registry
+
+        reg = load_registry()
+        rows = [{"model": t.name, "source": t.model.source, "planner_model": t.planner_model, "method": m.method,
+                 "k_max": m.k_max, "drafts": ",".join(m.drafts) or "-",
+                 "needs": "cuda" if m.method in GPU_ONLY else "cpu or cuda"}
+                for t in reg.targets.values() for m in t.methods.values()]
     else:
         rows = store.history()
     if args.json:
@@ -233,7 +276,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m calibration", description=__doc__)
-    p.add_argument("--store", default=None, help="SQLAlchemy URL (default $SPECPLAN_STORE_URL or the SQLite file)")
+    p.add_argument("--store", default=None,
+                   help="SQLAlchemy URL (default $SPECPLAN_STORE_URL or the SQLite file); a URL with a password "
+                        "belongs in $SPECPLAN_STORE_URL, not on a command line other users can list")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -242,7 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--ray-address", default=None)
         sp.add_argument("--num-gpus", type=float, default=0.0)
         sp.add_argument("--timeout-s", type=float, default=1800.0)
-        sp.add_argument("--model", default=model_assets.TARGET_NAME, choices=model_assets.MODEL_NAMES)
+        sp.add_argument("--model", default=model_assets.TARGET_NAME,
+                        help="a target of the calibration registry (python -m calibration list registry)")
 
     def engine_opts(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--configs", default=DEFAULT_CONFIGS)
@@ -281,8 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--series", default=None, help="history series name (default: the model)")
     sp.add_argument("--window", type=int, default=7)
     sp.set_defaults(fn=cmd_regress, configs="ngram:4")
-    sp = sub.add_parser("list", help="list runs, fits, profiles or history")
-    sp.add_argument("what", choices=("runs", "fits", "profiles", "history"))
+    sp = sub.add_parser("list", help="list runs, fits, profiles, history or the calibration registry")
+    sp.add_argument("what", choices=("runs", "fits", "profiles", "history", "registry"))
     sp.set_defaults(fn=cmd_list)
     return p
 
@@ -291,7 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args))
-    except (ValueError, FileNotFoundError, FileExistsError, KeyError) as e:
+    except StoreError as e:  # one line naming the store (password hidden) and the cause
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyError as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -25,12 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calibration import model_assets
+from calibration import model_assets, registry
 from calibration.records import GroupRecord, hardware_description, package_versions, prompt_set_hash
-from calibration.store import HEARTBEAT_S, Store
+from calibration.store import Store
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
-ENGINE_METHODS = ("none", "ngram", "draft_model")
+ENGINE_METHODS = ("none", *registry.METHODS)
 MAX_K = 8
 MAX_PROMPTS_PER_GROUP = 64
 MAX_OUTPUT_TOKENS = 512
@@ -55,9 +55,11 @@ def load_prompts(workload: str, limit: int) -> list[str]:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    method: str  # "none" | "ngram" | "draft_model"
+    """One engine configuration: the baseline ("none") or a registry method at K with its named draft."""
+
+    method: str  # "none" or a calibration registry method (calibration.registry.METHODS)
     k: int = 0
-    draft: str | None = None  # allowlisted draft name (model_assets.DRAFT_NAMES) for draft_model
+    draft: str | None = None  # a draft name from the registry entry of this method (drafted methods only)
 
     def __post_init__(self) -> None:
         if self.method not in ENGINE_METHODS:
@@ -66,27 +68,19 @@ class EngineConfig:
             raise ValueError(f"k={self.k} not allowed for the baseline: must be 0")
         if self.method != "none" and not 1 <= self.k <= MAX_K:
             raise ValueError(f"k={self.k} not allowed for method={self.method!r}: must be in 1..{MAX_K}")
-        if self.method == "draft_model" and self.draft not in model_assets.DRAFT_NAMES:
-            raise ValueError(f"draft={self.draft!r} not allowed; allowed drafts: {model_assets.DRAFT_NAMES}")
-        if self.method != "draft_model" and self.draft is not None:
-            raise ValueError(f"draft={self.draft!r} not allowed for method={self.method!r}: only draft_model")
+        if self.method in registry.DRAFTED and not (isinstance(self.draft, str)
+                                                   and registry.NAME_RE.match(self.draft)):
+            raise ValueError(f"draft={self.draft!r} not allowed: name a draft of the calibration registry")
+        if self.method not in registry.DRAFTED and self.draft is not None:
+            raise ValueError(f"draft={self.draft!r} not allowed for method={self.method!r}: it takes no draft")
 
     @property
     def label(self) -> str:
         if self.method == "none":
             return "baseline"
-        if self.method == "draft_model":
-            return f"draft_model-{self.draft}-k{self.k}"
-        return f"ngram-k{self.k}"
-
-    def speculative_config(self, draft_path: str | None) -> dict[str, Any] | None:
-        if self.method == "ngram":
-            # prompt_lookup_{min,max}: n-gram sizes matched against the prompt (verified on CPU, ENGINE.md).
-            return {"method": "ngram", "num_speculative_tokens": self.k, "prompt_lookup_max": 4,
-                    "prompt_lookup_min": 2}
-        if self.method == "draft_model":
-            return {"method": "draft_model", "model": draft_path, "num_speculative_tokens": self.k}
-        return None
+        if self.method in registry.DRAFTED:
+            return f"{self.method}-{self.draft}-k{self.k}"
+        return f"{self.method}-k{self.k}"
 
 
 @dataclass(frozen=True)
@@ -104,10 +98,13 @@ class JobSpec:
     metrics_text_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if self.model not in model_assets.MODEL_NAMES:
-            raise ValueError(f"model={self.model!r} not allowed; allowed: {model_assets.MODEL_NAMES}")
+        reg = registry.load_registry()
+        reg.target(self.model)
         if not self.configs:
             raise ValueError("configs=() not allowed: give at least one engine configuration")
+        for c in self.configs:
+            if c.method != "none":
+                reg.check(self.model, c.method, c.k, c.draft)
         if not 1 <= self.prompts_per_group <= MAX_PROMPTS_PER_GROUP:
             raise ValueError(f"prompts_per_group={self.prompts_per_group} not allowed: 1..{MAX_PROMPTS_PER_GROUP}")
         if not 1 <= self.max_output_tokens <= MAX_OUTPUT_TOKENS:
@@ -159,19 +156,22 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
     from calibration.metrics import snapshot_from_get_metrics
 
     store = Store(store_url)
-    target = model_assets.resolve(spec.model)
-    draft_path = str(model_assets.resolve(config.draft).path) if config.draft else None
     on_gpu = torch.cuda.is_available()
+    registry.refuse_without_gpu(config.method, on_gpu)
+    reg = registry.load_registry()
+    target = reg.target(spec.model).model.resolve()
+    spec_config = (None if config.method == "none"
+                   else reg.speculative_config(spec.model, config.method, config.k, config.draft))
     t0 = time.perf_counter()
     llm = LLM(
-        model=str(target.path),
+        model=target,
         dtype="bfloat16",
         enforce_eager=True,  # cuts engine start ~140 s -> ~35 s on CPU (ENGINE.md)
         gpu_memory_utilization=GPU_MEMORY_UTILIZATION if on_gpu else CPU_MEMORY_UTILIZATION,
         disable_log_stats=False,  # required for the spec-decode counters in get_metrics()
         max_model_len=2048,
         seed=0,
-        speculative_config=config.speculative_config(draft_path),
+        speculative_config=spec_config,
         # per-request acceptance (vLLM >= 0.32): the slowest sequence sets an offline batch's wall time
         **({"per_request_spec_decode_metrics": "summary"} if config.method != "none" else {}),
     )
@@ -261,17 +261,19 @@ def _kill_group(pgid: int) -> None:
 
 
 def _child_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m calibration.engine")
-    p.add_argument("--spec", required=True, help="JobSpec JSON, or '-' to read it from stdin")
+    p = argparse.ArgumentParser(prog="python -m calibration.engine",
+                                description="one engine configuration; reads {spec, store_url} JSON on stdin")
     p.add_argument("--config", required=True, help="EngineConfig JSON")
     p.add_argument("--run-id", required=True)
-    p.add_argument("--store-url", required=True)
     a = p.parse_args(argv)
     if os.getpgid(0) == os.getpid():  # started by run_job as a group leader
         signal.signal(signal.SIGTERM, _kill_own_group)
-    spec = JobSpec.from_dict(json.loads(sys.stdin.read() if a.spec == "-" else a.spec))
+    # The spec and the store URL come through stdin: uploaded prompts and database credentials never
+    # show up in the process list.
+    payload = json.loads(sys.stdin.read())
+    spec = JobSpec.from_dict(payload["spec"])
     config = EngineConfig(**json.loads(a.config))
-    run_config(spec, config, a.run_id, a.store_url, log=lambda s: print(s, flush=True))
+    run_config(spec, config, a.run_id, payload["store_url"], log=lambda s: print(s, flush=True))
     sys.stdout.flush()
     sys.stderr.flush()
     # Everything is committed; skip interpreter teardown, where leftover engine threads can hang.
@@ -281,38 +283,31 @@ def _child_main(argv: list[str]) -> int:
 # ---------------------------------------------------------------------------------------------------
 # Job process: configurations one after another, heartbeat, final status.
 # ---------------------------------------------------------------------------------------------------
-class _Heartbeat(threading.Thread):
-    def __init__(self, store: Store, run_id: str) -> None:
-        super().__init__(daemon=True)
-        self.store, self.run_id, self.stop = store, run_id, threading.Event()
+def run_job(spec: JobSpec, run_id: str, store_url: str,
+            log: Callable[[str], None] = print) -> tuple[str, str]:
+    """Run every configuration of `spec` in its own engine child process; returns (state, message) for the
+    caller (calibration.jobs.execute) to record, which also owns the heartbeat and the deadline."""
+    from calibration.jobs import track_child_group, untrack_child_group
 
-    def run(self) -> None:
-        while not self.stop.wait(HEARTBEAT_S):
-            try:
-                self.store.heartbeat(self.run_id)
-            except Exception:  # noqa: BLE001 - a missed beat must not kill the job
-                pass
-
-
-def run_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str], None] = print) -> str:
-    """Run every configuration of `spec` in its own engine child process; returns the final status."""
     store = Store(store_url)
-    store.set_status(run_id, "running", "starting")
-    beat = _Heartbeat(store, run_id)
-    beat.start()
+    gpu_methods = sorted({c.method for c in spec.configs if c.method in registry.GPU_ONLY})
+    if gpu_methods and not registry.has_cuda():  # refuse before any engine starts
+        msg = "; ".join(registry.GPU_ONLY[m] for m in gpu_methods)
+        log(msg)
+        return "failed", msg
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])}
-    try:
-        for i, config in enumerate(spec.configs):
-            log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")
-            store.heartbeat(run_id, f"configuration {i + 1}/{len(spec.configs)}: {config.label}")
-            # The spec goes through stdin: uploaded prompts never show up in the process list.
-            cmd = [sys.executable, "-m", "calibration.engine", "--spec", "-",
-                   "--config", json.dumps(asdict(config)), "--run-id", run_id, "--store-url", store_url]
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, env=env, preexec_fn=_die_with_parent, start_new_session=True)
+    for i, config in enumerate(spec.configs):
+        log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")
+        store.heartbeat(run_id, f"configuration {i + 1}/{len(spec.configs)}: {config.label}")
+        cmd = [sys.executable, "-m", "calibration.engine", "--config", json.dumps(asdict(config)),
+               "--run-id", run_id]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, preexec_fn=_die_with_parent, start_new_session=True)
+        track_child_group(proc.pid)
+        try:
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(spec.to_dict()))
+            proc.stdin.write(json.dumps({"spec": spec.to_dict(), "store_url": store_url}))
             proc.stdin.close()
             tail: list[str] = []
             assert proc.stdout is not None
@@ -322,20 +317,15 @@ def run_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str], Non
                 if line.startswith("[") or "Error" in line:
                     log(line)
             rc = proc.wait()
+        finally:
             _kill_group(proc.pid)  # engine core / worker processes the child left behind
-            if rc != 0:
-                msg = f"configuration {config.label} failed (exit {rc}): " + " | ".join(tail[-8:])
-                store.set_status(run_id, "failed", msg)
-                log(msg)
-                return "failed"
-        log(f"PROGRESS {len(spec.configs)}/{len(spec.configs)} done")
-        store.set_status(run_id, "succeeded", f"{len(spec.configs)} configurations")
-        return "succeeded"
-    except BaseException as e:
-        store.set_status(run_id, "failed", f"{type(e).__name__}: {e}")
-        raise
-    finally:
-        beat.stop.set()
+            untrack_child_group(proc.pid)
+        if rc != 0:
+            msg = f"configuration {config.label} failed (exit {rc}): " + " | ".join(tail[-8:])
+            log(msg)
+            return "failed", msg
+    log(f"PROGRESS {len(spec.configs)}/{len(spec.configs)} done")
+    return "succeeded", f"{len(spec.configs)} configurations"
 
 
 if __name__ == "__main__":

@@ -63,6 +63,11 @@ def model_spec(name: str) -> Any:
         total_b = embed_b + n * per_layer_b
         return dataclasses.replace(target, name=name, label=f"{target.label} first {n} layers", layers=n,
                                    total_params_b=total_b, active_params_b=total_b, draft_model=None)
+    from calibration.registry import load_registry
+
+    reg = load_registry()
+    if name in reg.targets and reg.targets[name].planner_model != name:  # a registry target named otherwise
+        return model_spec(reg.targets[name].planner_model)
     raise ValueError(f"model={name!r} has no ModelSpec in the profiles and cannot be derived")
 
 

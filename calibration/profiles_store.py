@@ -56,13 +56,23 @@ class CalibratedProfile:
         return cpu_hardware(efficiency=self.efficiency())
 
 
+def check_new_profile_name(name: str) -> Path:
+    """The path a new profile `name` would get; ValueError for a name that is not allowed (it could leave
+    the folder: '../x'), FileExistsError for one that is taken. Nothing is written."""
+    _check_name(name)
+    path = calibrated_dir() / f"{name}.yaml"
+    if path.exists():
+        raise FileExistsError(f"calibrated profile {name!r} exists at {path}; pick another name")
+    return path
+
+
 def save_profile(profile: CalibratedProfile, *, overwrite: bool = False) -> Path:
-    _check_name(profile.name)
-    d = calibrated_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"{profile.name}.yaml"
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"calibrated profile {profile.name!r} exists at {path}; pick another name")
+    if overwrite:
+        _check_name(profile.name)
+        path = calibrated_dir() / f"{profile.name}.yaml"
+    else:
+        path = check_new_profile_name(profile.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
     data = {k: getattr(profile, k) for k in profile.__dataclass_fields__}
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 SCHEMA_VERSION = 1
-SpecMethod = Literal["none", "ngram", "draft_model", "eagle3", "medusa", "mtp", "other"]
-SPEC_METHODS: tuple[str, ...] = ("none", "ngram", "draft_model", "eagle3", "medusa", "mtp", "other")
+SpecMethod = Literal["none", "ngram", "draft_model", "eagle3", "p_eagle", "medusa", "mtp", "other"]
+SPEC_METHODS: tuple[str, ...] = ("none", "ngram", "draft_model", "eagle3", "p_eagle", "medusa", "mtp", "other")
 Source = Literal["engine", "prometheus", "bench_json"]
 SOURCES: tuple[str, ...] = ("engine", "prometheus", "bench_json")
 RUN_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "crashed")
@@ -83,7 +83,7 @@ class GroupRecord:
     model: str
     method: str  # one of SPEC_METHODS; "none" = baseline without speculation
     k: int  # num_speculative_tokens; 0 for the baseline
-    draft: str | None  # allowlisted draft model name for draft_model; None otherwise
+    draft: str | None  # the registry's draft name for drafted methods (calibration.registry); None otherwise
     prompt_set_hash: str
     num_prompts: int
     prompt_tokens: int  # summed over the group's prompts

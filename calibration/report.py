@@ -90,7 +90,7 @@ def calibrate(store: Store, run_ids: list[str] | None = None, microbench_run_id:
         run_ids = [rid]
     records = [r for r in store.groups(run_ids) if r.source == "engine" or r.wall_time_s > 0]
     if not records:
-        raise ValueError(f"run_ids={run_ids}: no group records in the store {store.url}")
+        raise ValueError(f"run_ids={run_ids}: no group records in the store {store.display_url}")
     hw = machine()
     step_fit = None
     eta_bw, eta_flops = default_eta

@@ -4,33 +4,73 @@
   in a new session; stdout lines stream into the handle; cancel and timeout kill the whole process group.
 - `RayRunner`: the same job as a Ray task on a cluster (`num_gpus` for GPU nodes); progress is relayed
   through the store's run message (the store URL must be reachable from the workers: a shared
-  PostgreSQL, or the SQLite file when the cluster is this machine).
+  PostgreSQL, or the SQLite file when the cluster is this machine). It joins only the cluster it is asked
+  for, and when an admin list of Ray addresses is configured (`$SPECPLAN_RAY_ADDRESSES`, or a file named
+  by `$SPECPLAN_RAY_ADDRESSES_FILE`), only one on that list.
 
 Job states: queued -> running -> succeeded | failed | cancelled | timed_out. The job process itself writes
-succeeded / failed; the runner writes cancelled / timed_out after stopping it. A job killed outside the
-runner stays "running" in the store and reads as "crashed" once its heartbeat is stale.
+succeeded / failed, and timed_out when it reaches its own deadline (calibration.jobs.JobGuard); the runner
+writes cancelled / timed_out after stopping it. A job killed outside any runner stops heartbeating and is
+marked failed by whoever reads its run next (calibration.store). The job gets the store URL on stdin,
+never on its command line.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from calibration.jobs import JOB_KINDS
+from calibration.jobs import JOB_KINDS, job_command, job_payload
 from calibration.store import Store
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out", "crashed")
 # Grace between SIGTERM and SIGKILL when stopping a job.
 STOP_GRACE_S = 3.0
+# The runner's own timeout backs up the job's deadline: a little later, so the job records it first.
+RUNNER_TIMEOUT_SLACK_S = 5.0
+RAY_ADDRESSES_ENV = "SPECPLAN_RAY_ADDRESSES"
+RAY_ADDRESSES_FILE_ENV = "SPECPLAN_RAY_ADDRESSES_FILE"
+RAY_ADDRESS_RE = re.compile(r"^(ray://)?[A-Za-z0-9.\-]+:\d{1,5}$")
+
+
+def check_ray_address(address: str) -> str:
+    if not isinstance(address, str) or not RAY_ADDRESS_RE.match(address):
+        raise ValueError(f"address={address!r} not allowed: give host:port or ray://host:port")
+    return address
+
+
+def allowed_ray_addresses() -> tuple[str, ...]:
+    """The admin's list of Ray clusters jobs may go to: $SPECPLAN_RAY_ADDRESSES (comma-separated) plus the
+    file named by $SPECPLAN_RAY_ADDRESSES_FILE (one address per line, '#' comments). Empty: none listed."""
+    out: list[str] = []
+    for item in os.environ.get(RAY_ADDRESSES_ENV, "").split(","):
+        if item.strip():
+            try:
+                out.append(check_ray_address(item.strip()))
+            except ValueError as e:
+                raise ValueError(f"${RAY_ADDRESSES_ENV}: {e}") from None
+    path = os.environ.get(RAY_ADDRESSES_FILE_ENV)
+    if path:
+        try:
+            lines = Path(path).expanduser().read_text().splitlines()
+        except OSError as e:
+            raise ValueError(f"${RAY_ADDRESSES_FILE_ENV}={path!r}: cannot read it ({e.strerror})") from None
+        for n, line in enumerate(lines, 1):
+            item = line.split("#", 1)[0].strip()
+            if item:
+                try:
+                    out.append(check_ray_address(item))
+                except ValueError as e:
+                    raise ValueError(f"{path}, line {n}: {e}") from None
+    return tuple(dict.fromkeys(out))
 
 
 def stored_spec(spec: dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +97,7 @@ class JobHandle:
         self.store = store
         self._lines: list[str] = []
         self._lock = threading.Lock()
+        self._stop_reason: str | None = None
         self._state = "queued"
         self._done = threading.Event()
         self.progress = 0.0
@@ -74,15 +115,16 @@ class JobHandle:
 
     def _settle(self, no_result_message: str) -> None:
         """Record the job's final state: the runner's stop reason, else what the job stored, else failed."""
-        if self._stop_reason:
-            self.store.set_status(self.run_id, self._stop_reason, f"stopped by the runner: {self._stop_reason}")
-            self._finish(self._stop_reason)
-            return
-        stored = self.store.get_run(self.run_id).status
-        if stored in ("queued", "running"):
-            stored = "failed"
-            self.store.set_status(self.run_id, "failed", no_result_message)
-        self._finish(stored)
+        try:
+            if self._stop_reason:
+                self.store.set_status(self.run_id, self._stop_reason, f"stopped by the runner: {self._stop_reason}")
+            else:
+                self.store.set_status(self.run_id, "failed", no_result_message)
+            # The first terminal state wins: the job may have recorded its own (e.g. its deadline) first.
+            self._finish(self.store.get_run(self.run_id).status)
+        except Exception as e:  # noqa: BLE001 - a store error must not leave the handle waiting forever
+            self._add_line(f"could not record the outcome: {e}")
+            self._finish(self._stop_reason or "failed")
 
     def _finish(self, state: str) -> None:
         self._state = state
@@ -109,7 +151,6 @@ class LocalProcessHandle(JobHandle):
     def __init__(self, run_id: str, store: Store, cmd: list[str], timeout_s: float | None,
                  stdin_text: str = "") -> None:
         super().__init__(run_id, store)
-        self._stop_reason: str | None = None
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, env=_env(), cwd=str(REPO_ROOT), start_new_session=True)
         assert self.proc.stdin is not None
@@ -151,8 +192,10 @@ class LocalProcessHandle(JobHandle):
             self._kill_group(signal.SIGKILL)
 
     def _watchdog(self, timeout_s: float) -> None:
-        if not self._done.wait(timeout_s):
-            self._add_line(f"timeout after {timeout_s:g} s: stopping the job")
+        """A backstop: the job stops itself at `timeout_s`; this stops one that did not, a little later."""
+        if not self._done.wait(timeout_s + RUNNER_TIMEOUT_SLACK_S):
+            self._add_line(f"no result {RUNNER_TIMEOUT_SLACK_S:g} s after the job's deadline ({timeout_s:g} s): "
+                           "stopping it")
             self._stop("timed_out")
 
     def cancel(self) -> None:
@@ -171,20 +214,20 @@ class LocalRunner:
             raise ValueError(f"kind={kind!r} not allowed; allowed: {JOB_KINDS}")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s={timeout_s} not allowed: must be > 0")
-        run_id = self.store.create_run(kind, {**stored_spec(spec), "runner": self.name}, run_id=run_id)
-        cmd = [sys.executable, "-m", "calibration.jobs", "--kind", kind, "--run-id", run_id,
-               "--store-url", self.store.url, "--spec", "-"]
-        return LocalProcessHandle(run_id, self.store, cmd, timeout_s, stdin_text=json.dumps(spec))
+        run_id = self.store.create_run(kind, {**stored_spec(spec), "runner": self.name, "timeout_s": timeout_s},
+                                       run_id=run_id)
+        return LocalProcessHandle(run_id, self.store, job_command(kind, run_id), timeout_s,
+                                  stdin_text=job_payload(spec, self.store.url, timeout_s))
 
 
 # ---------------------------------------------------------------------------------------------------
 # Ray
 # ---------------------------------------------------------------------------------------------------
-def _ray_task(kind: str, spec: dict[str, Any], run_id: str, store_url: str, repo_root: str) -> str:
+def _ray_task(kind: str, spec: dict[str, Any], run_id: str, store_url: str, repo_root: str,
+              timeout_s: float | None = None) -> str:
     """Body of the Ray task: the same job process as the local runner, on whichever node Ray picked."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo_root, os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "calibration.jobs", "--kind", kind, "--run-id", run_id, "--store-url",
-           store_url, "--spec", "-"]
+    cmd = job_command(kind, run_id)
     from calibration.engine import _die_with_parent
 
     # A force-cancelled task kills this worker without running `finally`: the job process gets SIGTERM
@@ -194,7 +237,7 @@ def _ray_task(kind: str, spec: dict[str, Any], run_id: str, store_url: str, repo
                             preexec_fn=_die_with_parent)
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(spec))
+        proc.stdin.write(job_payload(spec, store_url, timeout_s))
         proc.stdin.close()
         store = Store(store_url)
         for line in proc.stdout:
@@ -214,7 +257,6 @@ class RayJobHandle(JobHandle):
         super().__init__(run_id, store)
         self.ref = ref
         self._state = "queued"  # until the job process on a worker marks the run "running"
-        self._stop_reason: str | None = None
         self._t0 = time.monotonic()
         self._timeout_s = timeout_s
         self._poll_s = poll_s
@@ -235,7 +277,8 @@ class RayJobHandle(JobHandle):
                 last = msg
             if ready:
                 break
-            if self._timeout_s is not None and time.monotonic() - self._t0 > self._timeout_s:
+            if (self._timeout_s is not None
+                    and time.monotonic() - self._t0 > self._timeout_s + RUNNER_TIMEOUT_SLACK_S):
                 self._add_line(f"timeout after {self._timeout_s:g} s: cancelling the Ray task")
                 self._stop_reason = "timed_out"
                 ray.cancel(self.ref, force=True)
@@ -254,28 +297,71 @@ class RayJobHandle(JobHandle):
         ray.cancel(self.ref, force=True)
 
 
+# The cluster this process's Ray driver joined (ray.init is process-wide: one cluster per process).
+_ray_lock = threading.Lock()
+_ray_address: str | None = None
+
+
+def _same_ray_address(a: str, b: str) -> bool:
+    def norm(x: str) -> str:
+        return x.strip().lower().replace("localhost", "127.0.0.1")
+
+    return norm(a) == norm(b)
+
+
+def connected_ray_address() -> str | None:
+    """The address this process's Ray driver is connected to, or None."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    if _ray_address:
+        return _ray_address
+    try:  # connected by someone else in this process (ray.init elsewhere)
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:  # noqa: BLE001 - a client-mode connection has no GCS address here
+        return "(unknown)"
+
+
 class RayRunner:
-    """Submits jobs as Ray tasks to the cluster at `address` ("127.0.0.1:6379", "ray://host:10001")."""
+    """Submits jobs as Ray tasks to the cluster at `address` ("127.0.0.1:6379", "ray://host:10001").
+
+    Ray's driver connection is process-wide: a runner connects to its own address, or refuses when this
+    process is already connected to another cluster (it never submits to a cluster it was not asked for).
+    When the admin list of Ray addresses (`allowed_ray_addresses`) is not empty, the address must be on it.
+    """
 
     name = "ray"
 
     def __init__(self, address: str, store_url: str | None = None, num_gpus: float = 0.0,
                  num_cpus: float = 1.0) -> None:
-        if not address or any(c.isspace() for c in address):
-            raise ValueError(f"address={address!r} not allowed: give host:port or ray://host:port")
+        check_ray_address(address)
+        allowed = allowed_ray_addresses()
+        if allowed and not any(_same_ray_address(address, a) for a in allowed):
+            raise ValueError(f"address={address!r} not allowed: not on the admin list of Ray clusters "
+                             f"({', '.join(allowed)})")
         self.address = address
         self.store = Store(store_url)
         self.num_gpus = num_gpus
         self.num_cpus = num_cpus
 
     def _connect(self) -> None:
+        global _ray_address
         import ray
 
-        if not ray.is_initialized():
+        with _ray_lock:
+            current = connected_ray_address()
+            if current is not None:
+                if _same_ray_address(current, self.address):
+                    return
+                raise ValueError(f"Ray address={self.address!r} refused: this process is connected to the Ray "
+                                 f"cluster at {current!r}; one process joins one cluster (use a separate "
+                                 "process, or shut the other runner down first)")
             host = self.address.removeprefix("ray://").rsplit(":", 1)[0]
             # A loopback cluster: keep the driver on loopback too (no other interface is involved).
             if host not in ("127.0.0.1", "localhost"):
                 ray.init(address=self.address, log_to_driver=False, include_dashboard=False)
+                _ray_address = self.address
                 return
             # Ray rewrites a loopback bootstrap address to this machine's interface address
             # (ray._private.services.resolve_ip_for_localhost); for a loopback cluster keep every connection
@@ -291,6 +377,7 @@ class RayRunner:
                          _node_ip_address="127.0.0.1")
             finally:
                 services.resolve_ip_for_localhost = original
+            _ray_address = self.address
 
     def submit(self, kind: str, spec: dict[str, Any], *, timeout_s: float | None = None,
                run_id: str | None = None) -> RayJobHandle:
@@ -298,16 +385,21 @@ class RayRunner:
 
         if kind not in JOB_KINDS:
             raise ValueError(f"kind={kind!r} not allowed; allowed: {JOB_KINDS}")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"timeout_s={timeout_s} not allowed: must be > 0")
         self._connect()
         run_id = self.store.create_run(kind, {**stored_spec(spec), "runner": self.name, "address": self.address},
                                        run_id=run_id)
         task: Callable[..., Any] = ray.remote(num_cpus=self.num_cpus, num_gpus=self.num_gpus,
                                               max_retries=0)(_ray_task)
-        ref = task.remote(kind, spec, run_id, self.store.url, str(REPO_ROOT))
+        ref = task.remote(kind, spec, run_id, self.store.url, str(REPO_ROOT), timeout_s)
         return RayJobHandle(run_id, self.store, ref, timeout_s)
 
     def shutdown(self) -> None:
+        global _ray_address
         import ray
 
-        if ray.is_initialized():
-            ray.shutdown()
+        with _ray_lock:
+            if ray.is_initialized():
+                ray.shutdown()
+            _ray_address = None

@@ -2,8 +2,16 @@
 
 SQLite file by default (WAL journal, so readers never block the writing job), any SQLAlchemy URL via
 $SPECPLAN_STORE_URL (e.g. postgresql+psycopg://... for a shared team store). Each finished group is
-committed on its own, so a job that dies mid-run leaves its finished groups readable; its run row stays
-"running" with a heartbeat that stops moving, and readers report it as "crashed".
+committed on its own, so a job that dies mid-run leaves its finished groups readable.
+
+Reliability rules (issue 9):
+- Opening a store writes nothing: the schema (and SQLite's WAL mode) is created by the first write, so a
+  read-only store (a file this process cannot write, a read-only database role) can still be listed.
+- Every database failure surfaces as one `StoreError` line naming the store with its password hidden.
+- A running job touches its heartbeat every HEARTBEAT_S; whoever reads a run whose heartbeat is older than
+  STALE_AFTER_S marks it failed (the job process died: SIGKILL, out of memory, machine gone).
+- The first terminal state wins: a job, its runner and a reader can race to finish a run; later writes of
+  another terminal state are ignored.
 """
 
 from __future__ import annotations
@@ -12,13 +20,16 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Column,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
@@ -27,17 +38,32 @@ from sqlalchemy import (
     create_engine,
     event,
     insert,
+    inspect,
     select,
+    text,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from calibration.records import RUN_STATES, GroupRecord
 
-# A running job touches its heartbeat at least every HEARTBEAT_S; a run silent for STALE_AFTER_S is
-# reported as crashed (3 missed beats: tolerant of a slow engine start, quick to notice a SIGKILL).
+# A running job touches its heartbeat at least every HEARTBEAT_S; a run silent for STALE_AFTER_S is dead
+# (3 missed beats: tolerant of a slow engine start or a busy store, quick to notice a SIGKILL).
 HEARTBEAT_S = 5.0
 STALE_AFTER_S = 30.0
+ACTIVE_STATES = ("queued", "running")
+# Serialises schema creation between processes on PostgreSQL (pg_advisory_xact_lock key; any constant).
+_PG_SCHEMA_LOCK = 0x5BEC_C0DE
+STORE_URL_ENV = "SPECPLAN_STORE_URL"
+
+T = TypeVar("T")
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened, read or written. The message is one line: the store (password hidden),
+    what was being done, and the database's own reason."""
+
 
 metadata = MetaData()
 runs = Table(
@@ -97,19 +123,39 @@ history = Table(
 )
 
 
+history_once = Index("ux_history_series_workload_run", history.c.series, history.c.workload, history.c.run_id,
+                     unique=True)
+
+
 def default_url() -> str:
-    env = os.environ.get("SPECPLAN_STORE_URL")
+    env = os.environ.get(STORE_URL_ENV)
     if env:
         return env
     path = Path.home() / ".local" / "share" / "specplan" / "calibration.db"
     return f"sqlite:///{path}"
 
 
+def display_url(url: str) -> str:
+    """The URL as it may be shown or logged: any password replaced by '***' (SQLAlchemy's own rendering)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparseable URL is not echoed back: it may hold a secret
+        return "<unparseable store URL>"
+
+
+def _password(url: str) -> str | None:
+    try:
+        pw = make_url(url).password
+    except Exception:  # noqa: BLE001
+        return None
+    return str(pw) if pw else None
+
+
 @dataclass(frozen=True)
 class RunRow:
     run_id: str
     kind: str
-    status: str  # as stored, except a silent "running" run reads as "crashed"
+    status: str  # as stored; a run found dead on reading is "failed"
     message: str
     spec: dict[str, Any]
     created_at: float
@@ -118,87 +164,218 @@ class RunRow:
 
 
 class Store:
+    """One store URL. Construction does no I/O; reads never write the schema; see the module docstring."""
+
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
-        if self.url.startswith("sqlite:///"):
-            Path(self.url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = create_engine(self.url, future=True)
+        self.display_url = display_url(self.url)
+        self._engine: Engine | None = None
+        self._ro_engine: Engine | None = None  # SQLite read-only fallback
+        self._schema_ready = False  # created or verified by this instance
+        self._tables_seen: set[str] = set()
+
+    # ---- connection and errors --------------------------------------------------------------------
+    def _url(self) -> URL:
+        with self._guard("parse the URL"):
+            return make_url(self.url)
+
+    def _sqlite_path(self) -> Path | None:
+        u = self._url()
+        if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+            return None
+        db = u.database.removeprefix("file:").split("?", 1)[0]
+        return Path(db).expanduser()
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            with self._guard("open"):
+                self._engine = create_engine(self._url(), future=True)
+                if self._engine.dialect.name == "sqlite":
+
+                    @event.listens_for(self._engine, "connect")
+                    def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+                        cur = dbapi_conn.cursor()
+                        # Several processes (app, job, CLI) share the file; wait for a writer instead of
+                        # failing. Per-connection settings: they write nothing to the file.
+                        cur.execute("PRAGMA busy_timeout=30000")
+                        cur.execute("PRAGMA synchronous=NORMAL")
+                        cur.close()
+        return self._engine
+
+    def _reason(self, e: BaseException) -> str:
+        orig = e.orig if isinstance(e, DBAPIError) and e.orig is not None else e
+        lines = [x.strip() for x in str(orig).splitlines() if x.strip()]
+        reason = lines[0] if lines else type(orig).__name__
+        pw = _password(self.url)
+        if pw:
+            reason = reason.replace(pw, "***")
+        return reason.replace(self.url, self.display_url)
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except StoreError:
+            raise
+        except (SQLAlchemyError, ImportError, OSError, ValueError) as e:
+            raise StoreError(f"calibration store {self.display_url}: cannot {action}: {self._reason(e)}") from e
+
+    def _readonly_fallback(self, e: BaseException) -> bool:
+        """Switch reads to a read-only, immutable SQLite connection when the file cannot be written: a
+        WAL database needs its -shm file, which a reader without write access cannot create."""
+        msg = str(getattr(e, "orig", e)).lower()
+        path = self._sqlite_path()
+        if self._ro_engine is not None or path is None or not path.is_file():
+            return False
+        if "readonly" not in msg and "read-only" not in msg and "unable to open" not in msg:
+            return False
+        self._ro_engine = create_engine(f"sqlite:///file:{path}?mode=ro&immutable=1&uri=true", future=True)
+        return True
+
+    def _read(self, action: str, table: str, fn: Callable[[Connection], T], empty: T) -> T:
+        """Run a read; `empty` when the store or `table` does not exist yet (reading never creates them)."""
+        with self._guard(action):
+            path = self._sqlite_path()
+            if not self._schema_ready and path is not None and not path.exists():
+                return empty
+            try:
+                return self._read_on(self._ro_engine or self.engine, table, fn, empty)
+            except SQLAlchemyError as e:
+                if not self._readonly_fallback(e):
+                    raise
+                assert self._ro_engine is not None
+                return self._read_on(self._ro_engine, table, fn, empty)
+
+    def _read_on(self, engine: Engine, table: str, fn: Callable[[Connection], T], empty: T) -> T:
+        with engine.connect() as c:
+            if table not in self._tables_seen:
+                self._tables_seen |= set(inspect(c).get_table_names())
+                if table not in self._tables_seen:
+                    return empty
+            return fn(c)
+
+    def _write(self, action: str, fn: Callable[[Connection], T]) -> T:
+        with self._guard(action):
+            self._ensure_schema()
+            with self.engine.begin() as c:
+                return fn(c)
+
+    def _ensure_schema(self) -> None:
+        """Create the tables (and SQLite's WAL mode) before the first write; safe when several processes
+        do it at once (PostgreSQL: an advisory lock; SQLite: retry after losing the race)."""
+        if self._schema_ready:
+            return
+        path = self._sqlite_path()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):
+            try:
+                with self.engine.begin() as c:
+                    if c.dialect.name == "postgresql":
+                        c.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_SCHEMA_LOCK})
+                    metadata.create_all(c)
+                break
+            except SQLAlchemyError:
+                if attempt == 2:
+                    raise
+                time.sleep(0.2 * (attempt + 1))  # another process created a table between check and create
         if self.engine.dialect.name == "sqlite":
-
-            @event.listens_for(self.engine, "connect")
-            def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-                cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA journal_mode=WAL")
-                # Several processes (app, job, CLI) share the file; wait for a writer instead of failing.
-                cur.execute("PRAGMA busy_timeout=30000")
-                cur.execute("PRAGMA synchronous=NORMAL")
-                cur.close()
-
-        metadata.create_all(self.engine)
+            with self.engine.connect() as c:
+                # Persistent in the file: readers never block the writing job.
+                c.exec_driver_sql("PRAGMA journal_mode=WAL")
+        try:  # stores created before the index existed; one with duplicate history rows keeps going without
+            with self.engine.begin() as c:
+                history_once.create(c, checkfirst=True)
+        except SQLAlchemyError:
+            pass
+        self._schema_ready = True
+        self._tables_seen |= set(metadata.tables)
 
     # ---- runs -------------------------------------------------------------------------------------
+    @staticmethod
+    def new_run_id() -> str:
+        return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
     def create_run(self, kind: str, spec: dict[str, Any], run_id: str | None = None, status: str = "queued") -> str:
         if status not in RUN_STATES:
             raise ValueError(f"status={status!r} not allowed; allowed: {RUN_STATES}")
-        run_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        run_id = run_id or self.new_run_id()
         now = time.time()
-        with self.engine.begin() as c:
-            c.execute(insert(runs).values(
-                run_id=run_id, kind=kind, status=status, message="", spec_json=json.dumps(spec),
-                created_at=now, heartbeat_at=now, finished_at=None,
-            ))
+        self._write("create a run", lambda c: c.execute(insert(runs).values(
+            run_id=run_id, kind=kind, status=status, message="", spec_json=json.dumps(spec),
+            created_at=now, heartbeat_at=now, finished_at=None,
+        )))
         return run_id
 
-    def set_status(self, run_id: str, status: str, message: str = "") -> None:
+    def set_status(self, run_id: str, status: str, message: str = "") -> bool:
+        """Move a run to `status`; returns whether it moved. Only a queued or running run moves: the first
+        terminal state (succeeded, failed, cancelled, timed_out) wins."""
         if status not in RUN_STATES:
             raise ValueError(f"status={status!r} not allowed; allowed: {RUN_STATES}")
         now = time.time()
         values: dict[str, Any] = {"status": status, "heartbeat_at": now}
         if message:
             values["message"] = message
-        if status not in ("queued", "running"):
+        if status not in ACTIVE_STATES:
             values["finished_at"] = now
-        with self.engine.begin() as c:
-            c.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
+        q = update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE_STATES)).values(**values)
+        return bool(self._write("set a run's status", lambda c: c.execute(q).rowcount))
 
-    def heartbeat(self, run_id: str, message: str | None = None) -> None:
+    def heartbeat(self, run_id: str, message: str | None = None) -> bool:
+        """Touch a running (or queued) run; returns False when the run is no longer active (finished,
+        stopped, or marked dead by a reader): its job should stop."""
         values: dict[str, Any] = {"heartbeat_at": time.time()}
         if message is not None:
             values["message"] = message
-        with self.engine.begin() as c:
-            c.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
+        q = update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE_STATES)).values(**values)
+        return bool(self._write("record a heartbeat", lambda c: c.execute(q).rowcount))
 
     def get_run(self, run_id: str, now: float | None = None) -> RunRow:
-        with self.engine.connect() as c:
-            row = c.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+        row = self._read("read a run", "runs", lambda c: c.execute(
+            select(runs).where(runs.c.run_id == run_id)).mappings().first(), None)
         if row is None:
-            raise KeyError(f"run_id={run_id!r} not found in store {self.url}")
-        return self._row(row, now)
+            raise KeyError(f"run_id={run_id!r} not found in store {self.display_url}")
+        return self._settle_dead([row], now)[0]
 
-    def list_runs(self, kind: str | None = None, limit: int = 200) -> list[RunRow]:
+    def list_runs(self, kind: str | None = None, limit: int = 200, now: float | None = None) -> list[RunRow]:
         q = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
         if kind:
             q = q.where(runs.c.kind == kind)
-        with self.engine.connect() as c:
-            return [self._row(r) for r in c.execute(q).mappings()]
+        rows = self._read("list runs", "runs", lambda c: list(c.execute(q).mappings()), [])
+        return self._settle_dead(rows, now)
 
-    @staticmethod
-    def _row(row: Any, now: float | None = None) -> RunRow:
-        status = row["status"]
+    def _settle_dead(self, rows: list[Any], now: float | None) -> list[RunRow]:
+        """Rows as RunRows; a running run whose heartbeat is stale is marked failed in the store (when the
+        store can be written) and returned as failed either way."""
         now = time.time() if now is None else now
-        if status == "running" and now - row["heartbeat_at"] > STALE_AFTER_S:
-            status = "crashed"
-        return RunRow(
-            run_id=row["run_id"], kind=row["kind"], status=status, message=row["message"] or "",
-            spec=json.loads(row["spec_json"] or "{}"), created_at=row["created_at"],
-            heartbeat_at=row["heartbeat_at"], finished_at=row["finished_at"],
-        )
+        out = []
+        for r in rows:
+            row = RunRow(
+                run_id=r["run_id"], kind=r["kind"], status=r["status"], message=r["message"] or "",
+                spec=json.loads(r["spec_json"] or "{}"), created_at=r["created_at"],
+                heartbeat_at=r["heartbeat_at"], finished_at=r["finished_at"],
+            )
+            if row.status == "running" and now - row.heartbeat_at > STALE_AFTER_S:
+                msg = (f"no heartbeat for {now - row.heartbeat_at:.0f} s: the job process died (killed, out of "
+                       f"memory, or its machine stopped); last message: {row.message or '-'}")
+                q = (update(runs).where(runs.c.run_id == row.run_id, runs.c.status == "running",
+                                        runs.c.heartbeat_at < now - STALE_AFTER_S)
+                     .values(status="failed", message=msg, finished_at=now))
+                try:
+                    self._write("mark a dead run failed", lambda c, q=q: c.execute(q))
+                except StoreError:
+                    pass  # a read-only store: report it as failed without recording it
+                row = RunRow(row.run_id, row.kind, "failed", msg, row.spec, row.created_at, row.heartbeat_at, now)
+            out.append(row)
+        return out
 
     # ---- records ----------------------------------------------------------------------------------
     def add_group(self, rec: GroupRecord) -> None:
         """Commit one finished group at once (its own transaction) and touch the run's heartbeat."""
         now = time.time()
-        with self.engine.begin() as c:
+
+        def fn(c: Connection) -> None:
             c.execute(insert(group_records).values(
                 run_id=rec.run_id, schema_version=rec.schema_version, config_label=rec.config_label,
                 workload=rec.workload, method=rec.method, k=rec.k, record_json=json.dumps(rec.to_dict()),
@@ -206,57 +383,66 @@ class Store:
             ))
             c.execute(update(runs).where(runs.c.run_id == rec.run_id).values(heartbeat_at=now))
 
+        self._write("add a group record", fn)
+
     def groups(self, run_ids: list[str] | None = None) -> list[GroupRecord]:
         q = select(group_records.c.record_json).order_by(group_records.c.id)
         if run_ids is not None:
             q = q.where(group_records.c.run_id.in_(run_ids))
-        with self.engine.connect() as c:
-            return [GroupRecord.from_dict(json.loads(r[0])) for r in c.execute(q)]
+        raw = self._read("read group records", "group_records", lambda c: [r[0] for r in c.execute(q)], [])
+        return [GroupRecord.from_dict(json.loads(x)) for x in raw]
 
     def add_step_samples(self, run_id: str, samples: list[dict[str, Any]]) -> None:
-        with self.engine.begin() as c:
-            if samples:
-                c.execute(insert(step_samples), [{"run_id": run_id, "sample_json": json.dumps(s)} for s in samples])
+        if samples:
+            self._write("add step-time samples", lambda c: c.execute(
+                insert(step_samples), [{"run_id": run_id, "sample_json": json.dumps(s)} for s in samples]))
 
     def step_samples(self, run_ids: list[str] | None = None) -> list[dict[str, Any]]:
         q = select(step_samples.c.sample_json).order_by(step_samples.c.id)
         if run_ids is not None:
             q = q.where(step_samples.c.run_id.in_(run_ids))
-        with self.engine.connect() as c:
-            return [json.loads(r[0]) for r in c.execute(q)]
+        raw = self._read("read step-time samples", "step_samples", lambda c: [r[0] for r in c.execute(q)], [])
+        return [json.loads(x) for x in raw]
 
     # ---- fits -------------------------------------------------------------------------------------
     def save_fit(self, name: str, kind: str, result: dict[str, Any]) -> int:
-        with self.engine.begin() as c:
-            res = c.execute(insert(fits).values(
-                name=name, kind=kind, result_json=json.dumps(result), created_at=time.time()
-            ))
-            return int(res.inserted_primary_key[0])
+        q = insert(fits).values(name=name, kind=kind, result_json=json.dumps(result), created_at=time.time())
+        return int(self._write("save a fit", lambda c: c.execute(q).inserted_primary_key[0]))
 
     def fits(self, kind: str | None = None) -> list[dict[str, Any]]:
         q = select(fits).order_by(fits.c.id.desc())
         if kind:
             q = q.where(fits.c.kind == kind)
-        with self.engine.connect() as c:
-            return [
-                {"id": r["id"], "name": r["name"], "kind": r["kind"], "created_at": r["created_at"],
-                 "result": json.loads(r["result_json"])}
-                for r in c.execute(q).mappings()
-            ]
+        rows = self._read("read fits", "fits", lambda c: [dict(r) for r in c.execute(q).mappings()], [])
+        return [{"id": r["id"], "name": r["name"], "kind": r["kind"], "created_at": r["created_at"],
+                 "result": json.loads(r["result_json"])} for r in rows]
 
     # ---- nightly history --------------------------------------------------------------------------
     def add_history(self, *, series: str, workload: str, run_id: str, acceptance_length: float, low: float,
-                    high: float, regression: bool, message: str = "", created_at: float | None = None) -> None:
-        with self.engine.begin() as c:
-            c.execute(insert(history).values(
-                series=series, workload=workload, run_id=run_id, acceptance_length=acceptance_length,
-                low=low, high=high, regression=int(regression), message=message,
-                created_at=time.time() if created_at is None else created_at,
-            ))
+                    high: float, regression: bool, message: str = "", created_at: float | None = None) -> bool:
+        """Append one point; returns False (and adds nothing) when the series already has this run's
+        point for this workload: a repeated `regress` adds no duplicate history."""
+        exists = (select(history.c.id).where(history.c.series == series, history.c.workload == workload,
+                                             history.c.run_id == run_id).limit(1))
+        row = dict(series=series, workload=workload, run_id=run_id, acceptance_length=acceptance_length, low=low,
+                   high=high, regression=int(regression), message=message,
+                   created_at=time.time() if created_at is None else created_at)
+
+        def fn(c: Connection) -> bool:
+            if c.execute(exists).first() is not None:
+                return False
+            c.execute(insert(history).values(**row))
+            return True
+
+        try:
+            return self._write("add a history point", fn)
+        except StoreError as e:
+            if isinstance(e.__cause__, IntegrityError):  # a concurrent writer added the same point first
+                return False
+            raise
 
     def history(self, series: str | None = None) -> list[dict[str, Any]]:
         q = select(history).order_by(history.c.created_at, history.c.id)
         if series:
             q = q.where(history.c.series == series)
-        with self.engine.connect() as c:
-            return [dict(r) for r in c.execute(q).mappings()]
+        return self._read("read the history", "history", lambda c: [dict(r) for r in c.execute(q).mappings()], [])

@@ -2,17 +2,22 @@
 predicted with measured, and save the fit as a calibrated profile.
 
 Triggering a run needs an access token configured on the server ($SPECPLAN_CALIBRATE_TOKEN or
-st.secrets["calibrate_token"]); without it the page is read-only. Models, drafts and workloads come from
-allowlists (calibration.model_assets, the shipped prompt sets), never from free text.
+st.secrets["calibrate_token"]); without it the page is read-only. Wrong tokens are rate-limited per client
+address across sessions (TokenGate). Models, methods and drafts come from the admin's
+calibration registry (calibration.registry), workloads from the shipped prompt sets, Ray clusters from the admin's list
+(calibration.runners.allowed_ray_addresses), never from free text. A store that cannot be read shows one
+error line (its password hidden), not a traceback.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import hmac
 import math
 import os
-import re
+import threading
+import time
 from typing import Any
 
 import plotly.graph_objects as go
@@ -20,11 +25,57 @@ import streamlit as st
 
 from calibration import model_assets
 from calibration.engine import MAX_K, EngineConfig, JobSpec, shipped_workloads
-from calibration.store import Store, default_url
+from calibration.store import Store, StoreError, default_url
 
 TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"
 HANDLE_KEY = "cal_job_handle"  # plain session key (not a widget): the running JobHandle
-RAY_ADDRESS_RE = re.compile(r"^(ray://)?[A-Za-z0-9.\-]+:\d{1,5}$")
+FAILED_TOKEN_KEY = "cal_token_failed"  # digest of this session's last wrong token (counted once)
+# Three wrong tokens are free (typos); then each wrong token locks the client out for LOCKOUT_S, doubling
+# with every further one up to LOCKOUT_MAX_S: ~10 guesses an hour instead of thousands a second.
+FREE_TOKEN_TRIES = 3
+LOCKOUT_S = 30.0
+LOCKOUT_MAX_S = 900.0
+
+
+class TokenGate:
+    """Wrong-token counts per client address, shared by every session of this server process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failures: dict[str, int] = {}
+        self._locked_until: dict[str, float] = {}
+
+    def wait_s(self, client: str, now: float | None = None) -> float:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            return max(0.0, self._locked_until.get(client, 0.0) - now)
+
+    def failure(self, client: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            n = self._failures.get(client, 0) + 1
+            self._failures[client] = n
+            if n >= FREE_TOKEN_TRIES:
+                self._locked_until[client] = now + min(LOCKOUT_MAX_S, LOCKOUT_S * 2 ** (n - FREE_TOKEN_TRIES))
+
+    def success(self, client: str) -> None:
+        with self._lock:
+            self._failures.pop(client, None)
+            self._locked_until.pop(client, None)
+
+
+@st.cache_resource
+def token_gate() -> TokenGate:
+    return TokenGate()
+
+
+def _client() -> str:
+    """The client's address as the server sees it (all clients together when it cannot tell them apart)."""
+    try:
+        ip = st.context.ip_address
+    except Exception:  # noqa: BLE001 - no request context (bare mode)
+        ip = None
+    return ip if isinstance(ip, str) and ip else "unknown"  # headless tests give a stand-in object
 
 
 @st.cache_resource
@@ -58,29 +109,71 @@ def can_trigger() -> bool:
     if not given:
         st.caption("Enter the access token to run calibrations.")
         return False
-    if not hmac.compare_digest(given.encode(), tok.encode()):
-        st.error("Wrong access token.")
+    gate, client = token_gate(), _client()
+    wait = gate.wait_s(client)
+    if wait > 0:
+        st.error(f"Too many wrong access tokens: try again in {math.ceil(wait)} s.")
         return False
-    return True
+    if hmac.compare_digest(given.encode(), tok.encode()):
+        gate.success(client)
+        st.session_state.pop(FAILED_TOKEN_KEY, None)
+        return True
+    digest = hashlib.sha256(given.encode()).hexdigest()
+    if st.session_state.get(FAILED_TOKEN_KEY) != digest:  # each wrong entry once, not on every rerun
+        st.session_state[FAILED_TOKEN_KEY] = digest
+        gate.failure(client)
+    st.error("Wrong access token.")
+    return False
 
 
-def _configs(methods: list[str], ks: list[int], draft: str) -> tuple[EngineConfig, ...]:
+def _configs(methods: list[str], ks: list[int], drafts: dict[str, str], k_max: dict[str, int]) -> tuple[EngineConfig, ...]:
     out = [EngineConfig("none")]
     for m in methods:
         for k in sorted(ks):
-            out.append(EngineConfig(m, k, draft if m == "draft_model" else None))
+            if k <= k_max[m]:
+                out.append(EngineConfig(m, k, drafts.get(m)))
     return tuple(out)
 
 
+@st.cache_resource
+def local_gpu() -> bool:
+    from calibration.registry import has_cuda
+
+    return has_cuda()
+
+
+def ray_addresses() -> tuple[str, ...]:
+    """The admin's list of Ray clusters; a broken list is shown as an error and offers none."""
+    from calibration.runners import allowed_ray_addresses
+
+    try:
+        return allowed_ray_addresses()
+    except ValueError as e:
+        st.error(f"Ray cluster list: {e}")
+        return ()
+
+
 def submit_form() -> None:
-    from calibration.runners import LocalRunner, RayRunner
+    from calibration.registry import DRAFTED, GPU_ONLY, RegistryError, load_registry
+    from calibration.runners import RAY_ADDRESSES_ENV, RAY_ADDRESSES_FILE_ENV, LocalRunner, RayRunner
     from calibration.traffic_prompts import prompts_from_upload
 
+    try:
+        reg = load_registry()
+    except RegistryError as e:
+        st.error(f"Calibration registry: {e}")
+        return
     c1, c2, c3 = st.columns(3)
-    model = c1.selectbox("Target model", model_assets.MODEL_NAMES, key="cal_model")
-    methods = c1.multiselect("Methods (the baseline always runs)", ["ngram", "draft_model"],
-                             default=["ngram", "draft_model"], key="cal_methods")
-    draft = c1.selectbox("Draft model (draft_model)", model_assets.DRAFT_NAMES, key="cal_draft")
+    model = c1.selectbox("Target model (calibration registry)", list(reg.targets), key="cal_model")
+    target = reg.targets[model]
+    offered = list(target.methods)
+    methods = c1.multiselect("Methods (the baseline always runs)", offered,
+                             default=[m for m in offered if m not in GPU_ONLY], key="cal_methods")
+    drafts: dict[str, str] = {}
+    for m in [m for m in offered if m in DRAFTED]:
+        label = "Draft model (draft_model)" if m == "draft_model" else f"Draft head ({m})"
+        drafts[m] = c1.selectbox(label, list(target.methods[m].drafts),
+                                 key="cal_draft" if m == "draft_model" else f"cal_draft_{m}")
     ks = c2.multiselect("K values", list(range(1, MAX_K + 1)), default=[2, 4], key="cal_ks")
     workloads = c2.multiselect("Shipped workloads", shipped_workloads(), default=["code", "chat"],
                                key="cal_workloads")
@@ -88,27 +181,38 @@ def submit_form() -> None:
                               type=["csv", "jsonl", "parquet"], key="cal_upload")
     prompts = c3.number_input("Prompts per workload", 1, 64, 4, key="cal_prompts")
     max_tokens = c3.number_input("Output tokens per prompt", 8, 512, 32, step=8, key="cal_max_tokens")
-    runner_kind = c3.radio("Runner", ["local", "ray"], horizontal=True, key="cal_runner")
-    ray_address = c3.text_input("Ray address (host:port)", "127.0.0.1:6379", key="cal_ray_address",
-                                disabled=runner_kind != "ray")
+    clusters = ray_addresses()
+    runner_kind = c3.radio("Runner", ["local", "ray"] if clusters else ["local"], horizontal=True, key="cal_runner")
+    ray_address = None
+    if clusters:
+        ray_address = c3.selectbox("Ray cluster (admin list)", clusters, key="cal_ray_address",
+                                   disabled=runner_kind != "ray")
+    else:
+        c3.caption(f"Ray: no cluster listed. An admin lists them in `${RAY_ADDRESSES_ENV}` (comma-separated) or "
+                   f"in the file named by `${RAY_ADDRESSES_FILE_ENV}`.")
     timeout_min = c3.number_input("Timeout (minutes)", 1, 240, 30, key="cal_timeout_min")
-    n_engines = 1 + len(methods) * len(ks)
+    gpu_needed = [m for m in methods if m in GPU_ONLY]
+    if gpu_needed and runner_kind == "local" and not local_gpu():
+        for m in gpu_needed:
+            st.warning(f"Refused on this machine: {GPU_ONLY[m]}.")
+    k_max = {m: target.methods[m].k_max for m in methods}
+    n_engines = 1 + sum(1 for m in methods for k in ks if k <= k_max[m])
     st.caption(f"{n_engines} engine starts (one per configuration), ~30-40 s each on a CPU before any "
                "generation; greedy decoding, fixed output length.")
     if not st.button("Run calibration", key="cal_submit", type="primary"):
         return
     try:
         custom = prompts_from_upload(upload.name, upload.getvalue(), per_workload=int(prompts)) if upload else {}
-        spec = JobSpec(model=model, configs=_configs(methods, ks, draft), workloads=tuple(workloads),
+        if gpu_needed and runner_kind == "local" and not local_gpu():
+            raise ValueError("; ".join(GPU_ONLY[m] for m in gpu_needed))
+        spec = JobSpec(model=model, configs=_configs(methods, ks, drafts, k_max), workloads=tuple(workloads),
                        prompts_per_group=int(prompts), max_output_tokens=int(max_tokens), custom_prompts=custom)
-        if runner_kind == "ray":
-            if not RAY_ADDRESS_RE.match(ray_address):
-                raise ValueError(f"Ray address={ray_address!r} not allowed: host:port or ray://host:port")
+        if runner_kind == "ray" and ray_address:
             runner: Any = RayRunner(ray_address, store_url=store().url)
         else:
             runner = LocalRunner(store().url)
         st.session_state[HANDLE_KEY] = runner.submit("engine", spec.to_dict(), timeout_s=float(timeout_min) * 60)
-    except ValueError as e:
+    except (ValueError, StoreError) as e:
         st.error(str(e))
 
 
@@ -251,7 +355,10 @@ def render() -> None:
             submit_form()
         job_panel()
     st.header("Results")
-    results(allow)
+    try:
+        results(allow)
+    except StoreError as e:
+        st.error(f"{e}. Check $SPECPLAN_STORE_URL; the CLI shows the same: `python -m calibration list runs`.")
 
 
 if __name__ == "__main__":

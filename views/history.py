@@ -8,7 +8,7 @@ import datetime as dt
 import plotly.graph_objects as go
 import streamlit as st
 
-from calibration.store import Store, default_url
+from calibration.store import Store, StoreError, default_url
 
 
 @st.cache_resource
@@ -47,7 +47,11 @@ def render() -> None:
     st.caption("Each point is one nightly run of `python -m calibration regress`: the mean acceptance length "
                "(tokens per verifier step, bonus token included) per workload with its 95 % interval. A red x "
                "marks a regression: the recent level (median of the previous runs) lies above today's interval.")
-    rows = store().history()
+    try:
+        rows = store().history()
+    except StoreError as e:
+        st.error(f"{e}. Check $SPECPLAN_STORE_URL; the CLI shows the same: `python -m calibration list history`.")
+        return
     if not rows:
         st.info("No nightly history yet. Add `python -m calibration regress` to cron or CI; it appends here "
                 "and exits non-zero on a regression.")

@@ -1,10 +1,13 @@
-"""Shared fixtures: a store per test, the converted model (cached across sessions) and ONE real engine
-calibration run per session that every engine-marked test reads instead of starting engines again."""
+"""Shared fixtures: a store per test (SQLite, and a real PostgreSQL database where a server is given), the
+converted model (cached across sessions) and ONE real engine calibration run per session that every
+engine-marked test reads instead of starting engines again."""
 
 from __future__ import annotations
 
 import os
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +34,57 @@ E2E_PROMPTS = 4
 E2E_MAX_TOKENS = 32
 
 
+# A PostgreSQL server for the store tests: .ci/run starts a throwaway one and sets both variables; locally,
+# point SPECPLAN_TEST_PG_URL at a server whose user may create databases (each test gets its own).
+PG_URL_ENV = "SPECPLAN_TEST_PG_URL"
+REQUIRE_PG_ENV = "SPECPLAN_REQUIRE_PG"
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     return Store(f"sqlite:///{tmp_path / 'cal.db'}")
+
+
+def pg_base_url() -> str:
+    base = os.environ.get(PG_URL_ENV)
+    if not base:
+        msg = f"${PG_URL_ENV} is not set: no PostgreSQL server for the store tests (.ci/run starts one)"
+        if os.environ.get(REQUIRE_PG_ENV):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return base
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh database on the test PostgreSQL server, dropped afterwards (its URL holds the password)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    base = pg_base_url()
+    name = f"specplan_t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The same test on a SQLite file and on a real PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'cal.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def any_store(any_store_url: str) -> Store:
+    return Store(any_store_url)
 
 
 @pytest.fixture(autouse=True)

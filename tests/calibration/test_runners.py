@@ -14,8 +14,10 @@ import pytest
 
 from calibration.engine import EngineConfig, JobSpec
 from calibration.jobs import MicrobenchSpec
-from calibration.runners import LocalRunner, RayRunner
-from calibration.store import STALE_AFTER_S, Store
+from calibration.runners import LocalRunner, RayRunner, allowed_ray_addresses
+from calibration.store import HEARTBEAT_S, STALE_AFTER_S, Store
+
+REPO = Path(__file__).resolve().parents[2]
 
 # A microbenchmark small enough for a few seconds on 2 cores: a real job of the same runner path.
 TINY = MicrobenchSpec(batches=(1, 2), tokens_per_seq=(1,), contexts=(32,), repeats=1)
@@ -80,6 +82,124 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _wait_for(cond, timeout_s: float, what: str, step_s: float = 0.3):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(step_s)
+    pytest.fail(f"{what}: not within {timeout_s:g} s")
+
+
+def _job_pids(run_id: str) -> list[int]:
+    """Live job processes (`python -m calibration.jobs ... --run-id RUN_ID`) of one run."""
+    return [pid for pid, _, st in _procs()
+            if st != "Z" and "calibration.jobs" in _cmdline(pid) and run_id in _cmdline(pid)]
+
+
+def _alive(pid: int) -> bool:
+    return any(p == pid and st != "Z" for p, _, st in _procs())
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _cli_microbench(url: str, timeout_s: float) -> subprocess.Popen[str]:
+    """The CLI as a user starts it: runner and job in their own processes; repeats make it run for hours."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SPECPLAN_STORE_URL": url}
+    return subprocess.Popen([sys.executable, "-m", "calibration", "microbench", "--repeats", "100000",
+                             "--timeout-s", str(timeout_s)], env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+
+
+def _running_run(store: Store) -> str:
+    return _wait_for(lambda: next((r.run_id for r in store.list_runs() if r.status == "running"), None), 60,
+                     "the job marked its run running")
+
+
+def test_a_job_enforces_its_own_deadline_when_its_cli_runner_is_killed(store: Store) -> None:
+    """SIGKILL the CLI that runs a job: the job keeps heartbeating, then stops itself at its timeout and
+    records timed_out (before: it ran on, unbounded, and died later of a BrokenPipeError)."""
+    timeout_s = 8.0
+    cli = _cli_microbench(store.url, timeout_s)
+    rid = ""
+    try:
+        rid = _running_run(store)
+        [job] = _wait_for(lambda: _job_pids(rid), 30, "the job process started")
+        started = store.get_run(rid).created_at
+        os.killpg(cli.pid, signal.SIGKILL)  # the runner dies (its session only: the job has its own)
+        cli.wait(10)
+        time.sleep(1.0)
+        assert _alive(job), "the job died with its runner instead of finishing or timing out"
+        _wait_for(lambda: not _alive(job), timeout_s + 20, "the job ended at its own deadline")
+        ended = time.time()
+        row = store.get_run(rid)
+        assert row.status == "timed_out", (row.status, row.message)
+        assert "deadline" in row.message
+        assert ended - started < timeout_s + 15
+        assert not _job_pids(rid)
+    finally:
+        _kill_group(cli.pid)
+        for pid in _job_pids(rid) if rid else []:
+            _kill_group(pid)  # only if the job outlived its deadline (the failure this test catches)
+
+
+def test_a_microbench_job_heartbeats_while_it_works(store: Store) -> None:
+    h = LocalRunner(store.url).submit("microbench", LONG.to_dict(), timeout_s=120)
+    try:
+        _wait_for(lambda: store.get_run(h.run_id).status == "running", 60, "job running")
+        first = store.get_run(h.run_id).heartbeat_at
+        time.sleep(2 * HEARTBEAT_S + 1)
+        row = store.get_run(h.run_id)
+        assert row.status == "running"
+        assert row.heartbeat_at - first >= HEARTBEAT_S * 0.9, "no heartbeat while the microbenchmark works"
+    finally:
+        h.cancel()
+    assert h.wait(30) == "cancelled"
+
+
+def test_a_job_killed_with_its_runner_is_marked_failed_by_the_next_reader(store: Store) -> None:
+    """kill -9 the CLI and then its job: nobody is left to record the outcome; the next reader does."""
+    cli = _cli_microbench(store.url, 600)
+    try:
+        rid = _running_run(store)
+        [job] = _wait_for(lambda: _job_pids(rid), 30, "the job process started")
+        os.killpg(cli.pid, signal.SIGKILL)
+        os.killpg(job, signal.SIGKILL)
+        _wait_for(lambda: not _alive(job), 10, "the job died")
+    finally:
+        _kill_group(cli.pid)
+    assert Store(store.url).get_run(rid).status == "running"  # not yet stale
+    row = Store(store.url).get_run(rid, now=time.time() + STALE_AFTER_S + 1)
+    assert row.status == "failed" and "no heartbeat" in row.message
+    assert Store(store.url).list_runs()[0].status == "failed"  # recorded, not only shown
+
+
+def test_the_store_url_is_never_on_a_job_command_line(any_store_url: str) -> None:
+    """The job (and its store URL, which can hold a database password) is visible in `ps` to every user:
+    the URL travels on stdin."""
+    from sqlalchemy.engine import make_url
+
+    h = LocalRunner(any_store_url).submit("microbench", LONG.to_dict(), timeout_s=120)
+    try:
+        _wait_for(lambda: Store(any_store_url).get_run(h.run_id).status == "running", 60, "job running")
+        cmd = _cmdline(h.pid)
+        assert "calibration.jobs" in cmd and h.run_id in cmd
+        assert any_store_url not in cmd and "--store-url" not in cmd
+        secret = make_url(any_store_url).password
+        if secret:  # the PostgreSQL store: a real password
+            assert secret not in cmd
+            assert all(secret not in line for line in h.lines())
+    finally:
+        h.cancel()
+    assert h.wait(30) == "cancelled"
+
+
 @pytest.mark.engine
 def test_sigkilled_engine_job_leaves_finished_groups_readable(store: Store, model_cache: dict) -> None:
     """Kill -9 the job (and with it the engine) after its first group committed: that group stays readable,
@@ -93,6 +213,8 @@ def test_sigkilled_engine_job_leaves_finished_groups_readable(store: Store, mode
     assert store.groups([h.run_id]), "no group committed within 300 s:\n" + "\n".join(h.lines()[-20:])
     engine_groups = {pgid for pid, pgid, _ in _procs() if h.run_id in _cmdline(pid)} - {h.pid}
     assert engine_groups, "the engine child process was not found"
+    # neither the job nor its engine child carries the store URL on its command line
+    assert not [pid for pid, _, _ in _procs() if h.run_id in _cmdline(pid) and store.url in _cmdline(pid)]
     os.killpg(h.pid, signal.SIGKILL)  # the job process group, as an OOM killer or `kill -9 -PGID` would
     h.proc.wait(30)
     # ...and the engine child, its engine-core and worker processes (own process group) go down with it
@@ -180,3 +302,30 @@ def test_ray_runner_timeout_cancels_the_task(ray_head: str, tmp_path: Path) -> N
 def test_ray_runner_rejects_a_bad_address() -> None:
     with pytest.raises(ValueError, match="address='1.2.3.4:1 ; rm'"):
         RayRunner("1.2.3.4:1 ; rm")
+
+
+def test_ray_runner_refuses_a_cluster_other_than_the_one_this_process_joined(ray_head: str,
+                                                                          tmp_path: Path) -> None:
+    """Ray's driver connection is process-wide: a runner for another address must refuse, not submit to the
+    cluster someone else connected to (before: the first address picked stuck for every session)."""
+    url = f"sqlite:///{tmp_path / 'ray3.db'}"
+    h = RayRunner(ray_head, store_url=url).submit("microbench", TINY.to_dict(), timeout_s=180)
+    assert h.wait(200) == "succeeded", h.lines()
+    other = f"127.0.0.1:{_free_port()}"
+    with pytest.raises(ValueError, match=f"address='{other}' refused: this process is connected to"):
+        RayRunner(other, store_url=url).submit("microbench", TINY.to_dict(), timeout_s=180)
+    assert [r.run_id for r in Store(url).list_runs()] == [h.run_id]  # the refusal left no run behind
+
+
+def test_ray_addresses_come_from_the_admin_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = tmp_path / "ray-clusters.txt"
+    listed.write_text("# GPU pool\nray://gpu-head.internal:10001\n\n10.0.0.5:6379  # nightly\n")
+    monkeypatch.setenv("SPECPLAN_RAY_ADDRESSES", "127.0.0.1:6379")
+    monkeypatch.setenv("SPECPLAN_RAY_ADDRESSES_FILE", str(listed))
+    assert allowed_ray_addresses() == ("127.0.0.1:6379", "ray://gpu-head.internal:10001", "10.0.0.5:6379")
+    RayRunner("10.0.0.5:6379", store_url=f"sqlite:///{tmp_path / 'x.db'}")  # listed: accepted (no I/O yet)
+    with pytest.raises(ValueError, match="address='203.0.113.9:6379' not allowed: not on the admin list"):
+        RayRunner("203.0.113.9:6379")
+    listed.write_text("10.0.0.5:6379\n10.0.0.6:6379; curl evil\n")
+    with pytest.raises(ValueError, match=r"ray-clusters.txt, line 2: address='10.0.0.6:6379; curl evil'"):
+        allowed_ray_addresses()

@@ -20,9 +20,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def app_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    import streamlit as st
+
     url = f"sqlite:///{tmp_path / 'app.db'}"
     monkeypatch.setenv("SPECPLAN_STORE_URL", url)
     monkeypatch.delenv("SPECPLAN_CALIBRATE_TOKEN", raising=False)
+    monkeypatch.delenv("SPECPLAN_RAY_ADDRESSES", raising=False)
+    monkeypatch.delenv("SPECPLAN_RAY_ADDRESSES_FILE", raising=False)
+    st.cache_resource.clear()  # wrong-token counts live in a process-wide cache: start each test clean
     return Store(url)
 
 
@@ -62,6 +67,68 @@ def test_calibrate_page_needs_the_right_token(app_store: Store, monkeypatch: pyt
     assert not at.exception
     assert [b for b in at.button if b.key == "cal_submit"]
     assert at.selectbox(key="cal_draft").options == ["smollm2-135m-2l", "smollm2-135m-8l"]
+
+
+def test_wrong_tokens_are_rate_limited_across_sessions(app_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SPECPLAN_CALIBRATE_TOKEN", "s3cret")
+    at = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    for guess in ("guess1", "guess2", "guess3"):
+        at.text_input(key="cal_token").set_value(guess).run()
+    # locked out: even the right token is not checked now, in this session or a new one
+    at.text_input(key="cal_token").set_value("s3cret").run()
+    assert any("Too many wrong access tokens" in e.value for e in at.error)
+    assert not [b for b in at.button if b.key == "cal_submit"]
+    fresh = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    fresh.text_input(key="cal_token").set_value("s3cret").run()
+    assert any("try again in" in e.value for e in fresh.error)
+    assert not [b for b in fresh.button if b.key == "cal_submit"]
+
+
+def test_a_repeated_rerun_does_not_count_as_more_wrong_tokens(app_store: Store,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SPECPLAN_CALIBRATE_TOKEN", "s3cret")
+    at = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    at.text_input(key="cal_token").set_value("typo").run()
+    for _ in range(4):  # reruns (widgets, fragments) with the same wrong entry
+        at.run()
+    at.text_input(key="cal_token").set_value("s3cret").run()
+    assert [b for b in at.button if b.key == "cal_submit"]
+
+
+def test_ray_clusters_come_from_the_admin_list_on_the_page(app_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SPECPLAN_CALIBRATE_TOKEN", "s3cret")
+    at = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    at.text_input(key="cal_token").set_value("s3cret").run()
+    assert not [t for t in at.text_input if t.key == "cal_ray_address"]  # never free text
+    assert at.radio(key="cal_runner").options == ["local"]  # no cluster listed: no Ray
+    monkeypatch.setenv("SPECPLAN_RAY_ADDRESSES", "127.0.0.1:6379,ray://gpu-head.internal:10001")
+    at = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    at.text_input(key="cal_token").set_value("s3cret").run()
+    at.radio(key="cal_runner").set_value("ray").run()
+    assert not at.exception
+    assert not [t for t in at.text_input if t.key == "cal_ray_address"]
+    assert at.selectbox(key="cal_ray_address").options == ["127.0.0.1:6379", "ray://gpu-head.internal:10001"]
+
+
+@pytest.mark.parametrize("page", ["calibrate.py", "history.py"])
+def test_pages_show_a_damaged_store_as_one_clear_error(page: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    bad = tmp_path / "garbage.db"
+    bad.write_bytes(b"not a database at all\n" * 100)
+    monkeypatch.setenv("SPECPLAN_STORE_URL", f"sqlite:///{bad}")
+    monkeypatch.delenv("SPECPLAN_CALIBRATE_TOKEN", raising=False)
+    at = AppTest.from_file(str(REPO / "views" / page), default_timeout=60).run()
+    assert not at.exception
+    [err] = [e.value for e in at.error]
+    assert "file is not a database" in err and str(bad) in err
 
 
 def test_history_page_marks_regressions(app_store: Store) -> None:
@@ -128,3 +195,62 @@ def test_cli_regress_from_a_stored_run(tmp_path: Path) -> None:
     codes = [_cli("regress", "--from-run", rid, url=url) for rid in ids]
     assert [c.returncode for c in codes] == [0, 0, 0, 1]
     assert "REGRESSION smollm2-135m/ngram-k4 code" in codes[-1].stdout
+
+
+def _seed_ngram_run(store: Store, status: str = "succeeded") -> str:
+    rid = store.create_run("engine", {}, status="running")
+    store.add_group(make_record(method="ngram", k=4, per_pos=(60, 40, 30, 20), drafts=100, run_id=rid,
+                                config_label="ngram-k4"))
+    store.set_status(rid, status, "configuration ngram-k4 failed (exit 1)" if status == "failed" else "")
+    return rid
+
+
+def test_cli_regress_refuses_a_failed_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    store = Store(url)
+    rid = _seed_ngram_run(store, status="failed")
+    out = _cli("regress", "--from-run", rid, url=url)
+    assert out.returncode == 2
+    assert f"run_id='{rid}' not allowed: it ended failed" in out.stderr
+    assert store.history() == []
+    out = _cli("regress", "--from-run", "no-such-run", url=url)
+    assert out.returncode == 2 and "no-such-run" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_cli_regress_is_idempotent(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    store = Store(url)
+    rid = _seed_ngram_run(store)
+    first = _cli("--json", "regress", "--from-run", rid, url=url)
+    again = _cli("--json", "regress", "--from-run", rid, url=url)
+    assert (first.returncode, again.returncode) == (0, 0), first.stderr + again.stderr
+    assert json.loads(first.stdout) == json.loads(again.stdout)
+    assert [h["run_id"] for h in store.history()] == [rid]  # one point, not two
+
+
+def test_cli_fit_refuses_a_bad_profile_name_before_writing_anything(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    store = Store(url)
+    _seed_run(store)
+    calibrated = tmp_path / "calibrated"
+    for name, why in (("../../x", "profile name='../../x' not allowed"), ("taken", "exists")):
+        if name == "taken":
+            calibrated.mkdir(exist_ok=True)
+            (calibrated / "taken.yaml").write_text("name: taken\n")
+        out = _cli("fit", "--save-profile", name, url=url)
+        assert out.returncode == 2 and why in out.stderr, out.stderr
+        assert store.fits() == []  # a refused input leaves no trace in the store
+    assert not (tmp_path.parent / "x.yaml").exists()
+    out = _cli("--json", "fit", "--save-profile", "mine", url=url)
+    assert out.returncode == 0, out.stderr
+    assert [f["name"] for f in store.fits()] == ["mine"]
+
+
+def test_cli_import_of_a_refused_file_leaves_no_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    bad = tmp_path / "bench.json"
+    bad.write_text("{not json")
+    for path in (str(tmp_path / "missing.json"), str(bad)):
+        out = _cli("import", "--bench-json", path, "--workload", "code", url=url)
+        assert out.returncode != 0
+    assert Store(url).list_runs() == []
