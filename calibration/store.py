@@ -31,6 +31,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -119,6 +120,19 @@ history = Table(
     Column("high", Float, nullable=False),
     Column("regression", Integer, nullable=False, default=0),
     Column("message", Text, nullable=False, default=""),
+    Column("created_at", Float, nullable=False),
+)
+
+
+# Uploaded traffic profiles, by the SHA-256 of their bytes and reading options, so a shared link reopens the same
+# profile (views/_state.py carries the hash in the URL).
+traffic_profiles = Table(
+    "traffic_profiles",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("options_json", Text, nullable=False),
     Column("created_at", Float, nullable=False),
 )
 
@@ -416,6 +430,22 @@ class Store:
         rows = self._read("read fits", "fits", lambda c: [dict(r) for r in c.execute(q).mappings()], [])
         return [{"id": r["id"], "name": r["name"], "kind": r["kind"], "created_at": r["created_at"],
                  "result": json.loads(r["result_json"])} for r in rows]
+
+    # ---- traffic profiles (shared links) ------------------------------------------------------------
+    def put_traffic(self, digest: str, name: str, data: bytes, options_json: str) -> None:
+        """Keep an uploaded profile's bytes under its digest (idempotent: the same digest is stored once)."""
+        def fn(c: Connection) -> None:
+            if c.execute(select(traffic_profiles.c.digest).where(traffic_profiles.c.digest == digest)).first():
+                return
+            c.execute(insert(traffic_profiles).values(digest=digest, name=name, data=data, options_json=options_json,
+                                                      created_at=time.time()))
+        self._write("keep the traffic profile", fn)
+
+    def get_traffic(self, digest: str) -> tuple[str, bytes, str] | None:
+        """(name, bytes, options JSON) of a kept profile, or None when the store does not hold it."""
+        q = select(traffic_profiles).where(traffic_profiles.c.digest == digest)
+        row = self._read("read a traffic profile", "traffic_profiles", lambda c: c.execute(q).mappings().first(), None)
+        return None if row is None else (row["name"], bytes(row["data"]), row["options_json"])
 
     # ---- nightly history --------------------------------------------------------------------------
     def add_history(self, *, series: str, workload: str, run_id: str, acceptance_length: float, low: float,

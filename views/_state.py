@@ -10,6 +10,8 @@ end of every run, so a link reopens the same scenario.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from planner import plan as P
 from planner import sensitivity as sens
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
-from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
+from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, WorkloadRule, parse_traffic
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
 SAMPLES = {
@@ -122,6 +124,7 @@ def _params() -> dict[str, Param]:
         "mc_hw": Param(True, _bool, lambda v: isinstance(v, bool)),
         "traffic_cap": Param(True, _bool, lambda v: isinstance(v, bool)),
         "traffic": Param("", str, lambda v: v == "" or v in SAMPLES),
+        "profile": Param("", str, lambda v: v == "" or (len(v) == 64 and all(c in "0123456789abcdef" for c in v))),
         "fleet_shape": Param("flat", str, lambda v: v in ("flat", "business_hours", "consumer_evening")),
     }
     for name, m in cat.methods.items():  # setup GPU-hours per method (draft training)
@@ -153,9 +156,11 @@ def init() -> list[str]:
             ss[key] = val
         if "hardware" in st.query_params and "price" not in st.query_params:
             ss["price"] = cat_hw_price(ss["hardware"])  # a link's hardware brings its own list price
+        ss["_url_problems"] = problems
         if ss["traffic"]:
             load_sample(ss["traffic"])
-        ss["_url_problems"] = problems
+        elif ss.get("profile"):
+            load_kept(ss["profile"])
     else:
         for key in params:  # keep widget values alive across pages that do not draw them
             if key in ss:
@@ -330,6 +335,7 @@ def load_sample(name: str) -> TrafficProfile:
     st.session_state[PROFILE_KEY] = prof
     st.session_state[PROFILE_ORIGIN_KEY] = f"sample:{name}"
     st.session_state["traffic"] = name
+    st.session_state["profile"] = ""
     return prof
 
 
@@ -340,11 +346,63 @@ def _parse_cached(name: str, data: bytes, options: ParseOptions | None = None) -
 
 def load_upload(name: str, data: bytes, options: ParseOptions | None = None) -> TrafficProfile:
     """Parse an upload (with the Traffic page's reading options); the profile replaces the current one only
-    when it fully validates: on error the previous profile stays (TrafficError propagates)."""
+    when it fully validates: on error the previous profile stays (TrafficError propagates). A valid upload is
+    kept in the store by content hash, and the link carries the hash (`profile=`), so a shared link reopens it."""
     prof = _parse_cached(name, data, options)
+    digest = _keep_upload(name, data, options)
     st.session_state[PROFILE_KEY] = prof
     st.session_state[PROFILE_ORIGIN_KEY] = f"upload:{name}"
     st.session_state["traffic"] = ""
+    st.session_state["profile"] = digest
+    return prof
+
+
+def _options_json(options: ParseOptions | None) -> str:
+    return json.dumps(dataclasses.asdict(options or ParseOptions()), sort_keys=True)
+
+
+def _options_from_json(text: str) -> ParseOptions:
+    d = json.loads(text)
+    wl = d.pop("workload")
+    rule = WorkloadRule(**{k: (tuple(tuple(x) for x in v) if isinstance(v, list) else v) for k, v in wl.items()})
+    return ParseOptions(**{k: (tuple(tuple(x) for x in v) if isinstance(v, list) else v) for k, v in d.items()},
+                        workload=rule)
+
+
+def _keep_upload(name: str, data: bytes, options: ParseOptions | None) -> str:
+    """SHA-256 of the bytes and the reading options; kept in the calibration store (a failure to keep it costs
+    only the shareable link, and says so)."""
+    opts = _options_json(options)
+    digest = hashlib.sha256(data + b"\0" + opts.encode()).hexdigest()
+    try:
+        from calibration.store import Store
+
+        Store().put_traffic(digest, name, data, opts)
+    except Exception as exc:  # the profile is in use either way
+        st.session_state["_profile_keep_error"] = f"the profile could not be kept for shared links ({exc})"
+        return ""
+    return digest
+
+
+def load_kept(digest: str) -> TrafficProfile | None:
+    """The profile a link refers to, from the store; None (with a warning) when this server does not hold it."""
+    from calibration.store import Store
+
+    try:
+        kept = Store().get_traffic(digest)
+    except Exception as exc:
+        st.session_state["_url_problems"].append(f"The traffic profile in this link could not be read ({exc}).")
+        return None
+    if kept is None:
+        st.session_state["_url_problems"].append(
+            f"The traffic profile in this link ({digest[:12]}...) is not in this server's store: the numbers below use "
+            "no traffic profile. Upload the file again (Traffic page) to see what the sender saw.")
+        st.session_state["profile"] = ""
+        return None
+    name, data, opts = kept
+    prof = _parse_cached(name, data, _options_from_json(opts))
+    st.session_state[PROFILE_KEY] = prof
+    st.session_state[PROFILE_ORIGIN_KEY] = f"upload:{name}"
     return prof
 
 
@@ -352,6 +410,7 @@ def clear_profile() -> None:
     st.session_state[PROFILE_KEY] = None
     st.session_state[PROFILE_ORIGIN_KEY] = None
     st.session_state["traffic"] = ""
+    st.session_state["profile"] = ""
 
 
 def arrival_shape() -> str:

@@ -198,7 +198,10 @@ def _handle_upload() -> None:
         try:
             prof = S.load_upload(up.name, data, options)
             ss["_traffic_upload_result"] = ("ok", f"Loaded '{prof.name}': {prof.rows:,} rows, "
-                                                  f"{len(prof.segments)} workload-language segments.")
+                                                  f"{len(prof.segments)} workload-language segments."
+                                            + (" Kept for shared links: a link to any page reopens this profile."
+                                               if ss.get("profile") else
+                                               " " + ss.pop("_profile_keep_error", "")))
         except tr.TrafficError as err:
             ss["_traffic_upload_result"] = ("error", err)
         except Exception as err:  # noqa: BLE001 - never crash the page on an upload

@@ -30,14 +30,16 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server():
+def server(tmp_path_factory):
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (./dev setup installs it)")
+    store = tmp_path_factory.mktemp("store") / "store.db"  # the server's own store, not the user's
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SPECPLAN_STORE_URL": f"sqlite:///{store}"})
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -144,4 +146,35 @@ def test_real_exports_xlsx_semicolon_csv_and_a_mapped_column(server, tmp_path):
         page.screenshot(path=str(shot), full_page=True)
         SCREENS.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, SCREENS / shot.name)
+        browser.close()
+
+
+def test_a_shared_link_with_an_uploaded_profile_reopens_in_a_fresh_browser(server, tmp_path):
+    """Upload in one browser context, open the page's link in a brand-new context (no cookies, no session):
+    the same profile and the same numbers."""
+    from playwright.sync_api import sync_playwright
+
+    f = tmp_path / "team_trace.csv"
+    f.write_text("timestamp,workload,language,prompt_tokens,output_tokens\n" + "".join(
+        f"2026-11-01T03:{i:02d}:00Z,rag_summarization,english,{3000 + 10 * i},{180 + i}\n" for i in range(45)),
+        encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        first = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
+        first.goto(server + "/traffic", wait_until="domcontentloaded")
+        first.get_by_text("Traffic profile", exact=True).first.wait_for(timeout=60_000)
+        _upload(first, f)
+        first.get_by_text("Loaded 'team_trace.csv'").wait_for(timeout=60_000)
+        first.get_by_role("link", name="Plan").first.click()
+        first.locator("[data-testid=stMetricValue]").first.wait_for(timeout=60_000)
+        first.wait_for_timeout(2000)
+        link = first.url
+        assert "profile=" in link
+        values = first.locator("[data-testid=stMetricValue]").all_inner_texts()
+        second = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
+        second.goto(link, wait_until="domcontentloaded")
+        second.locator("[data-testid=stMetricValue]").first.wait_for(timeout=60_000)
+        second.wait_for_timeout(2000)
+        assert "team_trace.csv" in second.locator("body").inner_text()
+        assert second.locator("[data-testid=stMetricValue]").all_inner_texts() == values
         browser.close()

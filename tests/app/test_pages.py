@@ -373,3 +373,25 @@ def test_fleet_on_the_plan_page_equals_plan(app, cat):
     assert int(metric(at, f"Peak GPUs with {best.label}").value.replace(",", "")) == best.peak_gpus
     assert money(metric(at, "Monthly bill, autoscaled").value) == pytest.approx(best.usd_per_month_autoscaled, abs=1)
     assert at.query_params["fleet_shape"] == "business_hours"
+
+
+def test_a_link_carries_an_uploaded_profile(app):
+    data = (b"timestamp,workload,language,prompt_tokens,output_tokens\n"
+            + b"".join(f"2026-11-01T00:{i:02d}:00Z,code,english,{1500 + i},{250 + i}\n".encode() for i in range(50)))
+    at = app()
+    at.switch_page("views/traffic.py").run()
+    at.file_uploader(key="traffic_upload").set_value(("mine.csv", data, "text/csv")).run()
+    assert not at.exception and not at.error
+    digest = at.query_params["profile"]
+    assert len(digest) == 64
+    at.radio(key="volume_source").set_value("profile").run()
+    at.switch_page("views/plan.py").run()
+    before = [m.value for m in at.metric]
+    # a fresh session from the link: same profile, same numbers
+    again = app(dict(at.query_params))
+    assert again.session_state["traffic_profile"].name == "mine.csv"
+    assert [m.value for m in again.metric] == before
+    # a link whose profile this server does not hold says so and shows no profile
+    gone = app({**dict(at.query_params), "profile": "0" * 64})
+    assert "not in this server's store" in " ".join(w.value for w in gone.warning)
+    assert "traffic_profile" not in gone.session_state or gone.session_state["traffic_profile"] is None
