@@ -8,12 +8,15 @@ tensor-parallel group of `tp`:
     t_attn     = attention FLOPs / tp / (F * eta_attn)                (absorbed MLA: ~2.8x GQA's 4 h d)
     core       = (1 - p) * max(t_weights + t_kv, t_gemm + t_attn) + p * (max(t_weights, t_gemm)
                  + max(t_kv, t_attn))                                 p = per_op_roofline in [0, 1]
-    T = core + t_experts + t_allreduce + layers * t_layer + t_fixed
+    T = core + t_experts + t_moe_tokens + t_allreduce + layers * (t_layer + m * t_layer_token) + t_fixed
 with m = batch * n tokens in the step (n = K+1 for a chain, N nodes for a tree),
 t_experts = MoE layers * (touched experts per layer * t_expert + t_moe_layer) (one grouped-GEMM problem
-per touched expert, plus routing and permutation per layer) and
+per touched expert, plus routing and permutation per layer),
+t_moe_tokens = MoE layers * m * k * t_moe_token (per routed token: permutation and the row tiles of the
+experts that skewed routing loads most; grows with m after every expert is touched) and
 t_allreduce = 2 per layer * (latency + 2 (tp-1)/tp * m * hidden * 2 B / (interconnect * eta_allreduce)).
-With the default parameters (s_bw = 0, m_half = 0, p = 0, t_layer = t_expert = 0) this is the single
+With the default parameters (s_bw = 0, m_half = 0, p = 0, t_layer = t_layer_token = t_expert =
+t_moe_token = 0, uniform routing) this is the single
 roofline max(bytes / (BW eta_bw), flops / (F eta_f)) + t_fixed + t_allreduce of the first planner.
 Each term is one function below with its formula and source.
 """
@@ -92,6 +95,9 @@ class HwParams:
     t_layer_s: np.ndarray | float = 0.0
     t_expert_s: np.ndarray | float = 0.0
     t_moe_layer_s: np.ndarray | float = 0.0
+    t_moe_token_s: np.ndarray | float = 0.0
+    moe_routing_skew: np.ndarray | float = 0.0
+    t_layer_token_s: np.ndarray | float = 0.0
     eta_bw_tokens_scale: np.ndarray | float = 0.0
     flops_tokens_half: np.ndarray | float = 0.0
     eta_kv_bw: np.ndarray | float = 0.0
@@ -120,6 +126,9 @@ def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None =
         t_layer_s=eff.t_layer_s,
         t_expert_s=eff.t_expert_s,
         t_moe_layer_s=eff.t_moe_layer_s,
+        t_moe_token_s=eff.t_moe_token_s,
+        moe_routing_skew=eff.moe_routing_skew,
+        t_layer_token_s=eff.t_layer_token_s,
         eta_bw_tokens_scale=eff.eta_bw_tokens_scale,
         flops_tokens_half=eff.flops_tokens_half,
         eta_kv_bw=eff.eta_kv_bw,
@@ -371,16 +380,34 @@ def resident_weight_bytes(net: Net) -> np.ndarray:
             + np.asarray(net.resident_only_bytes, float))
 
 
-def touched_experts(net: Net, tokens_in_step: np.ndarray | float) -> np.ndarray:
-    """Expected distinct routed experts per MoE layer for m tokens, each picking k of E uniformly:
-    E * (1 - (1 - k/E)^m); k at m = 1, E as m grows; 0 for dense networks."""
+def touched_experts(net: Net, tokens_in_step: np.ndarray | float, skew: np.ndarray | float = 0.0) -> np.ndarray:
+    """Expected distinct routed experts per MoE layer for m tokens, each picking k of E; 0 for dense networks.
+
+    Uniform routing (skew s = 0): E * (1 - (1 - k/E)^m), k at m = 1, E as m grows.
+    Skewed routing (s > 0): real routers load some experts far more than others (DeepSeek-V3, arXiv 2412.19437,
+    section 3.4: redundant copies of high-load experts; aiconfigurator-core 0.12 measures decode MoE under a
+    power-law token distribution). With each expert's per-token hazard q_e = -ln(1 - p_e) gamma-distributed
+    around its mean q = -ln(1 - k/E) with squared coefficient of variation s (shape 1/s), the chance an expert
+    is missed by all m tokens is E[exp(-m q_e)] = (1 + s m q)^(-1/s) (the gamma Laplace transform), so
+        touched(m) = E * (1 - (1 + s m q)^(-1/s)) ,
+    which tends to the uniform form as s -> 0 and saturates ever more slowly (a power law in m) as s grows:
+    cold experts wait for many tokens. s = moe_routing_skew (fitted, tools/fit_steptime.py)."""
     e = np.asarray(net.experts, float)
     k = np.asarray(net.experts_per_token, float)
     m = np.asarray(tokens_in_step, float)
     if not np.any(e > 0):  # dense networks: skip the power over the whole grid
         return np.zeros(np.broadcast_shapes(e.shape, k.shape, m.shape))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(e > 0, e * (1.0 - (1.0 - np.where(e > 0, k / e, 0.0)) ** m), 0.0)
+    s = np.asarray(skew, float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        share = np.where(e > 0, k / e, 0.0)
+        uniform = (1.0 - share) ** m
+        if np.any(s > 0):
+            q = -np.log1p(-np.minimum(share, 1.0 - 1e-12))
+            s_pos = np.where(s > 0, s, 1.0)
+            missed = np.where(s > 0, (1.0 + s_pos * m * q) ** (-1.0 / s_pos), uniform)
+        else:
+            missed = uniform
+        return np.where(e > 0, e * (1.0 - missed), 0.0)
 
 
 def eta_bw_at(hw: HwParams, tokens_in_step: np.ndarray | float) -> np.ndarray:
@@ -418,13 +445,13 @@ def routed_tokens(batch: np.ndarray | float, tokens_per_seq: np.ndarray | float,
 
 
 def tokens_per_touched_expert(net: Net, tokens_in_step: np.ndarray | float,
-                              routed: np.ndarray | float | None = None) -> np.ndarray:
+                              routed: np.ndarray | float | None = None, skew: np.ndarray | float = 0.0) -> np.ndarray:
     """Rows of each expert's GEMM in a grouped GEMM: m * k / touched(routed) (k at m = 1, m k / E at large
-    m); `routed` = independent routing draws (routed_tokens; default m)."""
+    m); `routed` = independent routing draws (routed_tokens; default m), `skew` as in touched_experts."""
     m = np.asarray(tokens_in_step, float)
     if not np.any(np.asarray(net.experts, float) > 0):
         return m
-    touched = touched_experts(net, m if routed is None else routed)
+    touched = touched_experts(net, m if routed is None else routed, skew)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(touched > 0, m * np.asarray(net.experts_per_token, float) / touched, m)
 
@@ -438,9 +465,10 @@ def weight_stream_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed
     m = np.asarray(tokens_in_step, float)
     r = m if routed is None else np.asarray(routed, float)
     bw_tp = np.asarray(hw.bandwidth_bytes_s, float) * np.asarray(tp, float)
-    experts = touched_experts(net, r) * np.asarray(net.expert_bytes, float)
+    skew = hw.moe_routing_skew
+    experts = touched_experts(net, r, skew) * np.asarray(net.expert_bytes, float)
     return (np.asarray(net.dense_weight_bytes, float) / (bw_tp * eta_bw_at(hw, m))
-            + experts / (bw_tp * eta_bw_at(hw, tokens_per_touched_expert(net, m, r))))
+            + experts / (bw_tp * eta_bw_at(hw, tokens_per_touched_expert(net, m, r, skew))))
 
 
 def kv_stream_time_s(net: Net, hw: HwParams, *, batch, context_tokens, tp=1) -> np.ndarray:
@@ -464,7 +492,8 @@ def gemm_compute_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed=
     with np.errstate(divide="ignore", invalid="ignore"):
         return (2.0 * dense * m / (f_tp * eta_flops_at(hw, m))
                 + np.where(expert_active > 0, 2.0 * expert_active * m
-                           / (f_tp * eta_flops_at(hw, tokens_per_touched_expert(net, m, routed))), 0.0))
+                           / (f_tp * eta_flops_at(hw, tokens_per_touched_expert(net, m, routed,
+                                                                                 hw.moe_routing_skew))), 0.0))
 
 
 def attention_flops(net: Net, *, tokens_in_step, context_tokens) -> np.ndarray:
@@ -491,8 +520,27 @@ def moe_expert_time_s(net: Net, hw: HwParams, *, tokens_in_step) -> np.ndarray:
     set-up and epilogue whatever its size (seen as 50-120 us per MoE layer at batch 1 for DeepSeek-V3 on
     H200 in aiconfigurator's database, where bandwidth says ~15 us)."""
     return np.asarray(net.moe_layers, float) * (
-        touched_experts(net, tokens_in_step) * np.asarray(hw.t_expert_s, float)
+        touched_experts(net, tokens_in_step, hw.moe_routing_skew) * np.asarray(hw.t_expert_s, float)
         + np.asarray(hw.t_moe_layer_s, float))
+
+
+def moe_token_time_s(net: Net, hw: HwParams, *, tokens_in_step) -> np.ndarray:
+    """Per-token cost of the MoE layers: moe_layers * m * k * t_moe_token_s, seconds (m tokens, k experts each).
+
+    Every routed token-expert pair is gathered into its expert's rows and scattered back (permute / unpermute,
+    2 x hidden activations each way), and a fused-MoE kernel tiles each expert's rows in blocks of BLOCK_M,
+    re-reading that expert's weights once per block (vLLM's Triton fused_moe; DeepGEMM / TRT-LLM grouped
+    GEMMs likewise): under real, skewed routing the most-loaded experts receive a share of all m tokens, so
+    their row tiles, and the time, keep growing with m after every expert is touched (aiconfigurator-core
+    0.12 measures vLLM 0.24's fused MoE under a power-law token distribution growing ~0.7 us per token per
+    layer for DeepSeek-V3 at TP8 on H200 from 64 to 512 tokens, where the balanced distribution stays flat).
+    t_moe_token_s is fitted per (hardware, dtype) to those power-law rows (tools/fit_steptime.py, fit_moe).
+    Linear in m: moe_layers * k * t_moe_token_s at one token; 0 for dense networks."""
+    layers = np.asarray(net.moe_layers, float)
+    if not np.any(layers > 0):  # dense networks: nothing to broadcast over the grid
+        return np.zeros(())
+    return (layers * np.asarray(tokens_in_step, float) * np.asarray(net.experts_per_token, float)
+            * np.asarray(hw.t_moe_token_s, float))
 
 
 def allreduce_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndarray:
@@ -528,6 +576,20 @@ def layer_kernel_time_s(net: Net, hw: HwParams) -> np.ndarray:
     return np.asarray(net.layers, float) * np.asarray(hw.t_layer_s, float)
 
 
+def layer_token_time_s(net: Net, hw: HwParams, *, tokens_in_step) -> np.ndarray:
+    """Per-token kernel cost of the decoder layers: layers * m * t_layer_token_s, seconds.
+
+    The kernels around a layer's GEMMs and attention work on every token's activations and grow with m at
+    any batch: residual add + RMSNorm twice, rotary, activation quantisation for FP8 GEMMs, and for absorbed
+    MLA the per-head batched matmuls with W_UK / W_UV (aiconfigurator-core 0.12's per-op breakdown for
+    DeepSeek-V3 at TP8 on H200: the MLA block grows 9.3 -> 18.3 ms per step from batch 128 to 512, its two
+    add-norms 0.28 -> 0.61 ms, where the GEMM roofline adds ~2 ms). t_layer_token_s is fitted per (hardware,
+    dtype) with t_layer_s and t_fixed_s to the TPOT grid (tools/fit_steptime.py, fit_end_to_end).
+    Linear in m: layers * t_layer_token_s at one token."""
+    return (np.asarray(net.layers, float) * np.asarray(tokens_in_step, float)
+            * np.asarray(hw.t_layer_token_s, float))
+
+
 @dataclass(frozen=True)
 class StepTerms:
     """The named terms of one step, seconds, broadcast over the inputs (see the module docstring)."""
@@ -543,6 +605,8 @@ class StepTerms:
     fixed_s: np.ndarray
     total_s: np.ndarray
     compute_bound: np.ndarray
+    moe_tokens_s: np.ndarray | float = 0.0  # moe_token_time_s
+    layer_tokens_s: np.ndarray | float = 0.0  # layer_token_time_s
 
 
 def step_time_terms(
@@ -569,12 +633,15 @@ def step_time_terms(
     t_mem, t_cmp = t_w + t_kv, t_g + t_a
     core = (1.0 - p) * np.maximum(t_mem, t_cmp) + p * (np.maximum(t_w, t_g) + np.maximum(t_kv, t_a))
     t_e = moe_expert_time_s(net, hw, tokens_in_step=r)
+    t_mt = moe_token_time_s(net, hw, tokens_in_step=m)  # every routed token pays, shared experts or not
     t_c = allreduce_time_s(net, hw, tokens_in_step=m, tp=tp)
     t_l = layer_kernel_time_s(net, hw)
+    t_lt = layer_token_time_s(net, hw, tokens_in_step=m)
     fixed = np.asarray(hw.t_fixed_s if t_fixed_s is None else t_fixed_s, float)
     active = np.asarray(net.active_params) > 0
-    total = np.where(active, core + t_e + t_c + t_l + fixed, 0.0)
-    return StepTerms(t_w, t_kv, t_g, t_a, core, t_e, t_c, t_l, fixed, total, t_cmp > t_mem)
+    total = np.where(active, core + t_e + t_mt + t_c + t_l + t_lt + fixed, 0.0)
+    return StepTerms(t_w, t_kv, t_g, t_a, core, t_e, t_c, t_l, fixed, total, t_cmp > t_mem, moe_tokens_s=t_mt,
+                     layer_tokens_s=t_lt)
 
 
 def step_time_s(

@@ -58,8 +58,15 @@ class Efficiency:
     t_spec_s: float = 0.0
     # Step-time terms of planner/roofline.py (issue 11). Defaults reproduce the single-roofline model.
     t_layer_s: float = 0.0  # per decoder layer per step: norms, rotary, activation and launch gaps
+    t_layer_token_s: float = 0.0  # per decoder layer per token in the step: the same kernels' per-token work
     t_expert_s: float = 0.0  # per touched routed expert per MoE layer: one grouped-GEMM problem
     t_moe_layer_s: float = 0.0  # per MoE layer per step: routing, permute/unpermute, grouped-GEMM launch
+    # per routed token (token-expert pair) per MoE layer: permutation, routing and the grouped GEMM's extra row
+    # tiles on the experts that skewed routing loads most (planner.roofline.moe_token_time_s)
+    t_moe_token_s: float = 0.0
+    # squared coefficient of variation of expert popularity under the router (0: uniform routing); the experts
+    # m tokens touch saturate more slowly as it grows (planner.roofline.touched_experts)
+    moe_routing_skew: float = 0.0
     eta_bw_tokens_scale: float = 0.0  # 1 / tokens at which weight streaming falls to half its efficiency
     flops_tokens_half: float = 0.0  # tokens per step at which GEMMs reach half their peak efficiency
     eta_kv_bw: float = 0.0  # attention KV streaming efficiency; 0: same as eta_bw

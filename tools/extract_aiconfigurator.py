@@ -4,8 +4,9 @@ Two extracts, both small CSVs committed under profiles/data/fitted/ so that test
 without aiconfigurator installed:
 
 - ``ops``: measured per-kernel rows of aiconfigurator-core's database (vLLM backend) for H100, H200 and
-  B200: decode GEMMs, decode attention, MLA decode, custom all-reduce and fused MoE, filtered to the
-  shapes of the catalogue's models.
+  B200: decode GEMMs, decode attention, MLA decode, custom all-reduce and fused MoE (op
+  ``moe:hidden:inter:experts:topk:tp:distribution``, every token-to-expert distribution measured), filtered
+  to the shapes of the catalogue's models.
 - ``tpot``: aiconfigurator's static decode TPOT estimate (its op-level composition of those kernels) on
   a grid of model x GPU x TP x batch x context, the reference the fitted step time is checked against.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import logging
 import sys
 import time
@@ -100,6 +102,10 @@ ATTN_BATCHES = (1, 4, 16, 64, 256)
 ATTN_STEPS = (127, 1023, 8191, 32767)
 # (hidden, moe inter, experts, top-k, dtype, moe TP): DeepSeek-V3 at TP8 and Qwen3-30B-A3B at TP1
 MOE_SHAPES = ((7168, 2048, 256, 8, "fp8_block", 8), (2048, 768, 128, 8, "bfloat16", 1))
+# Token-to-expert distributions the collector measured: "balanced" (every expert gets m k / E tokens) and
+# power laws over the experts (aiconfigurator's decode estimates use power_law_1.01 for DeepSeek-style models
+# and power_law_1.2 for the generic MoE family: sdk/models/deepseek.py, sdk/models/moe.py `_power_law_alpha`).
+MOE_DISTRIBUTIONS = ("balanced", "power_law_1.01", "power_law_1.2")
 
 
 def _data_root() -> Path:
@@ -132,13 +138,13 @@ def extract_ops(out: Path | None = None) -> Path:
         frames.append(pd.DataFrame(dict(op="allreduce", hardware=hw, dtype="bfloat16", m=c.num_gpus,
                                         n=c.message_size, k=0, latency_ms=c.latency)))
         mo = pd.read_parquet(base / "moe" / "vllm" / VLLM_VERSION / "moe_perf.parquet")
-        for hidden, inter, experts, topk, dtype, tp in MOE_SHAPES:
+        for (hidden, inter, experts, topk, dtype, tp), dist in itertools.product(MOE_SHAPES, MOE_DISTRIBUTIONS):
             sel = mo[(mo.hidden_size == hidden) & (mo.inter_size == inter) & (mo.num_experts == experts)
                      & (mo.topk == topk) & (mo.moe_dtype == dtype) & (mo.moe_tp_size == tp)
-                     & (mo.moe_ep_size == 1) & (mo.distribution == "balanced")]
+                     & (mo.moe_ep_size == 1) & (mo.distribution == dist)]
             # vLLM picks one kernel per configuration; take the fastest measured one per token count.
             best = sel.groupby("num_tokens", as_index=False).latency.min()
-            frames.append(pd.DataFrame(dict(op=f"moe:{hidden}:{inter}:{experts}:{topk}:{tp}", hardware=hw,
+            frames.append(pd.DataFrame(dict(op=f"moe:{hidden}:{inter}:{experts}:{topk}:{tp}:{dist}", hardware=hw,
                                             dtype=dtype, m=best.num_tokens, n=hidden, k=inter,
                                             latency_ms=best.latency)))
     df = pd.concat(frames, ignore_index=True)

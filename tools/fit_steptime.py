@@ -14,10 +14,15 @@ Two stages, each a scipy least-squares fit on relative (log) residuals, each ret
      allreduce  t = latency + 2 (g-1)/g * bytes / (interconnect * eta_allreduce)
                 -> allreduce_latency_s, eta_allreduce
      moe        t = max(touched * expert bytes / tp / (BW eta_bw), FLOPs / (F eta_f)) + touched t_expert + t_moe
-                -> t_expert_s (eta_* from the GEMM fit)
+                    + m k t_moe_token ,   touched = E (1 - (1 + s m q)^(-1/s)), q = -ln(1 - k/E)
+                -> t_expert_s, t_moe_layer_s, t_moe_token_s, moe_routing_skew (s) (eta_* from the GEMM fit),
+                   on the token-to-expert distribution aiconfigurator's own decode estimate uses for that model
+                   (MOE_ROUTING)
   B. end to end, on the TPOT grid's training cells: with the stage-A terms fixed, the remaining per-layer
-     kernel cost (norms, activations, rotary, launch gaps) and per-step cost:
-                TPOT = step_time_s(...; t_layer_s, t_fixed_s)  -> t_layer_s, t_fixed_s
+     kernel cost (norms, activations, rotary, launch gaps), its per-token part and the per-step cost:
+                TPOT = step_time_s(...; t_layer_s, t_fixed_s, t_layer_token_s)
+                -> t_layer_s, t_fixed_s, t_layer_token_s (per token per layer: norms, rotary, activation
+                   quantisation, MLA's per-head batched matmuls)
 Held-out cells (never fitted): every cell at context 8,000 and every cell at batch 16 or 256.
 
     python tools/fit_steptime.py            # fit, print residuals, write profiles/data/fitted/steptime_vllm.yaml
@@ -41,7 +46,7 @@ from scipy import optimize
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.roofline import hw_params, step_time_s, target_net  # noqa: E402
+from planner.roofline import Net, hw_params, step_time_s, target_net, touched_experts  # noqa: E402
 from planner.types import Efficiency, Hardware, ModelSpec, Sourced  # noqa: E402
 
 FIT_DIR = ROOT / "profiles" / "data" / "fitted"
@@ -59,6 +64,11 @@ DTYPE_KERNELS = {"bf16": ("bfloat16",), "fp8": ("fp8_block",)}
 # the next aiconfigurator release, not a fit target.
 EXCLUDED = {("b200", "fp8")}
 GEMM_MIN_WEIGHTS = 4 * 2**20  # n * k of the smallest decoder-layer GEMM in the catalogue's targets
+# The fused-MoE rows each MoE shape is fitted on: the distribution aiconfigurator-core 0.12 composes its decode
+# estimate with for that model (sdk/models/deepseek.py: power_law_1.01; sdk/models/moe.py, Qwen3-MoE:
+# power_law_1.2). Real routing is skewed, not balanced: under the balanced rows a fused MoE stops growing once
+# every expert is touched, under a power law its most-loaded experts keep adding row tiles with every token.
+MOE_ROUTING = {"7168:2048:256:8:8": "power_law_1.01", "2048:768:128:8:1": "power_law_1.2"}
 HELD_OUT_CONTEXT = 8000
 HELD_OUT_BATCHES = (16, 256)
 MS = 1e-3
@@ -214,25 +224,36 @@ def fit_allreduce(rows: list[dict[str, str]], hw: Hardware) -> FitResult:
 
 def moe_time_s(p: np.ndarray, tokens, hidden, inter, experts, topk, tp, bytes_pp, gemm: FitResult,
                peak_flops_s, bw_bytes_s) -> np.ndarray:
-    t_expert, t0 = p
-    touched = experts * (1.0 - (1.0 - topk / experts) ** tokens)
+    t_expert, t0, t_token, skew = p
+    touched = touched_experts(Net(0.0, 0.0, experts, topk, 0.0, 0.0, 0.0, 0.0, 0.0), tokens, skew)
     w = touched * 3.0 * hidden * inter * bytes_pp / tp
     flops = 2.0 * tokens * topk * 3.0 * hidden * inter / tp
     t_mem = w / (bw_bytes_s * gemm.value("eta_bw"))
     t_cmp = flops / (peak_flops_s * gemm.value("eta_flops"))
-    return np.maximum(t_mem, t_cmp) + touched * t_expert + t0
+    return np.maximum(t_mem, t_cmp) + touched * t_expert + t0 + tokens * topk * t_token
+
+
+def moe_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The fused-MoE rows on each shape's MOE_ROUTING distribution (op moe:hidden:inter:E:k:tp:distribution)."""
+    out = []
+    for r in rows:
+        parts = r["op"].split(":")
+        if parts[0] == "moe" and MOE_ROUTING.get(":".join(parts[1:6])) == parts[6]:
+            out.append(r)
+    return out
 
 
 def fit_moe(rows: list[dict[str, str]], hw: Hardware, gemm: FitResult) -> FitResult:
     tokens, lat = _cols(rows, "m", "latency_ms")
-    shape = np.array([[float(x) for x in r["op"].split(":")[1:]] for r in rows])  # hidden inter E k tp
+    shape = np.array([[float(x) for x in r["op"].split(":")[1:6]] for r in rows])  # hidden inter E k tp
     b = np.array([GEMM_BYTES[r["dtype"]] for r in rows])
     f = np.array([hw.peak_tflops(PEAK_DTYPE[r["dtype"]]) * 1e12 for r in rows])
     bw = hw.hbm_bandwidth_gb_s * 1e9
     return fit_relative(
         lambda p: moe_time_s(p, tokens, shape[:, 0], shape[:, 1], shape[:, 2], shape[:, 3], shape[:, 4], b,
                              gemm, f, bw),
-        lat * MS, names=("t_expert_s", "t_moe_layer_s"), p0=(1e-6, 2e-5), bounds=((0.0, 0.0), (1e-4, 1e-3)))
+        lat * MS, names=("t_expert_s", "t_moe_layer_s", "t_moe_token_s", "moe_routing_skew"),
+        p0=(1e-7, 2e-5, 2e-8, 0.5), bounds=((0.0, 0.0, 0.0, 0.0), (1e-4, 1e-3, 1e-5, 50.0)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,10 +307,10 @@ def fit_end_to_end(cells: Sequence[TpotCell], models: dict[str, ModelSpec], hw: 
     y = np.array([c.tpot_ms for c in train]) * MS
 
     def model(p: np.ndarray) -> np.ndarray:
-        return predict_tpot_s(train, models, hw, replace(eff, t_layer_s=p[0], t_fixed_s=p[1]))
+        return predict_tpot_s(train, models, hw, replace(eff, t_layer_s=p[0], t_fixed_s=p[1], t_layer_token_s=p[2]))
 
-    return fit_relative(model, y, names=("t_layer_s", "t_fixed_s"), p0=(2e-5, 5e-4),
-                        bounds=((0.0, 0.0), (1e-3, 2e-2)))
+    return fit_relative(model, y, names=("t_layer_s", "t_fixed_s", "t_layer_token_s"), p0=(2e-5, 5e-4, 1e-8),
+                        bounds=((0.0, 0.0, 0.0), (1e-3, 2e-2, 1e-5)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -320,7 +341,8 @@ class HardwareFit:
 
 
 FITTED_FIELDS = ("eta_bw", "eta_bw_tokens_scale", "eta_flops", "flops_tokens_half", "eta_kv_bw", "eta_attn_flops",
-                 "allreduce_latency_s", "eta_allreduce", "t_expert_s", "t_moe_layer_s", "t_layer_s", "t_fixed_s")
+                 "allreduce_latency_s", "eta_allreduce", "t_expert_s", "t_moe_layer_s", "t_moe_token_s",
+                 "moe_routing_skew", "t_layer_s", "t_layer_token_s", "t_fixed_s")
 
 
 def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequence[TpotCell], catalog, *,
@@ -332,7 +354,7 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
                      and float(r["n"]) * float(r["k"]) >= GEMM_MIN_WEIGHTS], hw)
     attention = fit_attention([r for r in mine if r["op"] == "attention"], hw)
     allreduce = fit_allreduce([r for r in mine if r["op"] == "allreduce"], hw)
-    moe = fit_moe([r for r in mine if r["op"].startswith("moe:") and r["dtype"] in kernels], hw, gemm)
+    moe = fit_moe([r for r in moe_rows(mine) if r["dtype"] in kernels], hw, gemm)
     src = Sourced(f"fitted to {DATA_SOURCE} (tools/fit_steptime.py)", date)
     eff0 = replace(hw.efficiency, **_stage_fields(gemm), **_stage_fields(attention), **_stage_fields(allreduce),
                    **_stage_fields(moe), per_op_roofline=1.0, t_layer_s=0.0, t_fixed_s=0.0, source=src)

@@ -50,6 +50,22 @@ def test_allreduce_fit_recovers_latency_and_bandwidth(catalog):
     assert res.value("eta_allreduce") == pytest.approx(0.6, rel=1e-3)
 
 
+def test_moe_fit_recovers_per_expert_per_layer_per_token_costs_and_skew(catalog):
+    hw = catalog.hardware["h200"]
+    gemm = fs.FitResult(("eta_bw", "eta_flops"), np.array([0.9, 0.8]), np.zeros(2), np.zeros(1), True, "")
+    truth = np.array([4e-7, 3e-5, 3e-8, 0.5])  # t_expert_s, t_moe_layer_s, t_moe_token_s, moe_routing_skew
+    tokens = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384], float)
+    lat = fs.moe_time_s(truth, tokens, 7168.0, 2048.0, 256.0, 8.0, 8.0, 1.0, gemm, hw.fp8_tflops * 1e12,
+                        hw.hbm_bandwidth_gb_s * 1e9)
+    op = "moe:7168:2048:256:8:8:power_law_1.01"
+    rows = [{"op": op, "m": m, "dtype": "fp8_block", "latency_ms": float(t) * 1e3} for m, t in zip(tokens, lat)]
+    assert fs.moe_rows(rows + [dict(rows[0], op="moe:7168:2048:256:8:8:balanced")]) == rows  # its distribution only
+    res = fs.fit_moe(rows, hw, gemm)
+    assert res.mape < 1e-4
+    for name, value in zip(res.names, truth):
+        assert res.value(name) == pytest.approx(value, rel=0.02), name
+
+
 def test_end_to_end_fit_recovers_layer_and_step_costs(catalog):
     from dataclasses import replace
 
@@ -59,12 +75,13 @@ def test_end_to_end_fit_recovers_layer_and_step_costs(catalog):
     cells = [fs.TpotCell(m, "h100-sxm", "bf16", "bf16", tp, b, ctx, 16, 1.0)
              for m, tp in (("llama-3.1-8b", 1), ("llama-3.3-70b", 4)) for b in (1, 8, 64, 512)
              for ctx in (1000, 32000)]
-    truth = replace(eff, t_layer_s=4e-5, t_fixed_s=6e-4)
+    truth = replace(eff, t_layer_s=4e-5, t_fixed_s=6e-4, t_layer_token_s=2e-7)
     tpot = fs.predict_tpot_s(cells, catalog.models, hw, truth)
     cells = [replace(c, tpot_ms=float(t) * 1e3) for c, t in zip(cells, tpot)]
     res = fs.fit_end_to_end(cells, catalog.models, hw, eff)
     assert res.value("t_layer_s") == pytest.approx(4e-5, rel=1e-3)
     assert res.value("t_fixed_s") == pytest.approx(6e-4, rel=1e-3)
+    assert res.value("t_layer_token_s") == pytest.approx(2e-7, rel=1e-3)
 
 
 @pytest.mark.parametrize("measured, needle", [([], "no data"), ([1.0, np.nan, 2.0], "finite"),

@@ -128,6 +128,43 @@ def test_moe_fixed_costs_from_one_token_to_all_experts():
     assert float(rf.moe_expert_time_s(net(), hw, tokens_in_step=100)) == 0.0
 
 
+def test_moe_token_cost_is_linear_in_routed_tokens():
+    n = net(experts=256.0, experts_per_token=8.0, expert_bytes=1e6, moe_layers=58.0)
+    hw = hwp(t_moe_token_s=3e-8)
+    assert float(rf.moe_token_time_s(n, hw, tokens_in_step=1)) == pytest.approx(58 * 8 * 3e-8)
+    assert float(rf.moe_token_time_s(n, hw, tokens_in_step=512)) == pytest.approx(512 * 58 * 8 * 3e-8)
+    assert float(rf.moe_token_time_s(n, hwp(), tokens_in_step=512)) == 0.0  # default: no per-token cost
+    assert float(rf.moe_token_time_s(net(), hw, tokens_in_step=512)) == 0.0  # dense
+    # in the step: every routed token pays it, verify tokens included (no routing overlap applies)
+    terms = rf.step_time_terms(n, hwp(t_moe_token_s=3e-8, moe_verify_overlap=1.0), batch=4, tokens_per_seq=3,
+                               context_tokens=100)
+    assert float(terms.moe_tokens_s) == pytest.approx(12 * 58 * 8 * 3e-8)
+
+
+def test_skewed_routing_touches_fewer_experts_and_tends_to_uniform():
+    n = net(experts=256.0, experts_per_token=8.0, expert_bytes=1e6, moe_layers=58.0)
+    m = np.array([1.0, 16.0, 64.0, 512.0])
+    uniform = 256 * (1 - (1 - 8 / 256) ** m)
+    np.testing.assert_allclose(rf.touched_experts(n, m), uniform, rtol=1e-12)
+    np.testing.assert_allclose(rf.touched_experts(n, m, 1e-9), uniform, rtol=1e-5)  # s -> 0: uniform
+    q = -np.log(1 - 8 / 256)
+    skewed = rf.touched_experts(n, m, 0.5)
+    np.testing.assert_allclose(skewed, 256 * (1 - (1 + 0.5 * m * q) ** -2.0), rtol=1e-12)
+    assert np.all(skewed < uniform) and np.all(np.diff(skewed) > 0)
+    assert float(rf.touched_experts(n, 1e12, 0.5)) == pytest.approx(256, rel=1e-4)  # every expert in the end
+    assert float(rf.touched_experts(n, 1, 0.5)) == pytest.approx(8, rel=0.05)  # about k for one token
+    assert float(rf.touched_experts(net(), 64, 0.5)) == 0.0
+
+
+def test_layer_token_cost_is_per_layer_and_token():
+    hw = hwp(t_layer_token_s=2e-7)
+    assert float(rf.layer_token_time_s(net(), hw, tokens_in_step=1)) == pytest.approx(32 * 2e-7)
+    assert float(rf.layer_token_time_s(net(), hw, tokens_in_step=100)) == pytest.approx(100 * 32 * 2e-7)
+    assert float(rf.layer_token_time_s(net(), hwp(), tokens_in_step=100)) == 0.0
+    terms = rf.step_time_terms(net(), hw, batch=8, tokens_per_seq=2, context_tokens=100)
+    assert float(terms.layer_tokens_s) == pytest.approx(16 * 32 * 2e-7)
+
+
 def test_layer_kernel_cost_is_per_layer():
     assert float(rf.layer_kernel_time_s(net(), hwp(t_layer_s=3e-5))) == pytest.approx(32 * 3e-5)
 

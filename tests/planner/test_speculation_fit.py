@@ -101,11 +101,24 @@ def test_catalog_applies_the_fitted_speculation_parameters(cat):
 # MoE batch trend
 # ---------------------------------------------------------------------------------------------
 
+def test_deepseek_mtp_gain_falls_with_batch_within_the_fit_error_on_8xh200_fp8(cat):
+    """Issue 11: the MoE gain must not rise again with batch. With per-token MoE and layer costs and skewed
+    routing (fitted to aiconfigurator's power-law MoE rows and its TPOT grid) the rise the first kernel fit
+    predicted from batch 16 to 128 (1.39 -> 1.67, +20 %) is gone: every batch gains less than batch 1, the
+    gain at 256 is below every smaller batch's, and no step up exceeds 3 % (the fitted base step matches
+    aiconfigurator's DeepSeek-V3 TPOT to 3 % held out, and its own composition plateaus over batch 16-64)."""
+    s = fs.deepseek_mtp_sweep(cat)
+    assert np.all(s[1:] < s[0]), s
+    assert s[-1] < s[:-1].min(), s
+    assert np.max(s[1:] / np.minimum.accumulate(s)[:-1]) < 1.03, s
+
+
 @pytest.mark.xfail(strict=True, reason=(
-    "open (issue 11 step 4): with the kernel-fitted step time, a DeepSeek-V3 verify step's extra experts "
-    "saturate by batch ~64 while the base step keeps growing, and the published rows do not identify "
-    "moe_verify_overlap (fitted 0 +- 0.47), so the model's MTP gain dips at batch 16 and rises again at 64-128"))
-def test_deepseek_mtp_gain_falls_with_batch_on_8xh200_fp8(cat):
+    "open (issue 11): over batch 16-64 the fitted DeepSeek-V3 step grows ~1.2x per doubling of tokens (as "
+    "aiconfigurator's own TPOT does), so MTP's verify/base ratio plateaus there and the gain rises ~1.7 % from "
+    "batch 16 to 64; strictly monotone needs verify-token routing overlap moe_verify_overlap >= 0.3, which the "
+    "published rows do not identify (fit 0 +- 0.76)"))
+def test_deepseek_mtp_gain_falls_strictly_with_batch_on_8xh200_fp8(cat):
     s = fs.deepseek_mtp_sweep(cat)
     assert np.all(np.diff(s) <= 1e-9), s
 
