@@ -22,10 +22,20 @@ from planner import plan as P
 ETA_BW_RANGE = (0.60, 0.85)  # aiconfigurator GEMMs at batch 256 .. batch 1 on H100 (DESIGN.md, 2026-11-30)
 ETA_FLOPS_RANGE = (0.45, 0.75)  # same source; compute efficiency of decode GEMMs
 T_FIXED_FACTOR_RANGE = (0.5, 2.0)  # assumption (2026-11-30): per-step overhead not yet fitted
+MAPE_TO_SIGMA = 1.2533  # sqrt(pi / 2): a normal error's standard deviation from its mean absolute value
+
+
+def fit_sigma(catalog, hardware: str, dtype: str) -> float | None:
+    """The step-time fit's relative uncertainty (one sigma) for a (hardware, dtype), from its held-out TPOT error;
+    None where the hardware runs on assumed efficiencies (no fit)."""
+    err = (getattr(catalog, "fitted_tpot_error", None) or {}).get((hardware, dtype))
+    return None if err is None else float(err) * MAPE_TO_SIGMA
+
+
 UNCERTAINTY_SOURCE = (
-    "alpha: seed article ranges (2026-04-15); price: hardware list range; eta_bw 0.60-0.85 and "
-    "eta_flops 0.45-0.75: aiconfigurator H100 kernel measurements (2026-11-30); fixed step time "
-    "x0.5-x2: assumption (2026-11-30)"
+    "alpha: seed article ranges (2026-04-15); price: hardware list range; step time: the fit's held-out TPOT error "
+    "where the hardware is fitted to aiconfigurator kernels (log-normal), else eta_bw 0.60-0.85 and eta_flops "
+    "0.45-0.75 (aiconfigurator H100 kernel span, 2026-11-30); fixed step time x0.5-x2: assumption (2026-11-30)"
 )
 
 
@@ -247,9 +257,16 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
     ctx = P._ctx(req, catalog)
     hw, eff = ctx.hw, ctx.eff
     cands = _cands(ctx, method)
+    sigma = fit_sigma(catalog, req.hardware, req.dtype)
     u = [0.5, 0.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
-    bw = [eff.eta_bw] * 3 + [ETA_BW_RANGE[0], ETA_BW_RANGE[1]] + [eff.eta_bw] * 6
-    fl = [eff.eta_flops] * 5 + [ETA_FLOPS_RANGE[0], ETA_FLOPS_RANGE[1]] + [eff.eta_flops] * 4
+    if sigma is None:  # assumed efficiencies: the measured span of kernel efficiencies
+        bw = [eff.eta_bw] * 3 + [ETA_BW_RANGE[0], ETA_BW_RANGE[1]] + [eff.eta_bw] * 6
+        fl = [eff.eta_flops] * 5 + [ETA_FLOPS_RANGE[0], ETA_FLOPS_RANGE[1]] + [eff.eta_flops] * 4
+    else:  # fitted: the fit's own error, +-2 sigma on the bandwidth and compute terms
+        lo_f, hi_f = np.exp(-2 * sigma), np.exp(2 * sigma)
+        # an efficiency never exceeds the peak
+        bw = [eff.eta_bw] * 3 + [eff.eta_bw * lo_f, min(1.0, eff.eta_bw * hi_f)] + [eff.eta_bw] * 6
+        fl = [eff.eta_flops] * 5 + [eff.eta_flops * lo_f, min(1.0, eff.eta_flops * hi_f)] + [eff.eta_flops] * 4
     tf = (
         [eff.t_fixed_s] * 7
         + [eff.t_fixed_s * T_FIXED_FACTOR_RANGE[0], eff.t_fixed_s * T_FIXED_FACTOR_RANGE[1]]
@@ -261,8 +278,9 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
     rng = catalog.methods[method].alpha_tuned if req.tuned else catalog.methods[method].alpha_default
     bars = [
         ("Acceptance (method's alpha range)", f"alpha {rng.low:.2f} .. {rng.high:.2f}", cut[1], cut[2]),
-        ("Weight-streaming efficiency eta_bw", f"{ETA_BW_RANGE[0]:.2f} .. {ETA_BW_RANGE[1]:.2f}", cut[3], cut[4]),
-        ("GEMM efficiency eta_flops", f"{ETA_FLOPS_RANGE[0]:.2f} .. {ETA_FLOPS_RANGE[1]:.2f}", cut[5], cut[6]),
+        ("Weight-streaming efficiency eta_bw", f"{bw[3]:.2f} .. {bw[4]:.2f}" + (
+            "" if sigma is None else f" (fit +-2 sigma, {sigma * 100:.0f} % each)"), cut[3], cut[4]),
+        ("GEMM efficiency eta_flops", f"{fl[5]:.2f} .. {fl[6]:.2f}", cut[5], cut[6]),
         (
             "Fixed time per step",
             f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[0]:.2g} .. "
@@ -277,6 +295,8 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
             cut[10],
         ),
     ]
+    if sigma is not None:  # the fit's error covers the fixed time (fitted near 0 where a per-layer cost took it)
+        bars = [b for b in bars if not b[0].startswith("Fixed time per step")]
     one = _samples(
         ctx, alpha_u=0.5, eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=eff.t_fixed_s, price=ctx.price
     )
@@ -364,7 +384,13 @@ def monte_carlo(
     n = int(samples)
     u = gen.uniform(0.0, 1.0, n)
     price = gen.uniform(hw.usd_per_gpu_hour_low, hw.usd_per_gpu_hour_high, n) if sample_price else np.full(n, ctx.price)
-    if sample_hardware:
+    sigma = fit_sigma(catalog, req.hardware, req.dtype)
+    if sample_hardware and sigma is not None:
+        # fitted step time: the bandwidth and compute terms drawn from the fit's held-out error (log-normal)
+        f = np.exp(gen.normal(0.0, sigma, n))
+        bw, fl = np.minimum(1.0, eff.eta_bw / f), np.minimum(1.0, eff.eta_flops / f)
+        tf = np.full(n, eff.t_fixed_s)
+    elif sample_hardware:
         bw = gen.uniform(*ETA_BW_RANGE, n)
         fl = gen.uniform(*ETA_FLOPS_RANGE, n)
         tf = eff.t_fixed_s * np.exp(gen.uniform(*np.log(T_FIXED_FACTOR_RANGE), n))

@@ -285,6 +285,8 @@ class Catalog:
     price_sources: Mapping[str, Sourced]
     # step-time parameters fitted to measured kernels, per (hardware, weight dtype): planner.scenario.efficiency_for
     fitted_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
+    # each fit's held-out TPOT error (a fraction): the Monte Carlo and the tornado draw the step time from it
+    fitted_tpot_error: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
     # speculation overheads fitted to published speedups (one set for every hardware): efficiency_for applies them
     fitted_speculation: Mapping[str, float] = dataclasses.field(default_factory=dict)
     fitted_speculation_source: Sourced | None = None
@@ -369,7 +371,11 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     cat = dataclasses.replace(cat, prices=prices, price_sources=sources)
     fitted_path = d / "fitted" / "steptime_vllm.yaml"
     if fitted_path.is_file():
-        cat = dataclasses.replace(cat, fitted_efficiency=load_fitted_efficiencies(hardware, fitted_path))
+        doc = yaml.safe_load(fitted_path.read_text(encoding="utf-8")) or {}
+        errors = {(e["hardware"], e["dtype"]): float(e["tpot_mape_held_out"])
+                  for e in doc.get("entries", {}).values() if "tpot_mape_held_out" in e}
+        cat = dataclasses.replace(cat, fitted_efficiency=load_fitted_efficiencies(hardware, fitted_path),
+                                  fitted_tpot_error=errors)
     spec_path = d / "fitted" / "speculation_vllm.yaml"
     if spec_path.is_file():
         params, src = load_fitted_speculation(spec_path)

@@ -1,0 +1,43 @@
+"""How sure we are: the tornado and the Monte Carlo vary what decides the sign of the saving, and draw the step
+time from the fit's own error where the hardware is fitted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from planner import plan as P
+from planner import sensitivity as S
+from profiles.catalog import FITTED_STEPTIME_YAML
+
+REQ = P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, monthly_output_tokens=2e10)
+
+
+def test_fit_sigma_comes_from_the_fits_held_out_error(catalog):
+    doc = yaml.safe_load(FITTED_STEPTIME_YAML.read_text())
+    err = next(e["tpot_mape_held_out"] for e in doc["entries"].values()
+               if (e["hardware"], e["dtype"]) == ("h100-sxm", "bf16"))
+    assert S.fit_sigma(catalog, "h100-sxm", "bf16") == pytest.approx(err * np.sqrt(np.pi / 2), rel=1e-3)
+    assert S.fit_sigma(catalog, "l40s", "bf16") is None  # assumed efficiencies: no fit
+
+
+def test_tornado_moves_the_saving_with_the_step_time_and_names_its_ranges(catalog):
+    bars = {b.driver: b for b in S.tornado(REQ, catalog, "eagle3")}
+    bw = bars["Weight-streaming efficiency eta_bw"]
+    assert "fit +-2 sigma" in bw.range
+    assert bw.swing_pct > 0
+    assert all(np.isfinite(b.mid_cpm_change_pct) for b in bars.values())
+    # the price scales every configuration alike: it cannot move the relative saving
+    assert bars["$/GPU-hour (list range)"].swing_pct == pytest.approx(0.0, abs=1e-9)
+
+
+def test_monte_carlo_is_seeded_and_the_hardware_draws_widen_it(catalog):
+    a = S.monte_carlo(REQ, catalog, "eagle3", k=2, samples=200, seed=3)
+    b = S.monte_carlo(REQ, catalog, "eagle3", k=2, samples=200, seed=3)
+    assert np.array_equal(a.monthly_saving_usd, b.monthly_saving_usd)
+    flat = S.monte_carlo(REQ, catalog, "eagle3", k=2, samples=200, seed=3, sample_hardware=False, sample_price=False)
+    wide = S.monte_carlo(REQ, catalog, "eagle3", k=2, samples=200, seed=3, sample_price=False)
+    assert np.nanstd(wide.cpm_change_pct) > np.nanstd(flat.cpm_change_pct)
+    with pytest.raises(P.PlanError, match="samples=5"):
+        S.monte_carlo(REQ, catalog, "eagle3", k=2, samples=5)
