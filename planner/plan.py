@@ -704,7 +704,7 @@ def _tree_overrides(ctx: _Ctx, cands: Sequence[Candidate]) -> dict[str, np.ndarr
             for key in ("draft_passes_override", "draft_tokens_per_pass_override")}
 
 
-def _evaluate(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, batch, *, baseline: bool = False, pre) -> SpecResult:
+def _evaluate(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, batch, *, pre) -> SpecResult:
     return evaluate_arrays(batch=batch, **_engine_args(ctx, cands, smp, pre))
 
 
@@ -1044,23 +1044,6 @@ def method_candidates(ctx: _Ctx, names: Sequence[str], *, tuned: bool | None = N
         cands.append(Candidate(name, ks, tuned=ctx.req.tuned if tuned is None else tuned, tree=shape is not None,
                                tree_shape=shape))
     return cands, missing
-
-
-def evaluate_methods(
-    ctx: _Ctx, names: Sequence[str], smp: Samples, *, tuned: bool | None = None, extra: Sequence[Candidate] = ()
-) -> list[list[OperatingPoint]]:
-    """[sample][candidate] operating points: no speculation first, then `names` (unavailable ones marked),
-    then `extra`."""
-    cands, missing = method_candidates(ctx, names, tuned=tuned)
-    allc = [Candidate(NO_SPEC, (1,))] + cands + list(extra)
-    sr = search(ctx, allc, smp)
-    out = []
-    for n in range(smp.n):
-        pts = {p.method if i <= len(cands) else f"extra{i}": p for i, p in enumerate(_points(ctx, allc, sr, n))}
-        row = [pts[NO_SPEC]] + [pts[name] if name in pts else _unavailable(ctx, name, missing[name]) for name in names]
-        row += [p for key, p in pts.items() if key.startswith("extra")]
-        out.append(row)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1435,7 +1418,7 @@ def _decide(req, ctx, baseline, reference, note, best, econ, switching, alternat
         if best.verifier_bound == "memory"
         else "the verifier is compute-bound, yet drafting still cuts CPM"
     )
-    ref_phrase = reference.label + ("" if reference is baseline or reference.method != NO_SPEC else "")
+    ref_phrase = reference.label
     if not switching:
         return None, (
             f"Keep {best.label} (K={best.k}, batch {best.batch}): no other method is cheaper under the {slo} "

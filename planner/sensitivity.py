@@ -81,7 +81,7 @@ def batch_sweep(
     ks = np.arange(1, catalog.methods[method].max_k + 1, dtype=float)
     b = np.asarray(batches if batches is not None else np.unique(np.round(np.geomspace(1, 1024, 40))), float)
     pre = _pre(ctx, cands, smp, ks)
-    res = P._evaluate(ctx, cands, smp, b[None, None, None, None, :], baseline=False, pre=pre)
+    res = P._evaluate(ctx, cands, smp, b[None, None, None, None, :], pre=pre)
     cpm = res.usd_per_mtok[0, 1, :, 0, :]  # (K, B)
     fits_k = res.fits_memory[0, 1, :, 0, :]
     i = np.argmin(np.where(fits_k, cpm, np.inf), axis=0)
@@ -211,7 +211,7 @@ def alpha_k_heatmap(req: P.PlanRequest, catalog, method: str, *, batch: int, alp
     ]
     ks = np.arange(1, m.max_k + 1, dtype=float)
     res = P._evaluate(
-        ctx, cands, smp, np.full((1, 1, 1, 1, 1), float(batch)), baseline=False, pre=_pre(ctx, cands, smp, ks)
+        ctx, cands, smp, np.full((1, 1, 1, 1, 1), float(batch)), pre=_pre(ctx, cands, smp, ks)
     )
     return {
         "alphas": np.asarray(alphas),

@@ -33,7 +33,7 @@ def _brute_force_best_cpm(req, catalog):
     pre = {"k": P._r5(sr.ks, 2), "tau": np.nan_to_num(np.stack(taus, 1)[..., None], nan=1.0),
            "nver": np.stack(nvs, 1)[..., None], "prompt": prompt, "out": out, "ctx": prompt + out / 2}
     batches = np.arange(1, P.MAX_BATCH + 1, dtype=float)[None, None, None, None, :]
-    r = P._evaluate(ctx, cands, smp, batches, baseline=False, pre=pre)
+    r = P._evaluate(ctx, cands, smp, batches, pre=pre)
     is_base = P._r5([c.method == P.NO_SPEC for c in cands], 1).astype(bool)
     tpot = np.where(is_base, r.baseline_tpot_s, r.tpot_s)
     cpm = np.where(is_base, r.baseline_usd_per_mtok, r.usd_per_mtok)
