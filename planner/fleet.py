@@ -125,12 +125,20 @@ def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefi
     """Per hour: (replicas, batch at the fixed point, TPOT seen, prefill share), vectorised over hours.
 
     tpot_s: (H, B) decode TPOT at batch 1..B per replica (non-decreasing in batch); max_batch: (H,) memory limit;
-    requests_per_s, output_tokens, prefill_s: (H,). Replicas 0 mean infeasible (no R meets the SLO)."""
+    requests_per_s, output_tokens, prefill_s: (H,). Replicas 0 mean infeasible (no R meets the SLO).
+
+    B may stop below max_batch once B >= lambda_h * O_h * SLO for every hour: a batch b the SLO allows has
+    lambda_r * O * TPOT_eff(b) <= lambda_r * O * SLO <= B, so every allowed batch from B on satisfies the fixed
+    point and the answer is the same as with the whole curve (Little's law bounds the sequences in flight)."""
     lam = np.asarray(requests_per_s, float)
     out = np.asarray(output_tokens, float)
     pre = np.asarray(prefill_s, float)
     tp = np.asarray(tpot_s, float)
     h, bmax = tp.shape
+    short = (np.asarray(max_batch, float) > bmax) & (lam * out * slo_s > bmax)
+    if np.any(short):
+        raise ValueError(f"tpot_s covers batches 1..{bmax}; hours {np.flatnonzero(short).tolist()} need the curve up "
+                         "to min(max_batch, requests_per_s * output_tokens * slo_s)")
     batches = np.arange(1, bmax + 1, dtype=float)
     mb = np.minimum(np.asarray(max_batch, float), bmax)
 
@@ -175,10 +183,16 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
     slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day)."""
     lam = np.array([h.requests_per_s for h in hours])
     out = np.array([h.output_tokens for h in hours])
+    n_c, n_h = len(configs), len(hours)
+    # every configuration's hours in one vectorised call (rows c * H + h)
+    r_all, b_all, t_all, rho_all = (a.reshape(n_c, n_h) for a in replicas_for(
+        requests_per_s=np.tile(lam, n_c), output_tokens=np.tile(out, n_c),
+        prefill_s=np.tile(np.broadcast_to(np.asarray(prefill_s, float), (n_h,)), n_c),
+        tpot_s=np.asarray(tpot_s, float)[:n_c].reshape(n_c * n_h, -1),
+        max_batch=np.asarray(max_batch, float)[:n_c].reshape(n_c * n_h), slo_s=slo_ms / 1e3))
     plans = []
     for c, (method, label, k) in enumerate(configs):
-        r, b, t, rho = replicas_for(requests_per_s=lam, output_tokens=out, prefill_s=prefill_s, tpot_s=tpot_s[c],
-                                    max_batch=max_batch[c], slo_s=slo_ms / 1e3)
+        r, b, t, rho = r_all[c], b_all[c], t_all[c], rho_all[c]
         feasible = bool(np.all(r > 0))
         gpus = r * tp
         hrs = tuple(FleetHour(hr.hour, float(hr.requests_per_s), float(hr.prompt_tokens), float(hr.output_tokens),

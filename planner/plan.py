@@ -730,37 +730,40 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
     drafts = _drafts(ctx, cq)
     args = _engine_args(ctx, cq, smp, pre, drafts)
 
-    def ev(batch):
-        return evaluate_arrays(batch=batch, **args)
+    def ev(batch, a=args):
+        return evaluate_arrays(batch=batch, **a)
 
-    def pick(res: SpecResult, name: str):
+    def pick(res: SpecResult, name: str, base_mask=None):
         """Speculative arrays, or the baseline's for the no-speculation candidates."""
         spec, base = getattr(res, name), getattr(res, "baseline_" + name)
-        return np.where(_r5(is_base, 1), base, spec)
+        return np.where(_r5(is_base, 1) if base_mask is None else base_mask, base, spec)
 
     slo_s = ctx.req.tpot_slo_ms / 1e3
     # 1. each configuration's own upper bound: memory (no step time needed), the traffic's concurrency cap and
-    #    MAX_BATCH; then a grid of batches (powers of 4 and the bound itself)
+    #    MAX_BATCH; then a grid of batches (powers of 4 below the largest bound, and the bound itself)
     mb = _memory(ctx, cq, pre, drafts)
     ub = np.minimum(mb, MAX_BATCH)
     if ctx.req.batch_cap is not None:
         ub = np.minimum(ub, max(1.0, math.floor(ctx.req.batch_cap)))
     ub = np.maximum(ub, 1.0)
-    grid = np.minimum(np.concatenate([np.broadcast_to(_COARSE_BATCHES, ub.shape[:-1] + _COARSE_BATCHES.shape),
-                                      ub], axis=-1), ub)
+    coarse = _COARSE_BATCHES[_COARSE_BATCHES < ub.max()]
+    grid = np.minimum(np.concatenate([np.broadcast_to(coarse, ub.shape[:-1] + coarse.shape), ub], axis=-1), ub)
     rg = ev(grid)
-    seen_b, seen_r = [grid], [rg]
     tg = pick(rg, "tpot_s")
+    lead = tg.shape[:-1]
+    seen_b, seen_c = [grid], [pick(rg, "usd_per_mtok")]
     tpot1 = tg[..., :1]
     ok_g = tg <= slo_s
     # 2. the largest integer batch <= ub with TPOT <= SLO. TPOT grows with batch: bracket it on the grid, then
-    #    interpolate and test neighbours per round (TPOT is near-affine in batch within a bracket).
+    #    interpolate and test neighbours per round (TPOT is near-affine in batch within a bracket). Each round
+    #    evaluates only the configurations whose bracket is still open (rows gathered by _take_rows).
     lo = np.where(ok_g, grid, 0.0).max(-1, keepdims=True)  # largest grid batch meeting the SLO (0: none)
     t_lo = np.where(lo > 0, np.take_along_axis(tg, np.argmax(np.where(ok_g, grid, -1.0), -1)[..., None], -1), 0.0)
     above = ~ok_g & (grid > lo)
     bad = np.where(above, grid, np.inf).min(-1, keepdims=True)  # smallest grid batch above lo missing it
     t_bad = np.take_along_axis(tg, np.argmin(np.where(above, grid, np.inf), -1)[..., None], -1)
     bad = np.where(lo > 0, bad, 1.0)  # nothing meets the SLO: batch 1 is reported (its lowest TPOT)
+    base_full = np.broadcast_to(_r5(is_base, 1), lead + (1,))
     for _ in range(40):
         open_ = (lo > 0) & np.isfinite(bad) & (bad - lo > 1)
         if not open_.any():
@@ -768,12 +771,18 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
         frac = np.clip((slo_s - t_lo) / np.where(t_bad > t_lo, t_bad - t_lo, 1.0), 0.0, 1.0)
         g = np.clip(np.floor(lo + frac * (bad - lo)), lo + 1, bad - 1)
         mid = np.floor((lo + bad) / 2)
-        trial = np.concatenate([g, np.minimum(g + 1, bad - 1), mid], axis=-1)
-        trial = np.where(open_, trial, np.maximum(lo, 1.0))
-        rt = ev(trial)
+        # the interpolated batch and its neighbours (two either side: the curvature of TPOT in batch rarely
+        # moves the boundary further, so most brackets close in one round), and the bisection point
+        trial = np.clip(np.concatenate([g - 2, g - 1, g, g + 1, g + 2, mid], axis=-1), lo + 1, bad - 1)
+        rows = np.nonzero(open_[..., 0])
+        rt = ev(trial[rows], {name: _take_rows(a, rows, lead) for name, a in args.items()})
+        base_rows = base_full[rows]
+        tt = np.full(trial.shape, np.inf)
+        tt[rows] = pick(rt, "tpot_s", base_rows)
+        ct = np.full(trial.shape, np.inf)  # closed rows: not evaluated, never chosen
+        ct[rows] = pick(rt, "usd_per_mtok", base_rows)
         seen_b.append(trial)
-        seen_r.append(rt)
-        tt = pick(rt, "tpot_s")
+        seen_c.append(ct)
         okt = (tt <= slo_s) & open_
         new_lo = np.where(okt, trial, 0.0).max(-1, keepdims=True)
         idx_lo = np.argmax(np.where(okt, trial, -1.0), -1)[..., None]
@@ -789,14 +798,13 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
     boundary = np.maximum(lo, 1.0)
     # 3. the cheapest evaluated batch at or below the boundary (the boundary itself was evaluated: CPM falls with
     #    batch in today's step-time model; the smaller grid batches keep the search right if a fitted efficiency
-    #    ever bends that). Its numbers are gathered from the evaluations already made.
-    cand_b = np.concatenate([np.broadcast_to(b, tg.shape[:-1] + b.shape[-1:]) for b in seen_b], axis=-1)
-    cpm = np.concatenate([np.broadcast_to(pick(r, "usd_per_mtok"), tg.shape[:-1] + b.shape[-1:])
-                          for b, r in zip(seen_b, seen_r, strict=True)], axis=-1)
+    #    ever bends that), evaluated once more there for every number of the result.
+    cand_b = np.concatenate([np.broadcast_to(b, lead + b.shape[-1:]) for b in seen_b], axis=-1)
+    cpm = np.concatenate([np.broadcast_to(c, lead + c.shape[-1:]) for c in seen_c], axis=-1)
     cpm = np.where(cand_b <= boundary, cpm, np.inf)
     j = np.argmin(cpm, axis=-1)[..., None]
     best_b = np.take_along_axis(cand_b, j, axis=-1)
-    res = _gather(seen_b, seen_r, j, tg.shape[:-1])
+    res = ev(best_b)
     meets = pick(res, "tpot_s") <= slo_s * (1 + 1e-12)
     fits = best_b <= mb
     n, c_, k_, s_ = smp.n, len(cands), len(ks), len(ctx.segs)
@@ -830,14 +838,19 @@ def _memory(ctx: _Ctx, cands: Sequence[Candidate], pre, drafts) -> np.ndarray:
     return np.broadcast_to(np.where(is_base, base_mb, mb), shape)
 
 
-def _gather(batches: list[np.ndarray], results: list[SpecResult], j: np.ndarray, lead: tuple) -> SpecResult:
-    """The SpecResult at index j of the evaluated batches concatenated along the last axis."""
-    out = {}
-    for f in dataclasses.fields(SpecResult):
-        parts = [np.broadcast_to(getattr(r, f.name), lead + b.shape[-1:]) for b, r in zip(batches, results,
-                                                                                           strict=True)]
-        out[f.name] = np.take_along_axis(np.concatenate(parts, axis=-1), j, axis=-1)
-    return SpecResult(**out)
+def _take_rows(x: Any, rows: tuple[np.ndarray, ...], lead: tuple[int, ...]) -> Any:
+    """An evaluate_arrays argument at some (sample, candidate, K, segment) rows only, shape (R, 1): each axis
+    along which the argument varies is indexed, the others are read at 0; networks and hardware field by field;
+    scalars as they are."""
+    if dataclasses.is_dataclass(x):
+        return dataclasses.replace(x, **{f.name: _take_rows(getattr(x, f.name), rows, lead)
+                                         for f in dataclasses.fields(x)})
+    if x is None or np.ndim(x) == 0:
+        return x
+    a = np.asarray(x)
+    a = a.reshape((1,) * (len(lead) + 1 - a.ndim) + a.shape)
+    idx = tuple(r if n > 1 else 0 for r, n in zip(rows, a.shape[:-1], strict=True))
+    return a[idx]  # (R, 1); (1,) when the argument is the same on every row
 
 
 def _ctx(req: PlanRequest, catalog, segs=None, tp: int | None = None) -> _Ctx:
@@ -924,24 +937,18 @@ def _points(ctx: _Ctx, cands: Sequence[Candidate], sr: _Search, n: int = 0, coun
         k = int(sr.ks[i]) if cand.method != NO_SPEC else 0
         sj = np.arange(len(ctx.segs))
         tau_s = sr.tau[n, c, kidx, sj, 0]
+        bs, mbs = batch[c, kidx, sj], mb[c, kidx, sj]
+        ts, cs, hs = tpot[c, kidx, sj], cpm[c, kidx, sj], thr[c, kidx, sj]
+        sp = res.speedup[n, c, kidx, sj, 0] if cand.method != NO_SPEC else np.ones(len(sj))
+        cols = zip(ctx.segs, bs.astype(int).tolist(), mbs.astype(int).tolist(), (ts * 1e3).tolist(), cs.tolist(),
+                   hs.tolist(), tau_s.tolist(), sp.tolist(), sr.alpha1[n, c].tolist(), (bs <= mbs).tolist(),
+                   (ts * 1e3 <= ctx.req.tpot_slo_ms * (1 + 1e-12)).tolist(), bound[c, kidx, sj].tolist(), strict=True)
         seg_points = tuple(
-            SegmentPoint(
-                workload=s.workload,
-                language=s.language,
-                share=s.share,
-                batch=int(batch[c, kidx[j], j]),
-                max_batch=int(mb[c, kidx[j], j]),
-                tpot_ms=float(tpot[c, kidx[j], j] * 1e3),
-                usd_per_mtok=float(cpm[c, kidx[j], j]),
-                output_tokens_per_s=float(thr[c, kidx[j], j]),
-                acceptance_length=float(tau_s[j]),
-                speedup=float(res.speedup[n, c, kidx[j], j, 0]) if cand.method != NO_SPEC else 1.0,
-                alpha_position_1=float(sr.alpha1[n, c, j]),
-                fits_memory=bool(batch[c, kidx[j], j] <= mb[c, kidx[j], j]),
-                meets_slo=bool(tpot[c, kidx[j], j] * 1e3 <= ctx.req.tpot_slo_ms * (1 + 1e-12)),
-                verifier_bound="compute" if bound[c, kidx[j], j] else "memory",
-            )
-            for j, s in enumerate(ctx.segs)
+            SegmentPoint(workload=s.workload, language=s.language, share=s.share, batch=b_, max_batch=mb_,
+                         tpot_ms=t_, usd_per_mtok=c_, output_tokens_per_s=h_, acceptance_length=a_, speedup=x_,
+                         alpha_position_1=a1_, fits_memory=f_, meets_slo=m_,
+                         verifier_bound="compute" if cb_ else "memory")
+            for s, b_, mb_, t_, c_, h_, a_, x_, a1_, f_, m_, cb_ in cols
         )
         fits = all(p.fits_memory for p in seg_points) and bool(sr.fits_any[n, c, kidx, sj, 0].all())
         meets = all(p.meets_slo for p in seg_points)
@@ -1249,7 +1256,10 @@ def fleet(ctx: _Ctx, points: Sequence[OperatingPoint]):
     smp = samples_for(("mid",), ctx.eff, ctx.price)
     drafts = _drafts(ctx, cands)
     mb = _memory(ctx, cands, pre, drafts)[0, :, 0, :, 0]  # (C, H)
-    bmax = int(min(MAX_BATCH, max(1.0, float(mb.max()))))
+    # Batches beyond Little's bound lambda * O * SLO never decide the fleet (planner.fleet.replicas_for): a light
+    # load needs the TPOT curve only up to its few sequences in flight.
+    in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * req.tpot_slo_ms / 1e3
+    bmax = int(min(MAX_BATCH, max(1.0, float(mb.max())), math.ceil(in_flight) + 1))
     res = evaluate_arrays(batch=_r5(np.arange(1, bmax + 1, dtype=float), 4), **_engine_args(ctx, cands, smp, pre,
                                                                                            drafts))
     is_base = _r5([c.method == NO_SPEC for c in cands], 1).astype(bool)

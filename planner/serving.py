@@ -19,6 +19,7 @@ CPM = GPUs * $/GPU-hour * 1e6 / (3600 * output tokens/s).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,6 +146,24 @@ def memory_max_batch(*, target: Net, draft: Net, hw: HwParams, mode, prompt_toke
     return mb, base_mb
 
 
+def _result_ndim(*inputs) -> int:
+    """Dimensions of the broadcast result of evaluate_arrays' inputs (networks and hardware field by field)."""
+    nd = 0
+    for x in inputs:
+        if dataclasses.is_dataclass(x):
+            nd = max(nd, max(getattr(v, "ndim", 0) for v in vars(x).values()))  # fields: arrays or numbers
+        elif x is not None:
+            nd = max(nd, np.ndim(x))
+    return nd
+
+
+def _pair(a, b, ndim: int) -> np.ndarray:
+    """a and b stacked on a new leading axis, each padded to ndim dimensions (the pair axis stays in front
+    whatever the other inputs broadcast to)."""
+    a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
+    return np.stack([a, b]).reshape((2,) + (1,) * (ndim - a.ndim) + a.shape)
+
+
 def evaluate_arrays(
     *,
     target: Net,
@@ -190,10 +209,12 @@ def evaluate_arrays(
     b = np.asarray(batch, float)
     n_verify = k + 1.0 if verify_tokens is None else np.asarray(verify_tokens, float)
     tau = np.asarray(tau, float)
-    base_t, base_cb = step_time_s(target, hw, batch=b, tokens_per_seq=1.0, context_tokens=context_tokens,
-                                  tp=tp)
-    verify_t, verify_cb = step_time_s(target, hw, batch=b, tokens_per_seq=n_verify,
-                                      context_tokens=context_tokens, tp=tp)
+    nd = _result_ndim(target, draft, hw, b, n_verify, tau, k, context_tokens, tp)
+    # one step_time_s call per network for its two token counts (plain decode and verify; a draft's later and
+    # first passes): the same elementwise numbers, half the per-call cost
+    t2, cb2 = step_time_s(target, hw, batch=b, tokens_per_seq=_pair(1.0, n_verify, nd),
+                          context_tokens=context_tokens, tp=tp)
+    (base_t, verify_t), (base_cb, verify_cb) = t2, cb2
     passes = draft_passes(mode, k)
     if draft_passes_override is not None:  # a token tree: its steps (NaN: the drafting mode's default)
         ov = np.asarray(draft_passes_override, float)
@@ -208,12 +229,10 @@ def evaluate_arrays(
         tokens_pp = np.where(np.isnan(ov), tokens_pp, ov)
     draft_ctx = context_tokens if draft_context_tokens is None else draft_context_tokens
     factor = np.asarray(draft_cost_factor, float)
-    pass_t, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=tokens_pp,
-                            context_tokens=draft_ctx, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
-    pass_t = pass_t * factor
     first_tokens = first_draft_pass_tokens(mode, draft_scales_with_k, tokens_pp, n_verify)
-    first_t, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=first_tokens,
-                             context_tokens=draft_ctx, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
+    d2, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=_pair(tokens_pp, first_tokens, nd),
+                        context_tokens=draft_ctx, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
+    pass_t, first_t = d2[0] * factor, d2[1]
     fusion_t = fusion_time_s(scaled, hw, batch=b, tokens_per_seq=n_verify, tp=tp)
     gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
     # Any speculative step pays the speculation overhead (rejection sampling, proposer bookkeeping); an explicit

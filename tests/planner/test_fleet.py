@@ -124,3 +124,23 @@ def test_bad_shape_is_refused(catalog):
     with pytest.raises(P.PlanError, match="daily_shape='weekly'"):
         P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", daily_shape="weekly"), catalog)
     assert math.isclose(F.daily_shape("business_hours").mean(), 1.0)
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.4, 3.0, 40.0])
+def test_a_curve_cut_at_littles_bound_gives_the_same_fleet(rate):
+    """replicas_for needs the TPOT curve only up to lambda * O * SLO (plan.fleet cuts it there for light loads):
+    the answer equals the whole curve's, light to heavy load; a curve cut shorter is refused."""
+    b = np.arange(1, 401, dtype=float)
+    tpot = 0.012 + 4e-5 * b + 2e-7 * b ** 2  # rises with batch, TPOT / b falls
+    lam = rate * np.array([0.5, 1.0, 2.0])
+    out = np.array([300.0, 800.0, 500.0])
+    pre = np.array([0.02, 0.05, 0.03])
+    kw = dict(requests_per_s=lam, output_tokens=out, prefill_s=pre, max_batch=np.full(3, 400.0), slo_s=0.05)
+    whole = F.replicas_for(tpot_s=np.tile(tpot, (3, 1)), **kw)
+    cut = int(min(400, math.ceil(float((lam * out).max()) * 0.05) + 1))
+    short = F.replicas_for(tpot_s=np.tile(tpot[:cut], (3, 1)), **kw)
+    for a, c in zip(whole, short, strict=True):
+        np.testing.assert_array_equal(a, c)
+    if cut > 2:
+        with pytest.raises(ValueError, match="need the curve"):
+            F.replicas_for(tpot_s=np.tile(tpot[:cut - 2], (3, 1)), **kw)
