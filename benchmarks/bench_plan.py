@@ -12,6 +12,7 @@ page's compute before plan() existed), in a temporary git worktree, measured in 
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 import subprocess
 import sys
@@ -111,6 +112,7 @@ def bench_page(cat) -> None:
     from bench_app import make_requests_csv
 
     data = make_requests_csv(100_000, seed=2)
+    os.chdir(ROOT)  # Streamlit reads ./.streamlit/config.toml, as under `./dev app`
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
     at.switch_page("views/traffic.py").run()

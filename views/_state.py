@@ -426,8 +426,10 @@ __all__ = ["TrafficError"]
 # Cached planner calls (keyed on the hashable request)
 # ---------------------------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs={P.PlanRequest: repr})
 def _plan(req: P.PlanRequest) -> P.Plan:
+    """Cached as a resource: a Plan is immutable (frozen dataclasses and tuples), so every rerun shares one object
+    instead of unpickling a copy; the request is keyed by its repr (every field, floats exactly)."""
     return P.plan(req, catalog())
 
 

@@ -35,12 +35,16 @@ def cpm_chart(p: P.Plan) -> go.Figure:
         customdata=[[m.k, m.batch, m.acceptance_length, "meets the SLO" if m.feasible else m.reason] for m in rows],
         hovertemplate="%{x}<br>$%{y:.3f}/Mtok<br>K=%{customdata[0]}, batch %{customdata[1]}<br>"
                       "tau=%{customdata[2]:.2f} tokens/step<br>%{customdata[3]}<extra></extra>")
-    if p.reference is not None:
-        fig.add_hline(y=p.reference.usd_per_mtok, line_dash="dash", line_color="#d62728",
-                      annotation_text=f"today ({p.reference.label}) {P.fmt_cpm(p.reference.usd_per_mtok)}/Mtok",
-                      annotation_position="top left")
-    fig.update_layout(yaxis_title="$ per million output tokens (prefill included)", height=420,
-                      margin={"t": 60, "b": 40}, showlegend=False)
+    layout = {"yaxis_title": "$ per million output tokens (prefill included)", "height": 420,
+              "margin": {"t": 60, "b": 40}, "showlegend": False}
+    if p.reference is not None:  # today's CPM as a dashed line across the chart (a layout shape: add_hline is slow)
+        y = p.reference.usd_per_mtok
+        layout["shapes"] = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": y, "y1": y,
+                             "line": {"dash": "dash", "color": "#d62728"}}]
+        layout["annotations"] = [{"xref": "paper", "x": 0, "yref": "y", "y": y, "xanchor": "left",
+                                  "yanchor": "bottom", "showarrow": False,
+                                  "text": f"today ({p.reference.label}) {P.fmt_cpm(y)}/Mtok"}]
+    fig.update_layout(**layout)
     return fig
 
 
