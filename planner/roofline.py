@@ -380,6 +380,11 @@ def resident_weight_bytes(net: Net) -> np.ndarray:
             + np.asarray(net.resident_only_bytes, float))
 
 
+def _has_experts(net: Net) -> bool:
+    """Whether any network on the grid has routed experts (dense networks skip the MoE terms, which are 0)."""
+    return bool(np.any(np.asarray(net.experts, float) > 0))
+
+
 def touched_experts(net: Net, tokens_in_step: np.ndarray | float, skew: np.ndarray | float = 0.0) -> np.ndarray:
     """Expected distinct routed experts per MoE layer for m tokens, each picking k of E; 0 for dense networks.
 
@@ -425,8 +430,7 @@ def eta_flops_at(hw: HwParams, tokens_in_step: np.ndarray | float) -> np.ndarray
     few rows fills a fraction of each MMA tile). m_half = flops_tokens_half; 0 keeps it constant."""
     m = np.asarray(tokens_in_step, float)
     half = np.asarray(hw.flops_tokens_half, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(half > 0, m / (m + half), 1.0)
+    frac = np.where(half > 0, m / np.where(half > 0, m + half, 1.0), 1.0)
     return np.asarray(hw.eta_flops, float) * frac
 
 
@@ -463,12 +467,14 @@ def weight_stream_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed
     dependence (eta_bw_tokens_scale = 0) this is weight_bytes_read(m) / tp / (BW eta_bw). `routed`: the
     step's independent routing draws (routed_tokens), default m."""
     m = np.asarray(tokens_in_step, float)
-    r = m if routed is None else np.asarray(routed, float)
     bw_tp = np.asarray(hw.bandwidth_bytes_s, float) * np.asarray(tp, float)
+    dense = np.asarray(net.dense_weight_bytes, float) / (bw_tp * eta_bw_at(hw, m))
+    if not _has_experts(net):  # no routed experts: the second term is 0
+        return dense
+    r = m if routed is None else np.asarray(routed, float)
     skew = hw.moe_routing_skew
     experts = touched_experts(net, r, skew) * np.asarray(net.expert_bytes, float)
-    return (np.asarray(net.dense_weight_bytes, float) / (bw_tp * eta_bw_at(hw, m))
-            + experts / (bw_tp * eta_bw_at(hw, tokens_per_touched_expert(net, m, r, skew))))
+    return dense + experts / (bw_tp * eta_bw_at(hw, tokens_per_touched_expert(net, m, r, skew)))
 
 
 def kv_stream_time_s(net: Net, hw: HwParams, *, batch, context_tokens, tp=1) -> np.ndarray:
@@ -487,6 +493,8 @@ def gemm_compute_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed=
     routed experts run as a grouped GEMM of m_e rows each (tokens_per_touched_expert)."""
     m = np.asarray(tokens_in_step, float)
     f_tp = np.asarray(hw.peak_flops_s, float) * np.asarray(tp, float)
+    if not _has_experts(net):  # no routed experts: every active parameter is in the first term
+        return 2.0 * np.asarray(net.active_params, float) * m / (f_tp * eta_flops_at(hw, m))
     expert_active = np.asarray(net.experts_per_token, float) * np.asarray(net.expert_params, float)
     dense = np.asarray(net.active_params, float) - expert_active
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -519,6 +527,8 @@ def moe_expert_time_s(net: Net, hw: HwParams, *, tokens_in_step) -> np.ndarray:
     A grouped GEMM schedules one problem per expert that received tokens; each has a floor of tile
     set-up and epilogue whatever its size (seen as 50-120 us per MoE layer at batch 1 for DeepSeek-V3 on
     H200 in aiconfigurator's database, where bandwidth says ~15 us)."""
+    if not _has_experts(net):  # no MoE layers
+        return np.zeros(())
     return np.asarray(net.moe_layers, float) * (
         touched_experts(net, tokens_in_step, hw.moe_routing_skew) * np.asarray(hw.t_expert_s, float)
         + np.asarray(hw.t_moe_layer_s, float))
@@ -560,9 +570,11 @@ def fusion_time_s(net: Net, hw: HwParams, *, batch, tokens_per_seq, tp=1) -> np.
     hidden states, 3h -> h; head_net): one GEMM on the same roofline as the others,
         max(fusion bytes / tp / (BW eta_bw(m)), 2 * fusion params * m / tp / (F eta_f(m))) ,  m = B * n
     0 for a net without one (every target, MEDUSA, MTP, draft models)."""
+    params = np.asarray(net.fusion_params, float)
+    if not np.any(params > 0):  # no fusion layer on the grid
+        return np.zeros(())
     m = np.asarray(batch, float) * np.asarray(tokens_per_seq, float)
     tp = np.asarray(tp, float)
-    params = np.asarray(net.fusion_params, float)
     with np.errstate(divide="ignore", invalid="ignore"):
         t_mem = np.asarray(net.fusion_weight_bytes, float) / (
             np.asarray(hw.bandwidth_bytes_s, float) * tp * eta_bw_at(hw, m))
@@ -624,7 +636,7 @@ def step_time_terms(
     m = b * np.asarray(tokens_per_seq, float)
     tp = np.asarray(tp, float)
     # MoE routing draws: a sequence's verify tokens share experts (routed_tokens); m when dense or n = 1
-    r = routed_tokens(b, tokens_per_seq, hw.moe_verify_overlap) if np.any(np.asarray(net.experts) > 0) else m
+    r = routed_tokens(b, tokens_per_seq, hw.moe_verify_overlap) if _has_experts(net) else m
     t_w = weight_stream_time_s(net, hw, tokens_in_step=m, tp=tp, routed=r)
     t_kv = kv_stream_time_s(net, hw, batch=b, context_tokens=context_tokens, tp=tp)
     t_g = gemm_compute_time_s(net, hw, tokens_in_step=m, tp=tp, routed=r)
