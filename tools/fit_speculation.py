@@ -14,8 +14,8 @@ states) at the same concurrency, so the model's number is a ratio of evaluations
               + t_spec_s + t_spec_token_s * B * K  (+ t_ngram_s * B for n-gram lookup)
 with the step-time terms fixed at their kernel fit (tools/fit_steptime.py, via planner.scenario.efficiency_for).
 Assumes measured = predicted * exp(eps): least squares on log(predicted / measured) (fit_steptime.fit_relative).
-Fitted: t_spec_s, t_spec_token_s, t_fixed_draft_s, moe_verify_overlap. t_ngram_s is held at a prior (one usable
-n-gram row cannot identify it).
+Fitted: t_spec_s, t_spec_token_s. Held at priors (PRIORS, T_NGRAM_S; the table cannot identify them, see PRIORS):
+t_fixed_draft_s, moe_verify_overlap, t_ngram_s (one usable n-gram row, and that one's proposer runs on the GPU).
 
 Leave-one-source-out cross-validation: each source's rows are predicted by a fit to all other sources.
 
@@ -56,14 +56,18 @@ TABLE_VERSION = "2026-11-30"
 PARAM_NAMES = ("t_spec_s", "t_spec_token_s", "t_fixed_draft_s", "moe_verify_overlap")
 P0 = (5e-4, 2e-6, 3e-4, 0.5)
 BOUNDS = ((0.0, 0.0, 0.0, 0.0), (5e-3, 1e-4, 3e-3, 1.0))
-# The shipped fit's free parameters. moe_verify_overlap is held at its prior: fitted, it came back 0 +- 0.8
-# (2026-11-30) and 0 +- 0.8 again after the row-mapping fixes: the table's MoE rows (DeepSeek-V3 at batch 2, GPT-OSS
-# P-EAGLE against EAGLE-3) cannot separate it from the draft and speculation overheads, and a free unidentified
-# parameter only lets each leave-one-source-out fold absorb its own sources' errors.
-FIT_NAMES = ("t_spec_s", "t_spec_token_s", "t_fixed_draft_s")
-# moe_verify_overlap prior 0: a sequence's verify tokens route independently (routed_tokens = B (K+1)), the
-# first planner's assumption and the bound every fit returned.
-PRIORS = {"moe_verify_overlap": 0.0}
+# The shipped fit's free parameters; the others are held at priors, because the table cannot identify them:
+# - moe_verify_overlap: fitted, it came back 0 +- 0.8 (2026-11-30) and again after the row-mapping fixes: the
+#   table's MoE rows (DeepSeek-V3 at batch 2, GPT-OSS P-EAGLE against EAGLE-3) cannot separate it from the
+#   overheads. Prior 0: a sequence's verify tokens route independently (routed_tokens = B (K+1)), the first
+#   planner's assumption and the bound every fit returned.
+# - t_fixed_draft_s: only one source (P-EAGLE against EAGLE-3: one draft pass against K) varies the number of draft
+#   passes at a fixed step; fitted, it is 0.34 ms with that source and 0.92 ms without it (leave-one-source-out),
+#   trading off against t_spec_s. Prior: hardware.yaml's assumed 0.2 ms per draft pass (launch + draft sampling),
+#   on top of the pass's kernel-fitted roofline and per-layer floors (planner.roofline.step_time_terms).
+# A parameter that one source alone identifies cannot be cross-validated; each fold would fit it to its own sources.
+FIT_NAMES = ("t_spec_s", "t_spec_token_s")
+PRIORS = {"moe_verify_overlap": 0.0, "t_fixed_draft_s": 2e-4}
 # vLLM's n-gram proposer (numba prompt lookup) per sequence per step (assumption: tens of microseconds on a
 # host core); held fixed: the table has one usable n-gram row.
 T_NGRAM_S = 2e-5
@@ -449,6 +453,10 @@ def to_yaml_doc(fit: FitResult, cv: CrossValidation, rows: Sequence[SpecRow], da
     params = {n: {"value": float(f"{v:.6g}"), "stderr": float(f"{se:.3g}")}
               for n, v, se in zip(fit.names, fit.params, fit.stderr)}
     params["t_ngram_s"] = {"value": T_NGRAM_S, "stderr": None, "note": "prior, not fitted (one usable n-gram row)"}
+    params["t_fixed_draft_s"] = {"value": PRIORS["t_fixed_draft_s"], "stderr": None,
+                                 "note": "prior, not fitted: hardware.yaml's assumed launch + draft sampling per "
+                                         "pass; one source alone identifies it (fitted: 0.34 ms with it, 0.92 ms "
+                                         "without it)"}
     params["moe_verify_overlap"] = {"value": PRIORS["moe_verify_overlap"], "stderr": None,
                                     "note": "prior, not fitted: independent routing of the verify tokens; the "
                                             "table does not identify it (fitted: 0 +- 0.8)"}
