@@ -96,7 +96,7 @@ def speculation() -> None:
     for m, v in cv.mape_by(lambda r: r.method).items():
         print(f"  {m:12} {100 * v:5.1f} %  ({sum(r.method == m for r in rows)} rows)")
     print("MoE batch curves (speedup by batch, measured / model):")
-    for c in fs.batch_curves(catalog, fit.as_dict(), rows):
+    for c in fs.batch_curves(catalog, fs.fitted_params(fit), rows):
         pairs = "  ".join(f"b{b:g}: {m:.2f}/{p:.2f}" for b, m, p in zip(c.batches, c.measured, c.predicted))
         print(f"  {c.name:48} {pairs}  | falls: data {c.falls_in_data}, model {c.falls_in_model}")
     sweep = fs.deepseek_mtp_sweep(catalog)

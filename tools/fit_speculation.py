@@ -8,14 +8,14 @@ names every assumption it needs (context length where the source gives only the 
 disaggregated deployment onto one replica). Every other `yes` row is listed with the reason it is left out.
 
 Model, per row (speedup as the source measures it: TPOT or per-user tok/s ratio at the same batch; the
-P-EAGLE rows are against EAGLE-3 at K=3 at the same concurrency, so the model's number is a ratio of two
-evaluations):
+P-EAGLE rows are TPS of P-EAGLE at K=7 against the best EAGLE-3 (the faster of K=3 and K=7, whose ALs the source
+states) at the same concurrency, so the model's number is a ratio of evaluations):
     speedup = T_base(B) / (T_spec(B) / tau) ,  T_spec = T_verify + T_draft(t_fixed_draft_s)
               + t_spec_s + t_spec_token_s * B * K  (+ t_ngram_s * B for n-gram lookup)
 with the step-time terms fixed at their kernel fit (tools/fit_steptime.py, via planner.scenario.efficiency_for).
 Assumes measured = predicted * exp(eps): least squares on log(predicted / measured) (fit_steptime.fit_relative).
-Fitted: t_spec_s, t_spec_token_s, t_fixed_draft_s, moe_verify_overlap. t_ngram_s is held at a prior (one usable
-n-gram row cannot identify it).
+Fitted: t_spec_s, t_spec_token_s. Held at priors (PRIORS, T_NGRAM_S; the table cannot identify them, see PRIORS):
+t_fixed_draft_s, moe_verify_overlap, t_ngram_s (one usable n-gram row, and that one's proposer runs on the GPU).
 
 Leave-one-source-out cross-validation: each source's rows are predicted by a fit to all other sources.
 
@@ -52,9 +52,22 @@ TABLE_CSV = ROOT / "profiles" / "data" / "published" / "published_specdec.csv"
 OUT_YAML = ROOT / "profiles" / "data" / "fitted" / "speculation_vllm.yaml"
 DATA_SOURCE = "published_specdec.csv (73 published speculative-decoding results, shared training table)"
 TABLE_VERSION = "2026-11-30"
-FIT_NAMES = ("t_spec_s", "t_spec_token_s", "t_fixed_draft_s", "moe_verify_overlap")
+# Parameters a fit may set, their start values and bounds (seconds, seconds, seconds, share).
+PARAM_NAMES = ("t_spec_s", "t_spec_token_s", "t_fixed_draft_s", "moe_verify_overlap")
 P0 = (5e-4, 2e-6, 3e-4, 0.5)
 BOUNDS = ((0.0, 0.0, 0.0, 0.0), (5e-3, 1e-4, 3e-3, 1.0))
+# The shipped fit's free parameters; the others are held at priors, because the table cannot identify them:
+# - moe_verify_overlap: fitted, it came back 0 +- 0.8 (2026-11-30) and again after the row-mapping fixes: the
+#   table's MoE rows (DeepSeek-V3 at batch 2, GPT-OSS P-EAGLE against EAGLE-3) cannot separate it from the
+#   overheads. Prior 0: a sequence's verify tokens route independently (routed_tokens = B (K+1)), the first
+#   planner's assumption and the bound every fit returned.
+# - t_fixed_draft_s: only one source (P-EAGLE against EAGLE-3: one draft pass against K) varies the number of draft
+#   passes at a fixed step; fitted, it is 0.34 ms with that source and 0.92 ms without it (leave-one-source-out),
+#   trading off against t_spec_s. Prior: hardware.yaml's assumed 0.2 ms per draft pass (launch + draft sampling),
+#   on top of the pass's kernel-fitted roofline and per-layer floors (planner.roofline.step_time_terms).
+# A parameter that one source alone identifies cannot be cross-validated; each fold would fit it to its own sources.
+FIT_NAMES = ("t_spec_s", "t_spec_token_s")
+PRIORS = {"moe_verify_overlap": 0.0, "t_fixed_draft_s": 2e-4}
 # vLLM's n-gram proposer (numba prompt lookup) per sequence per step (assumption: tens of microseconds on a
 # host core); held fixed: the table has one usable n-gram row.
 T_NGRAM_S = 2e-5
@@ -83,8 +96,16 @@ class SpecRow:
     draft_layers: float | None = None  # the drafter's layers when the source states them
     draft_context_tokens: float | None = None
     self_speculative: bool = False  # the draft is the target itself with a reduced KV (MagicDec)
-    # speedup against another speculative configuration at the same batch: (method, K, tau)
-    reference: tuple[str, int, float] | None = None
+    # speedup against another speculative method at the same batch, at its best K: the candidate
+    # configurations (method, K, tau) the source swept and states the acceptance of; the reference is the
+    # fastest of them (the source picks "the K that maximizes TPS" per concurrency)
+    reference: tuple[tuple[str, int, float], ...] | None = None
+    kv_dtype: str | None = None  # the KV-cache dtype the source states (None: planner default)
+    # the (hardware, dtype) whose kernel-fitted step-time terms stand in where this row's own has no fit
+    step_fit_from: tuple[str, str] | None = None
+    # the n-gram proposer is a GPU kernel inside the engine's CUDA graph (TensorRT-LLM), not a host lookup per
+    # sequence (vLLM's numba prompt lookup, t_ngram_s): no per-sequence host time
+    ngram_on_gpu: bool = False
     assumption: str = ""
 
 
@@ -98,15 +119,23 @@ USABLE: dict[str, dict] = {
                 k=3, context_tokens=65536 + 2048,
                 assumption="as LM1; '4-token MTP window' read as K=3"),
     "TR7c": dict(engine="trtllm", model="llama-4-scout", hardware="b200", dtype="fp8", tp=8, batch=32,
-                 method="ngram", k=3, context_tokens=1500,
-                 assumption="context ~1.5k tokens (Magpie 2nd turn); the AL 1.66 is the k=5, v=3 configuration's"),
+                 method="ngram", k=3, context_tokens=1500, step_fit_from=("b200", "bf16"), ngram_on_gpu=True,
+                 assumption="context ~1.5k tokens (Magpie 2nd turn); K = v = 3 (max_draft_len; k = 5 is the "
+                            "matching n-gram size), AL 1.66 of the k=5, v=3 configuration (turn 2); TensorRT-LLM's "
+                            "n-gram proposer is a CUDA kernel in the CUDA graph (the source: 'runs on GPU via a CUDA "
+                            "kernel'): no host lookup per sequence; no kernel data for FP8 on B200: the B200 BF16 "
+                            "kernel fit's terms on B200's FP8 peaks"),
     **{f"PE_{ds}_{c}": dict(engine="vllm", model="gpt-oss-20b", hardware="b200", dtype="mxfp4", tp=1, batch=c,
-                            method="p_eagle", k=7, context_tokens=1000, draft_layers=4.0,
-                            reference=("eagle3", 3, ref_tau),
-                            assumption="context ~1k tokens; EAGLE-3 reference at K=3 with the source's K=3 AL "
-                                       f"{ref_tau} for {ds}")
-       for ds, ref_tau, cs in (("MT-Bench", 2.70, (1, 4, 16, 64)), ("HumanEval", 2.65, (1, 64)),
-                               ("SPEED-Bench", 2.24, (1, 64)))
+                            method="p_eagle", k=7, context_tokens=1000, draft_layers=4.0, kv_dtype="fp8",
+                            step_fit_from=("b200", "bf16"),
+                            reference=(("eagle3", 3, tau3), ("eagle3", 7, tau7)),
+                            assumption="context ~1k tokens (prompt + half the 2048-token output cap); speedup is "
+                                       "P-EAGLE K=7 TPS over the best EAGLE-3 at the same concurrency: the faster "
+                                       f"of K=3 (AL {tau3}) and K=7 (AL {tau7}) for {ds} (K=5's AL is not given); "
+                                       "fp8 KV cache (the stated --kv-cache-dtype fp8); no kernel data for MXFP4: "
+                                       "the B200 BF16 kernel fit's terms on B200's MXFP4 peaks")
+       for ds, tau3, tau7, cs in (("MT-Bench", 2.70, 3.27, (1, 4, 16, 64)), ("HumanEval", 2.65, 3.03, (1, 64)),
+                                  ("SPEED-Bench", 2.24, 2.59, (1, 64)))
        for c in cs},
     **{rid: dict(engine="gpt-fast", model="llama-3.1-8b", hardware=hw, dtype="bf16", tp=8, batch=b,
                  method="draft_model", k=k, context_tokens=32000, draft_context_tokens=512, self_speculative=True,
@@ -169,7 +198,9 @@ def _why_not(r: Mapping[str, str], tau: float | None, speedup: float | None) -> 
     if speedup is None:
         return "no speedup given"
     if r["id"] in ("TR7a", "TR7b"):
-        return "the AL 1.66 is the k=5, v=3 configuration's; these rows ran v=5 (speedup 1.96 > tau)"
+        return ("the AL 1.66 (k=3, v=5, turn 2) was measured over 3000 sampled conversations, the speedups over "
+                "20 x batch requests: at batch 1 the speedup 1.96 exceeds that AL, impossible for one sample (a "
+                "verify step is never cheaper than a decode step), so the AL does not describe the timed runs")
     if r["id"].startswith("IX"):
         return "B300 and MiniMax-M3 are not in the catalogue (no verified public specs/config.json here)"
     if r["id"] in ("MD1", "MD2", "MD3"):
@@ -184,11 +215,16 @@ def _why_not(r: Mapping[str, str], tau: float | None, speedup: float | None) -> 
 # The planner evaluation of a row
 # ----------------------------------------------------------------------------------------------
 
-def base_efficiency(catalog, hardware: str, dtype: str) -> Efficiency:
+def base_efficiency(catalog, hardware: str, dtype: str, step_fit_from: tuple[str, str] | None = None) -> Efficiency:
     """The step-time parameters the planner runs this (hardware, dtype) with, before any speculation fit:
-    the kernel fit (profiles/data/fitted/steptime_vllm.yaml), else the hardware's defaults."""
+    the kernel fit (profiles/data/fitted/steptime_vllm.yaml), else the kernel fit of `step_fit_from` (a row's
+    named assumption: the same GPU's fit in another dtype; efficiencies and per-layer, per-token and MoE terms
+    carry over, the peaks stay the row's), else the hardware's defaults."""
     fitted = getattr(catalog, "fitted_efficiency", None) or {}
-    return fitted.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
+    own = fitted.get((hardware, dtype))
+    if own is None and step_fit_from is not None:
+        own = fitted.get(step_fit_from)
+    return own or catalog.hardware[hardware].efficiency
 
 
 def _one(row: SpecRow, catalog, eff: Efficiency, *, method: str, k: int, tau: float,
@@ -198,15 +234,15 @@ def _one(row: SpecRow, catalog, eff: Efficiency, *, method: str, k: int, tau: fl
     m = catalog.methods[method]
     if row.draft_layers is not None and method == row.method:
         m = replace(m, draft_layers=row.draft_layers)
-    target = target_net(model, row.dtype)
+    target = target_net(model, row.dtype, kv_dtype=row.kv_dtype)
     draft_total, is_model = 0.0, m.drafting == "draft_model"
     if is_model:
         dm = model if row.self_speculative else catalog.models[model.draft_model]
-        draft = target_net(dm, row.dtype)
+        draft = target_net(dm, row.dtype, kv_dtype=row.kv_dtype)
     elif m.drafting == "ngram":
         draft = null_net()
     else:
-        draft = head_net(m, model, row.dtype)
+        draft = head_net(m, model, row.dtype, kv_dtype=row.kv_dtype)
     tree = {}
     if method == row.method and row.draft_passes is not None:
         tree = dict(draft_passes_override=row.draft_passes, draft_tokens_per_pass_override=row.draft_tokens_per_pass)
@@ -228,14 +264,14 @@ def predict_speedup(rows: Sequence[SpecRow], catalog, params: Mapping[str, float
     for i, row in enumerate(rows):
         hw = (hardware or {}).get(row.hardware)
         model = (models or {}).get(row.model)
-        eff = replace(base_efficiency(catalog, row.hardware, row.dtype) if hw is None else hw.efficiency,
-                      t_ngram_s=T_NGRAM_S, **params)
+        base = base_efficiency(catalog, row.hardware, row.dtype, row.step_fit_from) if hw is None else hw.efficiency
+        eff = replace(base, t_ngram_s=0.0 if row.ngram_on_gpu else T_NGRAM_S, **params)
         res = _one(row, catalog, eff, method=row.method, k=row.k, tau=row.tau, hardware=hw, model=model)
         s = float(res.speedup)
-        if row.reference is not None:
-            ref = _one(row, catalog, eff, method=row.reference[0], k=row.reference[1], tau=row.reference[2],
-                       hardware=hw, model=model)
-            s = float(ref.tpot_s) / float(res.tpot_s)
+        if row.reference is not None:  # against the other method at its best K: its fastest candidate
+            ref_tpot_s = min(float(_one(row, catalog, eff, method=m, k=k, tau=t, hardware=hw, model=model).tpot_s)
+                             for m, k, t in row.reference)
+            s = ref_tpot_s / float(res.tpot_s)
         out[i] = s
     return out
 
@@ -247,19 +283,26 @@ def predict_speedup(rows: Sequence[SpecRow], catalog, params: Mapping[str, float
 def fit_speculation(rows: Sequence[SpecRow], catalog, *, names: Sequence[str] = FIT_NAMES,
                     p0: Sequence[float] | None = None, fixed: Mapping[str, float] | None = None) -> FitResult:
     """Least squares of log(predicted / measured speedup) over `rows` for the parameters `names`
-    (Efficiency fields, seconds or a share); `fixed` holds the others. Returns fit_steptime.FitResult."""
+    (Efficiency fields of PARAM_NAMES, seconds or a share); `fixed` holds others (PRIORS for any not named).
+    Returns fit_steptime.FitResult."""
     if not rows:
         raise ValueError("no rows to fit")
     names = tuple(names)
-    idx = [FIT_NAMES.index(n) for n in names]
+    fixed = {**{n: v for n, v in PRIORS.items() if n not in names}, **(fixed or {})}
+    idx = [PARAM_NAMES.index(n) for n in names]
     p0 = tuple(P0[i] for i in idx) if p0 is None else tuple(p0)
     bounds = (tuple(BOUNDS[0][i] for i in idx), tuple(BOUNDS[1][i] for i in idx))
     y = np.array([r.speedup for r in rows])
 
     def model(p: np.ndarray) -> np.ndarray:
-        return predict_speedup(rows, catalog, {**(fixed or {}), **dict(zip(names, map(float, p)))})
+        return predict_speedup(rows, catalog, {**fixed, **dict(zip(names, map(float, p)))})
 
     return fit_relative(model, y, names=names, p0=p0, bounds=bounds)
+
+
+def fitted_params(fit: FitResult) -> dict[str, float]:
+    """Every speculation parameter a fit implies: its fitted values and the PRIORS it held."""
+    return {**PRIORS, **fit.as_dict()}
 
 
 @dataclass(frozen=True)
@@ -290,7 +333,7 @@ def cross_validate(rows: Sequence[SpecRow], catalog) -> CrossValidation:
         test = [i for i, r in enumerate(rows) if r.source == src]
         fit = fit_speculation(train, catalog)
         fits[src] = fit
-        pred = predict_speedup([rows[i] for i in test], catalog, fit.as_dict())
+        pred = predict_speedup([rows[i] for i in test], catalog, fitted_params(fit))
         res[test] = pred / np.array([rows[i].speedup for i in test]) - 1.0
     return CrossValidation(tuple(rows), res, fits)
 
@@ -410,6 +453,13 @@ def to_yaml_doc(fit: FitResult, cv: CrossValidation, rows: Sequence[SpecRow], da
     params = {n: {"value": float(f"{v:.6g}"), "stderr": float(f"{se:.3g}")}
               for n, v, se in zip(fit.names, fit.params, fit.stderr)}
     params["t_ngram_s"] = {"value": T_NGRAM_S, "stderr": None, "note": "prior, not fitted (one usable n-gram row)"}
+    params["t_fixed_draft_s"] = {"value": PRIORS["t_fixed_draft_s"], "stderr": None,
+                                 "note": "prior, not fitted: hardware.yaml's assumed launch + draft sampling per "
+                                         "pass; one source alone identifies it (fitted: 0.34 ms with it, 0.92 ms "
+                                         "without it)"}
+    params["moe_verify_overlap"] = {"value": PRIORS["moe_verify_overlap"], "stderr": None,
+                                    "note": "prior, not fitted: independent routing of the verify tokens; the "
+                                            "table does not identify it (fitted: 0 +- 0.8)"}
     return {
         "about": ("Speculation overheads of planner/serving.py (one set for every hardware, applied by "
                   "planner.scenario.efficiency_for), fitted by tools/fit_speculation.py to the pinned published table. "
@@ -443,7 +493,7 @@ def print_report(catalog, rows, skipped, fit: FitResult, cv: CrossValidation) ->
         print(f"  {s.id:18} {s.reason}")
     print("fit: " + ", ".join(f"{n} = {v:.4g} +- {se:.2g}" for n, v, se in zip(fit.names, fit.params, fit.stderr))
           + f" | {fit.n_points} rows, MAPE {100 * fit.mape:.1f} %   (t_ngram_s = {T_NGRAM_S:g} s, prior)")
-    pred = predict_speedup(rows, catalog, fit.as_dict())
+    pred = predict_speedup(rows, catalog, fitted_params(fit))
     print(f"{'row':18} {'engine':8} {'method':11} {'B':>4} {'K':>2} {'tau':>5} | measured  fit  LOSO")
     for r, p, e in zip(rows, pred, cv.residuals):
         print(f"{r.id:18} {r.engine:8} {r.method:11} {r.batch:4g} {r.k:2d} {r.tau:5.2f} | {r.speedup:8.2f} "

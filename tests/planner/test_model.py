@@ -138,16 +138,18 @@ def test_speculation_gain_shrinks_and_reverses_with_batch_for_every_method(catal
 def test_mtp_k1_at_alpha_085_gives_about_1_8x(catalog):
     # DeepSeek-V3 with native MTP: acceptance > 80 %, 1.8x in real serving (seed). DeepSeek-V3's gain is highest
     # at small batch, where its step is dominated by per-layer kernel costs and the verify token is nearly free,
-    # and falls with batch as published MoE curves do (issue 11): at batch 1-4 it lands near 1.8x (1.67x at
-    # batch 1 with the fitted per-step overheads; aiconfigurator's own estimate is 1.85x). A dense 7B MTP model at
-    # batch 1 pays the per-step speculation overheads fitted to published speedups (tools/fit_speculation.py:
-    # ~0.4 ms a step, ~0.4 ms a draft pass, on a ~5 ms step), so it lands lower, near 1.5x.
+    # and falls with batch as published MoE curves do (issue 11): at batch 1-4 it lands near 1.8x (1.63x at
+    # batch 1 with the fitted per-step overheads; aiconfigurator's own estimate is 1.85x; the published SGLang
+    # measurements on 16 H200, LM1/LM2 of the training table, are 1.60-1.61x at batch 2 with a larger tau of
+    # 2.18-2.44, so the seed's 1.8x is an upper reading). A dense 7B MTP model at batch 1 pays the per-step
+    # speculation overheads fitted to published speedups (tools/fit_speculation.py: ~1.0 ms a step, 0.2 ms a
+    # draft pass, on a ~5 ms step), so it lands lower, near 1.4x.
     a = Acceptance("per_token", 0.85)
     mimo = evaluate(scen(model="mimo-7b", method="mtp", k=1, batch=1, acceptance=a), catalog)
-    assert 1.40 <= mimo.speedup <= 1.85
+    assert 1.35 <= mimo.speedup <= 1.85
     ds = [evaluate(scen(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8", method="mtp", k=1,
                         batch=b, acceptance=a), catalog) for b in (1, 2, 4)]
-    assert max(e.speedup for e in ds) == pytest.approx(1.8, abs=0.15)
+    assert 1.6 <= max(e.speedup for e in ds) <= 1.95
     assert all(e.verifier_bound == "memory" for e in ds)
 
 
