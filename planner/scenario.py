@@ -248,6 +248,8 @@ def efficiency_for(catalog: CatalogLike, hardware: str, dtype: str, override: Ef
         return override
     fitted = getattr(catalog, "fitted_efficiency", None) or {}
     eff = fitted.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
+    if eff.calibrated:  # a calibrated profile's hardware entry: measured whole, used as it is
+        return eff
     return with_fitted_speculation(catalog, eff)
 
 

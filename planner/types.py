@@ -79,6 +79,9 @@ class Efficiency:
     t_ngram_s: float = 0.0  # n-gram proposer: host lookup time per sequence per step
     # share of a sequence's extra verify tokens routed to experts its other tokens already chose (MoE targets)
     moe_verify_overlap: float = 0.0
+    # True: a calibration run measured this set whole (calibration.profiles_store); the published speculation
+    # fit does not replace its terms (planner.scenario.efficiency_for)
+    calibrated: bool = False
 
 
 @dataclass(frozen=True)

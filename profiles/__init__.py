@@ -5,8 +5,10 @@ from profiles.catalog import (
     ProfileError,
     UnknownNameError,
     cpu_hardware,
+    hardware_for_device,
     load_catalog,
     unknown_name,
 )
 
-__all__ = ["Catalog", "ProfileError", "UnknownNameError", "cpu_hardware", "load_catalog", "unknown_name"]
+__all__ = ["Catalog", "ProfileError", "UnknownNameError", "cpu_hardware", "hardware_for_device", "load_catalog",
+           "unknown_name"]

@@ -10,6 +10,7 @@ import datetime as dt
 import difflib
 import os
 import platform
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -437,6 +438,31 @@ def load_fitted_efficiencies(
             hardware[e["hardware"]].efficiency, per_op_roofline=float(e.get("per_op_roofline", 1.0)),
             source=src, **values)
     return out
+
+
+def hardware_for_device(catalog: Catalog, device_name: str, memory_gb: float | None = None) -> str | None:
+    """The catalogue hardware entry a GPU is (torch.cuda.get_device_name / total memory), or None.
+
+    Matches the model token of the name (A100, H100, H200, B200, L40S, MI300X) against each entry's label, then
+    the memory when given (within 12 %: a device reports GiB less driver reserve; an A100 40GB is not the 80GB
+    entry) and the form factor (a PCIe card is not an SXM entry). "NVIDIA H100 80GB HBM3", 79.2 GiB ->
+    h100-sxm; "NVIDIA H200" -> h200; "NVIDIA H100 PCIe" -> None. None: calibrate it as a new entry, never as
+    a neighbour with other peaks."""
+    tokens = re.findall(r"[A-Za-z]+\d+[A-Za-z]*", device_name.upper())
+    pcie = "PCIE" in device_name.upper()
+    found = []
+    for key, hw in catalog.hardware.items():
+        if getattr(hw, "kind", "gpu") != "gpu":
+            continue
+        label = hw.label.upper()
+        if not any(re.search(rf"\b{re.escape(t)}\b", label) for t in tokens):
+            continue
+        if pcie != ("PCIE" in label):
+            continue
+        if memory_gb is not None and not (abs(memory_gb * (1 << 30) / 1e9 - hw.hbm_gb) <= 0.12 * hw.hbm_gb):
+            continue
+        found.append(key)
+    return found[0] if len(found) == 1 else None
 
 
 def cpu_hardware(
