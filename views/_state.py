@@ -52,7 +52,7 @@ def _catalog_with(calibrated: tuple[tuple[str, float], ...]):
             prof = load_profile(name)
         except (OSError, ValueError, TypeError):
             continue  # a damaged file does not take the app down; the Calibrate page lists it
-        hw = prof.hardware_spec()
+        hw = prof.hardware_spec(cat)
         extra[CALIBRATED_PREFIX + name] = dataclasses.replace(
             hw, name=CALIBRATED_PREFIX + name,
             label=f"Calibrated: {name} ({hw.label}; fitted {prof.created}, held-out MAPE "
