@@ -1735,8 +1735,9 @@ def assumptions(ctx: _Ctx) -> list[Assumption]:
         ),
         Assumption(
             "step-time parameters",
-            f"eta_bw {eff.eta_bw:.3g}, eta_flops {eff.eta_flops:.3g}, per-layer {eff.t_layer_s * 1e6:.3g} us, "
-            f"fixed {eff.t_fixed_s * 1e3:.3g} ms/step, speculation {eff.t_spec_s * 1e3:.3g} ms/step",
+            f"eta_bw {eff.eta_bw:.3f}, eta_flops {eff.eta_flops:.3f}, per-layer {eff.t_layer_s * 1e6:.1f} us, "
+            f"fixed {eff.t_fixed_s * 1e3:.2f} ms/step, speculation {eff.t_spec_s * 1e3:.2f} ms/step + "
+            f"{eff.t_spec_token_s * 1e6:.1f} us per drafted token, {eff.t_fixed_draft_s * 1e3:.2f} ms per draft pass",
             eff.source.source,
             eff.source.date,
         ),
