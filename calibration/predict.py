@@ -79,6 +79,33 @@ def machine() -> Any:
     return cpu_hardware()
 
 
+def machine_for(records: Sequence[GroupRecord], dtype: str = "bf16") -> Any:
+    """The hardware the records were measured on, as the fit's starting point. A GPU run (records' `extra` from
+    calibration.records.device_identity) is the catalogue entry of its device (profiles.hardware_for_device)
+    with that entry's fitted parameters (planner.scenario.efficiency_for), so its calibration refines the entry;
+    CPU runs are this machine's CPU (machine()). Records from different devices, or a GPU the catalogue does
+    not hold, are refused: its peaks are unknown, so its efficiencies would mean nothing."""
+    from planner.scenario import efficiency_for
+    from profiles import hardware_for_device
+
+    devices = {(r.extra.get("device", "cpu"), r.extra.get("device_name", ""), r.extra.get("device_memory_gib"))
+               for r in records}
+    if len(devices) > 1:
+        raise ValueError(f"records come from {len(devices)} devices {sorted(map(str, devices))}: fit one device's "
+                         "runs at a time")
+    kind, name, gib = devices.pop() if devices else ("cpu", "", None)
+    if kind != "cuda":
+        return machine()
+    cat = _catalog()
+    key = hardware_for_device(cat, name, gib) if (cat is not None and name) else None
+    if key is None:
+        known = ", ".join(k for k, h in (cat.hardware.items() if cat else ()) if getattr(h, "kind", "gpu") == "gpu")
+        raise ValueError(f"device {name or '(name not recorded)'!r} ({gib} GiB) matches no catalogue hardware entry "
+                         f"({known}): add it to profiles/data/hardware.yaml with its datasheet peaks to calibrate "
+                         "its step time")
+    return dataclasses.replace(cat.hardware[key], efficiency=efficiency_for(cat, key, dtype))
+
+
 @dataclass(frozen=True)
 class EngineParams:
     eta_bw: float

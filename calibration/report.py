@@ -17,7 +17,7 @@ from calibration.predict import (
     compare,
     fit_engine,
     fit_microbench,
-    machine,
+    machine_for,
     mape_pct,
     split_holdout,
 )
@@ -39,6 +39,10 @@ class CalibrationReport:
     mape_holdout_full_pct: float  # tau predicted as well
     mape_holdout_decode_pct: float  # per-slot decode rate (vLLM's per-request decode time)
     hardware: str
+    # a GPU run: the catalogue entry it refines, the node's GPU count and the engine version (CPU runs: "", 0)
+    base_hardware: str = ""
+    device_count: int = 0
+    engine_version: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +54,8 @@ class CalibrationReport:
             "mape_train_pct": self.mape_train_pct, "mape_holdout_pct": self.mape_holdout_pct,
             "mape_holdout_full_pct": self.mape_holdout_full_pct,
             "mape_holdout_decode_pct": self.mape_holdout_decode_pct, "hardware": self.hardware,
+            "base_hardware": self.base_hardware, "device_count": self.device_count,
+            "engine_version": self.engine_version,
         }
 
     def profile(self, name: str) -> CalibratedProfile:
@@ -61,7 +67,9 @@ class CalibrationReport:
             name=name, hardware=self.hardware, **self.params.to_dict(),
             stderr={k: float(v) for k, v in se.items()},
             holdout_mape_pct=float(self.mape_holdout_pct), created=today(),
-            source=f"calibration runs {', '.join(self.run_ids)}; microbenchmark {self.microbench_run_id}",
+            source=f"calibration runs {', '.join(self.run_ids)}; microbenchmark {self.microbench_run_id}"
+                   + (f"; {self.engine_version}" if self.engine_version else ""),
+            base_hardware=self.base_hardware, device_count=self.device_count, engine_version=self.engine_version,
         )
 
 
@@ -91,9 +99,11 @@ def calibrate(store: Store, run_ids: list[str] | None = None, microbench_run_id:
     records = [r for r in store.groups(run_ids) if r.source == "engine" or r.wall_time_s > 0]
     if not records:
         raise ValueError(f"run_ids={run_ids}: no group records in the store {store.display_url}")
-    hw = machine()
+    hw = machine_for(records)
+    gpu = getattr(hw, "kind", "gpu") == "gpu"
     step_fit = None
-    eta_bw, eta_flops = default_eta
+    # a catalogue GPU starts from its kernel-fitted efficiencies (the calibration refines them)
+    eta_bw, eta_flops = (hw.efficiency.eta_bw, hw.efficiency.eta_flops) if gpu else default_eta
     if microbench_run_id is None:
         microbench_run_id = latest_run_id(store, "microbench")
     if microbench_run_id:
@@ -111,6 +121,9 @@ def calibrate(store: Store, run_ids: list[str] | None = None, microbench_run_id:
         mape_train_pct=_safe_mape(rows, "train"), mape_holdout_pct=_safe_mape(rows, "held_out"),
         mape_holdout_full_pct=_safe_mape(rows, "held_out", full=True),
         mape_holdout_decode_pct=_safe_mape(rows, "held_out", decode=True), hardware=hw.name,
+        base_hardware=hw.name if gpu else "",
+        device_count=int(records[0].extra.get("device_count", 1)) if gpu else 0,
+        engine_version=f"vllm {records[0].engine_version}" if records[0].engine_version else "",
     )
 
 

@@ -78,3 +78,68 @@ def test_a_profile_with_the_entrys_own_values_plans_exactly_like_the_entry(cat):
     c = P.plan(dataclasses.replace(req, hardware="calibrated-h200-node"),
                cat.with_hardware({"calibrated-h200-node": slower.hardware_spec(cat)}))
     assert c.baseline.usd_per_mtok > 1.2 * a.baseline.usd_per_mtok
+
+
+H200_NODE = {"device": "cuda", "device_name": "NVIDIA H200", "device_count": 8, "device_memory_gib": 139.8}
+
+
+def _gpu_records(true_params, hw, extra=H200_NODE) -> list:
+    """Groups as a GPU run stores them (calibration.engine), their wall times from the planner's step time with
+    known parameters: baseline and n-gram at K = 2 and 4, three batch sizes, two workloads."""
+    from calibration.predict import predict_wall_time_s
+    from tests.calibration.conftest import make_record
+
+    out = []
+    for workload in ("code", "chat"):
+        for b in (1, 4, 8):
+            for method, k in (("none", 0), ("ngram", 2), ("ngram", 4)):
+                rec = make_record(method=method, k=k or 3, workload=workload, num_prompts=b, output_tokens=64 * b,
+                                  prompt_tokens=300 * b, per_pos=(6, 3, 1, 1)[:k] if k else (0,), drafts=10,
+                                  config_label=f"{method}-k{k}" if k else "baseline")
+                rec = dataclasses.replace(rec, engine_version="0.11.0", extra=dict(extra))
+                out.append(dataclasses.replace(rec, wall_time_s=predict_wall_time_s(rec, true_params, hw=hw)))
+    return out
+
+
+def test_a_gpu_run_refines_its_catalogue_entry_end_to_end(cat, tmp_path):
+    """Records of an H200 node -> calibrate() starts from the h200 entry's kernel fit, recovers the engine's
+    per-step times, and the saved profile is the h200 entry with them (the planner then uses it)."""
+    from calibration.predict import EngineParams, machine_for
+    from calibration.report import calibrate
+    from calibration.store import Store
+
+    hw = machine_for([dataclasses.replace(_gpu_records(EngineParams(0.8, 0.6, 0.01, 0.001, 0.001),
+                                                       cat.hardware["h200"])[0])])
+    assert hw.name == "h200" and hw.efficiency == efficiency_for(cat, "h200", "bf16")
+    eff = hw.efficiency
+    true = EngineParams(eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=0.0042, t_fixed_draft_s=0.005,
+                        t_spec_s=0.0011)
+    store = Store(f"sqlite:///{tmp_path / 'gpu.db'}")
+    run_id = store.create_run("engine", {"note": "synthetic H200 groups"}, status="succeeded")
+    for rec in _gpu_records(true, hw):
+        store.add_group(dataclasses.replace(rec, run_id=run_id))
+    rep = calibrate(store, [run_id], microbench_run_id=None)
+    assert (rep.base_hardware, rep.device_count, rep.engine_version) == ("h200", 8, "vllm 0.11.0")
+    assert rep.params.t_fixed_s == pytest.approx(0.0042, rel=1e-3)
+    assert rep.params.t_spec_s == pytest.approx(0.0011, rel=1e-3)
+    assert rep.mape_holdout_pct < 0.5
+    prof = rep.profile("h200-node")
+    spec = prof.hardware_spec(cat)
+    assert spec.bf16_tflops == cat.hardware["h200"].bf16_tflops and "calibrated" in spec.label
+    assert spec.efficiency.t_fixed_s == pytest.approx(0.0042, rel=1e-3)
+    assert spec.efficiency.t_layer_s == eff.t_layer_s  # kernel-fitted terms kept
+
+
+def test_records_from_an_unknown_gpu_or_two_devices_are_refused(cat):
+    from calibration.predict import EngineParams, machine_for
+
+    p = EngineParams(0.8, 0.6, 0.01, 0.001, 0.001)
+    rtx = _gpu_records(p, cat.hardware["h200"], extra={**H200_NODE, "device_name": "NVIDIA GeForce RTX 4090",
+                                                       "device_memory_gib": 23.6})
+    with pytest.raises(ValueError, match="RTX 4090.*matches no catalogue hardware entry"):
+        machine_for(rtx)
+    h200 = _gpu_records(p, cat.hardware["h200"])
+    with pytest.raises(ValueError, match="2 devices"):
+        machine_for([h200[0], rtx[0]])
+    cpu = [dataclasses.replace(h200[0], extra={"device": "cpu"})]
+    assert machine_for(cpu).kind == "cpu"
