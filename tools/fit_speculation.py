@@ -11,7 +11,8 @@ Model, per row (speedup as the source measures it: TPOT or per-user tok/s ratio 
 P-EAGLE rows are TPS of P-EAGLE at K=7 against the best EAGLE-3 (the faster of K=3 and K=7, whose ALs the source
 states) at the same concurrency, so the model's number is a ratio of evaluations):
     speedup = T_base(B) / (T_spec(B) / tau) ,  T_spec = T_verify + T_draft(t_fixed_draft_s)
-              + t_spec_s + t_spec_token_s * B * K  (+ t_ngram_s * B for n-gram lookup)
+              + t_spec_s + t_spec_token_s * B * (n - 1)  (+ t_ngram_s * B for n-gram lookup)
+(n - 1 drafted tokens per sequence reach the verifier: K for a chain, the tree's draft nodes for a tree)
 with the step-time terms fixed at their kernel fit (tools/fit_steptime.py, via planner.scenario.efficiency_for).
 Assumes measured = predicted * exp(eps): least squares on log(predicted / measured) (fit_steptime.fit_relative).
 Fitted: t_spec_s, t_spec_token_s. Held at priors (PRIORS, T_NGRAM_S; the table cannot identify them, see PRIORS):
