@@ -73,16 +73,18 @@ def first_draft_pass_tokens(mode, draft_scales_with_k, tokens_per_pass, verify_t
     return np.where(np.asarray(draft_scales_with_k), tpp, first)
 
 
-def speculation_overhead_s(hw: HwParams, *, mode, batch, k) -> np.ndarray:
+def speculation_overhead_s(hw: HwParams, *, mode, batch, drafted_tokens) -> np.ndarray:
     """Per speculative step, beyond the draft passes, seconds (fitted: tools/fit_speculation.py):
-        t_spec_s + t_spec_token_s * B * K + [n-gram] t_ngram_s * B
+        t_spec_s + t_spec_token_s * B * D + [n-gram] t_ngram_s * B ,   D = verify tokens - 1
     t_spec_s: proposer set-up, rejection-sampler launch, bookkeeping per step; t_spec_token_s: per drafted token
-    of each sequence (its target row sampled and compared, its slot and metadata updated); t_ngram_s: the
-    n-gram proposer's host lookup per sequence (vLLM's numba prompt lookup; no GPU pass)."""
+    of each sequence that the verifier checks (its target row sampled and compared, its slot and metadata
+    updated): D = K for a chain, the tree's N - 1 draft nodes for a tree (every node gets a KV slot, a target
+    row and a comparison, not only the K of its deepest path); t_ngram_s: the n-gram proposer's host lookup
+    per sequence (vLLM's numba prompt lookup; no GPU pass)."""
     b = np.asarray(batch, float)
     ngram = np.where(np.asarray(mode) == MODE_NONE, np.asarray(hw.t_ngram_s, float) * b, 0.0)
-    return (np.asarray(hw.t_spec_s, float) + np.asarray(hw.t_spec_token_s, float) * b * np.asarray(k, float)
-            + ngram)
+    return (np.asarray(hw.t_spec_s, float)
+            + np.asarray(hw.t_spec_token_s, float) * b * np.asarray(drafted_tokens, float) + ngram)
 
 
 def prefill_time_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1) -> np.ndarray:
@@ -201,6 +203,7 @@ def evaluate_arrays(
 
     Draft side of a step (speculation_overhead_s and first_draft_pass_tokens; issue 11, step 4):
         T_draft = T_pass(first) + (passes - 1) * T_pass(tokens_pp) + T_fusion + speculation_overhead_s
+    (speculation_overhead_s counts the drafted tokens the verifier checks: n - 1, K for a chain, a tree's nodes.)
     The first pass of a head, native module or draft model runs over the step's verified tokens (vLLM's EAGLE
     proposer drafts from every verified position), the next ones over one token (topk for a tree) per sequence;
     T_fusion is EAGLE-3's once-per-step 3h -> h projection (planner.roofline.fusion_time_s).
@@ -237,7 +240,7 @@ def evaluate_arrays(
     gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
     # Any speculative step pays the speculation overhead (rejection sampling, proposer bookkeeping); an explicit
     # draft cost ratio c stands for every draft-side cost, so the overhead is folded into it then.
-    spec_overhead = speculation_overhead_s(hw, mode=mode, batch=b, k=k)
+    spec_overhead = speculation_overhead_s(hw, mode=mode, batch=b, drafted_tokens=n_verify - 1.0)
     if draft_cost_ratio is not None:
         pass_t = np.asarray(draft_cost_ratio, float) * base_t
         gpu_draft_t = passes * pass_t

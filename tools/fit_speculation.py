@@ -11,7 +11,8 @@ Model, per row (speedup as the source measures it: TPOT or per-user tok/s ratio 
 P-EAGLE rows are TPS of P-EAGLE at K=7 against the best EAGLE-3 (the faster of K=3 and K=7, whose ALs the source
 states) at the same concurrency, so the model's number is a ratio of evaluations):
     speedup = T_base(B) / (T_spec(B) / tau) ,  T_spec = T_verify + T_draft(t_fixed_draft_s)
-              + t_spec_s + t_spec_token_s * B * K  (+ t_ngram_s * B for n-gram lookup)
+              + t_spec_s + t_spec_token_s * B * (n - 1)  (+ t_ngram_s * B for n-gram lookup)
+(n - 1 drafted tokens per sequence reach the verifier: K for a chain, the tree's draft nodes for a tree)
 with the step-time terms fixed at their kernel fit (tools/fit_steptime.py, via planner.scenario.efficiency_for).
 Assumes measured = predicted * exp(eps): least squares on log(predicted / measured) (fit_steptime.fit_relative).
 Fitted: t_spec_s, t_spec_token_s. Held at priors (PRIORS, T_NGRAM_S; the table cannot identify them, see PRIORS):
@@ -103,7 +104,8 @@ class SpecRow:
     kv_dtype: str | None = None  # the KV-cache dtype the source states (None: planner default)
     # the (hardware, dtype) whose kernel-fitted step-time terms stand in where this row's own has no fit
     step_fit_from: tuple[str, str] | None = None
-    # the n-gram proposer is a GPU kernel inside the engine's CUDA graph (TensorRT-LLM), not a host lookup per
+    # the n-gram proposer of the timed runs is a GPU kernel inside the engine's CUDA graph (TensorRT-LLM's suffix
+    # automaton since late 2025; not the TR7c runs, which predate it), not a host lookup per
     # sequence (vLLM's numba prompt lookup, t_ngram_s): no per-sequence host time
     ngram_on_gpu: bool = False
     assumption: str = ""
@@ -119,12 +121,14 @@ USABLE: dict[str, dict] = {
                 k=3, context_tokens=65536 + 2048,
                 assumption="as LM1; '4-token MTP window' read as K=3"),
     "TR7c": dict(engine="trtllm", model="llama-4-scout", hardware="b200", dtype="fp8", tp=8, batch=32,
-                 method="ngram", k=3, context_tokens=1500, step_fit_from=("b200", "bf16"), ngram_on_gpu=True,
+                 method="ngram", k=3, context_tokens=1500, step_fit_from=("b200", "bf16"),
                  assumption="context ~1.5k tokens (Magpie 2nd turn); K = v = 3 (max_draft_len; k = 5 is the "
-                            "matching n-gram size), AL 1.66 of the k=5, v=3 configuration (turn 2); TensorRT-LLM's "
-                            "n-gram proposer is a CUDA kernel in the CUDA graph (the source: 'runs on GPU via a CUDA "
-                            "kernel'): no host lookup per sequence; no kernel data for FP8 on B200: the B200 BF16 "
-                            "kernel fit's terms on B200's FP8 peaks"),
+                            "matching n-gram size), AL 1.66 of the k=5, v=3 configuration (turn 2); the timed runs "
+                            "used the host n-gram pool (a host lookup per sequence, t_ngram_s): the blog as first "
+                            "published says 'N-Gram algorithm runs on the host with low overhead' with the same "
+                            "speedups and figures; the pinned revision describes the later GPU suffix-automaton "
+                            "kernel but kept those measurements ('TODO image needs to be updated'); no kernel data "
+                            "for FP8 on B200: the B200 BF16 kernel fit's terms on B200's FP8 peaks"),
     **{f"PE_{ds}_{c}": dict(engine="vllm", model="gpt-oss-20b", hardware="b200", dtype="mxfp4", tp=1, batch=c,
                             method="p_eagle", k=7, context_tokens=1000, draft_layers=4.0, kv_dtype="fp8",
                             step_fit_from=("b200", "bf16"),

@@ -20,6 +20,7 @@ from planner.roofline import (  # noqa: E402
     fusion_time_s,
     head_net,
     hw_params,
+    null_net,
     routed_tokens,
     step_time_s,
     target_net,
@@ -109,10 +110,12 @@ def test_a_row_without_a_kernel_fit_borrows_the_named_one(cat):
 
 def test_a_gpu_ngram_proposer_pays_no_host_lookup(cat, rows):
     row = next(r for r in rows if r.id == "TR7c")
-    assert row.ngram_on_gpu
+    # the TensorRT-LLM n-gram speedups were measured with the host n-gram pool (blog 7 as first published: 'runs
+    # on the host'); the GPU suffix-automaton kernel the pinned revision describes came later
+    assert not row.ngram_on_gpu and "runs on the host" in row.assumption
     params = {"t_spec_s": 0.0, "t_spec_token_s": 0.0, "t_fixed_draft_s": 0.0, "moe_verify_overlap": 0.0}
-    gpu = fs.predict_speedup([row], cat, params)[0]
-    host = fs.predict_speedup([dataclasses.replace(row, ngram_on_gpu=False)], cat, params)[0]
+    gpu = fs.predict_speedup([dataclasses.replace(row, ngram_on_gpu=True)], cat, params)[0]
+    host = fs.predict_speedup([row], cat, params)[0]
     assert gpu > host
 
 
@@ -236,9 +239,27 @@ def test_first_draft_pass_tokens_limits():
 def test_speculation_overhead_limits(cat):
     eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=1e-3, t_spec_token_s=1e-5, t_ngram_s=2e-5)
     hp = hw_params(cat.hardware["h100-sxm"], "bf16", eff)
-    assert float(speculation_overhead_s(hp, mode=MODE_SEQUENTIAL, batch=0, k=4)) == pytest.approx(1e-3)
-    assert float(speculation_overhead_s(hp, mode=MODE_SEQUENTIAL, batch=8, k=4)) == pytest.approx(1e-3 + 32e-5)
-    assert float(speculation_overhead_s(hp, mode=MODE_NONE, batch=8, k=4)) == pytest.approx(1e-3 + 32e-5 + 16e-5)
+    def overhead(mode, batch):
+        return float(speculation_overhead_s(hp, mode=mode, batch=batch, drafted_tokens=4))
+
+    assert overhead(MODE_SEQUENTIAL, 0) == pytest.approx(1e-3)
+    assert overhead(MODE_SEQUENTIAL, 8) == pytest.approx(1e-3 + 32e-5)
+    assert overhead(MODE_NONE, 8) == pytest.approx(1e-3 + 32e-5 + 16e-5)
+
+
+def test_a_tree_pays_the_per_token_overhead_for_every_verified_draft_node(cat):
+    # SGLang's depth-3 x topk-4 tree verifies 21 tokens (20 draft nodes) at K = 3: each node gets a KV slot, a
+    # target row and a comparison, so the per-drafted-token overhead counts 20 per sequence, not the chain's 3.
+    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=0.0, t_spec_token_s=1e-5)
+    hp = hw_params(cat.hardware["h100-sxm"], "bf16", eff)
+    model = cat.models["qwen3-8b"]
+    kw = dict(target=target_net(model), draft=null_net(), hw=hp, mode=MODE_SEQUENTIAL, draft_scales_with_k=False,
+              k=3.0, batch=2.0, tau=2.0, context_tokens=400.0, prompt_tokens=400.0, output_tokens=200.0,
+              usd_per_gpu_hour=1.0)
+    chain = evaluate_arrays(**kw)
+    tree = evaluate_arrays(**kw, verify_tokens=21.0)
+    assert float(chain.draft_time_s) == pytest.approx(2 * 3 * 1e-5)
+    assert float(tree.draft_time_s) == pytest.approx(2 * 20 * 1e-5)
 
 
 def _eval(cat, **kw):
@@ -261,8 +282,6 @@ def test_draft_context_tokens_limits(cat):
 
 def test_ngram_costs_host_time_per_sequence_only(cat):
     model = cat.models["llama-3.1-8b"]
-    from planner.roofline import null_net  # noqa: PLC0415
-
     eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=0.0, t_spec_token_s=0.0, t_ngram_s=2e-5)
     hp = hw_params(cat.hardware["h100-sxm"], "bf16", eff)
     res = evaluate_arrays(target=target_net(model), draft=null_net(), hw=hp,

@@ -48,7 +48,8 @@ def test_sglang_shape_is_priced_with_its_64_verify_tokens_and_8_draft_passes(cat
     assert ev.verify_tokens_per_seq == 64 and ev.acceptance_length == pytest.approx(5.0)
     # by hand: one verify step over 4 x 64 tokens + 8 head passes over 4 x 8 tokens (the first over the 64 verified
     # tokens, vLLM's proposer drafting from every verified position) + EAGLE-3's once-per-step fusion over the
-    # verified tokens + the speculation overhead (per step and per drafted token of each sequence)
+    # verified tokens + the speculation overhead (per step and per draft node the verifier checks: 63 of each
+    # sequence, not K = 8)
     eff = efficiency_for(catalog, "h100-sxm", "bf16")
     hp = hw_params(hw, "bf16", eff)
     ctx = 1000 + 400 / 2
@@ -60,7 +61,7 @@ def test_sglang_shape_is_priced_with_its_64_verify_tokens_and_8_draft_passes(cat
                          t_fixed_s=eff.t_fixed_draft_s)
     fusion = fusion_time_s(head, hp, batch=4.0, tokens_per_seq=64.0, tp=8)
     step_s = (float(verify) + float(first_pass) + 7 * float(one_pass) + float(fusion) + eff.t_spec_s
-              + eff.t_spec_token_s * 4 * 8)
+              + eff.t_spec_token_s * 4 * 63)
     assert ev.tpot_ms == pytest.approx(step_s / 5.0 * 1e3, rel=1e-9)
     # the 64-token verify costs more than a chain of K=8 (9 tokens) at the same batch
     chain = evaluate(Scenario(model="llama-3.3-70b", hardware="h100-sxm", method="eagle3", k=8, batch=4, tp=8,
