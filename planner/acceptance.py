@@ -85,10 +85,10 @@ def acceptance_length_from_rate(rate: ArrayLike, k: ArrayLike) -> np.ndarray:
 
 
 def alpha_from_acceptance_length(tau: ArrayLike, k: ArrayLike, *, iterations: int = 60) -> np.ndarray:
-    """Invert tau(a, K) = (1 - a^(K+1)) / (1 - a) for the i.i.d. per-token alpha (bisection).
+    """Invert tau(a, K) = sum_{i=0..K} a^i = (1 - a^(K+1)) / (1 - a) for the i.i.d. per-token alpha.
 
-    tau is strictly increasing in a on [0, 1] (from 1 to K+1), so bisection converges; 60 halvings
-    reach float64 resolution.
+    tau is strictly increasing and smooth in a on [0, 1] (from 1 to K+1): eight halvings bracket the root to
+    1/256, then safeguarded Newton steps (at most `iterations`) reach float64 resolution.
     """
     t = np.asarray(tau, float)
     kk = np.asarray(k, float)
@@ -101,16 +101,63 @@ def alpha_from_acceptance_length(tau: ArrayLike, k: ArrayLike, *, iterations: in
             f"acceptance_length={float(t[tuple(idx)])!r} is outside [1, K+1] for k={kk[tuple(idx)]:g}; "
             "the mean acceptance length counts the bonus token, so it lies between 1 and K+1"
         )
+    if t.size <= SCALAR_SOLVE_MAX:  # the planner's few values: plain floats beat numpy's per-call cost
+        return np.array([_alpha_iid(float(x), int(y), iterations) for x, y in zip(t.flat, kk.flat, strict=True)],
+                        float).reshape(t.shape)
     lo = np.zeros_like(t)
     hi = np.ones_like(t)
     kp1 = kk + 1.0
-    for _ in range(iterations):
+    # Bisection to 1/256, then Newton steps kept inside the shrinking bracket (tau is smooth and increasing in a,
+    # so Newton converges quadratically from there; a step leaving the bracket bisects instead).
+    for _ in range(8):
         mid = 0.5 * (lo + hi)
         # sum_{i=0..K} mid^i without the checks of acceptance_length_iid (mid is in (0, 1))
         below = (1.0 - mid**kp1) / (1.0 - mid) < t
         lo = np.where(below, mid, lo)
         hi = np.where(below, hi, mid)
-    return 0.5 * (lo + hi)
+    a = 0.5 * (lo + hi)
+    powers = np.arange(int(kk.max()) + 1, dtype=float)
+    live = powers <= kk[..., None]  # the terms i = 0..K of each entry
+    for _ in range(iterations):
+        ap = np.where(live, a[..., None] ** powers, 0.0)
+        f = ap.sum(-1) - t
+        lo = np.where(f < 0, a, lo)
+        hi = np.where(f > 0, a, hi)
+        df = np.where(live[..., 1:], powers[1:] * ap[..., :-1], 0.0).sum(-1)
+        step = np.divide(f, df, out=np.zeros_like(f), where=df > 0)
+        new = a - step
+        a = np.where((new >= lo) & (new <= hi), new, 0.5 * (lo + hi))
+        if np.abs(step).max(initial=0.0) < 1e-13:  # the next step would be below 1e-26: converged
+            break
+    return a
+
+
+SCALAR_SOLVE_MAX = 64
+
+
+def _alpha_iid(tau: float, k: int, iterations: int) -> float:
+    """alpha_from_acceptance_length for one value, in floats (the same bracket-then-Newton steps)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(8):
+        mid = 0.5 * (lo + hi)
+        if sum(mid**i for i in range(k + 1)) < tau:
+            lo = mid
+        else:
+            hi = mid
+    a = 0.5 * (lo + hi)
+    for _ in range(iterations):
+        f = sum(a**i for i in range(k + 1)) - tau
+        if f < 0:
+            lo = a
+        elif f > 0:
+            hi = a
+        df = sum(i * a ** (i - 1) for i in range(1, k + 1))
+        step = f / df if df > 0 else 0.0
+        new = a - step
+        a = new if lo <= new <= hi else 0.5 * (lo + hi)
+        if abs(step) < 1e-13:
+            break
+    return a
 
 
 def convert(

@@ -112,3 +112,17 @@ def test_sibling_rows_are_exclusive_probabilities():
 def test_tree_validation_names_the_orphan_node():
     with pytest.raises(ValueError, match=r"\(0, 1\).*no parent \(0,\)"):
         acc.tree_acceptance_length(((1,), (0, 1)), acc.sibling_acceptance(0.5, 2, 2))
+
+
+def test_alpha_inversion_is_exact_at_the_ends_and_the_same_on_both_paths():
+    """tau = K + 1 means every draft is accepted (alpha 1), tau = 1 none (alpha 0); the few-value path (floats)
+    and the array path (numpy) give the same alpha, which reproduces tau to 1e-12."""
+    assert float(acc.alpha_from_acceptance_length(9.0, 8)) == 1.0
+    assert float(acc.alpha_from_acceptance_length(1.0, 8)) == pytest.approx(0.0, abs=1e-15)
+    ks = np.repeat(np.arange(1, 9), 50).astype(float)
+    taus = 1.0 + np.tile(np.linspace(0.0, 1.0, 50), 8) * ks
+    big = acc.alpha_from_acceptance_length(taus, ks)  # 400 values: the array path
+    small = np.concatenate([acc.alpha_from_acceptance_length(taus[i:i + 40], ks[i:i + 40]) for i in range(0, 400, 40)])
+    np.testing.assert_allclose(small, big, atol=1e-12)
+    back = np.array([sum(a ** i for i in range(int(k) + 1)) for a, k in zip(big, ks, strict=True)])
+    np.testing.assert_allclose(back, taus, atol=1e-12)
