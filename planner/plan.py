@@ -641,18 +641,23 @@ def _taus(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, ks: np.ndarray):
 
 def _draft(ctx: _Ctx, name: str):
     """(draft Net, drafting mode code, scales with K, resident draft weight bytes, is a separate model)."""
-    dtype = ctx.req.dtype
-    if name == NO_SPEC:
+    model = ctx.model
+    draft_spec = ctx.catalog.models[model.draft_model] if model.draft_model else None
+    return _draft_net(ctx.catalog.methods[name] if name != NO_SPEC else None, model, draft_spec, ctx.req.dtype,
+                      ctx.req.kv_dtype)
+
+
+def _draft_net(m, model, draft_spec, dtype: str, kv_dtype: str | None):
+    """_draft for a Method (None: no speculation)."""
+    if m is None:
         return null_net(), MODE_NONE, False, 0.0, False
-    m = ctx.catalog.methods[name]
     mode = DRAFTING_MODE_CODE[m.drafting]
     if m.drafting == "draft_model":
-        dm = ctx.catalog.models[ctx.model.draft_model]
-        dnet = target_net(dm, dtype, kv_dtype=ctx.req.kv_dtype)
+        dnet = target_net(draft_spec, dtype, kv_dtype=kv_dtype)
         return dnet, mode, False, float(resident_weight_bytes(dnet)), True
     if m.drafting == "ngram":
         return null_net(), mode, False, 0.0, False
-    return head_net(m, ctx.model, dtype, kv_dtype=ctx.req.kv_dtype), mode, m.draft_params_scale_with_k, 0.0, False
+    return head_net(m, model, dtype, kv_dtype=kv_dtype), mode, m.draft_params_scale_with_k, 0.0, False
 
 
 @dataclass(frozen=True)
@@ -673,9 +678,20 @@ class _Search:
 
 def _drafts(ctx: _Ctx, cands: Sequence[Candidate]) -> dict[str, Any]:
     """Draft networks and flags along axis 1 for the candidates (each distinct method built once)."""
-    names = list(dict.fromkeys(c.method for c in cands))
-    built = [_draft(ctx, n) for n in names]
-    idx = np.array([names.index(c.method) for c in cands])
+    cat, model = ctx.catalog, ctx.model
+    methods = tuple(cat.methods[c.method] if c.method != NO_SPEC else None for c in cands)
+    draft_spec = cat.models[model.draft_model] if model.draft_model else None
+    return _drafts_for(methods, model, draft_spec, ctx.req.dtype, ctx.req.kv_dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _drafts_for(methods: tuple, model, draft_spec, dtype: str, kv_dtype: str | None) -> dict[str, Any]:
+    """_drafts for hashable inputs (Method, ModelSpec: frozen records), cached: every plan() asks the same few.
+    The arrays are shared between calls and never written."""
+    names = list(dict.fromkeys(m.name if m is not None else NO_SPEC for m in methods))
+    by_name = {m.name: m for m in methods if m is not None}
+    built = [_draft_net(by_name.get(n), model, draft_spec, dtype, kv_dtype) for n in names]
+    idx = np.array([names.index(m.name if m is not None else NO_SPEC) for m in methods])
     nets = stack([b[0] for b in built], shape_axis=1, ndim=5)
     net = dataclasses.replace(nets, **{f.name: np.take(getattr(nets, f.name), idx, axis=1)
                                        for f in dataclasses.fields(nets)})
