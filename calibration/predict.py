@@ -187,40 +187,52 @@ def fit_microbench(samples: Sequence[dict[str, Any]], *, model: str, hw: Any | N
     return dataclasses.replace(r, extra={"model": model, "hardware": hw.name})
 
 
-ENGINE_FIT_NAMES = ("t_fixed_s", "t_spec_s", "t_fixed_draft_s")
+ENGINE_FIT_NAMES = ("t_fixed_s", "t_spec_s", "t_fixed_draft_s", "eta_flops")
+MIN_BATCH_SIZES_FOR_SLOPE = 3  # distinct batch sizes before the per-token term (eta_flops) is fitted
 
 
 def fit_engine(records: Sequence[GroupRecord], *, eta_bw: float, eta_flops: float,
                hw: Any | None = None) -> FitResult:
     """Per-step fixed times of the engine (verifier step, speculative overhead per step, draft pass) from
-    measured groups, with the roofline efficiencies held at the microbenchmark's values. Parameters with no
-    informing record (e.g. no speculative run) are not fitted and stay at their start value."""
-    recs = [r for r in records if r.wall_time_s > 0 and r.num_prompts > 0]
+    measured groups, with the bandwidth efficiency held at the microbenchmark's value. With groups at
+    >= 3 batch sizes the compute efficiency eta_flops is fitted too: the step time's per-token term
+    (slope in B * (K + 1)) then separates from its per-step term (t_fixed_s); at one batch size the two are
+    confounded and eta_flops stays at the microbenchmark's value. Parameters with no informing record (e.g.
+    no speculative run) are not fitted and stay at their start value. Warm-up groups are left out."""
+    recs = [r for r in records if r.wall_time_s > 0 and r.num_prompts > 0 and r.status == "finished"]
     if not recs:
         raise ValueError("records: no measured groups with wall_time_s > 0 to fit the engine step time on")
     hw = hw or machine()
     methods = {r.method for r in recs}
+    batch_sizes = {r.num_prompts for r in recs}
     free = ["t_fixed_s"] + (["t_spec_s"] if methods - {"none"} else []) + (
-        ["t_fixed_draft_s"] if "draft_model" in methods else [])
+        ["t_fixed_draft_s"] if "draft_model" in methods else []) + (
+        ["eta_flops"] if len(batch_sizes) >= MIN_BATCH_SIZES_FOR_SLOPE else [])
     if len(recs) <= len(free):
         raise ValueError(f"records has {len(recs)} groups: too few for {len(free)} parameters {free}")
     y = np.array([r.wall_time_s for r in recs])
-    start = {"t_fixed_s": 0.01, "t_fixed_draft_s": 0.005, "t_spec_s": 0.001}
+    start = {"t_fixed_s": 0.01, "t_fixed_draft_s": 0.005, "t_spec_s": 0.001, "eta_flops": eta_flops}
+    eta_lo, eta_hi = ETA_BOUNDS_CPU if getattr(hw, "kind", "gpu") == "cpu" else ETA_BOUNDS
+    lower = {"eta_flops": eta_lo}
+    upper = {"eta_flops": eta_hi}
+    scale = {"eta_flops": 0.1}
 
     def params(x: np.ndarray) -> EngineParams:
         vals = dict(start)
         vals.update(dict(zip(free, x, strict=True)))
-        return EngineParams(eta_bw=eta_bw, eta_flops=eta_flops, **{k: float(v) for k, v in vals.items()})
+        return EngineParams(eta_bw=eta_bw, **{k: float(v) for k, v in vals.items()})
 
     def resid(x: np.ndarray) -> np.ndarray:
         p = params(x)
         return np.array([predict_wall_time_s(r, p, hw=hw) for r in recs]) / y - 1.0
 
     r = fit_least_squares(resid, names=tuple(free), p0=[start[f] for f in free],
-                          lower=[T_FIXED_BOUNDS_S[0]] * len(free), upper=[T_FIXED_BOUNDS_S[1]] * len(free),
-                          n_points=len(recs), x_scale=[0.01] * len(free))
+                          lower=[lower.get(f, T_FIXED_BOUNDS_S[0]) for f in free],
+                          upper=[upper.get(f, T_FIXED_BOUNDS_S[1]) for f in free],
+                          n_points=len(recs), x_scale=[scale.get(f, 0.01) for f in free])
     full = params(np.array(r.params)).to_dict()
-    return dataclasses.replace(r, extra={"params": full, "records": [f"{x.config_label}/{x.workload}" for x in recs]})
+    return dataclasses.replace(r, extra={"params": full, "batch_sizes": sorted(batch_sizes),
+                                         "records": [f"{x.config_label}/{x.workload}" for x in recs]})
 
 
 def split_holdout(records: Sequence[GroupRecord]) -> tuple[list[GroupRecord], list[GroupRecord]]:
@@ -257,45 +269,87 @@ class Comparison:
     measured_decode_tokens_per_s: float = math.nan
     predicted_decode_tokens_per_s: float = math.nan
     decode_error_pct: float = math.nan
+    batch_size: int = 0  # prompts submitted together in the group
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
+def _same_kind(rec: GroupRecord, train: Sequence[GroupRecord]) -> list[GroupRecord]:
+    return [t for t in train if (t.method, t.draft, t.workload) == (rec.method, rec.draft, rec.workload)
+            and t.method != "none" and t.status == "finished"]
+
+
 def _predicted_tau(rec: GroupRecord, train: Sequence[GroupRecord]) -> tuple[float, float]:
-    """(tau, tokens per sequence step) of `rec` predicted from the train record of the same (method, draft,
-    workload): invert the i.i.d. tau(a, K) at the train K and evaluate it at rec.k (planner.acceptance,
-    Leviathan et al. 2023 eq. 1); steps without a draft keep the train record's draft coverage c:
-    tokens per step = 1 + c * (tau - 1)."""
+    """(tau, tokens per sequence step) of `rec` predicted from the train records of the same (method, draft,
+    workload), pooled over batch sizes and rounds: invert the i.i.d. tau(a, K) at the train K and evaluate
+    it at rec.k (planner.acceptance, Leviathan et al. 2023 eq. 1); steps without a draft keep the train
+    records' draft coverage c: tokens per step = 1 + c * (tau - 1)."""
     from planner.acceptance import acceptance_length_iid, alpha_from_acceptance_length
 
     if rec.method == "none":
         return 1.0, 1.0
-    same = [t for t in train if (t.method, t.draft, t.workload) == (rec.method, rec.draft, rec.workload)]
-    if not same or not math.isfinite(same[0].acceptance_length):
+    same = _same_kind(rec, train)
+    drafts = sum(t.counts.num_drafts for t in same)
+    if not same or drafts == 0:
         return math.nan, math.nan
-    t = same[0]
-    alpha = float(alpha_from_acceptance_length(min(t.acceptance_length, t.k + 1.0), t.k))
+    k_train = same[0].k
+    tau_train = 1.0 + sum(t.counts.num_accepted_tokens for t in same) / drafts
+    coverage = min(1.0, drafts / max(sum(t.sequence_steps for t in same), 1.0))
+    alpha = float(alpha_from_acceptance_length(min(tau_train, k_train + 1.0), k_train))
     tau = float(acceptance_length_iid(alpha, rec.k))
-    return tau, 1.0 + t.draft_coverage * (tau - 1.0)
+    return tau, 1.0 + coverage * (tau - 1.0)
+
+
+def _request_decode_steps(train: Sequence[GroupRecord], k: int) -> np.ndarray:
+    """Decode steps each train request would need at K = k: per request, its acceptance length at the train
+    K read as an i.i.d. alpha (planner.acceptance), evaluated at k, with the request's own draft coverage."""
+    from planner.acceptance import acceptance_length_iid, alpha_from_acceptance_length
+
+    steps = []
+    for t in train:
+        _, _, l_out = _group_shape(t)
+        d = np.asarray(t.extra["request_drafts"], float)
+        a = np.asarray(t.extra["request_accepted"], float)
+        decode = (l_out - 1.0) - a  # each decode step emits 1 + accepted tokens
+        tau_i = np.where(d > 0, 1.0 + a / np.maximum(d, 1.0), 1.0)
+        cov = np.clip(d / np.maximum(decode, 1.0), 0.0, 1.0)
+        alpha = alpha_from_acceptance_length(np.minimum(tau_i, t.k + 1.0), t.k)
+        tau_k = acceptance_length_iid(alpha, k)
+        steps.append((l_out - 1.0) / (1.0 + cov * (tau_k - 1.0)))
+    return np.concatenate(steps) if steps else np.array([])
 
 
 def _predicted_slowest_steps_tau(rec: GroupRecord, train: Sequence[GroupRecord]) -> float:
-    """Tokens per step of the slowest sequence of `rec`, predicted from the train record of the same
-    (method, draft, workload): its slowest sequence's tokens per step, read as an i.i.d. acceptance length at
-    the train K, evaluated at rec.k. NaN without per-request data (then the mean is used)."""
+    """Tokens per step of the slowest sequence of `rec` (an offline batch lasts as long as it), predicted
+    from the train records of the same (method, draft, workload) with per-request counts: the train group
+    that ran the same prompts gives each request's steps at rec.k (`_request_decode_steps`) and the batch
+    takes the slowest; without it, the pooled requests' steps at rec.k and the expected slowest of B draws
+    (the B / (B + 1) quantile). Records without per-request counts: their slowest sequence, read as an i.i.d.
+    acceptance length. NaN without any of these (then the mean is used)."""
     from planner.acceptance import acceptance_length_iid, alpha_from_acceptance_length
 
     if rec.method == "none":
         return 1.0
-    same = [t for t in train if (t.method, t.draft, t.workload) == (rec.method, rec.draft, rec.workload)]
-    if not same or same[0].extra.get("request_accepted_min") is None:
+    same = _same_kind(rec, train)
+    if not same:
         return math.nan
+    b, _, l_out = _group_shape(rec)
+    with_req = [t for t in same if "request_drafts" in t.extra and "request_accepted" in t.extra]
+    if with_req:
+        match = [t for t in with_req if t.prompt_set_hash == rec.prompt_set_hash]
+        if match:
+            slow = float(np.max(_request_decode_steps(match[:1], rec.k)))
+        else:
+            slow = float(np.quantile(_request_decode_steps(with_req, rec.k), b / (b + 1.0)))
+        return (l_out - 1.0) / slow if slow > 0 else math.nan
     t = same[0]
-    _, _, l_out = _group_shape(t)
-    steps = (l_out - 1.0) - float(t.extra["request_accepted_min"])
-    slow = min((l_out - 1.0) / steps, t.k + 1.0)
-    alpha = float(alpha_from_acceptance_length(slow, t.k))
+    if t.extra.get("request_accepted_min") is None:
+        return math.nan
+    _, _, t_out = _group_shape(t)
+    steps = (t_out - 1.0) - float(t.extra["request_accepted_min"])
+    slow_tau = min((t_out - 1.0) / steps, t.k + 1.0)
+    alpha = float(alpha_from_acceptance_length(slow_tau, t.k))
     return float(acceptance_length_iid(alpha, rec.k))
 
 
@@ -303,7 +357,12 @@ def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequenc
             hw: Any | None = None) -> list[Comparison]:
     hw = hw or machine()
     train_ids = {id(r) for r in train}
-    base = {(r.run_id, r.workload): r for r in records if r.method == "none"}
+    records = [r for r in records if r.status == "finished"]  # warm-up groups are never compared
+    # the baseline of the same run, workload and batch size (first such group)
+    base: dict[tuple[str, str, int], GroupRecord] = {}
+    for r in records:
+        if r.method == "none":
+            base.setdefault((r.run_id, r.workload, r.num_prompts), r)
     rows = []
     for r in records:
         b, _, l_out = _group_shape(r)
@@ -317,7 +376,7 @@ def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequenc
         pred_full = (tokens / predict_wall_time_s(r, params, tau=full_tau, hw=hw)
                      if math.isfinite(full_tau) else math.nan)
         meas = r.output_tokens_per_s
-        bl = base.get((r.run_id, r.workload))
+        bl = base.get((r.run_id, r.workload, r.num_prompts))
         if bl is not None:
             bb, _, bl_out = _group_shape(bl)
             pred_base = bb * bl_out / predict_wall_time_s(bl, params, hw=hw)
@@ -339,7 +398,7 @@ def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequenc
             measured_acceptance_length=r.acceptance_length, predicted_acceptance_length=tau_p,
             error_pct=(pred - meas) / meas * 100.0, error_full_pct=(pred_full - meas) / meas * 100.0,
             measured_decode_tokens_per_s=dec_m, predicted_decode_tokens_per_s=dec_p,
-            decode_error_pct=(dec_p - dec_m) / dec_m * 100.0,
+            decode_error_pct=(dec_p - dec_m) / dec_m * 100.0, batch_size=r.num_prompts,
         ))
     return rows
 
@@ -357,13 +416,13 @@ def mape_pct(rows: Sequence[Comparison], split: str | None = None, full: bool = 
 
 
 def format_table(rows: Sequence[Comparison]) -> str:
-    head = (f"{'config':34} {'workload':8} {'split':8} {'meas tok/s':>10} {'pred tok/s':>10} {'err %':>7} "
+    head = (f"{'config':34} {'workload':8} {'B':>3} {'split':8} {'meas tok/s':>10} {'pred tok/s':>10} {'err %':>7} "
             f"{'pred(tau) ':>10} {'err %':>7} {'meas S':>7} {'pred S':>7} {'meas tau':>8} {'pred tau':>8} "
             f"{'decode meas':>11} {'pred':>7} {'err %':>7}")
     lines = [head]
     for r in rows:
         lines.append(
-            f"{r.config_label:34} {r.workload:8} {r.split:8} {r.measured_output_tokens_per_s:10.1f} "
+            f"{r.config_label:34} {r.workload:8} {r.batch_size:3d} {r.split:8} {r.measured_output_tokens_per_s:10.1f} "
             f"{r.predicted_output_tokens_per_s:10.1f} {r.error_pct:7.1f} {r.predicted_full_output_tokens_per_s:10.1f} "
             f"{r.error_full_pct:7.1f} {r.measured_speedup:7.2f} {r.predicted_speedup:7.2f} "
             f"{r.measured_acceptance_length:8.3f} {r.predicted_acceptance_length:8.3f} "

@@ -30,7 +30,9 @@ E2E_WORKLOADS = ("code", "chat")
 # A group from an "uploaded" traffic export (calibration.traffic_prompts), run like the shipped sets.
 E2E_UPLOADED = {"uploaded": ["Repeat exactly: the quick brown fox jumps over the lazy dog. The quick brown fox",
                              "List the numbers from one to twenty, separated by commas."]}
-E2E_PROMPTS = 4
+# The measurement protocol at its smallest: three batch sizes (the step-time terms are identifiable), one
+# round, a small budget; the warm-up group comes on top.
+E2E_BATCH_SIZES = (1, 2, 4)
 E2E_MAX_TOKENS = 32
 
 
@@ -137,12 +139,12 @@ def e2e(model_cache: dict, tmp_path_factory: pytest.TempPathFactory) -> E2E:
     runner = LocalRunner(url)
     mb = runner.submit("microbench", MicrobenchSpec(repeats=3).to_dict(), timeout_s=300)
     assert mb.wait(320) == "succeeded", mb.lines()
-    spec = JobSpec(configs=E2E_CONFIGS, workloads=E2E_WORKLOADS, prompts_per_group=E2E_PROMPTS,
-                   max_output_tokens=E2E_MAX_TOKENS, metrics_text_dir=str(root / "metrics"),
-                   custom_prompts=E2E_UPLOADED)
+    spec = JobSpec(configs=E2E_CONFIGS, workloads=E2E_WORKLOADS, batch_sizes=E2E_BATCH_SIZES, min_rounds=1,
+                   max_rounds=1, budget_s=60.0, max_output_tokens=E2E_MAX_TOKENS,
+                   metrics_text_dir=str(root / "metrics"), custom_prompts=E2E_UPLOADED)
     t0 = time.perf_counter()
-    job = runner.submit("engine", spec.to_dict(), timeout_s=900)
-    state = job.wait(960)
+    job = runner.submit("engine", spec.to_dict(), timeout_s=1500)  # 5 engines x (start + 10 groups)
+    state = job.wait(1560)
     engine_s = time.perf_counter() - t0
     assert state == "succeeded", "\n".join(job.lines()[-30:])
     if os.environ.get("SPECPLAN_KEEP_E2E"):
