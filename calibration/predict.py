@@ -34,6 +34,9 @@ ETA_BOUNDS = (1e-3, 1.0)  # fractions of a datasheet peak
 # bf16 matrix units (AMX, AVX512-BF16) beat them, so eta is "achieved / assumed peak" and may exceed 1.
 ETA_BOUNDS_CPU = (1e-3, 8.0)
 T_FIXED_BOUNDS_S = (0.0, 1.0)
+# Bytes per weight and KV-cache element of the engine's dtype (calibration.engine.engine_dtype), relative to the
+# bf16 that planner.roofline.target_net counts: float32 streams twice the bytes per step.
+DTYPE_BYTES_VS_BF16 = {"bfloat16": 1.0, "float16": 1.0, "float32": 2.0}
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,6 +72,21 @@ def model_spec(name: str) -> Any:
     if name in reg.targets and reg.targets[name].planner_model != name:  # a registry target named otherwise
         return model_spec(reg.targets[name].planner_model)
     raise ValueError(f"model={name!r} has no ModelSpec in the profiles and cannot be derived")
+
+
+def engine_net(name: str, dtype: str = "bfloat16") -> Any:
+    """planner.roofline.target_net of the model `name` with its weights and KV cache in `dtype`."""
+    from planner.roofline import target_net
+
+    if dtype not in DTYPE_BYTES_VS_BF16:
+        raise ValueError(f"dtype={dtype!r} not allowed; allowed: {tuple(DTYPE_BYTES_VS_BF16)}")
+    net = target_net(model_spec(name))
+    f = DTYPE_BYTES_VS_BF16[dtype]
+    if f == 1.0:
+        return net
+    return dataclasses.replace(net, dense_weight_bytes=net.dense_weight_bytes * f, expert_bytes=net.expert_bytes * f,
+                               kv_bytes_per_token=net.kv_bytes_per_token * f,
+                               resident_only_bytes=net.resident_only_bytes * f)
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,35 +125,53 @@ def _group_shape(rec: GroupRecord) -> tuple[float, float, float]:
 
 
 def predict_wall_time_s(rec: GroupRecord, p: EngineParams, *, tau: float | None = None,
-                        hw: Any | None = None) -> float:
+                        draft_tokens_per_step: float | None = None, hw: Any | None = None) -> float:
     """Predicted wall time of the group `rec` (shape, method, K) with parameters `p` and `tau` output tokens
     per verifier step per sequence (default: the measured `rec.tokens_per_sequence_step`)."""
-    t_prefill, t_iter, steps = predict_times(rec, p, tau=tau, hw=hw)
+    t_prefill, t_iter, steps = predict_times(rec, p, tau=tau, draft_tokens_per_step=draft_tokens_per_step, hw=hw)
     return t_prefill + steps * t_iter
 
 
+def draft_tokens_per_sequence_step(rec: GroupRecord) -> float:
+    """Draft tokens the verifier checks per sequence step, as measured: K on every step for a draft model;
+    fewer for n-gram, which proposes nothing without a match and fewer than K tokens when the matched
+    continuation is short. 0 for the baseline."""
+    if rec.method == "none":
+        return 0.0
+    steps = rec.sequence_steps
+    if steps <= 0 or rec.counts.num_draft_tokens <= 0:
+        return float(rec.k)
+    return min(float(rec.k), rec.counts.num_draft_tokens / steps)
+
+
 def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None,
+                  draft_tokens_per_step: float | None = None,
                   hw: Any | None = None) -> tuple[float, float, float]:
-    """(prefill time s, time per decode iteration s, decode iterations) of the group `rec`."""
-    from planner.roofline import step_time_s, target_net
+    """(prefill time s, time per decode iteration s, decode iterations) of the group `rec`. The verifier
+    step checks 1 + `draft_tokens_per_step` tokens per sequence (default: as measured,
+    `draft_tokens_per_sequence_step`)."""
+    from planner.roofline import step_time_s
 
     hw = hw or machine()
     hwp = _hw(hw, p.eta_bw, p.eta_flops)
+    dtype = str(rec.extra.get("dtype", "bfloat16"))  # records before the dtype choice ran bf16
     b, l_in, l_out = _group_shape(rec)
     measured_tau = tau is None
     tau = rec.tokens_per_sequence_step if tau is None else tau
     if not (tau >= 1.0 and math.isfinite(tau)):
         raise ValueError(f"acceptance_length={tau} not allowed for config {rec.config_label}: must be >= 1")
-    target = target_net(model_spec(rec.model))
+    target = engine_net(rec.model, dtype)
     ctx = l_in + l_out / 2.0
     t_prefill, _ = step_time_s(target, hwp, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
                                t_fixed_s=p.t_fixed_s)
-    t_iter, _ = step_time_s(target, hwp, batch=b, tokens_per_seq=rec.k + 1, context_tokens=ctx,
+    verified = 1.0 + (draft_tokens_per_sequence_step(rec) if draft_tokens_per_step is None
+                      else draft_tokens_per_step)
+    t_iter, _ = step_time_s(target, hwp, batch=b, tokens_per_seq=verified, context_tokens=ctx,
                             t_fixed_s=p.t_fixed_s)
     if rec.method == "draft_model":
         if not rec.draft:
             raise ValueError(f"draft=None not allowed for method='draft_model' in config {rec.config_label}")
-        draft = target_net(model_spec(rec.draft))
+        draft = engine_net(rec.draft, dtype)
         t_dp, _ = step_time_s(draft, hwp, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
                               t_fixed_s=p.t_fixed_draft_s)
         t_d, _ = step_time_s(draft, hwp, batch=b, tokens_per_seq=1, context_tokens=ctx,
@@ -159,12 +195,15 @@ def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None
 def fit_microbench(samples: Sequence[dict[str, Any]], *, model: str, hw: Any | None = None) -> FitResult:
     """eta_bw, eta_flops, t_fixed_s from microbenchmark samples (relative residuals: the step times span
     two orders of magnitude). Model: planner.roofline.step_time_s(target_net(model))."""
-    from planner.roofline import step_time_s, target_net
+    from planner.roofline import step_time_s
 
     if not samples:
         raise ValueError("samples is empty: run the microbenchmark first")
     hw = hw or machine()
-    net = target_net(model_spec(model))
+    dtypes = {str(s.get("dtype", "bfloat16")) for s in samples}
+    if len(dtypes) != 1:
+        raise ValueError(f"samples mix dtypes {sorted(dtypes)}: fit one microbenchmark run at a time")
+    net = engine_net(model, dtypes.pop())
     b = np.array([s["batch"] for s in samples], float)
     n = np.array([s["tokens_per_seq"] for s in samples], float)
     c = np.array([s["context_tokens"] for s in samples], float)
@@ -188,39 +227,46 @@ def fit_microbench(samples: Sequence[dict[str, Any]], *, model: str, hw: Any | N
 
 
 ENGINE_FIT_NAMES = ("t_fixed_s", "t_spec_s", "t_fixed_draft_s", "eta_flops")
-MIN_BATCH_SIZES_FOR_SLOPE = 3  # distinct batch sizes before the per-token term (eta_flops) is fitted
+MIN_BATCH_SIZES_FOR_SLOPE = 3  # distinct batch sizes before eta_flops and eta_bw are fitted
 
 
 def fit_engine(records: Sequence[GroupRecord], *, eta_bw: float, eta_flops: float,
                hw: Any | None = None) -> FitResult:
     """Per-step fixed times of the engine (verifier step, speculative overhead per step, draft pass) from
-    measured groups, with the bandwidth efficiency held at the microbenchmark's value. With groups at
-    >= 3 batch sizes the compute efficiency eta_flops is fitted too: the step time's per-token term
-    (slope in B * (K + 1)) then separates from its per-step term (t_fixed_s); at one batch size the two are
-    confounded and eta_flops stays at the microbenchmark's value. Parameters with no informing record (e.g.
-    no speculative run) are not fitted and stay at their start value. Warm-up groups are left out."""
+    measured groups. At one or two batch sizes the efficiencies stay at the microbenchmark's values (the
+    per-step and per-token terms are confounded there). With groups at >= 3 batch sizes both efficiencies
+    are fitted too: the step time's per-token term (eta_flops: slope in tokens verified per step) separates
+    from its per-step terms, and the weight stream (eta_bw) is the engine's own, not the torch microbenchmark's
+    re-implementation. Why: on the 2-core CPU (float32, 2026-11-30) the microbenchmark's eta_bw made the
+    memory term exceed the compute term at every measured shape, so the fit saw no slope, while the engine's
+    step time grew ~20 ms per verified token from the first one (held-out MAPE 12 % -> 8.6 % on the test
+    fixture's run). eta_bw and t_fixed_s are partly confounded (both per step; wide standard errors); the
+    predictions are not. Parameters with no informing record (e.g. no speculative run) are not fitted and
+    stay at their start value. Warm-up groups are left out."""
     recs = [r for r in records if r.wall_time_s > 0 and r.num_prompts > 0 and r.status == "finished"]
     if not recs:
         raise ValueError("records: no measured groups with wall_time_s > 0 to fit the engine step time on")
     hw = hw or machine()
     methods = {r.method for r in recs}
     batch_sizes = {r.num_prompts for r in recs}
+    slope = len(batch_sizes) >= MIN_BATCH_SIZES_FOR_SLOPE
     free = ["t_fixed_s"] + (["t_spec_s"] if methods - {"none"} else []) + (
         ["t_fixed_draft_s"] if "draft_model" in methods else []) + (
-        ["eta_flops"] if len(batch_sizes) >= MIN_BATCH_SIZES_FOR_SLOPE else [])
+        ["eta_flops", "eta_bw"] if slope else [])
     if len(recs) <= len(free):
         raise ValueError(f"records has {len(recs)} groups: too few for {len(free)} parameters {free}")
     y = np.array([r.wall_time_s for r in recs])
-    start = {"t_fixed_s": 0.01, "t_fixed_draft_s": 0.005, "t_spec_s": 0.001, "eta_flops": eta_flops}
+    start = {"t_fixed_s": 0.01, "t_fixed_draft_s": 0.005, "t_spec_s": 0.001, "eta_flops": eta_flops,
+             "eta_bw": eta_bw}
     eta_lo, eta_hi = ETA_BOUNDS_CPU if getattr(hw, "kind", "gpu") == "cpu" else ETA_BOUNDS
-    lower = {"eta_flops": eta_lo}
-    upper = {"eta_flops": eta_hi}
-    scale = {"eta_flops": 0.1}
+    lower = {"eta_flops": eta_lo, "eta_bw": eta_lo}
+    upper = {"eta_flops": eta_hi, "eta_bw": eta_hi}
+    scale = {"eta_flops": 0.1, "eta_bw": 0.1}
 
     def params(x: np.ndarray) -> EngineParams:
         vals = dict(start)
         vals.update(dict(zip(free, x, strict=True)))
-        return EngineParams(eta_bw=eta_bw, **{k: float(v) for k, v in vals.items()})
+        return EngineParams(**{k: float(v) for k, v in vals.items()})
 
     def resid(x: np.ndarray) -> np.ndarray:
         p = params(x)
@@ -301,6 +347,19 @@ def _predicted_tau(rec: GroupRecord, train: Sequence[GroupRecord]) -> tuple[floa
     return tau, 1.0 + coverage * (tau - 1.0)
 
 
+def _predicted_draft_tokens_per_step(rec: GroupRecord, train: Sequence[GroupRecord]) -> float:
+    """Draft tokens per sequence step of `rec` at rec.k, from the train records of the same (method, draft,
+    workload): their fill (draft tokens / (sequence steps x K_train)) times rec.k; NaN without them."""
+    if rec.method == "none":
+        return 0.0
+    same = _same_kind(rec, train)
+    steps = sum(t.sequence_steps for t in same)
+    if not same or steps <= 0:
+        return math.nan
+    fill = sum(t.counts.num_draft_tokens for t in same) / (steps * same[0].k)
+    return min(1.0, fill) * rec.k
+
+
 def _request_decode_steps(train: Sequence[GroupRecord], k: int) -> np.ndarray:
     """Decode steps each train request would need at K = k: per request, its acceptance length at the train
     K read as an i.i.d. alpha (planner.acceptance), evaluated at k, with the request's own draft coverage."""
@@ -373,8 +432,9 @@ def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequenc
         # too when the train record has per-request acceptance, else fall back to the mean
         slow_tau_p = _predicted_slowest_steps_tau(r, train)
         full_tau = slow_tau_p if math.isfinite(slow_tau_p) else step_tau_p
-        pred_full = (tokens / predict_wall_time_s(r, params, tau=full_tau, hw=hw)
-                     if math.isfinite(full_tau) else math.nan)
+        drafted_p = _predicted_draft_tokens_per_step(r, train)
+        pred_full = (tokens / predict_wall_time_s(r, params, tau=full_tau, draft_tokens_per_step=drafted_p, hw=hw)
+                     if math.isfinite(full_tau) and math.isfinite(drafted_p) else math.nan)
         meas = r.output_tokens_per_s
         bl = base.get((r.run_id, r.workload, r.num_prompts))
         if bl is not None:

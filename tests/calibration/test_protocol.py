@@ -154,6 +154,13 @@ def test_several_batch_sizes_make_the_per_token_term_identifiable() -> None:
     assert got["t_fixed_s"] == pytest.approx(0.02, rel=0.05)
     # one batch size: the per-token term is held, not fitted
     assert "eta_flops" not in fit_engine(_engine_records(true, (4,)), eta_bw=0.5, eta_flops=0.3).names
+    # the weight stream is fitted too: started from a microbenchmark's wrong eta_bw, the fit still reproduces
+    # the measured wall times (eta_bw and t_fixed_s trade off per step; the predictions do not)
+    off = fit_engine(recs, eta_bw=3.0, eta_flops=0.3)
+    assert "eta_bw" in off.names
+    p = EngineParams(**off.extra["params"])
+    for r in recs:
+        assert predict_wall_time_s(r, p) == pytest.approx(r.wall_time_s, rel=0.03)
 
 
 def test_held_out_k_is_predicted_from_the_same_prompts_at_the_train_k() -> None:
