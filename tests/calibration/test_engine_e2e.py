@@ -133,7 +133,7 @@ def test_fit_and_predicted_vs_measured(e2e: E2E, capsys: pytest.CaptureFixture[s
     finished = [g for g in Store(e2e.store_url).groups([e2e.run_id]) if g.status == "finished"]
     assert len(rep.comparisons) == len(finished)  # warm-up groups are not compared
     # three batch sizes: the per-token term of the step time is fitted, not assumed
-    assert "eta_flops" in rep.engine_fit.names
+    assert {"eta_flops", "eta_bw"} <= set(rep.engine_fit.names)
     assert all(math.isfinite(c.error_pct) for c in rep.comparisons)
     assert math.isfinite(rep.mape_holdout_pct)
     # The fitted per-step overheads are physical: positive, below a second.
@@ -168,7 +168,8 @@ def test_cli_fit_json_and_calibrated_profile(e2e: E2E, tmp_path: Path) -> None:
 
 
 def test_nightly_regression_flags_a_drop(e2e: E2E, tmp_path: Path) -> None:
-    """History from the real run, then a degraded copy of it (every accepted count cut to a quarter):
+    """History from the real run, then a degraded copy of it (every accepted count, per position and per
+    request, cut to a quarter):
     regress exits 0 on the real run, 1 with a clear message on the degraded one."""
     import dataclasses
 
@@ -193,7 +194,9 @@ def test_nightly_regression_flags_a_drop(e2e: E2E, tmp_path: Path) -> None:
     bad_id = store.create_run("engine", {}, status="succeeded")
     for g in real:
         per_pos = tuple(x // 4 for x in g.counts.accepted_per_pos)
-        store.add_group(dataclasses.replace(g, run_id=bad_id, counts=SpecCounts(
+        # the per-request counts (the interval's units) degraded alike: no request accepts more than a quarter
+        extra = {**g.extra, "request_accepted": [a // 4 for a in g.extra["request_accepted"]]}
+        store.add_group(dataclasses.replace(g, run_id=bad_id, extra=extra, counts=SpecCounts(
             g.counts.num_drafts, g.counts.num_draft_tokens, sum(per_pos), per_pos)))
     bad = regress(bad_id)
     assert bad.returncode == 1
