@@ -104,6 +104,10 @@ class EngineParams:
     t_fixed_s: float  # per verifier step
     t_fixed_draft_s: float  # per draft-model step
     t_spec_s: float  # per verifier step of any speculative config: proposer bookkeeping, rejection sampling
+    # Compute efficiency of the prefill (NaN: eta_flops). A prefill multiplies hundreds of prompt tokens at once,
+    # a decode step B * (K + 1): on the 2-core CPU the prefill reached ~2x the decode step's FLOP/s (code, B=8:
+    # 5.6 ms per prompt token against ~10 ms per decoded token), which one eta_flops cannot express.
+    eta_prefill_flops: float = math.nan
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
@@ -162,7 +166,8 @@ def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None
         raise ValueError(f"acceptance_length={tau} not allowed for config {rec.config_label}: must be >= 1")
     target = engine_net(rec.model, dtype)
     ctx = l_in + l_out / 2.0
-    t_prefill, _ = step_time_s(target, hwp, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
+    hwp_prefill = _hw(hw, p.eta_bw, p.eta_prefill_flops if math.isfinite(p.eta_prefill_flops) else p.eta_flops)
+    t_prefill, _ = step_time_s(target, hwp_prefill, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
                                t_fixed_s=p.t_fixed_s)
     verified = 1.0 + (draft_tokens_per_sequence_step(rec) if draft_tokens_per_step is None
                       else draft_tokens_per_step)
@@ -172,7 +177,7 @@ def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None
         if not rec.draft:
             raise ValueError(f"draft=None not allowed for method='draft_model' in config {rec.config_label}")
         draft = engine_net(rec.draft, dtype)
-        t_dp, _ = step_time_s(draft, hwp, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
+        t_dp, _ = step_time_s(draft, hwp_prefill, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
                               t_fixed_s=p.t_fixed_draft_s)
         t_d, _ = step_time_s(draft, hwp, batch=b, tokens_per_seq=1, context_tokens=ctx,
                              t_fixed_s=p.t_fixed_draft_s)
@@ -226,7 +231,7 @@ def fit_microbench(samples: Sequence[dict[str, Any]], *, model: str, hw: Any | N
     return dataclasses.replace(r, extra={"model": model, "hardware": hw.name})
 
 
-ENGINE_FIT_NAMES = ("t_fixed_s", "t_spec_s", "t_fixed_draft_s", "eta_flops")
+ENGINE_FIT_NAMES = ("t_fixed_s", "t_spec_s", "t_fixed_draft_s", "eta_flops", "eta_bw", "eta_prefill_flops")
 MIN_BATCH_SIZES_FOR_SLOPE = 3  # distinct batch sizes before eta_flops and eta_bw are fitted
 
 
@@ -250,27 +255,36 @@ def fit_engine(records: Sequence[GroupRecord], *, eta_bw: float, eta_flops: floa
     methods = {r.method for r in recs}
     batch_sizes = {r.num_prompts for r in recs}
     slope = len(batch_sizes) >= MIN_BATCH_SIZES_FOR_SLOPE
+    prefill_measured = any(r.extra.get("prefill_time_s_sum", 0.0) > 0 for r in recs)
     free = ["t_fixed_s"] + (["t_spec_s"] if methods - {"none"} else []) + (
         ["t_fixed_draft_s"] if "draft_model" in methods else []) + (
-        ["eta_flops", "eta_bw"] if slope else [])
+        ["eta_flops", "eta_bw"] if slope else []) + (["eta_prefill_flops"] if slope and prefill_measured else [])
     if len(recs) <= len(free):
         raise ValueError(f"records has {len(recs)} groups: too few for {len(free)} parameters {free}")
     y = np.array([r.wall_time_s for r in recs])
     start = {"t_fixed_s": 0.01, "t_fixed_draft_s": 0.005, "t_spec_s": 0.001, "eta_flops": eta_flops,
-             "eta_bw": eta_bw}
+             "eta_bw": eta_bw, "eta_prefill_flops": eta_flops if slope and prefill_measured else math.nan}
     eta_lo, eta_hi = ETA_BOUNDS_CPU if getattr(hw, "kind", "gpu") == "cpu" else ETA_BOUNDS
-    lower = {"eta_flops": eta_lo, "eta_bw": eta_lo}
-    upper = {"eta_flops": eta_hi, "eta_bw": eta_hi}
-    scale = {"eta_flops": 0.1, "eta_bw": 0.1}
+    lower = {"eta_flops": eta_lo, "eta_bw": eta_lo, "eta_prefill_flops": eta_lo}
+    upper = {"eta_flops": eta_hi, "eta_bw": eta_hi, "eta_prefill_flops": eta_hi}
+    scale = {"eta_flops": 0.1, "eta_bw": 0.1, "eta_prefill_flops": 0.1}
 
     def params(x: np.ndarray) -> EngineParams:
         vals = dict(start)
         vals.update(dict(zip(free, x, strict=True)))
         return EngineParams(**{k: float(v) for k, v in vals.items()})
 
+    # The engine's own per-request prefill time (vLLM's request_prefill_time_seconds; every request of an offline
+    # group is prefilled in the group's first step, so its mean is that step's time) pins the prefill: from wall
+    # times alone, prefill and decode both grow with B and the fit can trade one for the other.
+    pre = [(i, r.extra["prefill_time_s_sum"] / r.num_prompts) for i, r in enumerate(recs)
+           if "eta_prefill_flops" in free and r.extra.get("prefill_time_s_sum", 0.0) > 0]
+
     def resid(x: np.ndarray) -> np.ndarray:
         p = params(x)
-        return np.array([predict_wall_time_s(r, p, hw=hw) for r in recs]) / y - 1.0
+        wall = np.array([predict_wall_time_s(r, p, hw=hw) for r in recs]) / y - 1.0
+        prefill = np.array([predict_times(recs[i], p, hw=hw)[0] / m - 1.0 for i, m in pre])
+        return np.concatenate([wall, prefill])
 
     r = fit_least_squares(resid, names=tuple(free), p0=[start[f] for f in free],
                           lower=[lower.get(f, T_FIXED_BOUNDS_S[0]) for f in free],

@@ -57,8 +57,10 @@ class CalibrationReport:
         if self.step_fit:
             se.update({k: v for k, v in zip(self.step_fit.names, self.step_fit.stderr, strict=True)
                        if k != "t_fixed_s"})
+        # the planner's Efficiency has one compute efficiency: the prefill's own (eta_prefill_flops) stays here
+        kept = {k: v for k, v in self.params.to_dict().items() if k != "eta_prefill_flops"}
         return CalibratedProfile(
-            name=name, hardware=self.hardware, **self.params.to_dict(),
+            name=name, hardware=self.hardware, **kept,
             stderr={k: float(v) for k, v in se.items()},
             holdout_mape_pct=float(self.mape_holdout_pct), created=today(),
             source=f"calibration runs {', '.join(self.run_ids)}; microbenchmark {self.microbench_run_id}",

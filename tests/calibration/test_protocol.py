@@ -11,7 +11,7 @@ import pytest
 
 from calibration.engine import JobSpec, load_prompts
 from calibration.fit import fit_acceptance
-from calibration.predict import EngineParams, compare, fit_engine, predict_wall_time_s
+from calibration.predict import EngineParams, compare, fit_engine, predict_times, predict_wall_time_s
 from calibration.protocol import (
     AcceptanceInterval,
     Protocol,
@@ -130,17 +130,21 @@ def test_interval_progress_and_acceptance_fit_leave_the_warm_up_out() -> None:
     assert fit.acceptance_length == pytest.approx(1 + 80 / 80)
 
 
-def _engine_records(p: EngineParams, batch_sizes: tuple[int, ...]) -> list[GroupRecord]:
+def _engine_records(p: EngineParams, batch_sizes: tuple[int, ...], prefill: bool = False) -> list[GroupRecord]:
+    """Groups whose wall times (and, with `prefill`, per-request prefill times) come from `p`."""
+    def timed(r: GroupRecord) -> GroupRecord:
+        extra = {**r.extra, "prefill_time_s_sum": r.num_prompts * predict_times(r, p)[0]} if prefill else r.extra
+        return dataclasses.replace(r, wall_time_s=predict_wall_time_s(r, p), extra=extra)
+
     out = []
     for b in batch_sizes:
-        rec = make_record(method="none", num_prompts=b, output_tokens=32 * b, prompt_tokens=60 * b)
-        out.append(dataclasses.replace(rec, wall_time_s=predict_wall_time_s(rec, p)))
+        out.append(timed(make_record(method="none", num_prompts=b, output_tokens=32 * b, prompt_tokens=60 * b)))
         for k in (3, 5):
             d = [12] * b
             a = [10] * b
             r = _group(k, b, 1, d, a, label=f"ngram-k{k}")
-            r = dataclasses.replace(r, prompt_tokens=60 * b, extra={**r.extra, "request_accepted_min": 10})
-            out.append(dataclasses.replace(r, wall_time_s=predict_wall_time_s(r, p)))
+            out.append(timed(dataclasses.replace(r, prompt_tokens=60 * b,
+                                                 extra={**r.extra, "request_accepted_min": 10})))
     return out
 
 
@@ -161,6 +165,19 @@ def test_several_batch_sizes_make_the_per_token_term_identifiable() -> None:
     p = EngineParams(**off.extra["params"])
     for r in recs:
         assert predict_wall_time_s(r, p) == pytest.approx(r.wall_time_s, rel=0.03)
+    assert "eta_prefill_flops" not in off.names  # no measured prefill: one compute efficiency for both
+
+
+def test_measured_prefill_times_separate_the_prefill_efficiency() -> None:
+    """A prefill (many prompt tokens at once) runs at its own efficiency; the engine's per-request prefill
+    times pin it, and the decode efficiency comes back as well."""
+    # compute-bound decode steps, as on the 2-core CPU (~10 ms per verified token), prefill 3x as efficient
+    true = EngineParams(eta_bw=0.5, eta_flops=0.1, t_fixed_s=0.02, t_fixed_draft_s=0.005, t_spec_s=0.004,
+                        eta_prefill_flops=0.3)
+    fit = fit_engine(_engine_records(true, (1, 4, 8), prefill=True), eta_bw=0.5, eta_flops=0.3)
+    got = fit.as_dict()
+    assert got["eta_prefill_flops"] == pytest.approx(0.3, rel=0.05)
+    assert got["eta_flops"] == pytest.approx(0.1, rel=0.05)
 
 
 def test_held_out_k_is_predicted_from_the_same_prompts_at_the_train_k() -> None:
