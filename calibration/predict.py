@@ -363,10 +363,14 @@ def _predicted_tau(rec: GroupRecord, train: Sequence[GroupRecord]) -> tuple[floa
 
 def _predicted_draft_tokens_per_step(rec: GroupRecord, train: Sequence[GroupRecord]) -> float:
     """Draft tokens per sequence step of `rec` at rec.k, from the train records of the same (method, draft,
-    workload): their fill (draft tokens / (sequence steps x K_train)) times rec.k; NaN without them."""
+    workload): their fill (draft tokens / (sequence steps x K_train)) times rec.k; NaN without them. The train
+    group that ran the same prompts is used alone when there is one: how often n-gram finds a match depends on
+    the prompts (code groups ranged 0.9-4.0 draft tokens per step at K=4)."""
     if rec.method == "none":
         return 0.0
     same = _same_kind(rec, train)
+    match = [t for t in same if t.prompt_set_hash == rec.prompt_set_hash and t.sequence_steps > 0]
+    same = match[:1] or same
     steps = sum(t.sequence_steps for t in same)
     if not same or steps <= 0:
         return math.nan

@@ -199,3 +199,19 @@ def test_held_out_k_is_predicted_from_the_same_prompts_at_the_train_k() -> None:
 def test_counts_helper_consistency() -> None:
     g = _group(3, 2, 1, [10, 10], [5, 7])
     assert g.counts == SpecCounts(20, 60, 12, (12, 0, 0))
+
+
+def test_held_out_draft_tokens_per_step_come_from_the_same_prompts() -> None:
+    """n-gram drafts only where the output copies the prompt: the K=5 group on prompts that rarely matched at
+    K=3 is predicted with their draft rate, not the pooled one of prompts that matched often."""
+    from calibration.predict import _predicted_draft_tokens_per_step
+
+    rare = _group(3, 4, 1, [2, 2, 2, 2], [1, 1, 1, 1], label="ngram-k3")  # 8 draft tokens in ~120 steps
+    often = _group(3, 4, 2, [9, 9, 9, 9], [20, 20, 20, 20], label="ngram-k3")
+    often = dataclasses.replace(often, counts=dataclasses.replace(often.counts, num_draft_tokens=4 * 9 * 3))
+    rare = dataclasses.replace(rare, counts=dataclasses.replace(rare.counts, num_draft_tokens=4 * 2 * 3))
+    held = _group(5, 4, 1, [2, 2, 2, 2], [1, 1, 1, 1], label="ngram-k5")
+    got = _predicted_draft_tokens_per_step(held, [rare, often])
+    assert got == pytest.approx(rare.counts.num_draft_tokens / rare.sequence_steps / 3 * 5)
+    unmatched = dataclasses.replace(held, prompt_set_hash="other")
+    assert _predicted_draft_tokens_per_step(unmatched, [rare, often]) > 2 * got  # pooled over both groups
