@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from calibration import metrics, registry
+from calibration import metrics, model_assets, registry
 from calibration.engine import (
     CPU_MEMORY_UTILIZATION,
     GPU_MEMORY_UTILIZATION,
@@ -163,7 +163,7 @@ class ServeSpec:
     """A serving-path calibration: one configuration, one workload, several concurrency levels."""
 
     config: EngineConfig
-    model: str = "smollm2-135m"
+    model: str = model_assets.TARGET_NAME
     workload: str = "code"
     concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES
     requests_per_level: int = 16
