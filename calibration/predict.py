@@ -34,6 +34,9 @@ ETA_BOUNDS = (1e-3, 1.0)  # fractions of a datasheet peak
 # bf16 matrix units (AMX, AVX512-BF16) beat them, so eta is "achieved / assumed peak" and may exceed 1.
 ETA_BOUNDS_CPU = (1e-3, 8.0)
 T_FIXED_BOUNDS_S = (0.0, 1.0)
+# Bytes per weight and KV-cache element of the engine's dtype (calibration.engine.engine_dtype), relative to the
+# bf16 that planner.roofline.target_net counts: float32 streams twice the bytes per step.
+DTYPE_BYTES_VS_BF16 = {"bfloat16": 1.0, "float16": 1.0, "float32": 2.0}
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,6 +72,21 @@ def model_spec(name: str) -> Any:
     if name in reg.targets and reg.targets[name].planner_model != name:  # a registry target named otherwise
         return model_spec(reg.targets[name].planner_model)
     raise ValueError(f"model={name!r} has no ModelSpec in the profiles and cannot be derived")
+
+
+def engine_net(name: str, dtype: str = "bfloat16") -> Any:
+    """planner.roofline.target_net of the model `name` with its weights and KV cache in `dtype`."""
+    from planner.roofline import target_net
+
+    if dtype not in DTYPE_BYTES_VS_BF16:
+        raise ValueError(f"dtype={dtype!r} not allowed; allowed: {tuple(DTYPE_BYTES_VS_BF16)}")
+    net = target_net(model_spec(name))
+    f = DTYPE_BYTES_VS_BF16[dtype]
+    if f == 1.0:
+        return net
+    return dataclasses.replace(net, dense_weight_bytes=net.dense_weight_bytes * f, expert_bytes=net.expert_bytes * f,
+                               kv_bytes_per_token=net.kv_bytes_per_token * f,
+                               resident_only_bytes=net.resident_only_bytes * f)
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,6 +131,10 @@ class EngineParams:
     t_fixed_s: float  # per verifier step
     t_fixed_draft_s: float  # per draft-model step
     t_spec_s: float  # per verifier step of any speculative config: proposer bookkeeping, rejection sampling
+    # Compute efficiency of the prefill (NaN: eta_flops). A prefill multiplies hundreds of prompt tokens at once,
+    # a decode step B * (K + 1): on the 2-core CPU the prefill reached ~2x the decode step's FLOP/s (code, B=8:
+    # 5.6 ms per prompt token against ~10 ms per decoded token), which one eta_flops cannot express.
+    eta_prefill_flops: float = math.nan
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
@@ -134,36 +156,55 @@ def _group_shape(rec: GroupRecord) -> tuple[float, float, float]:
 
 
 def predict_wall_time_s(rec: GroupRecord, p: EngineParams, *, tau: float | None = None,
-                        hw: Any | None = None) -> float:
+                        draft_tokens_per_step: float | None = None, hw: Any | None = None) -> float:
     """Predicted wall time of the group `rec` (shape, method, K) with parameters `p` and `tau` output tokens
     per verifier step per sequence (default: the measured `rec.tokens_per_sequence_step`)."""
-    t_prefill, t_iter, steps = predict_times(rec, p, tau=tau, hw=hw)
+    t_prefill, t_iter, steps = predict_times(rec, p, tau=tau, draft_tokens_per_step=draft_tokens_per_step, hw=hw)
     return t_prefill + steps * t_iter
 
 
+def draft_tokens_per_sequence_step(rec: GroupRecord) -> float:
+    """Draft tokens the verifier checks per sequence step, as measured: K on every step for a draft model;
+    fewer for n-gram, which proposes nothing without a match and fewer than K tokens when the matched
+    continuation is short. 0 for the baseline."""
+    if rec.method == "none":
+        return 0.0
+    steps = rec.sequence_steps
+    if steps <= 0 or rec.counts.num_draft_tokens <= 0:
+        return float(rec.k)
+    return min(float(rec.k), rec.counts.num_draft_tokens / steps)
+
+
 def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None,
+                  draft_tokens_per_step: float | None = None,
                   hw: Any | None = None) -> tuple[float, float, float]:
-    """(prefill time s, time per decode iteration s, decode iterations) of the group `rec`."""
-    from planner.roofline import step_time_s, target_net
+    """(prefill time s, time per decode iteration s, decode iterations) of the group `rec`. The verifier
+    step checks 1 + `draft_tokens_per_step` tokens per sequence (default: as measured,
+    `draft_tokens_per_sequence_step`)."""
+    from planner.roofline import step_time_s
 
     hw = hw or machine()
     hwp = _hw(hw, p.eta_bw, p.eta_flops)
+    dtype = str(rec.extra.get("dtype", "bfloat16"))  # records before the dtype choice ran bf16
     b, l_in, l_out = _group_shape(rec)
     measured_tau = tau is None
     tau = rec.tokens_per_sequence_step if tau is None else tau
     if not (tau >= 1.0 and math.isfinite(tau)):
         raise ValueError(f"acceptance_length={tau} not allowed for config {rec.config_label}: must be >= 1")
-    target = target_net(model_spec(rec.model))
+    target = engine_net(rec.model, dtype)
     ctx = l_in + l_out / 2.0
-    t_prefill, _ = step_time_s(target, hwp, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
+    hwp_prefill = _hw(hw, p.eta_bw, p.eta_prefill_flops if math.isfinite(p.eta_prefill_flops) else p.eta_flops)
+    t_prefill, _ = step_time_s(target, hwp_prefill, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
                                t_fixed_s=p.t_fixed_s)
-    t_iter, _ = step_time_s(target, hwp, batch=b, tokens_per_seq=rec.k + 1, context_tokens=ctx,
+    verified = 1.0 + (draft_tokens_per_sequence_step(rec) if draft_tokens_per_step is None
+                      else draft_tokens_per_step)
+    t_iter, _ = step_time_s(target, hwp, batch=b, tokens_per_seq=verified, context_tokens=ctx,
                             t_fixed_s=p.t_fixed_s)
     if rec.method == "draft_model":
         if not rec.draft:
             raise ValueError(f"draft=None not allowed for method='draft_model' in config {rec.config_label}")
-        draft = target_net(model_spec(rec.draft))
-        t_dp, _ = step_time_s(draft, hwp, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
+        draft = engine_net(rec.draft, dtype)
+        t_dp, _ = step_time_s(draft, hwp_prefill, batch=b, tokens_per_seq=l_in, context_tokens=l_in / 2.0,
                               t_fixed_s=p.t_fixed_draft_s)
         t_d, _ = step_time_s(draft, hwp, batch=b, tokens_per_seq=1, context_tokens=ctx,
                              t_fixed_s=p.t_fixed_draft_s)
@@ -186,12 +227,15 @@ def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None
 def fit_microbench(samples: Sequence[dict[str, Any]], *, model: str, hw: Any | None = None) -> FitResult:
     """eta_bw, eta_flops, t_fixed_s from microbenchmark samples (relative residuals: the step times span
     two orders of magnitude). Model: planner.roofline.step_time_s(target_net(model))."""
-    from planner.roofline import step_time_s, target_net
+    from planner.roofline import step_time_s
 
     if not samples:
         raise ValueError("samples is empty: run the microbenchmark first")
     hw = hw or machine()
-    net = target_net(model_spec(model))
+    dtypes = {str(s.get("dtype", "bfloat16")) for s in samples}
+    if len(dtypes) != 1:
+        raise ValueError(f"samples mix dtypes {sorted(dtypes)}: fit one microbenchmark run at a time")
+    net = engine_net(model, dtypes.pop())
     b = np.array([s["batch"] for s in samples], float)
     n = np.array([s["tokens_per_seq"] for s in samples], float)
     c = np.array([s["context_tokens"] for s in samples], float)
@@ -214,40 +258,68 @@ def fit_microbench(samples: Sequence[dict[str, Any]], *, model: str, hw: Any | N
     return dataclasses.replace(r, extra={"model": model, "hardware": hw.name})
 
 
-ENGINE_FIT_NAMES = ("t_fixed_s", "t_spec_s", "t_fixed_draft_s")
+ENGINE_FIT_NAMES = ("t_fixed_s", "t_spec_s", "t_fixed_draft_s", "eta_flops", "eta_bw", "eta_prefill_flops")
+MIN_BATCH_SIZES_FOR_SLOPE = 3  # distinct batch sizes before eta_flops and eta_bw are fitted
 
 
 def fit_engine(records: Sequence[GroupRecord], *, eta_bw: float, eta_flops: float,
                hw: Any | None = None) -> FitResult:
     """Per-step fixed times of the engine (verifier step, speculative overhead per step, draft pass) from
-    measured groups, with the roofline efficiencies held at the microbenchmark's values. Parameters with no
-    informing record (e.g. no speculative run) are not fitted and stay at their start value."""
-    recs = [r for r in records if r.wall_time_s > 0 and r.num_prompts > 0]
+    measured groups. At one or two batch sizes the efficiencies stay at the microbenchmark's values (the
+    per-step and per-token terms are confounded there). With groups at >= 3 batch sizes both efficiencies
+    are fitted too: the step time's per-token term (eta_flops: slope in tokens verified per step) separates
+    from its per-step terms, and the weight stream (eta_bw) is the engine's own, not the torch microbenchmark's
+    re-implementation. Why: on the 2-core CPU (float32, 2026-11-30) the microbenchmark's eta_bw made the
+    memory term exceed the compute term at every measured shape, so the fit saw no slope, while the engine's
+    step time grew ~20 ms per verified token from the first one (held-out MAPE 12 % -> 8.6 % on the test
+    fixture's run). eta_bw and t_fixed_s are partly confounded (both per step; wide standard errors); the
+    predictions are not. Parameters with no informing record (e.g. no speculative run) are not fitted and
+    stay at their start value. Warm-up groups are left out."""
+    recs = [r for r in records if r.wall_time_s > 0 and r.num_prompts > 0 and r.status == "finished"]
     if not recs:
         raise ValueError("records: no measured groups with wall_time_s > 0 to fit the engine step time on")
     hw = hw or machine()
     methods = {r.method for r in recs}
+    batch_sizes = {r.num_prompts for r in recs}
+    slope = len(batch_sizes) >= MIN_BATCH_SIZES_FOR_SLOPE
+    prefill_measured = any(r.extra.get("prefill_time_s_sum", 0.0) > 0 for r in recs)
     free = ["t_fixed_s"] + (["t_spec_s"] if methods - {"none"} else []) + (
-        ["t_fixed_draft_s"] if "draft_model" in methods else [])
+        ["t_fixed_draft_s"] if "draft_model" in methods else []) + (
+        ["eta_flops", "eta_bw"] if slope else []) + (["eta_prefill_flops"] if slope and prefill_measured else [])
     if len(recs) <= len(free):
         raise ValueError(f"records has {len(recs)} groups: too few for {len(free)} parameters {free}")
     y = np.array([r.wall_time_s for r in recs])
-    start = {"t_fixed_s": 0.01, "t_fixed_draft_s": 0.005, "t_spec_s": 0.001}
+    start = {"t_fixed_s": 0.01, "t_fixed_draft_s": 0.005, "t_spec_s": 0.001, "eta_flops": eta_flops,
+             "eta_bw": eta_bw, "eta_prefill_flops": eta_flops if slope and prefill_measured else math.nan}
+    eta_lo, eta_hi = ETA_BOUNDS_CPU if getattr(hw, "kind", "gpu") == "cpu" else ETA_BOUNDS
+    lower = {"eta_flops": eta_lo, "eta_bw": eta_lo, "eta_prefill_flops": eta_lo}
+    upper = {"eta_flops": eta_hi, "eta_bw": eta_hi, "eta_prefill_flops": eta_hi}
+    scale = {"eta_flops": 0.1, "eta_bw": 0.1, "eta_prefill_flops": 0.1}
 
     def params(x: np.ndarray) -> EngineParams:
         vals = dict(start)
         vals.update(dict(zip(free, x, strict=True)))
-        return EngineParams(eta_bw=eta_bw, eta_flops=eta_flops, **{k: float(v) for k, v in vals.items()})
+        return EngineParams(**{k: float(v) for k, v in vals.items()})
+
+    # The engine's own per-request prefill time (vLLM's request_prefill_time_seconds; every request of an offline
+    # group is prefilled in the group's first step, so its mean is that step's time) pins the prefill: from wall
+    # times alone, prefill and decode both grow with B and the fit can trade one for the other.
+    pre = [(i, r.extra["prefill_time_s_sum"] / r.num_prompts) for i, r in enumerate(recs)
+           if "eta_prefill_flops" in free and r.extra.get("prefill_time_s_sum", 0.0) > 0]
 
     def resid(x: np.ndarray) -> np.ndarray:
         p = params(x)
-        return np.array([predict_wall_time_s(r, p, hw=hw) for r in recs]) / y - 1.0
+        wall = np.array([predict_wall_time_s(r, p, hw=hw) for r in recs]) / y - 1.0
+        prefill = np.array([predict_times(recs[i], p, hw=hw)[0] / m - 1.0 for i, m in pre])
+        return np.concatenate([wall, prefill])
 
     r = fit_least_squares(resid, names=tuple(free), p0=[start[f] for f in free],
-                          lower=[T_FIXED_BOUNDS_S[0]] * len(free), upper=[T_FIXED_BOUNDS_S[1]] * len(free),
-                          n_points=len(recs), x_scale=[0.01] * len(free))
+                          lower=[lower.get(f, T_FIXED_BOUNDS_S[0]) for f in free],
+                          upper=[upper.get(f, T_FIXED_BOUNDS_S[1]) for f in free],
+                          n_points=len(recs), x_scale=[scale.get(f, 0.01) for f in free])
     full = params(np.array(r.params)).to_dict()
-    return dataclasses.replace(r, extra={"params": full, "records": [f"{x.config_label}/{x.workload}" for x in recs]})
+    return dataclasses.replace(r, extra={"params": full, "batch_sizes": sorted(batch_sizes),
+                                         "records": [f"{x.config_label}/{x.workload}" for x in recs]})
 
 
 def split_holdout(records: Sequence[GroupRecord]) -> tuple[list[GroupRecord], list[GroupRecord]]:
@@ -284,45 +356,104 @@ class Comparison:
     measured_decode_tokens_per_s: float = math.nan
     predicted_decode_tokens_per_s: float = math.nan
     decode_error_pct: float = math.nan
+    batch_size: int = 0  # prompts submitted together in the group
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
+def _same_kind(rec: GroupRecord, train: Sequence[GroupRecord]) -> list[GroupRecord]:
+    return [t for t in train if (t.method, t.draft, t.workload) == (rec.method, rec.draft, rec.workload)
+            and t.method != "none" and t.status == "finished"]
+
+
 def _predicted_tau(rec: GroupRecord, train: Sequence[GroupRecord]) -> tuple[float, float]:
-    """(tau, tokens per sequence step) of `rec` predicted from the train record of the same (method, draft,
-    workload): invert the i.i.d. tau(a, K) at the train K and evaluate it at rec.k (planner.acceptance,
-    Leviathan et al. 2023 eq. 1); steps without a draft keep the train record's draft coverage c:
-    tokens per step = 1 + c * (tau - 1)."""
+    """(tau, tokens per sequence step) of `rec` predicted from the train records of the same (method, draft,
+    workload), pooled over batch sizes and rounds: invert the i.i.d. tau(a, K) at the train K and evaluate
+    it at rec.k (planner.acceptance, Leviathan et al. 2023 eq. 1); steps without a draft keep the train
+    records' draft coverage c: tokens per step = 1 + c * (tau - 1)."""
     from planner.acceptance import acceptance_length_iid, alpha_from_acceptance_length
 
     if rec.method == "none":
         return 1.0, 1.0
-    same = [t for t in train if (t.method, t.draft, t.workload) == (rec.method, rec.draft, rec.workload)]
-    if not same or not math.isfinite(same[0].acceptance_length):
+    same = _same_kind(rec, train)
+    drafts = sum(t.counts.num_drafts for t in same)
+    if not same or drafts == 0:
         return math.nan, math.nan
-    t = same[0]
-    alpha = float(alpha_from_acceptance_length(min(t.acceptance_length, t.k + 1.0), t.k))
+    k_train = same[0].k
+    tau_train = 1.0 + sum(t.counts.num_accepted_tokens for t in same) / drafts
+    coverage = min(1.0, drafts / max(sum(t.sequence_steps for t in same), 1.0))
+    alpha = float(alpha_from_acceptance_length(min(tau_train, k_train + 1.0), k_train))
     tau = float(acceptance_length_iid(alpha, rec.k))
-    return tau, 1.0 + t.draft_coverage * (tau - 1.0)
+    return tau, 1.0 + coverage * (tau - 1.0)
+
+
+def _predicted_draft_tokens_per_step(rec: GroupRecord, train: Sequence[GroupRecord]) -> float:
+    """Draft tokens per sequence step of `rec` at rec.k, from the train records of the same (method, draft,
+    workload): their fill (draft tokens / (sequence steps x K_train)) times rec.k; NaN without them. The train
+    group that ran the same prompts is used alone when there is one: how often n-gram finds a match depends on
+    the prompts (code groups ranged 0.9-4.0 draft tokens per step at K=4)."""
+    if rec.method == "none":
+        return 0.0
+    same = _same_kind(rec, train)
+    match = [t for t in same if t.prompt_set_hash == rec.prompt_set_hash and t.sequence_steps > 0]
+    same = match[:1] or same
+    steps = sum(t.sequence_steps for t in same)
+    if not same or steps <= 0:
+        return math.nan
+    fill = sum(t.counts.num_draft_tokens for t in same) / (steps * same[0].k)
+    return min(1.0, fill) * rec.k
+
+
+def _request_decode_steps(train: Sequence[GroupRecord], k: int) -> np.ndarray:
+    """Decode steps each train request would need at K = k: per request, its acceptance length at the train
+    K read as an i.i.d. alpha (planner.acceptance), evaluated at k, with the request's own draft coverage."""
+    from planner.acceptance import acceptance_length_iid, alpha_from_acceptance_length
+
+    steps = []
+    for t in train:
+        _, _, l_out = _group_shape(t)
+        d = np.asarray(t.extra["request_drafts"], float)
+        a = np.asarray(t.extra["request_accepted"], float)
+        decode = (l_out - 1.0) - a  # each decode step emits 1 + accepted tokens
+        tau_i = np.where(d > 0, 1.0 + a / np.maximum(d, 1.0), 1.0)
+        cov = np.clip(d / np.maximum(decode, 1.0), 0.0, 1.0)
+        alpha = alpha_from_acceptance_length(np.minimum(tau_i, t.k + 1.0), t.k)
+        tau_k = acceptance_length_iid(alpha, k)
+        steps.append((l_out - 1.0) / (1.0 + cov * (tau_k - 1.0)))
+    return np.concatenate(steps) if steps else np.array([])
 
 
 def _predicted_slowest_steps_tau(rec: GroupRecord, train: Sequence[GroupRecord]) -> float:
-    """Tokens per step of the slowest sequence of `rec`, predicted from the train record of the same
-    (method, draft, workload): its slowest sequence's tokens per step, read as an i.i.d. acceptance length at
-    the train K, evaluated at rec.k. NaN without per-request data (then the mean is used)."""
+    """Tokens per step of the slowest sequence of `rec` (an offline batch lasts as long as it), predicted
+    from the train records of the same (method, draft, workload) with per-request counts: the train group
+    that ran the same prompts gives each request's steps at rec.k (`_request_decode_steps`) and the batch
+    takes the slowest; without it, the pooled requests' steps at rec.k and the expected slowest of B draws
+    (the B / (B + 1) quantile). Records without per-request counts: their slowest sequence, read as an i.i.d.
+    acceptance length. NaN without any of these (then the mean is used)."""
     from planner.acceptance import acceptance_length_iid, alpha_from_acceptance_length
 
     if rec.method == "none":
         return 1.0
-    same = [t for t in train if (t.method, t.draft, t.workload) == (rec.method, rec.draft, rec.workload)]
-    if not same or same[0].extra.get("request_accepted_min") is None:
+    same = _same_kind(rec, train)
+    if not same:
         return math.nan
+    b, _, l_out = _group_shape(rec)
+    with_req = [t for t in same if "request_drafts" in t.extra and "request_accepted" in t.extra]
+    if with_req:
+        match = [t for t in with_req if t.prompt_set_hash == rec.prompt_set_hash]
+        if match:
+            slow = float(np.max(_request_decode_steps(match[:1], rec.k)))
+        else:
+            slow = float(np.quantile(_request_decode_steps(with_req, rec.k), b / (b + 1.0)))
+        return (l_out - 1.0) / slow if slow > 0 else math.nan
     t = same[0]
-    _, _, l_out = _group_shape(t)
-    steps = (l_out - 1.0) - float(t.extra["request_accepted_min"])
-    slow = min((l_out - 1.0) / steps, t.k + 1.0)
-    alpha = float(alpha_from_acceptance_length(slow, t.k))
+    if t.extra.get("request_accepted_min") is None:
+        return math.nan
+    _, _, t_out = _group_shape(t)
+    steps = (t_out - 1.0) - float(t.extra["request_accepted_min"])
+    slow_tau = min((t_out - 1.0) / steps, t.k + 1.0)
+    alpha = float(alpha_from_acceptance_length(slow_tau, t.k))
     return float(acceptance_length_iid(alpha, rec.k))
 
 
@@ -330,7 +461,12 @@ def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequenc
             hw: Any | None = None) -> list[Comparison]:
     hw = hw or machine()
     train_ids = {id(r) for r in train}
-    base = {(r.run_id, r.workload): r for r in records if r.method == "none"}
+    records = [r for r in records if r.status == "finished"]  # warm-up groups are never compared
+    # the baseline of the same run, workload and batch size (first such group)
+    base: dict[tuple[str, str, int], GroupRecord] = {}
+    for r in records:
+        if r.method == "none":
+            base.setdefault((r.run_id, r.workload, r.num_prompts), r)
     rows = []
     for r in records:
         b, _, l_out = _group_shape(r)
@@ -341,10 +477,11 @@ def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequenc
         # too when the train record has per-request acceptance, else fall back to the mean
         slow_tau_p = _predicted_slowest_steps_tau(r, train)
         full_tau = slow_tau_p if math.isfinite(slow_tau_p) else step_tau_p
-        pred_full = (tokens / predict_wall_time_s(r, params, tau=full_tau, hw=hw)
-                     if math.isfinite(full_tau) else math.nan)
+        drafted_p = _predicted_draft_tokens_per_step(r, train)
+        pred_full = (tokens / predict_wall_time_s(r, params, tau=full_tau, draft_tokens_per_step=drafted_p, hw=hw)
+                     if math.isfinite(full_tau) and math.isfinite(drafted_p) else math.nan)
         meas = r.output_tokens_per_s
-        bl = base.get((r.run_id, r.workload))
+        bl = base.get((r.run_id, r.workload, r.num_prompts))
         if bl is not None:
             bb, _, bl_out = _group_shape(bl)
             pred_base = bb * bl_out / predict_wall_time_s(bl, params, hw=hw)
@@ -366,7 +503,7 @@ def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequenc
             measured_acceptance_length=r.acceptance_length, predicted_acceptance_length=tau_p,
             error_pct=(pred - meas) / meas * 100.0, error_full_pct=(pred_full - meas) / meas * 100.0,
             measured_decode_tokens_per_s=dec_m, predicted_decode_tokens_per_s=dec_p,
-            decode_error_pct=(dec_p - dec_m) / dec_m * 100.0,
+            decode_error_pct=(dec_p - dec_m) / dec_m * 100.0, batch_size=r.num_prompts,
         ))
     return rows
 
@@ -384,13 +521,13 @@ def mape_pct(rows: Sequence[Comparison], split: str | None = None, full: bool = 
 
 
 def format_table(rows: Sequence[Comparison]) -> str:
-    head = (f"{'config':34} {'workload':8} {'split':8} {'meas tok/s':>10} {'pred tok/s':>10} {'err %':>7} "
+    head = (f"{'config':34} {'workload':8} {'B':>3} {'split':8} {'meas tok/s':>10} {'pred tok/s':>10} {'err %':>7} "
             f"{'pred(tau) ':>10} {'err %':>7} {'meas S':>7} {'pred S':>7} {'meas tau':>8} {'pred tau':>8} "
             f"{'decode meas':>11} {'pred':>7} {'err %':>7}")
     lines = [head]
     for r in rows:
         lines.append(
-            f"{r.config_label:34} {r.workload:8} {r.split:8} {r.measured_output_tokens_per_s:10.1f} "
+            f"{r.config_label:34} {r.workload:8} {r.batch_size:3d} {r.split:8} {r.measured_output_tokens_per_s:10.1f} "
             f"{r.predicted_output_tokens_per_s:10.1f} {r.error_pct:7.1f} {r.predicted_full_output_tokens_per_s:10.1f} "
             f"{r.error_full_pct:7.1f} {r.measured_speedup:7.2f} {r.predicted_speedup:7.2f} "
             f"{r.measured_acceptance_length:8.3f} {r.predicted_acceptance_length:8.3f} "

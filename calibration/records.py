@@ -22,8 +22,8 @@ from typing import Any, Literal
 SCHEMA_VERSION = 1
 SpecMethod = Literal["none", "ngram", "draft_model", "eagle3", "p_eagle", "medusa", "mtp", "other"]
 SPEC_METHODS: tuple[str, ...] = ("none", "ngram", "draft_model", "eagle3", "p_eagle", "medusa", "mtp", "other")
-Source = Literal["engine", "prometheus", "bench_json"]
-SOURCES: tuple[str, ...] = ("engine", "prometheus", "bench_json")
+Source = Literal["engine", "server", "prometheus", "bench_json"]
+SOURCES: tuple[str, ...] = ("engine", "server", "prometheus", "bench_json")
 RUN_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "crashed")
 
 

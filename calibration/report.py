@@ -63,8 +63,10 @@ class CalibrationReport:
         if self.step_fit:
             se.update({k: v for k, v in zip(self.step_fit.names, self.step_fit.stderr, strict=True)
                        if k != "t_fixed_s"})
+        # the planner's Efficiency has one compute efficiency: the prefill's own (eta_prefill_flops) stays here
+        kept = {k: v for k, v in self.params.to_dict().items() if k != "eta_prefill_flops"}
         return CalibratedProfile(
-            name=name, hardware=self.hardware, **self.params.to_dict(),
+            name=name, hardware=self.hardware, **kept,
             stderr={k: float(v) for k, v in se.items()},
             holdout_mape_pct=float(self.mape_holdout_pct), created=today(),
             source=f"calibration runs {', '.join(self.run_ids)}; microbenchmark {self.microbench_run_id}"
@@ -96,7 +98,9 @@ def calibrate(store: Store, run_ids: list[str] | None = None, microbench_run_id:
         if rid is None:
             raise ValueError("run_ids: no succeeded engine run in the store; run `python -m calibration run`")
         run_ids = [rid]
-    records = [r for r in store.groups(run_ids) if r.source == "engine" or r.wall_time_s > 0]
+    # warm-up groups (status "warmup", calibration.protocol) are stored for inspection, never fitted
+    records = [r for r in store.groups(run_ids)
+               if (r.source == "engine" or r.wall_time_s > 0) and r.status == "finished"]
     if not records:
         raise ValueError(f"run_ids={run_ids}: no group records in the store {store.display_url}")
     hw = machine_for(records)
@@ -128,11 +132,12 @@ def calibrate(store: Store, run_ids: list[str] | None = None, microbench_run_id:
 
 
 def format_acceptance(fits: tuple[AcceptanceFit, ...] | list[AcceptanceFit]) -> str:
-    lines = [f"{'config':34} {'workload':8} {'drafts':>6} {'tau [95% CI]':>22}  p_i (unconditional) [Jeffreys 95%]"]
+    lines = [f"{'config':34} {'workload':8} {'drafts':>6} {'reqs':>5} {'tau [95% CI]':>22}  "
+             "p_i (unconditional) [Jeffreys 95%]"]
     for a in fits:
         per = ", ".join(f"{p:.2f}[{lo:.2f},{hi:.2f}]" for p, lo, hi in zip(a.p_per_pos, a.p_low, a.p_high,
                                                                            strict=True))
-        lines.append(f"{a.config_label:34} {a.workload:8} {a.num_drafts:6d} "
+        lines.append(f"{a.config_label:34} {a.workload:8} {a.num_drafts:6d} {a.num_requests:5d} "
                      f"{a.acceptance_length:6.3f} [{a.acceptance_length_low:5.2f},{a.acceptance_length_high:5.2f}]"
                      f"   {per}")
     return "\n".join(lines)

@@ -71,7 +71,7 @@ runs = Table(
     "runs",
     metadata,
     Column("run_id", String(64), primary_key=True),
-    Column("kind", String(32), nullable=False),  # engine | import | microbench | regress
+    Column("kind", String(32), nullable=False),  # engine | serve | import | microbench | regress
     Column("status", String(16), nullable=False),
     Column("message", Text, nullable=False, default=""),
     Column("spec_json", Text, nullable=False, default="{}"),

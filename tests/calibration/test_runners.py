@@ -204,7 +204,7 @@ def test_the_store_url_is_never_on_a_job_command_line(any_store_url: str) -> Non
 def test_sigkilled_engine_job_leaves_finished_groups_readable(store: Store, model_cache: dict) -> None:
     """Kill -9 the job (and with it the engine) after its first group committed: that group stays readable,
     the run is never marked succeeded and reads as crashed once its heartbeat is stale."""
-    spec = JobSpec(configs=(EngineConfig("none"),), workloads=("code", "chat"), prompts_per_group=2,
+    spec = JobSpec(configs=(EngineConfig("none"),), workloads=("code", "chat"), batch_sizes=(2,),
                    max_output_tokens=8, pause_after_group_s=120)
     h = LocalRunner(store.url).submit("engine", spec.to_dict(), timeout_s=600)
     deadline = time.monotonic() + 300

@@ -173,6 +173,9 @@ def test_cli_import_bench_json_and_list(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     rec = json.loads(out.stdout)["group"]
     assert rec["source"] == "bench_json" and rec["k"] == 3
+    # this server run sampled at temperature 1.0: 0 of 144 accepted, and the CLI says why that can be
+    assert rec["counts"]["num_drafts"] > 0 and rec["counts"]["num_accepted_tokens"] == 0
+    assert "--temperature 0" in out.stderr
     runs = json.loads(_cli("--json", "list", "runs", url=url).stdout)
     assert [r["status"] for r in runs] == ["succeeded"]
 
@@ -254,3 +257,65 @@ def test_cli_import_of_a_refused_file_leaves_no_run(tmp_path: Path) -> None:
         out = _cli("import", "--bench-json", path, "--workload", "code", url=url)
         assert out.returncode != 0
     assert Store(url).list_runs() == []
+
+
+def _seed_protocol_run(store: Store) -> str:
+    """A run as the measurement protocol writes it: a warm-up group, then two rounds with per-request counts."""
+    import dataclasses
+
+    rid = store.create_run("engine", {}, status="running")
+    warm = make_record(method="ngram", k=3, per_pos=(6, 3, 1), drafts=10, num_prompts=1, output_tokens=32,
+                       run_id=rid, wall_time_s=3.0)
+    store.add_group(dataclasses.replace(warm, status="warmup",
+                                        extra={"request_drafts": [10], "request_accepted": [10]}))
+    for rnd in (1, 2):
+        for b in (1, 4):
+            g = make_record(method="ngram", k=3, per_pos=(5 * b, 3 * b, 2 * b), drafts=10 * b, num_prompts=b,
+                            output_tokens=32 * b, run_id=rid, wall_time_s=1.0 + 0.3 * b)
+            store.add_group(dataclasses.replace(g, prompt_set_hash=f"{rnd}-{b}", extra={
+                "round": rnd, "request_drafts": [10] * b, "request_accepted": [8 + (i + rnd) % 5 for i in range(b)]}))
+    store.set_status(rid, "succeeded")
+    return rid
+
+
+def test_calibrate_page_shows_the_interval_narrowing_and_the_warm_up(app_store: Store) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    _seed_protocol_run(app_store)
+    at = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    assert not at.exception
+    assert any("interval narrowing" in m.value for m in at.markdown)
+    frames = [d.value for d in at.dataframe]
+    table = next(f for f in frames if "half-width" in f.columns)
+    assert list(table["rounds"]) == [2] and list(table["requests"]) == [10]  # warm-up request left out
+    groups = next(f for f in frames if "status" in f.columns)
+    assert list(groups["status"]).count("warmup") == 1
+
+
+def test_cli_refuses_bad_batch_sizes_and_protocol_settings(tmp_path: Path) -> None:
+    out = _cli("run", "--configs", "baseline", "--batch-sizes", "1,x", url=f"sqlite:///{tmp_path / 's.db'}")
+    assert out.returncode == 2 and "--batch-sizes" in out.stderr
+    out = _cli("run", "--configs", "baseline", "--budget-s", "0", url=f"sqlite:///{tmp_path / 's.db'}")
+    assert out.returncode == 2 and "budget_s" in out.stderr
+    assert not (tmp_path / "s.db").exists() or not Store(f"sqlite:///{tmp_path / 's.db'}").list_runs()
+
+
+def test_cpu_sampling_path_rejects_ngram_drafts_evidence(app_store: Store) -> None:
+    """The serving path's 0 accepted n-gram drafts, explained (data/ngram_temperature.py, offline engine, same
+    prompts): greedy accepts most draft tokens; temperature 0.001, a near-greedy distribution on the sampling
+    path, accepts nearly none, where a correct rejection sampler would accept about as many as greedy. The
+    Calibrate page says so in one line, with these figures."""
+    from streamlit.testing.v1 import AppTest
+
+    runs = json.loads((DATA / "ngram_temperature_cpu.json").read_text())["runs"]
+    rate = {r["temperature"]: r["accepted"] / r["draft_tokens"] for r in runs}
+    assert rate[0.0] > 0.5
+    assert rate[0.001] < 0.1
+    greedy = next(r for r in runs if r["temperature"] == 0.0)
+    near = next(r for r in runs if r["temperature"] == 0.001)
+    at = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    assert not at.exception
+    line = next(c.value for c in at.caption if c.value.startswith("Server path:"))
+    assert f"{greedy['accepted']} of {greedy['draft_tokens']}" in line
+    assert f"{near['accepted']} of {near['draft_tokens']}" in line
+    assert "temperature 0" in line and "--temperature 0" in line

