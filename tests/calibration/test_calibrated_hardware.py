@@ -120,13 +120,13 @@ def test_a_gpu_run_refines_its_catalogue_entry_end_to_end(cat, tmp_path):
         store.add_group(dataclasses.replace(rec, run_id=run_id))
     rep = calibrate(store, [run_id], microbench_run_id=None)
     assert (rep.base_hardware, rep.device_count, rep.engine_version) == ("h200", 8, "vllm 0.11.0")
-    assert rep.params.t_fixed_s == pytest.approx(0.0042, rel=1e-3)
-    assert rep.params.t_spec_s == pytest.approx(0.0011, rel=1e-3)
+    assert rep.params.t_fixed_s == pytest.approx(0.0042, rel=1e-2)
+    assert rep.params.t_spec_s == pytest.approx(0.0011, rel=1e-2)
     assert rep.mape_holdout_pct < 0.5
     prof = rep.profile("h200-node")
     spec = prof.hardware_spec(cat)
     assert spec.bf16_tflops == cat.hardware["h200"].bf16_tflops and "calibrated" in spec.label
-    assert spec.efficiency.t_fixed_s == pytest.approx(0.0042, rel=1e-3)
+    assert spec.efficiency.t_fixed_s == pytest.approx(0.0042, rel=1e-2)
     assert spec.efficiency.t_layer_s == eff.t_layer_s  # kernel-fitted terms kept
 
 
