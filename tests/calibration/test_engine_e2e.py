@@ -88,14 +88,17 @@ def test_uploaded_prompt_text_is_measured_but_never_stored(e2e: E2E) -> None:
         assert text not in dump
 
 
-def test_truncated_layer_draft_is_a_real_slowdown(e2e: E2E) -> None:
+def test_truncated_layer_draft_really_drafts_and_is_rarely_accepted(e2e: E2E) -> None:
+    """The draft model ran (drafts proposed on every group) and a 2-layer draft nearly never agrees with the
+    30-layer target (shared/ENGINE.md). Whether that makes it slower than the baseline is a timing: the
+    calibration's fit and report show it, not this test (a per-group throughput comparison flipped on a 1 %
+    difference in one CI run)."""
     groups = [g for g in Store(e2e.store_url).groups([e2e.run_id]) if g.status == "finished"]
-    base = {(g.workload, g.num_prompts): g.output_tokens_per_s for g in groups if g.method == "none"}
-    for g in groups:
-        if g.method == "draft_model":
-            # a 2-layer draft nearly never agrees with the 30-layer target (shared/ENGINE.md)
-            assert g.acceptance_length < 1.5
-            assert g.output_tokens_per_s < base[(g.workload, g.num_prompts)], g.config_label
+    drafted = [g for g in groups if g.method == "draft_model"]
+    assert drafted
+    for g in drafted:
+        assert g.counts.num_drafts > 0 and 0 < g.counts.num_draft_tokens <= g.k * g.counts.num_drafts
+        assert g.acceptance_length < 1.5, g.config_label
 
 
 def test_engine_registry_text_parses_to_the_recorded_counts(e2e: E2E) -> None:
