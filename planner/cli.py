@@ -79,6 +79,9 @@ def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     p.add_argument("--prompt-tokens", type=int)
     p.add_argument("--output-tokens", type=int)
     p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--attention-dp", action="store_true",
+                   help="MoE models: attention data parallel over the --tp GPUs with expert-parallel MoE (vLLM "
+                        "--data-parallel-size N --enable-expert-parallel) instead of tensor parallel")
     p.add_argument("--dtype", choices=["bf16", "fp8", "nvfp4", "mxfp4"], default="bf16", help="weight format")
     p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default=None,
                    help="KV-cache format (default: fp8 with fp8 weights, else bf16)")
@@ -151,7 +154,8 @@ def _scenario(args, catalog) -> Scenario:
         model=args.model, hardware=args.hardware, method=args.method, k=k, batch=args.batch,
         acceptance=_acceptance(args), workload=args.workload, language=args.language,
         context_tokens=args.context_tokens, prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens, tp=args.tp, dtype=args.dtype, kv_dtype=args.kv_dtype,
+        output_tokens=args.output_tokens, tp=args.tp, attention_dp=args.attention_dp, dtype=args.dtype,
+        kv_dtype=args.kv_dtype,
         usd_per_gpu_hour=args.usd_per_gpu_hour, tpot_slo_ms=args.tpot_slo_ms,
         draft_cost_ratio=args.draft_cost_ratio, tuned=args.tuned, tree=args.tree is not None or shape is not None,
         tree_shape=shape,
@@ -227,8 +231,8 @@ def _plan_request(args, cat, *, levers: bool = False):
     method = getattr(args, "method", None) or "eagle3"
     k_meas = args.k if args.k is not None else (len(args.alpha_per_position) if args.alpha_per_position else None)
     return PlanRequest(
-        model=args.model, hardware=args.hardware, tp=args.tp, dtype=args.dtype, kv_dtype=args.kv_dtype,
-        usd_per_gpu_hour=args.usd_per_gpu_hour,
+        model=args.model, hardware=args.hardware, tp=args.tp, attention_dp=args.attention_dp, dtype=args.dtype,
+        kv_dtype=args.kv_dtype, usd_per_gpu_hour=args.usd_per_gpu_hour,
         tpot_slo_ms=args.tpot_slo_ms, monthly_output_tokens=volume, volume_source=source, segments=segments,
         workload=args.workload, language=args.language, current_method=getattr(args, "current_method", "none"),
         tuned=args.tuned, batch_cap=cap, costs=costs, acceptance=acceptance,

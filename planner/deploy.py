@@ -37,7 +37,8 @@ def speculative_config(method: Method, model: ModelSpec, k: int, *, draft_model:
     return cfg
 
 
-def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dtype: str = "bf16",
+def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, attention_dp: bool = False,
+                    dtype: str = "bf16",
                     max_num_seqs: int | None = None, draft_model: ModelSpec | None = None,
                     head_path: str | None = None, tree_shape=None, kv_dtype: str = "bf16") -> dict[str, Any]:
     """The `vllm serve` command for a method, its speculative config and what the operator must fill in.
@@ -45,7 +46,8 @@ def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dt
     The one place a deployment command is built (the Plan, Report and CLI all show this). With a token tree
     (planner.trees.TreeShape): vLLM's `speculative_token_tree` (level-uniform trees only, vllm/v1/spec_decode/
     eagle.py drafts the same number of children under every node of a level) and, for SGLang, its three flags
-    (`sglang_flags`)."""
+    (`sglang_flags`). attention_dp: the tp GPUs run attention data parallel with expert-parallel MoE
+    (`--data-parallel-size tp --enable-expert-parallel`); `--max-num-seqs` is then per data-parallel rank."""
     target = model.hf_id or model.name
     head = head_path or f"<FILL IN: path or HF id of your {method.label} head for {target}>"
     cfg = speculative_config(method, model, k, draft_model=draft_model, head_path=head)
@@ -71,7 +73,13 @@ def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dt
     elif method.drafting == "native_module":
         notes.append(f"the MTP module ships inside {target}; nothing to fill in")
     parts = ["vllm", "serve", target]
-    if tp > 1:
+    if attention_dp and tp > 1:
+        parts += ["--data-parallel-size", str(int(tp)), "--enable-expert-parallel"]
+        notes.append(f"data-parallel attention over {int(tp)} GPUs with expert-parallel MoE: each GPU schedules its "
+                     "own sequences (--max-num-seqs is per GPU)")
+        if max_num_seqs:
+            max_num_seqs = -(-int(max_num_seqs) // int(tp))
+    elif tp > 1:
         parts += ["--tensor-parallel-size", str(int(tp))]
     if dtype == "fp8":
         parts += ["--quantization", "fp8"]

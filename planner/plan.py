@@ -45,6 +45,7 @@ from planner.roofline import (
     head_net,
     hw_params,
     null_net,
+    replica_weight_bytes,
     resident_weight_bytes,
     stack,
     target_net,
@@ -148,6 +149,9 @@ class PlanRequest:
     model: str
     hardware: str
     tp: int = 1
+    # True: the tp GPUs run attention data parallel and the routed experts expert parallel (MoE models; vLLM
+    # --data-parallel-size tp --enable-expert-parallel; planner.roofline.step_time_terms); False: tensor parallel
+    attention_dp: bool = False
     dtype: str = "bf16"  # weights: bf16, fp8, nvfp4, mxfp4 (planner.types.WEIGHT_DTYPES)
     kv_dtype: str | None = None  # KV cache: bf16 or fp8; None: fp8 with fp8 weights, else bf16
     usd_per_gpu_hour: float | None = None  # None: the hardware's list-price midpoint
@@ -357,6 +361,12 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
     if not isinstance(req.tp, (int, np.integer)) or req.tp not in TP_OPTIONS or req.tp > hw.max_tp:
         allowed = ", ".join(str(t) for t in TP_OPTIONS if t <= hw.max_tp)
         raise PlanError("tp", req.tp, f"one of {allowed} GPUs per replica on {hw.label}")
+    if not isinstance(req.attention_dp, (bool, np.bool_)):
+        raise PlanError("attention_dp", req.attention_dp, "true or false")
+    if req.attention_dp and not model.experts:
+        raise PlanError("attention_dp", req.attention_dp,
+                        f"false for {model.label}: data-parallel attention with expert-parallel MoE needs a MoE "
+                        f"model, and {model.label} is dense (tensor parallel splits it)")
     if req.dtype not in WEIGHT_DTYPES:
         raise PlanError("dtype", req.dtype, ", ".join(WEIGHT_DTYPES))
     if req.kv_dtype is not None and req.kv_dtype not in KV_CACHE_DTYPES:
@@ -705,9 +715,14 @@ def _engine_args(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples, pre, draft
     return dict(
         target=ctx.target, hw=_hw(ctx, smp), k=pre["k"], tau=pre["tau"],
         context_tokens=pre["ctx"], prompt_tokens=pre["prompt"], output_tokens=pre["out"],
-        usd_per_gpu_hour=_r5(smp.usd_per_gpu_hour, 0), tp=ctx.tp, verify_tokens=pre["nver"],
+        usd_per_gpu_hour=_r5(smp.usd_per_gpu_hour, 0), tp=ctx.tp, attention_dp=_dp(ctx), verify_tokens=pre["nver"],
         draft_cost_factor=_r5([c.draft_cost_factor for c in cands], 1), **_tree_overrides(ctx, cands),
         **(drafts or _drafts(ctx, cands)))
+
+
+def _dp(ctx: _Ctx) -> float:
+    """evaluate_arrays' attention_dp for the request: 1.0 for data-parallel attention + expert parallel."""
+    return 1.0 if ctx.req.attention_dp else 0.0
 
 
 def _tree_overrides(ctx: _Ctx, cands: Sequence[Candidate]) -> dict[str, np.ndarray]:
@@ -848,7 +863,7 @@ def _memory(ctx: _Ctx, cands: Sequence[Candidate], pre, drafts) -> np.ndarray:
                                    hw=hw_params(ctx.hw, ctx.req.dtype, ctx.eff), mode=drafts["mode"],
                                    prompt_tokens=pre["prompt"], output_tokens=pre["out"], tp=ctx.tp,
                                    draft_weight_bytes_total=drafts["draft_weight_bytes_total"],
-                                   draft_is_model=drafts["draft_is_model"])
+                                   draft_is_model=drafts["draft_is_model"], attention_dp=_dp(ctx))
     is_base = _r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
     shape = np.broadcast_shapes(mb.shape, base_mb.shape, is_base.shape, k.shape, pre["prompt"].shape)
     return np.broadcast_to(np.where(is_base, base_mb, mb), shape)
@@ -897,11 +912,14 @@ def _memory_way_out(ctx: _Ctx, extra_weight_bytes: float = 0.0) -> str:
     usable_per_gpu = hw.hbm_gb * GB * GPU_MEMORY_UTILIZATION * (1 - ACTIVATION_RESERVE_FRACTION)
     need = {}
     for dtype in ("bf16", "fp8"):
-        wb = (
-            float(resident_weight_bytes(target_net(model, dtype)))
-            + extra_weight_bytes * BYTES_PER_PARAM[dtype] / BYTES_PER_PARAM[ctx.req.dtype]
-        )
-        need[dtype] = (wb, next((t for t in TP_OPTIONS if t <= hw.max_tp and usable_per_gpu * t > wb * 1.05), None))
+        extra = extra_weight_bytes * BYTES_PER_PARAM[dtype] / BYTES_PER_PARAM[ctx.req.dtype]
+
+        def weights(t: int, net=target_net(model, dtype), extra=extra) -> float:
+            """The replica's weights on t GPUs (every GPU holds the non-expert weights under attention DP)."""
+            return float(replica_weight_bytes(net, tp=t, attention_dp=_dp(ctx))) + extra
+
+        need[dtype] = (weights(ctx.tp), next((t for t in TP_OPTIONS if t <= hw.max_tp
+                                              and usable_per_gpu * t > weights(t) * 1.05), None))
     wb, _ = need[ctx.req.dtype]
     parts = [
         f"weights need {wb / GB:,.0f} GB, {ctx.tp} x {hw.label} offer {usable_per_gpu * ctx.tp / GB:,.0f} GB usable"
@@ -1201,6 +1219,7 @@ def plan(req: PlanRequest, catalog) -> Plan:
             ctx.model,
             pt.k,
             tp=req.tp,
+            attention_dp=req.attention_dp,
             dtype=req.dtype,
             max_num_seqs=pt.batch,
             draft_model=catalog.models[ctx.model.draft_model]

@@ -104,6 +104,8 @@ class HwParams:
     eta_attn_flops: np.ndarray | float = 0.0
     eta_allreduce: np.ndarray | float = 1.0
     per_op_roofline: np.ndarray | float = 0.0
+    alltoall_latency_s: np.ndarray | float = 5e-5
+    eta_alltoall: np.ndarray | float = 0.3
     # Speculation terms (issue 11, step 4; planner.serving): defaults reproduce the first planner.
     t_spec_token_s: np.ndarray | float = 0.0
     t_ngram_s: np.ndarray | float = 0.0
@@ -135,6 +137,8 @@ def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None =
         eta_attn_flops=eff.eta_attn_flops,
         eta_allreduce=eff.eta_allreduce,
         per_op_roofline=eff.per_op_roofline,
+        alltoall_latency_s=eff.alltoall_latency_s,
+        eta_alltoall=eff.eta_alltoall,
         t_spec_token_s=eff.t_spec_token_s,
         t_ngram_s=eff.t_ngram_s,
         moe_verify_overlap=eff.moe_verify_overlap,
@@ -380,6 +384,27 @@ def resident_weight_bytes(net: Net) -> np.ndarray:
             + np.asarray(net.resident_only_bytes, float))
 
 
+def replica_weight_bytes(net: Net, *, tp: np.ndarray | float = 1, attention_dp: np.ndarray | float = 0.0
+                         ) -> np.ndarray:
+    """Weights the replica's tp GPUs hold together, bytes: resident_weight_bytes under tensor parallel (each
+    weight once, split); under attention data parallel (step_time_terms) every GPU holds all non-expert weights
+    and E / tp routed experts: tp * (dense + resident-only) + E * expert bytes."""
+    whole = resident_weight_bytes(net)
+    dp = np.asarray(attention_dp, float)
+    if not np.any(dp > 0):
+        return whole
+    non_expert = np.asarray(net.dense_weight_bytes, float) + np.asarray(net.resident_only_bytes, float)
+    return np.where(dp > 0, whole + (np.asarray(tp, float) - 1.0) * non_expert, whole)
+
+
+def kv_split_tp(tp: np.ndarray | float = 1, attention_dp: np.ndarray | float = 0.0) -> np.ndarray:
+    """The tensor-parallel ways a sequence's KV cache is spread over: tp, or 1 under attention data parallel
+    (a sequence lives on one GPU with all its heads; MLA's latent is then held once, not tp times)."""
+    dp = np.asarray(attention_dp, float)
+    tp = np.asarray(tp, float)
+    return np.where(dp > 0, 1.0, tp) if np.any(dp > 0) else tp
+
+
 def _has_experts(net: Net) -> bool:
     """Whether any network on the grid has routed experts (dense networks skip the MoE terms, which are 0)."""
     return bool(np.any(np.asarray(net.experts, float) > 0))
@@ -460,15 +485,20 @@ def tokens_per_touched_expert(net: Net, tokens_in_step: np.ndarray | float,
         return np.where(touched > 0, m * np.asarray(net.experts_per_token, float) / touched, m)
 
 
-def weight_stream_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed=None) -> np.ndarray:
+def weight_stream_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed=None, dense_tp=None,
+                         dense_tokens=None) -> np.ndarray:
     """Weight bytes read per GPU over achieved bandwidth, seconds:
-        dense / tp / (BW eta_bw(m)) + touched(m) * expert bytes / tp / (BW eta_bw(m_e))
+        dense / tp_d / (BW eta_bw(m_d)) + touched(m) * expert bytes / tp / (BW eta_bw(m_e))
     with m_e = tokens_per_touched_expert: each expert's GEMM sees only its own rows. With no token
     dependence (eta_bw_tokens_scale = 0) this is weight_bytes_read(m) / tp / (BW eta_bw). `routed`: the
-    step's independent routing draws (routed_tokens), default m."""
+    step's independent routing draws (routed_tokens), default m. tp_d, m_d (dense_tp, dense_tokens): how the
+    non-expert weights split and the rows each GPU runs them on; tensor parallel (default): tp and m; attention
+    data parallel (step_time_terms): 1 and m / tp, every GPU holding all of them for its own sequences."""
     m = np.asarray(tokens_in_step, float)
     bw_tp = np.asarray(hw.bandwidth_bytes_s, float) * np.asarray(tp, float)
-    dense = np.asarray(net.dense_weight_bytes, float) / (bw_tp * eta_bw_at(hw, m))
+    bw_d = bw_tp if dense_tp is None else np.asarray(hw.bandwidth_bytes_s, float) * np.asarray(dense_tp, float)
+    m_d = m if dense_tokens is None else np.asarray(dense_tokens, float)
+    dense = np.asarray(net.dense_weight_bytes, float) / (bw_d * eta_bw_at(hw, m_d))
     if not _has_experts(net):  # no routed experts: the second term is 0
         return dense
     r = m if routed is None else np.asarray(routed, float)
@@ -486,19 +516,23 @@ def kv_stream_time_s(net: Net, hw: HwParams, *, batch, context_tokens, tp=1) -> 
         np.asarray(hw.bandwidth_bytes_s, float) * eta)
 
 
-def gemm_compute_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed=None) -> np.ndarray:
+def gemm_compute_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1, routed=None, dense_tp=None,
+                        dense_tokens=None) -> np.ndarray:
     """GEMM FLOPs per GPU over achieved FLOP/s, seconds (2 FLOPs per multiply-accumulate; Kaplan et al.
     2020, section 2.1):
-        2 * (active - k * expert) * m / tp / (F eta_f(m)) + 2 * k * expert * m / tp / (F eta_f(m_e))
-    routed experts run as a grouped GEMM of m_e rows each (tokens_per_touched_expert)."""
+        2 * (active - k * expert) * m_d / tp_d / (F eta_f(m_d)) + 2 * k * expert * m / tp / (F eta_f(m_e))
+    routed experts run as a grouped GEMM of m_e rows each (tokens_per_touched_expert); tp_d, m_d as in
+    weight_stream_time_s (tp and m under tensor parallel)."""
     m = np.asarray(tokens_in_step, float)
     f_tp = np.asarray(hw.peak_flops_s, float) * np.asarray(tp, float)
+    f_d = f_tp if dense_tp is None else np.asarray(hw.peak_flops_s, float) * np.asarray(dense_tp, float)
+    m_d = m if dense_tokens is None else np.asarray(dense_tokens, float)
     if not _has_experts(net):  # no routed experts: every active parameter is in the first term
-        return 2.0 * np.asarray(net.active_params, float) * m / (f_tp * eta_flops_at(hw, m))
+        return 2.0 * np.asarray(net.active_params, float) * m_d / (f_d * eta_flops_at(hw, m_d))
     expert_active = np.asarray(net.experts_per_token, float) * np.asarray(net.expert_params, float)
     dense = np.asarray(net.active_params, float) - expert_active
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (2.0 * dense * m / (f_tp * eta_flops_at(hw, m))
+        return (2.0 * dense * m_d / (f_d * eta_flops_at(hw, m_d))
                 + np.where(expert_active > 0, 2.0 * expert_active * m
                            / (f_tp * eta_flops_at(hw, tokens_per_touched_expert(net, m, routed,
                                                                                  hw.moe_routing_skew))), 0.0))
@@ -522,19 +556,20 @@ def attention_compute_time_s(net: Net, hw: HwParams, *, tokens_in_step, context_
         np.asarray(hw.peak_flops_s, float) * eta * np.asarray(tp, float))
 
 
-def moe_expert_time_s(net: Net, hw: HwParams, *, tokens_in_step) -> np.ndarray:
-    """Fixed costs of the MoE layers: moe_layers * (touched(m) * t_expert + t_moe_layer), seconds.
+def moe_expert_time_s(net: Net, hw: HwParams, *, tokens_in_step, ep=1) -> np.ndarray:
+    """Fixed costs of the MoE layers: moe_layers * (touched(m) / ep * t_expert + t_moe_layer), seconds.
     A grouped GEMM schedules one problem per expert that received tokens; each has a floor of tile
     set-up and epilogue whatever its size (seen as 50-120 us per MoE layer at batch 1 for DeepSeek-V3 on
-    H200 in aiconfigurator's database, where bandwidth says ~15 us)."""
+    H200 in aiconfigurator's database, where bandwidth says ~15 us). Under tensor parallel (ep = 1) every GPU
+    runs a slice of every touched expert; under expert parallel over ep GPUs each runs its own E / ep."""
     if not _has_experts(net):  # no MoE layers
         return np.zeros(())
     return np.asarray(net.moe_layers, float) * (
-        touched_experts(net, tokens_in_step, hw.moe_routing_skew) * np.asarray(hw.t_expert_s, float)
-        + np.asarray(hw.t_moe_layer_s, float))
+        touched_experts(net, tokens_in_step, hw.moe_routing_skew) / np.asarray(ep, float)
+        * np.asarray(hw.t_expert_s, float) + np.asarray(hw.t_moe_layer_s, float))
 
 
-def moe_token_time_s(net: Net, hw: HwParams, *, tokens_in_step) -> np.ndarray:
+def moe_token_time_s(net: Net, hw: HwParams, *, tokens_in_step, ep=1) -> np.ndarray:
     """Per-token cost of the MoE layers: moe_layers * m * k * t_moe_token_s, seconds (m tokens, k experts each).
 
     Every routed token-expert pair is gathered into its expert's rows and scattered back (permute / unpermute,
@@ -545,12 +580,13 @@ def moe_token_time_s(net: Net, hw: HwParams, *, tokens_in_step) -> np.ndarray:
     0.12 measures vLLM 0.24's fused MoE under a power-law token distribution growing ~0.7 us per token per
     layer for DeepSeek-V3 at TP8 on H200 from 64 to 512 tokens, where the balanced distribution stays flat).
     t_moe_token_s is fitted per (hardware, dtype) to those power-law rows (tools/fit_steptime.py, fit_moe).
-    Linear in m: moe_layers * k * t_moe_token_s at one token; 0 for dense networks."""
+    Linear in m: moe_layers * k * t_moe_token_s at one token; 0 for dense networks. Under expert parallel over
+    ep GPUs each GPU permutes and tiles its share, m k / ep pairs."""
     layers = np.asarray(net.moe_layers, float)
     if not np.any(layers > 0):  # dense networks: nothing to broadcast over the grid
         return np.zeros(())
     return (layers * np.asarray(tokens_in_step, float) * np.asarray(net.experts_per_token, float)
-            * np.asarray(hw.t_moe_token_s, float))
+            * np.asarray(hw.t_moe_token_s, float) / np.asarray(ep, float))
 
 
 def allreduce_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndarray:
@@ -563,6 +599,26 @@ def allreduce_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndar
            / (np.asarray(hw.interconnect_bytes_s, float) * np.asarray(hw.eta_allreduce, float))
            + np.asarray(hw.allreduce_latency_s, float))
     return np.where(tp > 1, 2.0 * np.asarray(net.layers, float) * per, 0.0)
+
+
+def alltoall_time_s(net: Net, hw: HwParams, *, tokens_per_gpu, gpus) -> np.ndarray:
+    """Expert-parallel all-to-all of the MoE layers, seconds: per MoE layer a dispatch (each token's hidden state
+    to the GPUs holding its k experts) and a combine (the k expert outputs back), each
+        alltoall_latency_s + m_g * k * hidden * 2 B * (g - 1) / g / (interconnect * eta_alltoall)
+    for m_g tokens per GPU over g GPUs (uniform routing: (g - 1) / g of the copies leave the GPU). Measured form:
+    vLLM 0.24's DeepEP low-latency dispatch and combine at EP8 (aiconfigurator-core 0.12; ~50 us a phase up to
+    ~32 tokens per GPU, then linear in tokens), fitted per GPU by tools/fit_steptime.py (fit_alltoall). 0 for
+    dense networks (attention data parallel then needs no communication at all) and at g = 1."""
+    layers = np.asarray(net.moe_layers, float)
+    if not np.any(layers > 0):
+        return np.zeros(())
+    g = np.asarray(gpus, float)
+    msg = (np.asarray(tokens_per_gpu, float) * np.asarray(net.experts_per_token, float)
+           * np.asarray(net.hidden_size, float) * ACT_BYTES)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = (np.asarray(hw.alltoall_latency_s, float) + msg * (g - 1.0) / g
+               / (np.asarray(hw.interconnect_bytes_s, float) * np.asarray(hw.eta_alltoall, float)))
+    return np.where(g > 1, 2.0 * layers * per, 0.0)
 
 
 def fusion_time_s(net: Net, hw: HwParams, *, batch, tokens_per_seq, tp=1) -> np.ndarray:
@@ -630,25 +686,44 @@ def step_time_terms(
     context_tokens: np.ndarray | float,
     tp: np.ndarray | float = 1,
     t_fixed_s: np.ndarray | float | None = None,
+    attention_dp: np.ndarray | float = 0.0,
 ) -> StepTerms:
-    """One forward step as named terms (module docstring); a network with no parameters costs 0."""
+    """One forward step as named terms (module docstring); a network with no parameters costs 0.
+
+    attention_dp = 1 (per element): the replica's `tp` GPUs run attention and every non-expert layer data
+    parallel, each GPU with all of those weights for its own batch / tp sequences, and the routed experts expert
+    parallel over the tp GPUs, every GPU holding E / tp experts for all the replica's tokens (vLLM
+    `--data-parallel-size tp --enable-expert-parallel`; SGLang's DP attention). Per GPU then: non-expert weights
+    whole, at m / tp rows; KV and attention of batch / tp sequences, all heads (so MLA's latent is read once per
+    sequence, not on every rank); experts as under TP (touched(m) / tp of them, all m tokens); MoE kernel costs
+    for its E / tp experts; all-to-all dispatch and combine (alltoall_time_s) instead of all-reduces."""
     b = np.asarray(batch, float)
     m = b * np.asarray(tokens_per_seq, float)
     tp = np.asarray(tp, float)
+    dp = np.asarray(attention_dp, float)
+    if np.any(dp > 0):  # per GPU: the share of sequences it computes attention and dense layers for
+        tp_d = np.where(dp > 0, 1.0, tp)
+        share = np.where(dp > 0, 1.0 / tp, 1.0)
+        ep = np.where(dp > 0, tp, 1.0)
+    else:
+        tp_d, share, ep = tp, 1.0, 1.0
+    b_d, m_d = b * share, m * share
     # MoE routing draws: a sequence's verify tokens share experts (routed_tokens); m when dense or n = 1
     r = routed_tokens(b, tokens_per_seq, hw.moe_verify_overlap) if _has_experts(net) else m
-    t_w = weight_stream_time_s(net, hw, tokens_in_step=m, tp=tp, routed=r)
-    t_kv = kv_stream_time_s(net, hw, batch=b, context_tokens=context_tokens, tp=tp)
-    t_g = gemm_compute_time_s(net, hw, tokens_in_step=m, tp=tp, routed=r)
-    t_a = attention_compute_time_s(net, hw, tokens_in_step=m, context_tokens=context_tokens, tp=tp)
+    t_w = weight_stream_time_s(net, hw, tokens_in_step=m, tp=tp, routed=r, dense_tp=tp_d, dense_tokens=m_d)
+    t_kv = kv_stream_time_s(net, hw, batch=b_d, context_tokens=context_tokens, tp=tp_d)
+    t_g = gemm_compute_time_s(net, hw, tokens_in_step=m, tp=tp, routed=r, dense_tp=tp_d, dense_tokens=m_d)
+    t_a = attention_compute_time_s(net, hw, tokens_in_step=m_d, context_tokens=context_tokens, tp=tp_d)
     p = np.asarray(hw.per_op_roofline, float)
     t_mem, t_cmp = t_w + t_kv, t_g + t_a
     core = (1.0 - p) * np.maximum(t_mem, t_cmp) + p * (np.maximum(t_w, t_g) + np.maximum(t_kv, t_a))
-    t_e = moe_expert_time_s(net, hw, tokens_in_step=r)
-    t_mt = moe_token_time_s(net, hw, tokens_in_step=m)  # every routed token pays, shared experts or not
+    t_e = moe_expert_time_s(net, hw, tokens_in_step=r, ep=ep)
+    t_mt = moe_token_time_s(net, hw, tokens_in_step=m, ep=ep)  # every routed token pays, shared experts or not
     t_c = allreduce_time_s(net, hw, tokens_in_step=m, tp=tp)
+    if np.any(dp > 0):
+        t_c = np.where(dp > 0, alltoall_time_s(net, hw, tokens_per_gpu=m_d, gpus=tp), t_c)
     t_l = layer_kernel_time_s(net, hw)
-    t_lt = layer_token_time_s(net, hw, tokens_in_step=m)
+    t_lt = layer_token_time_s(net, hw, tokens_in_step=m_d)
     fixed = np.asarray(hw.t_fixed_s if t_fixed_s is None else t_fixed_s, float)
     active = np.asarray(net.active_params) > 0
     total = np.where(active, core + t_e + t_mt + t_c + t_l + t_lt + fixed, 0.0)
@@ -665,10 +740,11 @@ def step_time_s(
     context_tokens: np.ndarray | float,
     tp: np.ndarray | float = 1,
     t_fixed_s: np.ndarray | float | None = None,
+    attention_dp: np.ndarray | float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One forward step; returns (seconds, compute_bound) broadcast over all inputs."""
     terms = step_time_terms(net, hw, batch=batch, tokens_per_seq=tokens_per_seq,
-                            context_tokens=context_tokens, tp=tp, t_fixed_s=t_fixed_s)
+                            context_tokens=context_tokens, tp=tp, t_fixed_s=t_fixed_s, attention_dp=attention_dp)
     return terms.total_s, terms.compute_bound
 
 

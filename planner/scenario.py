@@ -108,6 +108,9 @@ def _validate(s: Scenario, model: ModelSpec, hw: Hardware, method: Method) -> No
         raise bad("batch", s.batch, "an integer from 1 to 4096")
     if s.tp not in (1, 2, 4, 8) or s.tp > hw.max_tp:
         raise bad("tp", s.tp, f"1, 2, 4 or 8, at most {hw.max_tp} on {hw.label}")
+    if s.attention_dp and not model.experts:
+        raise bad("attention_dp", s.attention_dp, f"false for {model.label}: data-parallel attention with "
+                  "expert-parallel MoE needs a MoE model")
     if s.dtype not in WEIGHT_DTYPES:
         raise bad("dtype", s.dtype, ", ".join(WEIGHT_DTYPES))
     if s.kv_dtype is not None and s.kv_dtype not in KV_CACHE_DTYPES:
@@ -296,7 +299,7 @@ def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str
         mode=DRAFTING_MODE_CODE[method.drafting], draft_scales_with_k=method.draft_params_scale_with_k,
         k=ks[:, None], batch=batches[None, :], tau=taus[:, None], context_tokens=ctx,
         prompt_tokens=prompt, output_tokens=out, usd_per_gpu_hour=price, tp=s.tp,
-        verify_tokens=n_verify[:, None], draft_cost_ratio=s.draft_cost_ratio,
+        attention_dp=1.0 if s.attention_dp else 0.0, verify_tokens=n_verify[:, None], draft_cost_ratio=s.draft_cost_ratio,
         draft_cost_factor=s.draft_cost_factor, draft_weight_bytes_total=draft_total, draft_is_model=is_model,
         **tree_draft_overrides(s.tree_shape, method),
     )

@@ -29,8 +29,9 @@ from planner.roofline import (
     Net,
     fusion_time_s,
     kv_cache_bytes_per_sequence,
+    kv_split_tp,
     max_batch,
-    resident_weight_bytes,
+    replica_weight_bytes,
     step_time_s,
 )
 
@@ -130,18 +131,22 @@ class SpecResult:
 
 
 def memory_max_batch(*, target: Net, draft: Net, hw: HwParams, mode, prompt_tokens, output_tokens, tp=1,
-                     draft_weight_bytes_total=0.0, draft_is_model=False) -> tuple[np.ndarray, np.ndarray]:
+                     draft_weight_bytes_total=0.0, draft_is_model=False,
+                     attention_dp=0.0) -> tuple[np.ndarray, np.ndarray]:
     """(largest batch with the draft, largest batch without it) that fit memory: every resident weight (all
     experts) + draft weights + each sequence's KV cache (MLA latent replicated on every TP rank; sliding-window
     layers hold only their window), from planner.roofline.max_batch. `draft` is already scaled for K
-    (MEDUSA's K heads)."""
+    (MEDUSA's K heads). Under attention data parallel every GPU holds the non-expert weights and a draft
+    model whole, and a sequence's KV once (planner.roofline.replica_weight_bytes, kv_split_tp)."""
     seq_tokens = np.asarray(prompt_tokens, float) + np.asarray(output_tokens, float)
-    target_bytes = resident_weight_bytes(target)
-    target_kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq_tokens, tp=tp)
+    kv_tp = kv_split_tp(tp, attention_dp)
+    target_bytes = replica_weight_bytes(target, tp=tp, attention_dp=attention_dp)
+    target_kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq_tokens, tp=kv_tp)
     draft_kv = np.where(np.asarray(mode) == MODE_NONE, 0.0,
-                        kv_cache_bytes_per_sequence(draft, sequence_tokens=seq_tokens, tp=tp))
-    draft_bytes = np.where(np.asarray(draft_is_model), np.asarray(draft_weight_bytes_total, float),
-                           resident_weight_bytes(draft))
+                        kv_cache_bytes_per_sequence(draft, sequence_tokens=seq_tokens, tp=kv_tp))
+    copies = np.where(np.asarray(attention_dp, float) > 0, np.asarray(tp, float), 1.0)
+    draft_bytes = np.where(np.asarray(draft_is_model), np.asarray(draft_weight_bytes_total, float) * copies,
+                           replica_weight_bytes(draft, tp=tp, attention_dp=attention_dp))
     mb = max_batch(hw=hw, weight_bytes_total=target_bytes + draft_bytes, kv_bytes_per_sequence=target_kv + draft_kv,
                    tp=tp)
     base_mb = max_batch(hw=hw, weight_bytes_total=target_bytes, kv_bytes_per_sequence=target_kv, tp=tp)
@@ -189,6 +194,7 @@ def evaluate_arrays(
     draft_passes_override: np.ndarray | float | None = None,
     draft_tokens_per_pass_override: np.ndarray | float | None = None,
     draft_context_tokens: np.ndarray | float | None = None,
+    attention_dp: np.ndarray | float = 0.0,
 ) -> SpecResult:
     """The whole model over broadcast arrays: one call evaluates a grid of scenarios.
 
@@ -199,7 +205,8 @@ def evaluate_arrays(
     draft_passes_override / draft_tokens_per_pass_override: a token tree's draft steps and tokens per sequence per
     step (planner.trees.TreeShape); NaN entries keep the drafting mode's default. draft_context_tokens: context
     the draft attends to (default context_tokens; a self-speculative draft with a StreamingLLM KV budget reads
-    only that budget: MagicDec, arXiv 2408.11049).
+    only that budget: MagicDec, arXiv 2408.11049). attention_dp: 1 where the replica's tp GPUs run attention data
+    parallel and the experts expert parallel (planner.roofline.step_time_terms), 0 for tensor parallel.
 
     Draft side of a step (speculation_overhead_s and first_draft_pass_tokens; issue 11, step 4):
         T_draft = T_pass(first) + (passes - 1) * T_pass(tokens_pp) + T_fusion + speculation_overhead_s
@@ -212,11 +219,11 @@ def evaluate_arrays(
     b = np.asarray(batch, float)
     n_verify = k + 1.0 if verify_tokens is None else np.asarray(verify_tokens, float)
     tau = np.asarray(tau, float)
-    nd = _result_ndim(target, draft, hw, b, n_verify, tau, k, context_tokens, tp)
+    nd = _result_ndim(target, draft, hw, b, n_verify, tau, k, context_tokens, tp, attention_dp)
     # one step_time_s call per network for its two token counts (plain decode and verify; a draft's later and
     # first passes): the same elementwise numbers, half the per-call cost
     t2, cb2 = step_time_s(target, hw, batch=b, tokens_per_seq=_pair(1.0, n_verify, nd),
-                          context_tokens=context_tokens, tp=tp)
+                          context_tokens=context_tokens, tp=tp, attention_dp=attention_dp)
     (base_t, verify_t), (base_cb, verify_cb) = t2, cb2
     passes = draft_passes(mode, k)
     if draft_passes_override is not None:  # a token tree: its steps (NaN: the drafting mode's default)
@@ -234,9 +241,14 @@ def evaluate_arrays(
     factor = np.asarray(draft_cost_factor, float)
     first_tokens = first_draft_pass_tokens(mode, draft_scales_with_k, tokens_pp, n_verify)
     d2, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=_pair(tokens_pp, first_tokens, nd),
-                        context_tokens=draft_ctx, tp=tp, t_fixed_s=hw.t_fixed_draft_s)
+                        context_tokens=draft_ctx, tp=tp, t_fixed_s=hw.t_fixed_draft_s, attention_dp=attention_dp)
     pass_t, first_t = d2[0] * factor, d2[1]
-    fusion_t = fusion_time_s(scaled, hw, batch=b, tokens_per_seq=n_verify, tp=tp)
+    dp = np.asarray(attention_dp, float)
+    if np.any(dp > 0):  # data parallel: each GPU fuses its own sequences' hidden states with the whole projection
+        fusion_t = fusion_time_s(scaled, hw, batch=np.where(dp > 0, b / np.asarray(tp, float), b),
+                                 tokens_per_seq=n_verify, tp=kv_split_tp(tp, dp))
+    else:
+        fusion_t = fusion_time_s(scaled, hw, batch=b, tokens_per_seq=n_verify, tp=tp)
     gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
     # Any speculative step pays the speculation overhead (rejection sampling, proposer bookkeeping); an explicit
     # draft cost ratio c stands for every draft-side cost, so the overhead is folded into it then.
@@ -257,7 +269,7 @@ def evaluate_arrays(
     base_eff = 1.0 / (1.0 / base_thr + pre / out)
     mb, base_mb = memory_max_batch(target=target, draft=scaled, hw=hw, mode=mode, prompt_tokens=prompt_tokens,
                                    output_tokens=out, tp=tp, draft_weight_bytes_total=draft_weight_bytes_total,
-                                   draft_is_model=draft_is_model)
+                                   draft_is_model=draft_is_model, attention_dp=attention_dp)
     return SpecResult(
         acceptance_length=np.broadcast_to(tau, thr.shape),
         step_time_s=spec_t,

@@ -72,6 +72,12 @@ class Efficiency:
     eta_kv_bw: float = 0.0  # attention KV streaming efficiency; 0: same as eta_bw
     eta_attn_flops: float = 0.0  # decode attention compute efficiency; 0: same as eta_flops
     eta_allreduce: float = 1.0  # achieved / peak interconnect bandwidth in all-reduces
+    # Expert-parallel all-to-all (attention data parallel, planner.roofline.alltoall_time_s): per dispatch or
+    # combine, latency and achieved / peak interconnect bandwidth. Defaults: assumption from vLLM 0.24's DeepEP
+    # low-latency kernels (~50 us a phase at small batch on H100, H200 and B200; aiconfigurator-core 0.12),
+    # replaced by the kernel fit where that hardware has data.
+    alltoall_latency_s: float = 5e-5
+    eta_alltoall: float = 0.3
     per_op_roofline: float = 0.0  # 0: one roofline over the whole step; 1: GEMMs and attention each
     # Speculation terms (issue 11, step 4), fitted by tools/fit_speculation.py; defaults reproduce the first
     # planner. Per drafted token of each sequence: sampling of the extra target rows, rejection, bookkeeping.
@@ -277,6 +283,7 @@ class Scenario:
     tp: int = 1
     dtype: Dtype = "bf16"
     kv_dtype: str | None = None  # KV cache bf16 / fp8; None: fp8 with fp8 weights, else bf16
+    attention_dp: bool = False  # MoE: attention data parallel + expert parallel over the tp GPUs
     usd_per_gpu_hour: float | None = None  # None: hardware mid price
     tpot_slo_ms: float = 50.0
     draft_cost_ratio: float | None = None  # override the derived c

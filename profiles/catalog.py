@@ -99,7 +99,7 @@ CHECKS: dict[type, dict[str, Check]] = {
                  "t_layer_s": NONNEG, "t_expert_s": NONNEG, "t_moe_layer_s": NONNEG, "eta_bw_tokens_scale": NONNEG,
                  "flops_tokens_half": NONNEG, "eta_kv_bw": (lambda v: 0 <= v <= 1, "an efficiency in [0, 1]"),
                  "eta_attn_flops": (lambda v: 0 <= v <= 1, "an efficiency in [0, 1]"), "eta_allreduce": EFF,
-                 "per_op_roofline": PROB},
+                 "per_op_roofline": PROB, "alltoall_latency_s": NONNEG, "eta_alltoall": EFF},
     Hardware: {"hbm_gb": POS, "hbm_bandwidth_gb_s": POS, "bf16_tflops": POS, "fp8_tflops": POS,
                "interconnect_gb_s": POS, "max_tp": POS, "usd_per_gpu_hour_low": NONNEG,
                "usd_per_gpu_hour_high": NONNEG, "fp4_tflops": NONNEG},

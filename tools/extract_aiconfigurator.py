@@ -137,6 +137,13 @@ def extract_ops(out: Path | None = None) -> Path:
         c = c[c.backend == "vllm_graph"]
         frames.append(pd.DataFrame(dict(op="allreduce", hardware=hw, dtype="bfloat16", m=c.num_gpus,
                                         n=c.message_size, k=0, latency_ms=c.latency)))
+        # expert-parallel all-to-all (DeepEP low-latency kernels, EP8 in one node): dispatch and combine per token
+        # count, op alltoall:hidden:topk:experts:phase, m = EP ranks, n = tokens per rank
+        x = pd.read_parquet(base / "comm" / "vllm" / VLLM_VERSION / "moe_a2a_perf.parquet")
+        x = x[x.comm_backend == "deepep_ll"]
+        frames.append(pd.DataFrame(dict(op="alltoall:" + x.hidden_size.astype(str) + ":" + x.topk.astype(str) + ":"
+                                        + x.num_experts.astype(str) + ":" + x.phase, hardware=hw, dtype="bfloat16",
+                                        m=x.ep_size, n=x.num_tokens, k=x.hidden_size, latency_ms=x.latency / 1e3)))
         mo = pd.read_parquet(base / "moe" / "vllm" / VLLM_VERSION / "moe_perf.parquet")
         for (hidden, inter, experts, topk, dtype, tp), dist in itertools.product(MOE_SHAPES, MOE_DISTRIBUTIONS):
             sel = mo[(mo.hidden_size == hidden) & (mo.inter_size == inter) & (mo.num_experts == experts)

@@ -108,17 +108,25 @@ class SpecRow:
     # automaton since late 2025; not the TR7c runs, which predate it), not a host lookup per
     # sequence (vLLM's numba prompt lookup, t_ngram_s): no per-sequence host time
     ngram_on_gpu: bool = False
+    # the deployment runs attention data parallel with expert-parallel MoE over its tp GPUs (SGLang DP attention,
+    # vLLM --data-parallel-size --enable-expert-parallel): planner.roofline.step_time_terms(attention_dp=1)
+    attention_dp: bool = False
+    interconnect_gb_s: float | None = None  # the all-to-all's per-GPU link when it crosses nodes (None: NVLink)
     assumption: str = ""
 
 
+# Per-GPU network link of a multi-node expert-parallel all-to-all: ConnectX-7 400 Gb/s (DeepEP README's test
+# set-up: "CX7 InfiniBand 400 Gb/s RDMA network card (~50 GB/s maximum bandwidth)").
+IB_GB_S = 50.0
 # Each usable row: the planner configuration the source states; tau and speedup are read from the CSV.
 USABLE: dict[str, dict] = {
-    "LM1": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=8, batch=2, method="mtp",
-                k=2, context_tokens=65536 + 2048,
-                assumption="decode ranks with DP attention + EP16 mapped onto one TP8 replica at the per-rank batch "
-                           "(2); '3-token MTP window' read as K=2; context ISL 65536 + OSL/2"),
-    "LM2": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=8, batch=2, method="mtp",
-                k=3, context_tokens=65536 + 2048,
+    "LM1": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=16, batch=32, method="mtp",
+                k=2, context_tokens=65536 + 2048, attention_dp=True, interconnect_gb_s=IB_GB_S,
+                assumption="the 16 decode GPUs (2 nodes) as one replica with DP attention and EP16, 2 sequences per "
+                           "GPU (batch 32); all-to-all on vLLM's fitted DeepEP latency over a 400 Gb/s NIC per GPU "
+                           "(the two nodes); '3-token MTP window' read as K=2; context ISL 65536 + OSL/2"),
+    "LM2": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=16, batch=32, method="mtp",
+                k=3, context_tokens=65536 + 2048, attention_dp=True, interconnect_gb_s=IB_GB_S,
                 assumption="as LM1; '4-token MTP window' read as K=3"),
     "TR7c": dict(engine="trtllm", model="llama-4-scout", hardware="b200", dtype="fp8", tp=8, batch=32,
                  method="ngram", k=3, context_tokens=1500, step_fit_from=("b200", "bf16"),
@@ -155,10 +163,12 @@ USABLE: dict[str, dict] = {
 # MoE batch curves checked for their trend (not fitted: LM3 gives no tau; ATOM states no GPU, TP or K).
 LM3_TAU_PRIOR = 1.85  # DeepSeek-V3 report (arXiv 2412.19437, section 5.4.3): 85-90 % second-token acceptance
 CURVE_ROWS: dict[str, dict] = {
-    "LM3": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=8, batch=128, method="mtp",
-                k=1, context_tokens=2050, tau=LM3_TAU_PRIOR,
-                assumption="tau not given: DeepSeek-V3's 85-90 % second-token acceptance (tau 1.85); large-EP "
-                           "decode mapped onto one TP8 replica at the per-rank batch"),
+    "LM3": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=96, batch=128 * 96,
+                method="mtp", k=1, context_tokens=2050, tau=LM3_TAU_PRIOR, attention_dp=True,
+                interconnect_gb_s=IB_GB_S,
+                assumption="tau not given: DeepSeek-V3's 85-90 % second-token acceptance (tau 1.85); the 96 decode "
+                           "GPUs (12 nodes) as one replica with DP attention and EP96, 128 sequences per GPU; "
+                           "all-to-all as LM1 (the blog's two-batch overlap, which hides part of it, not modelled)"),
 }
 
 
@@ -235,6 +245,8 @@ def _one(row: SpecRow, catalog, eff: Efficiency, *, method: str, k: int, tau: fl
          hardware: Hardware | None = None, model: ModelSpec | None = None):
     model = model or catalog.models[row.model]
     hw = hardware or catalog.hardware[row.hardware]
+    if row.interconnect_gb_s is not None:
+        hw = replace(hw, interconnect_gb_s=row.interconnect_gb_s)
     m = catalog.methods[method]
     if row.draft_layers is not None and method == row.method:
         m = replace(m, draft_layers=row.draft_layers)
@@ -257,7 +269,8 @@ def _one(row: SpecRow, catalog, eff: Efficiency, *, method: str, k: int, tau: fl
         usd_per_gpu_hour=1.0, tp=row.tp,
         verify_tokens=row.verify_tokens if method == row.method and row.verify_tokens else None,
         draft_weight_bytes_total=draft_total, draft_is_model=is_model,
-        draft_context_tokens=row.draft_context_tokens if method == row.method else None, **tree)
+        draft_context_tokens=row.draft_context_tokens if method == row.method else None,
+        attention_dp=1.0 if row.attention_dp else 0.0, **tree)
 
 
 def predict_speedup(rows: Sequence[SpecRow], catalog, params: Mapping[str, float], *,

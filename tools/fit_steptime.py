@@ -13,6 +13,9 @@ Two stages, each a scipy least-squares fit on relative (log) residuals, each ret
                 -> eta_kv_bw, eta_attn_flops
      allreduce  t = latency + 2 (g-1)/g * bytes / (interconnect * eta_allreduce)
                 -> allreduce_latency_s, eta_allreduce
+     alltoall   t = 2 (latency + m k hidden 2 B (g-1)/g / (interconnect * eta_alltoall))   (dispatch + combine)
+                -> alltoall_latency_s, eta_alltoall (vLLM's DeepEP low-latency kernels at EP8; used only by
+                   attention-data-parallel deployments, planner.roofline.alltoall_time_s)
      moe        t = max(touched * expert bytes / tp / (BW eta_bw), FLOPs / (F eta_f)) + touched t_expert + t_moe
                     + m k t_moe_token ,   touched = E (1 - (1 + s m q)^(-1/s)), q = -ln(1 - k/E)
                 -> t_expert_s, t_moe_layer_s, t_moe_token_s, moe_routing_skew (s) (eta_* from the GEMM fit),
@@ -222,6 +225,32 @@ def fit_allreduce(rows: list[dict[str, str]], hw: Hardware) -> FitResult:
                         bounds=((0.0, 0.01), (1e-4, 1.0)))
 
 
+def alltoall_time_s(p: np.ndarray, gpus, tokens, topk, hidden, link_bytes_s) -> np.ndarray:
+    """Dispatch + combine of one MoE layer (planner.roofline.alltoall_time_s with one layer)."""
+    lat, eta = p
+    return 2.0 * (lat + tokens * topk * hidden * 2.0 * (gpus - 1.0) / gpus / (link_bytes_s * eta))
+
+
+def alltoall_rows(rows: list[dict[str, str]]) -> tuple[np.ndarray, ...]:
+    """(EP GPUs, tokens per GPU, top-k, hidden, dispatch + combine seconds) per measured shape and token count,
+    from the op alltoall:hidden:topk:experts:phase rows."""
+    acc: dict[tuple, list[float]] = {}
+    for r in rows:
+        _, hidden, topk, experts, _phase = r["op"].split(":")
+        key = (float(r["m"]), float(r["n"]), float(topk), float(hidden), experts)
+        acc.setdefault(key, []).append(float(r["latency_ms"]) * MS)
+    keys = [k for k, v in acc.items() if len(v) == 2]  # both phases measured
+    cols = np.array([k[:4] for k in keys]).T if keys else np.zeros((4, 0))
+    return (*cols, np.array([sum(acc[k]) for k in keys]))
+
+
+def fit_alltoall(rows: list[dict[str, str]], hw: Hardware) -> FitResult:
+    gpus, tokens, topk, hidden, t = alltoall_rows(rows)
+    return fit_relative(lambda p: alltoall_time_s(p, gpus, tokens, topk, hidden, hw.interconnect_gb_s * 1e9), t,
+                        names=("alltoall_latency_s", "eta_alltoall"), p0=(5e-5, 0.3),
+                        bounds=((0.0, 0.01), (1e-3, 1.0)))
+
+
 def moe_time_s(p: np.ndarray, tokens, hidden, inter, experts, topk, tp, bytes_pp, gemm: FitResult,
                peak_flops_s, bw_bytes_s) -> np.ndarray:
     t_expert, t0, t_token, skew = p
@@ -324,6 +353,7 @@ class HardwareFit:
     gemm: FitResult
     attention: FitResult
     allreduce: FitResult
+    alltoall: FitResult
     moe: FitResult
     end_to_end: FitResult
     efficiency: Efficiency
@@ -337,11 +367,11 @@ class HardwareFit:
     @property
     def stages(self) -> tuple[tuple[str, FitResult], ...]:
         return (("gemm", self.gemm), ("attention", self.attention), ("allreduce", self.allreduce),
-                ("moe", self.moe), ("end_to_end", self.end_to_end))
+                ("alltoall", self.alltoall), ("moe", self.moe), ("end_to_end", self.end_to_end))
 
 
 FITTED_FIELDS = ("eta_bw", "eta_bw_tokens_scale", "eta_flops", "flops_tokens_half", "eta_kv_bw", "eta_attn_flops",
-                 "allreduce_latency_s", "eta_allreduce", "t_expert_s", "t_moe_layer_s", "t_moe_token_s",
+                 "allreduce_latency_s", "eta_allreduce", "alltoall_latency_s", "eta_alltoall", "t_expert_s", "t_moe_layer_s", "t_moe_token_s",
                  "moe_routing_skew", "t_layer_s", "t_layer_token_s", "t_fixed_s")
 
 
@@ -354,10 +384,11 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
                      and float(r["n"]) * float(r["k"]) >= GEMM_MIN_WEIGHTS], hw)
     attention = fit_attention([r for r in mine if r["op"] == "attention"], hw)
     allreduce = fit_allreduce([r for r in mine if r["op"] == "allreduce"], hw)
+    alltoall = fit_alltoall([r for r in mine if r["op"].startswith("alltoall:")], hw)
     moe = fit_moe([r for r in moe_rows(mine) if r["dtype"] in kernels], hw, gemm)
     src = Sourced(f"fitted to {DATA_SOURCE} (tools/fit_steptime.py)", date)
     eff0 = replace(hw.efficiency, **_stage_fields(gemm), **_stage_fields(attention), **_stage_fields(allreduce),
-                   **_stage_fields(moe), per_op_roofline=1.0, t_layer_s=0.0, t_fixed_s=0.0, source=src)
+                   **_stage_fields(alltoall), **_stage_fields(moe), per_op_roofline=1.0, t_layer_s=0.0, t_fixed_s=0.0, source=src)
     hw_cells = [c for c in cells if c.hardware == name and c.dtype == dtype]
     e2e = fit_end_to_end(hw_cells, catalog.models, hw, eff0)
     eff = replace(eff0, **_stage_fields(e2e))
@@ -367,7 +398,7 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
     held = np.array([c.held_out for c in hw_cells])
     src = Sourced(f"fitted to {DATA_SOURCE} (tools/fit_steptime.py); TPOT error "
                   f"{100 * np.mean(np.abs(res[held])):.1f} % on held-out cells", date)
-    return HardwareFit(name, dtype, gemm, attention, allreduce, moe, e2e, replace(eff, source=src),
+    return HardwareFit(name, dtype, gemm, attention, allreduce, alltoall, moe, e2e, replace(eff, source=src),
                        res[~held], res[held])
 
 

@@ -101,6 +101,7 @@ def _params() -> dict[str, Param]:
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
         "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0)),
         "tp": Param(DEFAULTS["tp"], int, lambda v: v in (1, 2, 4, 8)),
+        "attn_dp": Param(False, _bool, lambda v: isinstance(v, bool)),
         "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in WEIGHT_DTYPES),
         "kv": Param("auto", str, lambda v: v == "auto" or v in KV_CACHE_DTYPES),
         "slo": Param(DEFAULTS["slo"], float, _finite(1.0, 60_000.0)),
@@ -213,6 +214,12 @@ def sidebar() -> None:
                           "replica.")
         c2.selectbox("Weights", list(WEIGHT_DTYPES), key="dtype",
                      help="Weight format. nvfp4 / mxfp4: 4-bit checkpoints (GPT-OSS ships MXFP4 experts).")
+        if cat.models[ss["model"]].experts:
+            st.checkbox("Data-parallel attention, expert-parallel MoE", key="attn_dp",
+                        help="MoE models: each of the replica's GPUs runs attention for its own sequences (all "
+                             "heads, so an MLA latent is stored once, not on every GPU) and holds 1/N of the "
+                             "experts; tokens reach their experts by all-to-all (vLLM --data-parallel-size N "
+                             "--enable-expert-parallel). Off: tensor parallel.")
         st.selectbox("KV cache", ["auto", *KV_CACHE_DTYPES], key="kv",
                      format_func=lambda v: "auto (fp8 with fp8 weights, else bf16)" if v == "auto" else v,
                      help="The KV cache's own format: it sets how many sequences fit and how long attention "
@@ -289,6 +296,7 @@ def request(**changes) -> P.PlanRequest:
     price = float(ss["price"])
     req = P.PlanRequest(
         model=ss["model"], hardware=ss["hardware"], tp=int(ss["tp"]), dtype=ss["dtype"],
+        attention_dp=bool(ss.get("attn_dp", False)) and bool(cat.models[ss["model"]].experts),
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
         tpot_slo_ms=float(ss["slo"]), monthly_output_tokens=volume, volume_source=source, segments=segments,
