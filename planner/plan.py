@@ -927,7 +927,7 @@ def _memory_way_out(ctx: _Ctx, extra_weight_bytes: float = 0.0) -> str:
     tp_same = need[ctx.req.dtype][1]
     ways = []
     if tp_same is not None and tp_same > ctx.tp:
-        ways.append(f"TP >= {tp_same}")
+        ways.append(f"{'DP' if ctx.req.attention_dp else 'TP'} >= {tp_same}")
     if ctx.req.dtype != "fp8" and need["fp8"][1] is not None:
         ways.append(f"fp8 weights (TP >= {need['fp8'][1]})" if need["fp8"][1] > ctx.tp else "fp8 weights")
     if not ways:
@@ -1167,7 +1167,8 @@ def plan(req: PlanRequest, catalog) -> Plan:
             )[0]
             alternatives.append(
                 dataclasses.replace(
-                    p, label=f"no speculation at TP={tp}", reason=p.reason or f"no speculation on {tp} x {ctx.hw.label}"
+                    p, label=f"no speculation at {'DP' if req.attention_dp else 'TP'}={tp}",
+                    reason=p.reason or f"no speculation on {tp} x {ctx.hw.label}"
                 )
             )
     # The reference ("today"): the current method if it runs, else no speculation; only if feasible.
