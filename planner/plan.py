@@ -911,15 +911,15 @@ def _memory_way_out(ctx: _Ctx, extra_weight_bytes: float = 0.0) -> str:
     model, hw = ctx.model, ctx.hw
     usable_per_gpu = hw.hbm_gb * GB * GPU_MEMORY_UTILIZATION * (1 - ACTIVATION_RESERVE_FRACTION)
     need = {}
+    par = "DP" if ctx.req.attention_dp else "TP"
     for dtype in ("bf16", "fp8"):
+        net = target_net(model, dtype)
         extra = extra_weight_bytes * BYTES_PER_PARAM[dtype] / BYTES_PER_PARAM[ctx.req.dtype]
-
-        def weights(t: int, net=target_net(model, dtype), extra=extra) -> float:
-            """The replica's weights on t GPUs (every GPU holds the non-expert weights under attention DP)."""
-            return float(replica_weight_bytes(net, tp=t, attention_dp=_dp(ctx))) + extra
-
-        need[dtype] = (weights(ctx.tp), next((t for t in TP_OPTIONS if t <= hw.max_tp
-                                              and usable_per_gpu * t > weights(t) * 1.05), None))
+        # the replica's weights on t GPUs (every GPU holds the non-expert weights under attention DP)
+        wb_at = {t: float(replica_weight_bytes(net, tp=t, attention_dp=_dp(ctx))) + extra
+                 for t in {ctx.tp, *TP_OPTIONS}}
+        need[dtype] = (wb_at[ctx.tp], next((t for t in TP_OPTIONS if t <= hw.max_tp
+                                            and usable_per_gpu * t > wb_at[t] * 1.05), None))
     wb, _ = need[ctx.req.dtype]
     parts = [
         f"weights need {wb / GB:,.0f} GB, {ctx.tp} x {hw.label} offer {usable_per_gpu * ctx.tp / GB:,.0f} GB usable"
@@ -927,9 +927,9 @@ def _memory_way_out(ctx: _Ctx, extra_weight_bytes: float = 0.0) -> str:
     tp_same = need[ctx.req.dtype][1]
     ways = []
     if tp_same is not None and tp_same > ctx.tp:
-        ways.append(f"{'DP' if ctx.req.attention_dp else 'TP'} >= {tp_same}")
+        ways.append(f"{par} >= {tp_same}")
     if ctx.req.dtype != "fp8" and need["fp8"][1] is not None:
-        ways.append(f"fp8 weights (TP >= {need['fp8'][1]})" if need["fp8"][1] > ctx.tp else "fp8 weights")
+        ways.append(f"fp8 weights ({par} >= {need['fp8'][1]})" if need["fp8"][1] > ctx.tp else "fp8 weights")
     if not ways:
         ways.append(f"more memory per replica than {hw.max_tp} x {hw.label} (a larger GPU, or pipeline parallel)")
     return "; ".join(parts) + "; needs " + " or ".join(ways)

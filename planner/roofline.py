@@ -397,12 +397,17 @@ def replica_weight_bytes(net: Net, *, tp: np.ndarray | float = 1, attention_dp: 
     return np.where(dp > 0, whole + (np.asarray(tp, float) - 1.0) * non_expert, whole)
 
 
-def kv_split_tp(tp: np.ndarray | float = 1, attention_dp: np.ndarray | float = 0.0) -> np.ndarray:
-    """The tensor-parallel ways a sequence's KV cache is spread over: tp, or 1 under attention data parallel
-    (a sequence lives on one GPU with all its heads; MLA's latent is then held once, not tp times)."""
-    dp = np.asarray(attention_dp, float)
+def data_parallel_split(tp: np.ndarray | float = 1, attention_dp: np.ndarray | float = 0.0):
+    """(tp_d, share, ep): the ways attention and the non-expert layers split, the share of the replica's
+    sequences each GPU runs them for, and the expert-parallel ways. Tensor parallel: (tp, 1, 1); attention data
+    parallel (step_time_terms): (1, 1 / tp, tp). tp_d is also the ways a sequence's KV cache spreads over: a
+    data-parallel sequence lives on one GPU with all its heads, so MLA's latent is held once, not tp times."""
     tp = np.asarray(tp, float)
-    return np.where(dp > 0, 1.0, tp) if np.any(dp > 0) else tp
+    dp = np.asarray(attention_dp, float)
+    if not np.any(dp > 0):
+        return tp, 1.0, 1.0
+    on = dp > 0
+    return np.where(on, 1.0, tp), np.where(on, 1.0 / tp, 1.0), np.where(on, tp, 1.0)
 
 
 def _has_experts(net: Net) -> bool:
@@ -701,12 +706,7 @@ def step_time_terms(
     m = b * np.asarray(tokens_per_seq, float)
     tp = np.asarray(tp, float)
     dp = np.asarray(attention_dp, float)
-    if np.any(dp > 0):  # per GPU: the share of sequences it computes attention and dense layers for
-        tp_d = np.where(dp > 0, 1.0, tp)
-        share = np.where(dp > 0, 1.0 / tp, 1.0)
-        ep = np.where(dp > 0, tp, 1.0)
-    else:
-        tp_d, share, ep = tp, 1.0, 1.0
+    tp_d, share, ep = data_parallel_split(tp, dp)  # per GPU: attention / dense ways and its share of sequences
     b_d, m_d = b * share, m * share
     # MoE routing draws: a sequence's verify tokens share experts (routed_tokens); m when dense or n = 1
     r = routed_tokens(b, tokens_per_seq, hw.moe_verify_overlap) if _has_experts(net) else m
@@ -720,7 +720,7 @@ def step_time_terms(
     t_e = moe_expert_time_s(net, hw, tokens_in_step=r, ep=ep)
     t_mt = moe_token_time_s(net, hw, tokens_in_step=m, ep=ep)  # every routed token pays, shared experts or not
     t_c = allreduce_time_s(net, hw, tokens_in_step=m, tp=tp)
-    if np.any(dp > 0):
+    if np.any(dp > 0):  # expert parallel where attention is data parallel: all-to-all there instead
         t_c = np.where(dp > 0, alltoall_time_s(net, hw, tokens_per_gpu=m_d, gpus=tp), t_c)
     t_l = layer_kernel_time_s(net, hw)
     t_lt = layer_token_time_s(net, hw, tokens_in_step=m_d)

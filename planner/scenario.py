@@ -299,7 +299,8 @@ def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str
         mode=DRAFTING_MODE_CODE[method.drafting], draft_scales_with_k=method.draft_params_scale_with_k,
         k=ks[:, None], batch=batches[None, :], tau=taus[:, None], context_tokens=ctx,
         prompt_tokens=prompt, output_tokens=out, usd_per_gpu_hour=price, tp=s.tp,
-        attention_dp=1.0 if s.attention_dp else 0.0, verify_tokens=n_verify[:, None], draft_cost_ratio=s.draft_cost_ratio,
+        attention_dp=1.0 if s.attention_dp else 0.0, verify_tokens=n_verify[:, None],
+        draft_cost_ratio=s.draft_cost_ratio,
         draft_cost_factor=s.draft_cost_factor, draft_weight_bytes_total=draft_total, draft_is_model=is_model,
         **tree_draft_overrides(s.tree_shape, method),
     )

@@ -27,9 +27,9 @@ import numpy as np
 from planner.roofline import (
     HwParams,
     Net,
+    data_parallel_split,
     fusion_time_s,
     kv_cache_bytes_per_sequence,
-    kv_split_tp,
     max_batch,
     replica_weight_bytes,
     step_time_s,
@@ -137,14 +137,13 @@ def memory_max_batch(*, target: Net, draft: Net, hw: HwParams, mode, prompt_toke
     experts) + draft weights + each sequence's KV cache (MLA latent replicated on every TP rank; sliding-window
     layers hold only their window), from planner.roofline.max_batch. `draft` is already scaled for K
     (MEDUSA's K heads). Under attention data parallel every GPU holds the non-expert weights and a draft
-    model whole, and a sequence's KV once (planner.roofline.replica_weight_bytes, kv_split_tp)."""
+    model whole, and a sequence's KV once (planner.roofline.replica_weight_bytes, data_parallel_split)."""
     seq_tokens = np.asarray(prompt_tokens, float) + np.asarray(output_tokens, float)
-    kv_tp = kv_split_tp(tp, attention_dp)
+    kv_tp, _, copies = data_parallel_split(tp, attention_dp)  # copies: of a draft model, one per GPU under DP
     target_bytes = replica_weight_bytes(target, tp=tp, attention_dp=attention_dp)
     target_kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq_tokens, tp=kv_tp)
     draft_kv = np.where(np.asarray(mode) == MODE_NONE, 0.0,
                         kv_cache_bytes_per_sequence(draft, sequence_tokens=seq_tokens, tp=kv_tp))
-    copies = np.where(np.asarray(attention_dp, float) > 0, np.asarray(tp, float), 1.0)
     draft_bytes = np.where(np.asarray(draft_is_model), np.asarray(draft_weight_bytes_total, float) * copies,
                            replica_weight_bytes(draft, tp=tp, attention_dp=attention_dp))
     mb = max_batch(hw=hw, weight_bytes_total=target_bytes + draft_bytes, kv_bytes_per_sequence=target_kv + draft_kv,
@@ -243,12 +242,9 @@ def evaluate_arrays(
     d2, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=_pair(tokens_pp, first_tokens, nd),
                         context_tokens=draft_ctx, tp=tp, t_fixed_s=hw.t_fixed_draft_s, attention_dp=attention_dp)
     pass_t, first_t = d2[0] * factor, d2[1]
-    dp = np.asarray(attention_dp, float)
-    if np.any(dp > 0):  # data parallel: each GPU fuses its own sequences' hidden states with the whole projection
-        fusion_t = fusion_time_s(scaled, hw, batch=np.where(dp > 0, b / np.asarray(tp, float), b),
-                                 tokens_per_seq=n_verify, tp=kv_split_tp(tp, dp))
-    else:
-        fusion_t = fusion_time_s(scaled, hw, batch=b, tokens_per_seq=n_verify, tp=tp)
+    # data parallel: each GPU fuses its own sequences' hidden states with the whole projection
+    tp_d, share, _ = data_parallel_split(tp, attention_dp)
+    fusion_t = fusion_time_s(scaled, hw, batch=b * share, tokens_per_seq=n_verify, tp=tp_d)
     gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
     # Any speculative step pays the speculation overhead (rejection sampling, proposer bookkeeping); an explicit
     # draft cost ratio c stands for every draft-side cost, so the overhead is folded into it then.

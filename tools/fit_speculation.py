@@ -127,7 +127,8 @@ USABLE: dict[str, dict] = {
                 k=2, context_tokens=65536 + 2048, attention_dp=True, interconnect_gb_s=IB_GB_S,
                 assumption="the 16 decode GPUs (2 nodes) as one replica with DP attention and EP16, 2 sequences per "
                            "GPU (batch 32); all-to-all on vLLM's fitted DeepEP latency over a 400 Gb/s NIC per GPU at "
-                           "DeepEP's measured 80 % of it (the two nodes); '3-token MTP window' read as K=2; context ISL 65536 + OSL/2"),
+                           "DeepEP's measured 80 % of it (the two nodes); '3-token MTP window' read as K=2; "
+                           "context ISL 65536 + OSL/2"),
     "LM2": dict(engine="sglang", model="deepseek-v3", hardware="h200", dtype="fp8", tp=16, batch=32, method="mtp",
                 k=3, context_tokens=65536 + 2048, attention_dp=True, interconnect_gb_s=IB_GB_S,
                 assumption="as LM1; '4-token MTP window' read as K=3"),

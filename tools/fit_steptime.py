@@ -371,7 +371,8 @@ class HardwareFit:
 
 
 FITTED_FIELDS = ("eta_bw", "eta_bw_tokens_scale", "eta_flops", "flops_tokens_half", "eta_kv_bw", "eta_attn_flops",
-                 "allreduce_latency_s", "eta_allreduce", "alltoall_latency_s", "eta_alltoall", "t_expert_s", "t_moe_layer_s", "t_moe_token_s",
+                 "allreduce_latency_s", "eta_allreduce", "alltoall_latency_s", "eta_alltoall", "t_expert_s",
+                 "t_moe_layer_s", "t_moe_token_s",
                  "moe_routing_skew", "t_layer_s", "t_layer_token_s", "t_fixed_s")
 
 
@@ -388,7 +389,8 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
     moe = fit_moe([r for r in moe_rows(mine) if r["dtype"] in kernels], hw, gemm)
     src = Sourced(f"fitted to {DATA_SOURCE} (tools/fit_steptime.py)", date)
     eff0 = replace(hw.efficiency, **_stage_fields(gemm), **_stage_fields(attention), **_stage_fields(allreduce),
-                   **_stage_fields(alltoall), **_stage_fields(moe), per_op_roofline=1.0, t_layer_s=0.0, t_fixed_s=0.0, source=src)
+                   **_stage_fields(alltoall), **_stage_fields(moe), per_op_roofline=1.0, t_layer_s=0.0,
+                   t_fixed_s=0.0, source=src)
     hw_cells = [c for c in cells if c.hardware == name and c.dtype == dtype]
     e2e = fit_end_to_end(hw_cells, catalog.models, hw, eff0)
     eff = replace(eff0, **_stage_fields(e2e))

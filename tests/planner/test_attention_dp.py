@@ -121,8 +121,16 @@ def test_alltoall_fit_recovers_known_parameters():
 
 
 def test_fitted_alltoall_is_shipped_for_the_kernel_fitted_gpus(catalog):
+    import yaml  # noqa: PLC0415
+
+    shipped = yaml.safe_load(open("profiles/data/fitted/steptime_vllm.yaml", encoding="utf-8"))["entries"]
     for hw in ("h100-sxm", "h200", "b200"):
         eff = efficiency_for(catalog, hw, "bf16")
+        params = shipped[f"{hw}/bf16"]["params"]
+        # the planner runs on the kernel fit's values, not the Efficiency defaults (5e-5 s, 0.3)
+        assert eff.alltoall_latency_s == pytest.approx(params["alltoall_latency_s"]["value"], rel=1e-9)
+        assert eff.eta_alltoall == pytest.approx(params["eta_alltoall"]["value"], rel=1e-9)
+        assert params["alltoall_latency_s"]["fit"] == "alltoall" and params["alltoall_latency_s"]["points"] > 50
         assert 1e-5 < eff.alltoall_latency_s < 2e-4  # tens of microseconds a phase, as measured
         assert 0 < eff.eta_alltoall <= 1
 
@@ -133,7 +141,7 @@ def test_memory_every_gpu_holds_the_dense_weights_and_one_latent_per_sequence(ca
     non_expert = float(ds.dense_weight_bytes) + float(ds.resident_only_bytes)
     assert float(rf.replica_weight_bytes(ds, tp=8, attention_dp=1.0)) == pytest.approx(whole + 7 * non_expert)
     assert float(rf.replica_weight_bytes(ds, tp=8, attention_dp=0.0)) == pytest.approx(whole)
-    assert float(rf.kv_split_tp(8, 1.0)) == 1.0 and float(rf.kv_split_tp(8, 0.0)) == 8.0
+    assert float(rf.data_parallel_split(8, 1.0)[0]) == 1.0 and float(rf.data_parallel_split(8, 0.0)[0]) == 8.0
 
 
 def test_deepseek_on_8xh200_holds_several_times_more_sequences_data_parallel(catalog):
