@@ -58,6 +58,7 @@ from planner.serving import (
     evaluate_arrays,
     memory_max_batch,
     prefill_time_s,
+    sampler_time_s,
 )
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Efficiency
 
@@ -1756,6 +1757,8 @@ def order_by_return(steps: Sequence[LeverStep]) -> list[str]:
 def assumptions(ctx: _Ctx) -> list[Assumption]:
     hw, model, req, cat = ctx.hw, ctx.model, ctx.req, ctx.catalog
     eff = ctx.eff
+    sampler_us_per_token = 1e6 * float(sampler_time_s(hw_params(hw, req.dtype, eff), batch=1.0, drafted_tokens=1.0,
+                                                      vocab_size=model.vocab_size))
     price_src = ("entered by the user", "") if req.usd_per_gpu_hour is not None else (hw.price.source, hw.price.date)
     out = [
         Assumption(
@@ -1773,7 +1776,8 @@ def assumptions(ctx: _Ctx) -> list[Assumption]:
             "step-time parameters",
             f"eta_bw {eff.eta_bw:.3f}, eta_flops {eff.eta_flops:.3f}, per-layer {eff.t_layer_s * 1e6:.1f} us, "
             f"fixed {eff.t_fixed_s * 1e3:.2f} ms/step, speculation {eff.t_spec_s * 1e3:.2f} ms/step + "
-            f"{eff.t_spec_token_s * 1e6:.1f} us per drafted token, {eff.t_fixed_draft_s * 1e3:.2f} ms per draft pass",
+            f"{eff.sampler_vocab_passes:.0f} fp32 passes over the {model.vocab_size:,}-token vocabulary per drafted "
+            f"token per sequence ({sampler_us_per_token:.1f} us each), {eff.t_fixed_draft_s * 1e3:.2f} ms per draft pass",
             eff.source.source,
             eff.source.date,
         ),

@@ -66,6 +66,8 @@ class Net:
     # (EAGLE-3's fusion of three target hidden states, 3h x h), outside the per-pass network.
     fusion_weight_bytes: np.ndarray | float = 0.0
     fusion_params: np.ndarray | float = 0.0
+    # The output vocabulary a target's sampler works over (planner.serving.sampler_time_s); 0 for a draft head.
+    vocab_size: np.ndarray | float = 0.0
 
     def scaled(self, factor: np.ndarray | float) -> Net:
         """The same network repeated `factor` times (MEDUSA: one head per draft position)."""
@@ -107,7 +109,7 @@ class HwParams:
     alltoall_latency_s: np.ndarray | float = 5e-5
     eta_alltoall: np.ndarray | float = 0.3
     # Speculation terms (issue 11, step 4; planner.serving): defaults reproduce the first planner.
-    t_spec_token_s: np.ndarray | float = 0.0
+    sampler_vocab_passes: np.ndarray | float = 0.0
     t_ngram_s: np.ndarray | float = 0.0
     moe_verify_overlap: np.ndarray | float = 0.0
 
@@ -139,7 +141,7 @@ def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None =
         per_op_roofline=eff.per_op_roofline,
         alltoall_latency_s=eff.alltoall_latency_s,
         eta_alltoall=eff.eta_alltoall,
-        t_spec_token_s=eff.t_spec_token_s,
+        sampler_vocab_passes=eff.sampler_vocab_passes,
         t_ngram_s=eff.t_ngram_s,
         moe_verify_overlap=eff.moe_verify_overlap,
     )
@@ -239,6 +241,7 @@ def target_net(model: ModelSpec, dtype: str = "bf16", *, kv_dtype: str | None = 
         resident_only_bytes=w["resident_only"],
         moe_layers=float(model.moe_layers or model.layers) if model.experts else 0.0,
         expert_params=model.expert_params_b * 1e9,
+        vocab_size=float(model.vocab_size),
     )
 
 

@@ -257,7 +257,7 @@ def efficiency_for(catalog: CatalogLike, hardware: str, dtype: str, override: Ef
 
 
 def with_fitted_speculation(catalog: CatalogLike, eff: Efficiency) -> Efficiency:
-    """`eff` with the speculation overheads fitted to published speedups (t_spec_s, t_spec_token_s,
+    """`eff` with the speculation overheads fitted to published speedups (t_spec_s, sampler_vocab_passes,
     t_fixed_draft_s, t_ngram_s, moe_verify_overlap: profiles/data/fitted/speculation_vllm.yaml, one set for
     every hardware), when the catalogue has them; its source names both fits."""
     spec = getattr(catalog, "fitted_speculation", None) or {}

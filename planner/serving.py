@@ -74,18 +74,34 @@ def first_draft_pass_tokens(mode, draft_scales_with_k, tokens_per_pass, verify_t
     return np.where(np.asarray(draft_scales_with_k), tpp, first)
 
 
-def speculation_overhead_s(hw: HwParams, *, mode, batch, drafted_tokens) -> np.ndarray:
+FP32_BYTES = 4.0  # a logits row is processed in fp32 by the sampler (vLLM's sampler and rejection sampler)
+
+
+def sampler_time_s(hw: HwParams, *, batch, drafted_tokens, vocab_size) -> np.ndarray:
+    """The sampler's work on the extra target rows of a speculative step, seconds:
+        sampler_vocab_passes * B * D * V * 4 B / HBM bandwidth ,   D = verify tokens - 1
+    Each drafted token a sequence's verifier checks adds one target row of V logits that the sampler turns to
+    fp32, softmaxes, samples or compares and rejects: memory-bound passes over a B * D x V fp32 tensor, on every
+    TP rank (the logits are gathered whole), so the time scales with the target's vocabulary and falls with the
+    GPU's bandwidth. sampler_vocab_passes is an effective pass count fitted to published speedups
+    (tools/fit_speculation.py); it also carries whatever else grows per drafted token (KV slots, metadata)."""
+    rows = np.asarray(batch, float) * np.asarray(drafted_tokens, float)
+    return (np.asarray(hw.sampler_vocab_passes, float) * rows * np.asarray(vocab_size, float) * FP32_BYTES
+            / np.asarray(hw.bandwidth_bytes_s, float))
+
+
+def speculation_overhead_s(hw: HwParams, *, mode, batch, drafted_tokens, vocab_size) -> np.ndarray:
     """Per speculative step, beyond the draft passes, seconds (fitted: tools/fit_speculation.py):
-        t_spec_s + t_spec_token_s * B * D + [n-gram] t_ngram_s * B ,   D = verify tokens - 1
-    t_spec_s: proposer set-up, rejection-sampler launch, bookkeeping per step; t_spec_token_s: per drafted token
-    of each sequence that the verifier checks (its target row sampled and compared, its slot and metadata
-    updated): D = K for a chain, the tree's N - 1 draft nodes for a tree (every node gets a KV slot, a target
-    row and a comparison, not only the K of its deepest path); t_ngram_s: the n-gram proposer's host lookup
-    per sequence (vLLM's numba prompt lookup; no GPU pass)."""
+        t_spec_s + sampler_time_s(B, D, V) + [n-gram] t_ngram_s * B ,   D = verify tokens - 1
+    t_spec_s: proposer set-up, rejection-sampler launch, bookkeeping per step; sampler_time_s: per drafted token
+    of each sequence that the verifier checks (its target row of the vocabulary sampled and compared): D = K for
+    a chain, the tree's N - 1 draft nodes for a tree (every node gets a KV slot, a target row and a comparison,
+    not only the K of its deepest path); t_ngram_s: the n-gram proposer's host lookup per sequence (vLLM's numba
+    prompt lookup; no GPU pass)."""
     b = np.asarray(batch, float)
     ngram = np.where(np.asarray(mode) == MODE_NONE, np.asarray(hw.t_ngram_s, float) * b, 0.0)
     return (np.asarray(hw.t_spec_s, float)
-            + np.asarray(hw.t_spec_token_s, float) * b * np.asarray(drafted_tokens, float) + ngram)
+            + sampler_time_s(hw, batch=b, drafted_tokens=drafted_tokens, vocab_size=vocab_size) + ngram)
 
 
 def prefill_time_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1) -> np.ndarray:
@@ -248,7 +264,8 @@ def evaluate_arrays(
     gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
     # Any speculative step pays the speculation overhead (rejection sampling, proposer bookkeeping); an explicit
     # draft cost ratio c stands for every draft-side cost, so the overhead is folded into it then.
-    spec_overhead = speculation_overhead_s(hw, mode=mode, batch=b, drafted_tokens=n_verify - 1.0)
+    spec_overhead = speculation_overhead_s(hw, mode=mode, batch=b, drafted_tokens=n_verify - 1.0,
+                                           vocab_size=target.vocab_size)
     if draft_cost_ratio is not None:
         pass_t = np.asarray(draft_cost_ratio, float) * base_t
         gpu_draft_t = passes * pass_t

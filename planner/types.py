@@ -80,8 +80,10 @@ class Efficiency:
     eta_alltoall: float = 0.3
     per_op_roofline: float = 0.0  # 0: one roofline over the whole step; 1: GEMMs and attention each
     # Speculation terms (issue 11, step 4), fitted by tools/fit_speculation.py; defaults reproduce the first
-    # planner. Per drafted token of each sequence: sampling of the extra target rows, rejection, bookkeeping.
-    t_spec_token_s: float = 0.0
+    # planner. Per drafted token of each sequence, the sampler's work on its extra target row (logits to fp32,
+    # softmax, sampling and rejection): this many passes over an fp32 row of the target's vocabulary at HBM
+    # bandwidth (planner.serving.sampler_time_s).
+    sampler_vocab_passes: float = 0.0
     t_ngram_s: float = 0.0  # n-gram proposer: host lookup time per sequence per step
     # share of a sequence's extra verify tokens routed to experts its other tokens already chose (MoE targets)
     moe_verify_overlap: float = 0.0

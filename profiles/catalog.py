@@ -387,7 +387,7 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
 
 FITTED_SPECULATION_YAML = DATA_DIR / "fitted" / "speculation_vllm.yaml"
 # Efficiency fields the speculation fit may set (tools/fit_speculation.py)
-SPECULATION_FIELDS = ("t_spec_s", "t_spec_token_s", "t_fixed_draft_s", "t_ngram_s", "moe_verify_overlap")
+SPECULATION_FIELDS = ("t_spec_s", "sampler_vocab_passes", "t_fixed_draft_s", "t_ngram_s", "moe_verify_overlap")
 
 
 def load_fitted_speculation(path: str | os.PathLike | None = None) -> tuple[dict[str, float], Sourced]:

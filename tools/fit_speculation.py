@@ -11,11 +11,12 @@ Model, per row (speedup as the source measures it: TPOT or per-user tok/s ratio 
 P-EAGLE rows are TPS of P-EAGLE at K=7 against the best EAGLE-3 (the faster of K=3 and K=7, whose ALs the source
 states) at the same concurrency, so the model's number is a ratio of evaluations):
     speedup = T_base(B) / (T_spec(B) / tau) ,  T_spec = T_verify + T_draft(t_fixed_draft_s)
-              + t_spec_s + t_spec_token_s * B * (n - 1)  (+ t_ngram_s * B for n-gram lookup)
-(n - 1 drafted tokens per sequence reach the verifier: K for a chain, the tree's draft nodes for a tree)
+              + t_spec_s + sampler_vocab_passes * B * (n - 1) * V * 4 B / HBM bandwidth  (+ t_ngram_s * B for n-gram)
+(n - 1 drafted tokens per sequence reach the verifier: K for a chain, the tree's draft nodes for a tree; each adds
+a target row of the V-token vocabulary to the sampler's fp32 work: planner.serving.sampler_time_s)
 with the step-time terms fixed at their kernel fit (tools/fit_steptime.py, via planner.scenario.efficiency_for).
 Assumes measured = predicted * exp(eps): least squares on log(predicted / measured) (fit_steptime.fit_relative).
-Fitted: t_spec_s, t_spec_token_s. Held at priors (PRIORS, T_NGRAM_S; the table cannot identify them, see PRIORS):
+Fitted: t_spec_s, sampler_vocab_passes. Held at priors (PRIORS, T_NGRAM_S; the table cannot identify them, see PRIORS):
 t_fixed_draft_s, moe_verify_overlap, t_ngram_s (one usable n-gram row, and that one's proposer runs on the GPU).
 
 Leave-one-source-out cross-validation: each source's rows are predicted by a fit to all other sources.
@@ -53,10 +54,10 @@ TABLE_CSV = ROOT / "profiles" / "data" / "published" / "published_specdec.csv"
 OUT_YAML = ROOT / "profiles" / "data" / "fitted" / "speculation_vllm.yaml"
 DATA_SOURCE = "published_specdec.csv (73 published speculative-decoding results, shared training table)"
 TABLE_VERSION = "2026-11-30"
-# Parameters a fit may set, their start values and bounds (seconds, seconds, seconds, share).
-PARAM_NAMES = ("t_spec_s", "t_spec_token_s", "t_fixed_draft_s", "moe_verify_overlap")
-P0 = (5e-4, 2e-6, 3e-4, 0.5)
-BOUNDS = ((0.0, 0.0, 0.0, 0.0), (5e-3, 1e-4, 3e-3, 1.0))
+# Parameters a fit may set, their start values and bounds (seconds, fp32 vocabulary-row passes, seconds, share).
+PARAM_NAMES = ("t_spec_s", "sampler_vocab_passes", "t_fixed_draft_s", "moe_verify_overlap")
+P0 = (5e-4, 20.0, 3e-4, 0.5)
+BOUNDS = ((0.0, 0.0, 0.0, 0.0), (5e-3, 1000.0, 3e-3, 1.0))
 # The shipped fit's free parameters; the others are held at priors, because the table cannot identify them:
 # - moe_verify_overlap: fitted, it came back 0 +- 0.8 (2026-11-30) and again after the row-mapping fixes: the
 #   table's MoE rows (DeepSeek-V3 at batch 2, GPT-OSS P-EAGLE against EAGLE-3) cannot separate it from the
@@ -67,7 +68,7 @@ BOUNDS = ((0.0, 0.0, 0.0, 0.0), (5e-3, 1e-4, 3e-3, 1.0))
 #   trading off against t_spec_s. Prior: hardware.yaml's assumed 0.2 ms per draft pass (launch + draft sampling),
 #   on top of the pass's kernel-fitted roofline and per-layer floors (planner.roofline.step_time_terms).
 # A parameter that one source alone identifies cannot be cross-validated; each fold would fit it to its own sources.
-FIT_NAMES = ("t_spec_s", "t_spec_token_s")
+FIT_NAMES = ("t_spec_s", "sampler_vocab_passes")
 PRIORS = {"moe_verify_overlap": 0.0, "t_fixed_draft_s": 2e-4}
 # vLLM's n-gram proposer (numba prompt lookup) per sequence per step (assumption: tens of microseconds on a
 # host core); held fixed: the table has one usable n-gram row.

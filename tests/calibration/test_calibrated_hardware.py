@@ -54,7 +54,7 @@ def test_a_gpu_profile_keeps_the_entry_and_replaces_only_the_calibrated_terms(ca
     fitted = efficiency_for(cat, "h200", "bf16")
     eff = hw.efficiency
     assert (eff.eta_bw, eff.t_fixed_s) == (0.61, 0.004)
-    for term in ("t_layer_s", "t_layer_token_s", "eta_bw_tokens_scale", "flops_tokens_half", "t_spec_token_s",
+    for term in ("t_layer_s", "t_layer_token_s", "eta_bw_tokens_scale", "flops_tokens_half", "sampler_vocab_passes",
                  "allreduce_latency_s", "eta_allreduce"):
         assert getattr(eff, term) == getattr(fitted, term), term
     assert eff.calibrated

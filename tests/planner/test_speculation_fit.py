@@ -32,6 +32,7 @@ from planner.serving import (  # noqa: E402
     MODE_SEQUENTIAL,
     evaluate_arrays,
     first_draft_pass_tokens,
+    sampler_time_s,
     speculation_overhead_s,
 )
 from profiles import load_catalog  # noqa: E402
@@ -52,7 +53,7 @@ def rows():
 # ---------------------------------------------------------------------------------------------
 
 def test_round_trip_fit_recovers_known_parameters(cat, rows):
-    truth = {"t_spec_s": 8e-4, "t_spec_token_s": 6e-6, "t_fixed_draft_s": 2.5e-4}
+    truth = {"t_spec_s": 8e-4, "sampler_vocab_passes": 30.0, "t_fixed_draft_s": 2.5e-4}
     fixed = {"moe_verify_overlap": 0.3}
     measured = fs.predict_speedup(rows, cat, {**truth, **fixed})
     rng = np.random.default_rng(7)
@@ -113,7 +114,7 @@ def test_a_gpu_ngram_proposer_pays_no_host_lookup(cat, rows):
     # the TensorRT-LLM n-gram speedups were measured with the host n-gram pool (blog 7 as first published: 'runs
     # on the host'); the GPU suffix-automaton kernel the pinned revision describes came later
     assert not row.ngram_on_gpu and "runs on the host" in row.assumption
-    params = {"t_spec_s": 0.0, "t_spec_token_s": 0.0, "t_fixed_draft_s": 0.0, "moe_verify_overlap": 0.0}
+    params = {"t_spec_s": 0.0, "sampler_vocab_passes": 0.0, "t_fixed_draft_s": 0.0, "moe_verify_overlap": 0.0}
     gpu = fs.predict_speedup([dataclasses.replace(row, ngram_on_gpu=True)], cat, params)[0]
     host = fs.predict_speedup([row], cat, params)[0]
     assert gpu > host
@@ -237,29 +238,45 @@ def test_first_draft_pass_tokens_limits():
 
 
 def test_speculation_overhead_limits(cat):
-    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=1e-3, t_spec_token_s=1e-5, t_ngram_s=2e-5)
+    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=1e-3, sampler_vocab_passes=10.0,
+                              t_ngram_s=2e-5)
     hp = hw_params(cat.hardware["h100-sxm"], "bf16", eff)
-    def overhead(mode, batch):
-        return float(speculation_overhead_s(hp, mode=mode, batch=batch, drafted_tokens=4))
+    v = 128_000
+    row_s = 10.0 * v * 4 / (3350e9)  # 10 fp32 passes over one 128k-token vocabulary row at H100's 3.35 TB/s
+
+    def overhead(mode, batch, vocab=v):
+        return float(speculation_overhead_s(hp, mode=mode, batch=batch, drafted_tokens=4, vocab_size=vocab))
 
     assert overhead(MODE_SEQUENTIAL, 0) == pytest.approx(1e-3)
-    assert overhead(MODE_SEQUENTIAL, 8) == pytest.approx(1e-3 + 32e-5)
-    assert overhead(MODE_NONE, 8) == pytest.approx(1e-3 + 32e-5 + 16e-5)
+    assert overhead(MODE_SEQUENTIAL, 8, vocab=0) == pytest.approx(1e-3)
+    assert overhead(MODE_SEQUENTIAL, 8) == pytest.approx(1e-3 + 32 * row_s)
+    assert overhead(MODE_SEQUENTIAL, 8, vocab=2 * v) == pytest.approx(1e-3 + 64 * row_s)  # linear in the vocabulary
+    assert overhead(MODE_NONE, 8) == pytest.approx(1e-3 + 32 * row_s + 16e-5)
+
+
+def test_sampler_time_falls_with_bandwidth(cat):
+    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, sampler_vocab_passes=40.0)
+    slow, fast = (hw_params(cat.hardware[h], "bf16", eff) for h in ("h100-sxm", "b200"))
+    t = [float(sampler_time_s(hp, batch=64, drafted_tokens=7, vocab_size=201_088)) for hp in (slow, fast)]
+    bw = [cat.hardware[h].hbm_bandwidth_gb_s for h in ("h100-sxm", "b200")]
+    assert t[0] / t[1] == pytest.approx(bw[1] / bw[0])
+    assert t[1] == pytest.approx(40.0 * 64 * 7 * 201_088 * 4 / (bw[1] * 1e9))
 
 
 def test_a_tree_pays_the_per_token_overhead_for_every_verified_draft_node(cat):
     # SGLang's depth-3 x topk-4 tree verifies 21 tokens (20 draft nodes) at K = 3: each node gets a KV slot, a
     # target row and a comparison, so the per-drafted-token overhead counts 20 per sequence, not the chain's 3.
-    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=0.0, t_spec_token_s=1e-5)
+    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=0.0, sampler_vocab_passes=10.0)
     hp = hw_params(cat.hardware["h100-sxm"], "bf16", eff)
     model = cat.models["qwen3-8b"]
+    row_s = 10.0 * model.vocab_size * 4 / (cat.hardware["h100-sxm"].hbm_bandwidth_gb_s * 1e9)
     kw = dict(target=target_net(model), draft=null_net(), hw=hp, mode=MODE_SEQUENTIAL, draft_scales_with_k=False,
               k=3.0, batch=2.0, tau=2.0, context_tokens=400.0, prompt_tokens=400.0, output_tokens=200.0,
               usd_per_gpu_hour=1.0)
     chain = evaluate_arrays(**kw)
     tree = evaluate_arrays(**kw, verify_tokens=21.0)
-    assert float(chain.draft_time_s) == pytest.approx(2 * 3 * 1e-5)
-    assert float(tree.draft_time_s) == pytest.approx(2 * 20 * 1e-5)
+    assert float(chain.draft_time_s) == pytest.approx(2 * 3 * row_s)
+    assert float(tree.draft_time_s) == pytest.approx(2 * 20 * row_s)
 
 
 def _eval(cat, **kw):
@@ -282,7 +299,7 @@ def test_draft_context_tokens_limits(cat):
 
 def test_ngram_costs_host_time_per_sequence_only(cat):
     model = cat.models["llama-3.1-8b"]
-    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=0.0, t_spec_token_s=0.0, t_ngram_s=2e-5)
+    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=0.0, sampler_vocab_passes=0.0, t_ngram_s=2e-5)
     hp = hw_params(cat.hardware["h100-sxm"], "bf16", eff)
     res = evaluate_arrays(target=target_net(model), draft=null_net(), hw=hp,
                           mode=MODE_NONE, draft_scales_with_k=False, k=4.0, batch=np.array([1.0, 64.0]), tau=2.0,

@@ -14,6 +14,7 @@ from planner.deploy import vllm_deployment
 from planner.roofline import fusion_time_s, head_net, hw_params, target_net
 from planner.roofline import step_time_s as step
 from planner.scenario import efficiency_for, evaluate
+from planner.serving import sampler_time_s
 from planner.trees import TreeShape, parse_sglang_flags
 from planner.types import Acceptance, Scenario
 
@@ -61,7 +62,7 @@ def test_sglang_shape_is_priced_with_its_64_verify_tokens_and_8_draft_passes(cat
                          t_fixed_s=eff.t_fixed_draft_s)
     fusion = fusion_time_s(head, hp, batch=4.0, tokens_per_seq=64.0, tp=8)
     step_s = (float(verify) + float(first_pass) + 7 * float(one_pass) + float(fusion) + eff.t_spec_s
-              + eff.t_spec_token_s * 4 * 63)
+              + float(sampler_time_s(hp, batch=4.0, drafted_tokens=63.0, vocab_size=model.vocab_size)))
     assert ev.tpot_ms == pytest.approx(step_s / 5.0 * 1e3, rel=1e-9)
     # the 64-token verify costs more than a chain of K=8 (9 tokens) at the same batch
     chain = evaluate(Scenario(model="llama-3.3-70b", hardware="h100-sxm", method="eagle3", k=8, batch=4, tp=8,
@@ -101,7 +102,7 @@ def test_tree_ahead_at_batch_1_and_behind_at_large_batch(catalog):
     level is within 20 % (in-sample 2.18 against 1.85 since the DP-attention mapping of the LMSYS rows lowered the
     fitted t_spec_s to 0.57 ms): SGLang's tree costs ~1.4 ms a step more than its chain where the roofline finds
     ~0.2 ms (21 verified tokens stay memory-bound at batch 1), and the one tree row in the table cannot identify
-    a per-node cost beyond t_spec_token_s (fit_speculation.py)."""
+    a per-node cost beyond the sampler's per-row work (fit_speculation.py)."""
     shape = TreeShape.from_sglang(3, 4, 21)
 
     def speedup(batch, tree):
