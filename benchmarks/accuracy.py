@@ -2,7 +2,7 @@
 
 Grid (profiles/data/fitted/aiconfigurator_tpot.csv, extracted by tools/extract_aiconfigurator.py):
 dense (Llama-3.1-8B, Llama-3.x-70B, Qwen3-32B) and MoE (Qwen3-30B-A3B, DeepSeek-V3 fp8) targets on H100,
-H200 and B200, vLLM 0.24.0 backend, TP 1-8, batch 1-512, context 1k / 8k / 32k (static decode of 16 tokens),
+H200, B200 and L40S (vLLM 0.24.0 backend) and A100 (aiconfigurator's only A100 vLLM database, 0.14.0), TP 1-8, batch 1-512, context 1k / 8k / 32k (static decode of 16 tokens),
 cells aiconfigurator flags out of memory dropped. The fit (tools/fit_steptime.py) sees the per-kernel data
 and the training cells only; held-out cells: every cell at context 8,000 and every cell at batch 16 or 256.
 
@@ -48,13 +48,13 @@ def main() -> int:
     err0 = np.array([d / c.tpot_ms - 1 for c, _, d in rows])
     held = np.array([c.held_out for c, _, _ in rows])
     print(f"{len(rows)} cells ({held.sum()} held out); {skipped} cells without a fitted (hardware, dtype) skipped")
-    print(f"{'model':16} {'gpu':9} {'dtype':5} {'tp':>2} {'ctx':>6} | TPOT ms ours / aiconfigurator by batch")
+    print(f"{'model':16} {'gpu':13} {'dtype':5} {'tp':>2} {'ctx':>6} | TPOT ms ours / aiconfigurator by batch")
     by = defaultdict(list)
     for c, o, _ in rows:
         by[(c.model, c.hardware, c.dtype, c.tp, c.isl)].append((c.batch, o, c.tpot_ms, c.held_out))
     for key, vals in by.items():
         cells_txt = "  ".join(f"b{b}:{o:.1f}/{a:.1f}{'*' if h else ''}" for b, o, a, h in sorted(vals))
-        print(f"{key[0]:16} {key[1]:9} {key[2]:5} {key[3]:>2} {key[4]:>6} | {cells_txt}")
+        print(f"{key[0]:16} {key[1]:13} {key[2]:5} {key[3]:>2} {key[4]:>6} | {cells_txt}")
     print("(* held out)")
     print()
     print(f"MAPE all cells:      fitted {100 * np.mean(np.abs(err)):5.1f} %   first-planner defaults "
@@ -72,7 +72,7 @@ def main() -> int:
         h = np.array([y for _, y in fam[key]])
         m_h = 100 * np.mean(np.abs(e[h])) if h.any() else float("nan")
         worst = max(worst, m_h)
-        print(f"  {key[0]:12} {key[1]:9} {m_h:5.1f} % ({100 * np.mean(np.abs(e)):5.1f} %, {e.size} cells)")
+        print(f"  {key[0]:12} {key[1]:13} {m_h:5.1f} % ({100 * np.mean(np.abs(e)):5.1f} %, {e.size} cells)")
     ds1 = [(o, c.tpot_ms) for c, o, _ in rows if c.model == "deepseek-v3" and c.batch == 1]
     for o, a in ds1:
         print(f"DeepSeek-V3 batch 1: ours {o:.2f} ms, aiconfigurator {a:.2f} ms "

@@ -3,8 +3,8 @@
 Two extracts, both small CSVs committed under profiles/data/fitted/ so that tests and the fit run
 without aiconfigurator installed:
 
-- ``ops``: measured per-kernel rows of aiconfigurator-core's database (vLLM backend) for H100, H200 and
-  B200: decode GEMMs, decode attention, MLA decode, custom all-reduce and fused MoE (op
+- ``ops``: measured per-kernel rows of aiconfigurator-core's database (vLLM backend) for H100, H200, B200
+  (vLLM 0.24.0), A100 (the only vLLM version it has for A100: 0.14.0) and L40S (0.24.0; its all-reduce 0.22.0): decode GEMMs, decode attention, MLA decode, custom all-reduce and fused MoE (op
   ``moe:hidden:inter:experts:topk:tp:distribution``, every token-to-expert distribution measured), filtered
   to the shapes of the catalogue's models.
 - ``tpot``: aiconfigurator's static decode TPOT estimate (its op-level composition of those kernels) on
@@ -26,20 +26,25 @@ import time
 from pathlib import Path
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "profiles" / "data" / "fitted"
-SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm"}
 VLLM_VERSION = "0.24.0"
+# catalogue hardware -> (aiconfigurator system, its vLLM database version, the version of its all-reduce rows)
+SYSTEMS = {"h100-sxm": ("h100_sxm", VLLM_VERSION, VLLM_VERSION), "h200": ("h200_sxm", VLLM_VERSION, VLLM_VERSION),
+           "b200": ("b200_sxm", VLLM_VERSION, VLLM_VERSION), "a100-80gb-sxm": ("a100_sxm", "0.14.0", "0.14.0"),
+           "l40s": ("l40s", VLLM_VERSION, "0.22.0")}
 
 # (catalog model, aiconfigurator model path, quant kwargs, TP sizes per system, batches)
 DENSE_BATCHES = (1, 4, 16, 64, 256, 512)
 TPOT_GRID = [
-    ("llama-3.1-8b", "meta-llama/Meta-Llama-3.1-8B", "bf16", {}, {"h100-sxm": (1, 2), "h200": (1,), "b200": (1,)}),
+    ("llama-3.1-8b", "meta-llama/Meta-Llama-3.1-8B", "bf16", {},
+     {"h100-sxm": (1, 2), "h200": (1,), "b200": (1,), "a100-80gb-sxm": (1, 2), "l40s": (1, 2)}),
     ("llama-3.1-8b", "meta-llama/Meta-Llama-3.1-8B", "fp8",
      {"gemm_quant_mode": "fp8", "kvcache_quant_mode": "fp8"}, {"h100-sxm": (1,)}),
     ("llama-3.3-70b", "meta-llama/Meta-Llama-3.1-70B", "bf16", {},
-     {"h100-sxm": (4, 8), "h200": (2, 4), "b200": (2, 4)}),
-    ("qwen3-32b", "Qwen/Qwen3-32B", "bf16", {}, {"h100-sxm": (1, 2), "h200": (1,), "b200": (1,)}),
+     {"h100-sxm": (4, 8), "h200": (2, 4), "b200": (2, 4), "a100-80gb-sxm": (4, 8), "l40s": (4,)}),
+    ("qwen3-32b", "Qwen/Qwen3-32B", "bf16", {},
+     {"h100-sxm": (1, 2), "h200": (1,), "b200": (1,), "a100-80gb-sxm": (1, 2), "l40s": (2,)}),
     ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "bf16", {"moe_tp_size": None},
-     {"h100-sxm": (1,), "h200": (1,), "b200": (1,)}),
+     {"h100-sxm": (1,), "h200": (1,), "b200": (1,), "a100-80gb-sxm": (1,), "l40s": (2,)}),
     ("deepseek-v3", "deepseek-ai/DeepSeek-V3", "fp8",
      {"gemm_quant_mode": "fp8_block", "moe_quant_mode": "fp8_block", "kvcache_quant_mode": "fp8",
       "moe_tp_size": None}, {"h200": (8,), "b200": (8,)}),
@@ -71,15 +76,15 @@ def extract_tpot(limit: int | None = None, out: Path | None = None) -> Path:
                             kw["moe_tp_size"] = tp
                         t0 = time.time()
                         try:
-                            r = cli_estimate(model_path=path, system_name=SYSTEMS[hw], mode="static_gen",
-                                             backend_name="vllm", backend_version=VLLM_VERSION, isl=ctx,
+                            r = cli_estimate(model_path=path, system_name=SYSTEMS[hw][0], mode="static_gen",
+                                             backend_name="vllm", backend_version=SYSTEMS[hw][1], isl=ctx,
                                              osl=OSL, batch_size=batch, tp_size=tp, **kw)
                         except Exception as exc:  # noqa: BLE001  (record and go on: one bad cell)
                             print(f"skip {model} {hw} tp{tp} b{batch} ctx{ctx}: {exc}", file=sys.stderr)
                             continue
                         oom = bool(r.kv_cache_warning)
                         rows.append(dict(model=model, aic_model=path, hardware=hw, engine="vllm",
-                                         engine_version=VLLM_VERSION, dtype=dtype,
+                                         engine_version=SYSTEMS[hw][1], dtype=dtype,
                                          kv_dtype=quant.get("kvcache_quant_mode", "bf16"), tp=tp,
                                          batch=batch, isl=ctx, osl=OSL, tpot_ms=round(r.tpot, 5),
                                          oom=int(oom), memory_gb=round(float(r.raw.get("memory", 0.0)), 2)))
@@ -95,9 +100,11 @@ def extract_tpot(limit: int | None = None, out: Path | None = None) -> Path:
 
 GEMM_MS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 GEMM_NK = (1024, 2048, 4096, 7168, 8192, 16384)
-GEMM_KERNELS = {"bfloat16": "torch.nn.functional.linear", "fp8": "CutlassFP8ScaledMMLinearKernel",
-                "fp8_block": "DeepGemmFp8BlockScaledMMKernel"}
-ATTN_KERNELS = ("vllm_flash_attn_fa3", "vllm_flashinfer_trtllmdecode")  # Hopper, Blackwell decode
+# the kernel vLLM runs per GEMM dtype (A100's vLLM 0.14 rows name their BF16 kernel "vllm_default")
+GEMM_KERNELS = {"bfloat16": ("torch.nn.functional.linear", "vllm_default"), "fp8": ("CutlassFP8ScaledMMLinearKernel",),
+                "fp8_block": ("DeepGemmFp8BlockScaledMMKernel",)}
+# decode attention: Hopper FA3, Blackwell TRT-LLM decode, Ada FA2 (vLLM's default FLASH_ATTN backend), A100 (0.14)
+ATTN_KERNELS = ("vllm_flash_attn_fa3", "vllm_flashinfer_trtllmdecode", "vllm_flash_attn_fa2", "vllm_flash_attn")
 ATTN_BATCHES = (1, 4, 16, 64, 256)
 ATTN_STEPS = (127, 1023, 8191, 32767)
 # (hidden, moe inter, experts, top-k, dtype, moe TP): DeepSeek-V3 at TP8 and Qwen3-30B-A3B at TP1
@@ -115,36 +122,43 @@ def _data_root() -> Path:
 
 
 def extract_ops(out: Path | None = None) -> Path:
-    """Per-kernel measured rows (vLLM 0.24.0 backend) for the fit, one CSV with an `op` column."""
+    """Per-kernel measured rows (vLLM backend, SYSTEMS' versions) for the fit, one CSV with an `op` column."""
     import pandas as pd  # noqa: PLC0415
 
     root = _data_root()
     frames = []
-    for hw, sysname in SYSTEMS.items():
+    for hw, (sysname, version, comm_version) in SYSTEMS.items():
         base = root / sysname
-        g = pd.read_parquet(base / "gemm" / "vllm" / VLLM_VERSION / "gemm_perf.parquet")
-        g = g[g.m.isin(GEMM_MS) & g.n.isin(GEMM_NK) & g.k.isin(GEMM_NK)
-              & (g.kernel_source == g.gemm_dtype.map(GEMM_KERNELS))]
+        first = len(frames)
+        g = pd.read_parquet(base / "gemm" / "vllm" / version / "gemm_perf.parquet")
+        ok = [src in GEMM_KERNELS.get(dt, ()) for src, dt in zip(g.kernel_source, g.gemm_dtype)]
+        g = g[g.m.isin(GEMM_MS) & g.n.isin(GEMM_NK) & g.k.isin(GEMM_NK) & pd.Series(ok, index=g.index)]
         frames.append(pd.DataFrame(dict(op="gemm", hardware=hw, dtype=g.gemm_dtype, m=g.m, n=g.n, k=g.k,
                                         latency_ms=g.latency)))
-        a = pd.read_parquet(base / "attention" / "vllm" / VLLM_VERSION / "generation_attention_perf.parquet")
+        a = pd.read_parquet(base / "attention" / "vllm" / version / "generation_attention_perf.parquet")
+        if "window_size" not in a:  # vLLM 0.14 rows: no sliding-window column (all full attention)
+            a = a.assign(window_size=0)
         a = a[(a.window_size == 0) & (a.num_key_value_heads == 8) & (a.head_dim == 128)
               & a.num_heads.isin((8, 16, 32, 64)) & a.kernel_source.isin(ATTN_KERNELS)
               & a.batch_size.isin(ATTN_BATCHES) & a.step.isin(ATTN_STEPS)]
         frames.append(pd.DataFrame(dict(op="attention", hardware=hw, dtype=a.kv_cache_dtype, m=a.batch_size,
                                         n=a.num_heads, k=a.step, latency_ms=a.latency)))
-        c = pd.read_parquet(base / "comm" / "vllm" / VLLM_VERSION / "custom_allreduce_perf.parquet")
+        c = pd.read_parquet(base / "comm" / "vllm" / comm_version / "custom_allreduce_perf.parquet")
         c = c[c.backend == "vllm_graph"]
         frames.append(pd.DataFrame(dict(op="allreduce", hardware=hw, dtype="bfloat16", m=c.num_gpus,
                                         n=c.message_size, k=0, latency_ms=c.latency)))
         # expert-parallel all-to-all (DeepEP low-latency kernels, EP8 in one node): dispatch and combine per token
         # count, op alltoall:hidden:topk:experts:phase, m = EP ranks, n = tokens per rank
-        x = pd.read_parquet(base / "comm" / "vllm" / VLLM_VERSION / "moe_a2a_perf.parquet")
+        a2a = base / "comm" / "vllm" / version / "moe_a2a_perf.parquet"
+        x = pd.read_parquet(a2a) if a2a.is_file() else pd.DataFrame(  # none for A100 and L40S
+            columns=["comm_backend", "hidden_size", "topk", "num_experts", "phase", "ep_size", "num_tokens", "latency"])
         x = x[x.comm_backend == "deepep_ll"]
         frames.append(pd.DataFrame(dict(op="alltoall:" + x.hidden_size.astype(str) + ":" + x.topk.astype(str) + ":"
                                         + x.num_experts.astype(str) + ":" + x.phase, hardware=hw, dtype="bfloat16",
                                         m=x.ep_size, n=x.num_tokens, k=x.hidden_size, latency_ms=x.latency / 1e3)))
-        mo = pd.read_parquet(base / "moe" / "vllm" / VLLM_VERSION / "moe_perf.parquet")
+        mo = pd.read_parquet(base / "moe" / "vllm" / version / "moe_perf.parquet")
+        if "distribution" not in mo:
+            mo = mo.assign(distribution="balanced")
         for (hidden, inter, experts, topk, dtype, tp), dist in itertools.product(MOE_SHAPES, MOE_DISTRIBUTIONS):
             sel = mo[(mo.hidden_size == hidden) & (mo.inter_size == inter) & (mo.num_experts == experts)
                      & (mo.topk == topk) & (mo.moe_dtype == dtype) & (mo.moe_tp_size == tp)
@@ -154,8 +168,9 @@ def extract_ops(out: Path | None = None) -> Path:
             frames.append(pd.DataFrame(dict(op=f"moe:{hidden}:{inter}:{experts}:{topk}:{tp}:{dist}", hardware=hw,
                                             dtype=dtype, m=best.num_tokens, n=hidden, k=inter,
                                             latency_ms=best.latency)))
-    df = pd.concat(frames, ignore_index=True)
-    df["source"] = f"aiconfigurator-core 0.12.0 systems/data vllm {VLLM_VERSION}"
+        for f in frames[first:]:
+            f["source"] = f"aiconfigurator-core 0.12.0 systems/data vllm {version}"
+    df = pd.concat([f for f in frames if len(f)], ignore_index=True)
     out = out or OUT_DIR / "aiconfigurator_ops.csv"
     df.to_csv(out, index=False, float_format="%.6g")
     return out

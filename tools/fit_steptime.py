@@ -1,7 +1,7 @@
 """Fit the step-time terms of planner/roofline.py per (hardware, engine) to measured kernel data.
 
 Data (pinned, extracted by tools/extract_aiconfigurator.py from NVIDIA aiconfigurator-core 0.12.0, its
-vLLM 0.24.0 database; no aiconfigurator needed here):
+vLLM 0.24.0 database; for A100 its only vLLM database, 0.14.0; no aiconfigurator needed here):
     profiles/data/fitted/aiconfigurator_ops.csv   measured decode kernels: GEMM, attention, all-reduce, MoE
     profiles/data/fitted/aiconfigurator_tpot.csv  aiconfigurator's static-decode TPOT on a model grid
 
@@ -15,7 +15,8 @@ Two stages, each a scipy least-squares fit on relative (log) residuals, each ret
                 -> allreduce_latency_s, eta_allreduce
      alltoall   t = 2 (latency + m k hidden 2 B (g-1)/g / (interconnect * eta_alltoall))   (dispatch + combine)
                 -> alltoall_latency_s, eta_alltoall (vLLM's DeepEP low-latency kernels at EP8; used only by
-                   attention-data-parallel deployments, planner.roofline.alltoall_time_s)
+                   attention-data-parallel deployments, planner.roofline.alltoall_time_s; A100 and L40S have
+                   no such rows: their entries keep hardware.yaml's assumed all-to-all)
      moe        t = max(touched * expert bytes / tp / (BW eta_bw), FLOPs / (F eta_f)) + touched t_expert + t_moe
                     + m k t_moe_token ,   touched = E (1 - (1 + s m q)^(-1/s)), q = -ln(1 - k/E)
                 -> t_expert_s, t_moe_layer_s, t_moe_token_s, moe_routing_skew (s) (eta_* from the GEMM fit),
@@ -56,9 +57,14 @@ FIT_DIR = ROOT / "profiles" / "data" / "fitted"
 OPS_CSV = FIT_DIR / "aiconfigurator_ops.csv"
 TPOT_CSV = FIT_DIR / "aiconfigurator_tpot.csv"
 OUT_YAML = FIT_DIR / "steptime_vllm.yaml"
-ENGINE, ENGINE_VERSION = "vllm", "0.24.0"
-DATA_SOURCE = "NVIDIA aiconfigurator-core 0.12.0 measured kernel database, vLLM 0.24.0 backend"
-HARDWARE = ("h100-sxm", "h200", "b200")
+ENGINE = "vllm"
+
+
+def data_source(engine_version: str) -> str:
+    return f"NVIDIA aiconfigurator-core 0.12.0 measured kernel database, vLLM {engine_version} backend"
+
+
+HARDWARE = ("h100-sxm", "h200", "b200", "a100-80gb-sxm", "l40s")
 # Planner weight dtype -> the measured kernel families fitted for it (vLLM: per-tensor FP8 for dense FP8
 # checkpoints, DeepGEMM block FP8 for DeepSeek-style checkpoints).
 DTYPE_KERNELS = {"bf16": ("bfloat16",), "fp8": ("fp8_block",)}
@@ -244,8 +250,11 @@ def alltoall_rows(rows: list[dict[str, str]]) -> tuple[np.ndarray, ...]:
     return (*cols, np.array([sum(acc[k]) for k in keys]))
 
 
-def fit_alltoall(rows: list[dict[str, str]], hw: Hardware) -> FitResult:
+def fit_alltoall(rows: list[dict[str, str]], hw: Hardware) -> FitResult | None:
+    """None without measured rows (the hardware's assumed all-to-all stays)."""
     gpus, tokens, topk, hidden, t = alltoall_rows(rows)
+    if not t.size:
+        return None
     return fit_relative(lambda p: alltoall_time_s(p, gpus, tokens, topk, hidden, hw.interconnect_gb_s * 1e9), t,
                         names=("alltoall_latency_s", "eta_alltoall"), p0=(5e-5, 0.3),
                         bounds=((0.0, 0.01), (1e-3, 1.0)))
@@ -350,10 +359,11 @@ def fit_end_to_end(cells: Sequence[TpotCell], models: dict[str, ModelSpec], hw: 
 class HardwareFit:
     hardware: str
     dtype: str
+    engine_version: str
     gemm: FitResult
     attention: FitResult
     allreduce: FitResult
-    alltoall: FitResult
+    alltoall: FitResult | None  # None: no all-to-all rows for this hardware
     moe: FitResult
     end_to_end: FitResult
     efficiency: Efficiency
@@ -366,8 +376,9 @@ class HardwareFit:
 
     @property
     def stages(self) -> tuple[tuple[str, FitResult], ...]:
-        return (("gemm", self.gemm), ("attention", self.attention), ("allreduce", self.allreduce),
-                ("alltoall", self.alltoall), ("moe", self.moe), ("end_to_end", self.end_to_end))
+        return tuple((n, s) for n, s in (("gemm", self.gemm), ("attention", self.attention),
+                                         ("allreduce", self.allreduce), ("alltoall", self.alltoall),
+                                         ("moe", self.moe), ("end_to_end", self.end_to_end)) if s is not None)
 
 
 FITTED_FIELDS = ("eta_bw", "eta_bw_tokens_scale", "eta_flops", "flops_tokens_half", "eta_kv_bw", "eta_attn_flops",
@@ -377,7 +388,7 @@ FITTED_FIELDS = ("eta_bw", "eta_bw_tokens_scale", "eta_flops", "flops_tokens_hal
 
 
 def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequence[TpotCell], catalog, *,
-                 date: str) -> HardwareFit:
+                 date: str, engine_version: str) -> HardwareFit:
     hw = catalog.hardware[name]
     kernels = DTYPE_KERNELS[dtype]
     mine = [r for r in ops if r["hardware"] == name]
@@ -387,9 +398,10 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
     allreduce = fit_allreduce([r for r in mine if r["op"] == "allreduce"], hw)
     alltoall = fit_alltoall([r for r in mine if r["op"].startswith("alltoall:")], hw)
     moe = fit_moe([r for r in moe_rows(mine) if r["dtype"] in kernels], hw, gemm)
-    src = Sourced(f"fitted to {DATA_SOURCE} (tools/fit_steptime.py)", date)
+    src = Sourced(f"fitted to {data_source(engine_version)} (tools/fit_steptime.py)", date)
+    a2a = _stage_fields(alltoall) if alltoall is not None else {}
     eff0 = replace(hw.efficiency, **_stage_fields(gemm), **_stage_fields(attention), **_stage_fields(allreduce),
-                   **_stage_fields(alltoall), **_stage_fields(moe), per_op_roofline=1.0, t_layer_s=0.0,
+                   **a2a, **_stage_fields(moe), per_op_roofline=1.0, t_layer_s=0.0,
                    t_fixed_s=0.0, source=src)
     hw_cells = [c for c in cells if c.hardware == name and c.dtype == dtype]
     e2e = fit_end_to_end(hw_cells, catalog.models, hw, eff0)
@@ -398,9 +410,10 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
     meas = np.array([c.tpot_ms for c in hw_cells]) * MS
     res = pred / meas - 1.0
     held = np.array([c.held_out for c in hw_cells])
-    src = Sourced(f"fitted to {DATA_SOURCE} (tools/fit_steptime.py); TPOT error "
+    src = Sourced(f"fitted to {data_source(engine_version)} (tools/fit_steptime.py); TPOT error "
                   f"{100 * np.mean(np.abs(res[held])):.1f} % on held-out cells", date)
-    return HardwareFit(name, dtype, gemm, attention, allreduce, alltoall, moe, e2e, replace(eff, source=src),
+    return HardwareFit(name, dtype, engine_version, gemm, attention, allreduce, alltoall, moe, e2e,
+                       replace(eff, source=src),
                        res[~held], res[held])
 
 
@@ -416,7 +429,8 @@ def to_yaml_doc(fits: Sequence[HardwareFit], date: str) -> dict:
                              "fit": stage_name, "fit_mape": round(res.mape, 4), "points": res.n_points}
         entries[f.key] = {
             "hardware": f.hardware, "dtype": f.dtype,
-            "engine": ENGINE, "engine_version": ENGINE_VERSION, "source": DATA_SOURCE, "date": date,
+            "engine": ENGINE, "engine_version": f.engine_version, "source": data_source(f.engine_version),
+            "date": date,
             "per_op_roofline": 1.0,
             "params": params,
             "tpot_mape_train": round(float(np.mean(np.abs(f.tpot_residuals_train))), 4),
@@ -439,15 +453,17 @@ def run_fit(ops_csv: Path = OPS_CSV, tpot_csv: Path = TPOT_CSV, *, date: str | N
     catalog = load_catalog()
     date = date or dt.date.today().isoformat()
     ops = read_csv(ops_csv)
-    cells = tpot_cells(read_csv(tpot_csv))
+    tpot_rows = read_csv(tpot_csv)
+    cells = tpot_cells(tpot_rows)
+    versions = {r["hardware"]: r["engine_version"] for r in tpot_rows}  # the vLLM database each GPU's rows are from
     have = {(c.hardware, c.dtype) for c in cells}
-    return [fit_hardware(h, d, ops, cells, catalog, date=date) for h in hardware for d in DTYPE_KERNELS
-            if (h, d) in have and (h, d) not in EXCLUDED]
+    return [fit_hardware(h, d, ops, cells, catalog, date=date, engine_version=versions[h]) for h in hardware
+            for d in DTYPE_KERNELS if (h, d) in have and (h, d) not in EXCLUDED]
 
 
 def print_report(fits: Sequence[HardwareFit]) -> None:
     for f in fits:
-        print(f"== {f.key} / {ENGINE} {ENGINE_VERSION}")
+        print(f"== {f.key} / {ENGINE} {f.engine_version}")
         for _, stage in f.stages:
             body = ", ".join(f"{n} = {v:.4g} +- {se:.2g}" for n, v, se in zip(stage.names, stage.params, stage.stderr))
             print(f"  {body}  | {stage.n_points} points, MAPE {100 * stage.mape:.1f} %, "
