@@ -86,15 +86,18 @@ def speculation() -> None:
     """Speedup on the published table: leave-one-source-out MAPE per method and the MoE batch curves."""
     import fit_speculation as fs  # noqa: PLC0415
 
-    catalog, rows, skipped, fit, cv = fs.run()
-    print(f"== Speculation: {len(rows)} usable published rows from {len({r.source for r in rows})} sources "
-          f"({len(skipped)} verified rows left out: python tools/fit_speculation.py lists why)")
-    print("fitted on all rows: " + ", ".join(f"{n} = {v:.3g} +- {se:.2g}"
+    res = fs.run()
+    catalog, rows, skipped, fit, cv = res.catalog, res.rows, res.skipped, res.fit, res.cv
+    print(f"== Speculation: {len(rows)} published rows on serving engines from {len({r.source for r in rows})} "
+          f"sources fitted, {len(res.checked)} research-loop rows checked ({len(skipped)} verified rows left out: "
+          "python tools/fit_speculation.py lists why)")
+    print("fitted on all serving-engine rows: " + ", ".join(f"{n} = {v:.3g} +- {se:.2g}"
                                              for n, v, se in zip(fit.names, fit.params, fit.stderr))
           + f"; in-sample MAPE {100 * fit.mape:.1f} %")
     print(f"leave-one-source-out speedup MAPE: {100 * cv.mape:.1f} % (target <= 12 %)")
     for m, v in cv.mape_by(lambda r: r.method).items():
         print(f"  {m:12} {100 * v:5.1f} %  ({sum(r.method == m for r in rows)} rows)")
+    fs.print_checked(res)
     print("MoE batch curves (speedup by batch, measured / model):")
     for c in fs.batch_curves(catalog, fs.fitted_params(fit), rows):
         pairs = "  ".join(f"b{b:g}: {m:.2f}/{p:.2f}" for b, m, p in zip(c.batches, c.measured, c.predicted))

@@ -6,6 +6,9 @@ stated (model, GPU, TP, batch, method, K) and whose acceptance length tau is giv
 maps each to one planner evaluation (planner.serving.evaluate_arrays, the same call the planner makes) and
 names every assumption it needs (context length where the source gives only the dataset, the mapping of a
 disaggregated deployment onto one replica). Every other `yes` row is listed with the reason it is left out.
+Rows measured on a serving engine (SERVING_ENGINES) are fitted; a research prototype's rows (MagicDec's gpt-fast
+loop) are predicted with the fit and reported beside it, level and batch trend, never fitted (RESEARCH_LOOPS says
+why), and the leave-one-source-out error is printed with and without them.
 
 Model, per row (speedup as the source measures it: TPOT or per-user tok/s ratio at the same batch; the
 P-EAGLE rows are TPS of P-EAGLE at K=7 against the best EAGLE-3 (the faster of K=3 and K=7, whose ALs the source
@@ -116,6 +119,23 @@ class SpecRow:
     assumption: str = ""
 
 
+# The engines the planner's deployments run on; the fit uses their rows only. A research prototype's rows measure
+# its own per-step loop, which no serving engine shares (RESEARCH_LOOPS), so they are a check, not fit data.
+SERVING_ENGINES = ("vllm", "sglang", "trtllm")
+RESEARCH_LOOPS = {
+    "gpt-fast": ("MagicDec's self-speculation benchmark (tests/StreamingLLM/selfspec_benchmark.py) verifies in a "
+                 "Python loop each step: cumprod, boolean masks over batch x max-length position buffers, "
+                 "`.any()` / `.max()` host synchronisations and a boolean-mask scatter into the output, where serving "
+                 "engines run rejection sampling in fused GPU kernels inside the step; its per-step cost is the "
+                 "prototype's, not a serving engine's"),
+}
+
+
+def split_rows(rows: Sequence[SpecRow]) -> tuple[list[SpecRow], list[SpecRow]]:
+    """(rows the fit uses: serving engines, rows only checked against it: research prototypes' loops)."""
+    return ([r for r in rows if r.engine in SERVING_ENGINES], [r for r in rows if r.engine not in SERVING_ENGINES])
+
+
 # Per-GPU network link of a multi-node expert-parallel all-to-all: ConnectX-7 400 Gb/s (DeepEP README's test
 # set-up: "CX7 InfiniBand 400 Gb/s RDMA network card (~50 GB/s maximum bandwidth)").
 IB_GB_S = 50.0
@@ -158,7 +178,8 @@ USABLE: dict[str, dict] = {
                  method="draft_model", k=k, context_tokens=32000, draft_context_tokens=512, self_speculative=True,
                  assumption="self-speculation: the target drafts with a 512-token StreamingLLM KV; tau from the "
                             "source's alpha 0.81 at 32k")
-       for rid, hw, b, k in (("MD10", "h100-sxm", 32, 3), ("MD11", "h100-sxm", 64, 3))},
+       for rid, hw, b, k in (("MD1", "a100-80gb-sxm", 32, 3), ("MD2", "a100-80gb-sxm", 64, 3),
+                             ("MD3", "a100-80gb-sxm", 128, 4), ("MD10", "h100-sxm", 32, 3), ("MD11", "h100-sxm", 64, 3))},
     "PI4": dict(engine="sglang", model="qwen3-8b", hardware="h100-sxm", dtype="bf16", tp=1, batch=1, method="eagle3",
                 k=3, context_tokens=400, assumption="GSM8K context ~400 tokens; 'EAGLE' head taken as EAGLE-3"),
     "PI5": dict(engine="sglang", model="qwen3-8b", hardware="h100-sxm", dtype="bf16", tp=1, batch=1, method="eagle3",
@@ -222,9 +243,6 @@ def _why_not(r: Mapping[str, str], tau: float | None, speedup: float | None) -> 
                 "verify step is never cheaper than a decode step), so the AL does not describe the timed runs")
     if r["id"].startswith("IX"):
         return "B300 and MiniMax-M3 are not in the catalogue (no verified public specs/config.json here)"
-    if r["id"] in ("MD1", "MD2", "MD3"):
-        return ("A100 has no kernel-fitted step time (no aiconfigurator data): its assumed defaults have no per-layer "
-                "cost, which a full-depth self-speculative draft pays K times; the fit would absorb that error")
     if r["id"].startswith("ATOM"):
         return "GPU, TP and K not stated (trend checked in batch_curves, not fitted)"
     return "configuration not fully stated"
@@ -472,7 +490,8 @@ def deepseek_mtp_sweep(catalog, params: Mapping[str, float] | None = None,
 # Report and YAML
 # ----------------------------------------------------------------------------------------------
 
-def to_yaml_doc(fit: FitResult, cv: CrossValidation, rows: Sequence[SpecRow], date: str) -> dict:
+def to_yaml_doc(res: SpeculationRun, date: str) -> dict:
+    fit, cv, rows = res.fit, res.cv, res.rows
     params = {n: {"value": float(f"{v:.6g}"), "stderr": float(f"{se:.3g}")}
               for n, v, se in zip(fit.names, fit.params, fit.stderr)}
     params["t_ngram_s"] = {"value": T_NGRAM_S, "stderr": None, "note": "prior, not fitted (one usable n-gram row)"}
@@ -495,23 +514,51 @@ def to_yaml_doc(fit: FitResult, cv: CrossValidation, rows: Sequence[SpecRow], da
             "fit_mape": round(fit.mape, 4),
             "loso_mape": round(cv.mape, 4),
             "loso_mape_by_method": {k: round(v, 4) for k, v in cv.mape_by(lambda r: r.method).items()},
+            "checked_not_fitted": {
+                "row_ids": [r.id for r in res.checked],
+                "why": {e: RESEARCH_LOOPS[e] for e in dict.fromkeys(r.engine for r in res.checked)},
+                "mean_error": (round(float(np.mean(res.checked_predictions()
+                                                   / np.array([r.speedup for r in res.checked]) - 1.0)), 4)
+                               if res.checked else None),
+                "loso_mape_all_rows": round(res.cv_all.mape, 4) if res.cv_all is not None else None,
+            },
         },
     }
 
 
-def run(table_csv: Path = TABLE_CSV):
+@dataclass(frozen=True)
+class SpeculationRun:
+    """The shipped fit and its checks: fitted rows (serving engines), the research-loop rows predicted with the
+    fit, leave-one-source-out over the fitted rows and over all usable rows."""
+
+    catalog: object
+    rows: list[SpecRow]
+    checked: list[SpecRow]
+    skipped: list[Skipped]
+    fit: FitResult
+    cv: CrossValidation
+    cv_all: CrossValidation | None  # None when there are no checked rows
+
+    def checked_predictions(self) -> np.ndarray:
+        return predict_speedup(self.checked, self.catalog, fitted_params(self.fit))
+
+
+def run(table_csv: Path = TABLE_CSV, *, with_all_rows_cv: bool = True) -> SpeculationRun:
     from profiles import load_catalog  # noqa: PLC0415
 
     catalog = load_catalog()
-    rows, skipped = usable_rows(read_table(table_csv))
+    usable, skipped = usable_rows(read_table(table_csv))
+    rows, checked = split_rows(usable)
     fit = fit_speculation(rows, catalog)
     cv = cross_validate(rows, catalog)
-    return catalog, rows, skipped, fit, cv
+    cv_all = cross_validate(usable, catalog) if checked and with_all_rows_cv else None
+    return SpeculationRun(catalog, rows, checked, skipped, fit, cv, cv_all)
 
 
-def print_report(catalog, rows, skipped, fit: FitResult, cv: CrossValidation) -> None:
-    print(f"usable rows: {len(rows)} from {len({r.source for r in rows})} sources; left out ({len(skipped)} "
-          f"verified == yes rows):")
+def print_report(res: SpeculationRun) -> None:
+    catalog, rows, skipped, fit, cv = res.catalog, res.rows, res.skipped, res.fit, res.cv
+    print(f"fitted rows: {len(rows)} from {len({r.source for r in rows})} sources (serving engines: "
+          f"{', '.join(SERVING_ENGINES)}); left out ({len(skipped)} verified == yes rows):")
     for s in skipped:
         print(f"  {s.id:18} {s.reason}")
     print("fit: " + ", ".join(f"{n} = {v:.4g} +- {se:.2g}" for n, v, se in zip(fit.names, fit.params, fit.stderr))
@@ -526,6 +573,24 @@ def print_report(catalog, rows, skipped, fit: FitResult, cv: CrossValidation) ->
         print(f"  {m:12} {100 * v:5.1f} %")
     for s, v in cv.mape_by(lambda r: r.source).items():
         print(f"  held out {s[:70]:70} {100 * v:5.1f} %")
+    print_checked(res)
+
+
+def print_checked(res: SpeculationRun) -> None:
+    """The research-loop rows against the fit (never fitted) and the all-rows leave-one-source-out error."""
+    if not res.checked:
+        return
+    pred = res.checked_predictions()
+    err = pred / np.array([r.speedup for r in res.checked]) - 1.0
+    for engine in dict.fromkeys(r.engine for r in res.checked):
+        idx = [i for i, r in enumerate(res.checked) if r.engine == engine]
+        pairs = "  ".join(f"{res.checked[i].id} {res.checked[i].hardware} b{res.checked[i].batch:g}: "
+                          f"{res.checked[i].speedup:.2f}/{pred[i]:.2f}" for i in idx)
+        print(f"research loop {engine}, checked not fitted (measured / model): {pairs}; "
+              f"mean error {100 * np.mean(err[idx]):+.1f} % (the prototype's per-step loop: RESEARCH_LOOPS)")
+    if res.cv_all is not None:
+        print(f"leave-one-source-out speedup MAPE with those rows fitted too: {100 * res.cv_all.mape:.1f} % "
+              f"({len(res.cv_all.rows)} rows)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -533,15 +598,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="compare with the shipped YAML instead of writing")
     ap.add_argument("--out", type=Path, default=OUT_YAML)
     args = ap.parse_args(argv)
-    catalog, rows, skipped, fit, cv = run()
-    print_report(catalog, rows, skipped, fit, cv)
+    res = run(with_all_rows_cv=not args.check)
+    print_report(res)
+    fit = res.fit
     if args.check:
         shipped = yaml.safe_load(args.out.read_text())["fit"]["params"]
         bad = [n for n, v in fit.as_dict().items()
                if not np.isclose(v, shipped[n]["value"], rtol=1e-3, atol=1e-9)]
         print("shipped parameters reproduced" if not bad else f"mismatch: {bad}")
         return 1 if bad else 0
-    doc = to_yaml_doc(fit, cv, rows, dt.date.today().isoformat())
+    doc = to_yaml_doc(res, dt.date.today().isoformat())
     args.out.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
     print(f"wrote {args.out}")
     return 0
