@@ -467,13 +467,15 @@ class Candidate:
 @dataclass(frozen=True)
 class Samples:
     """The uncertain inputs, one value per sample (axis N): position in the alpha range (0 low .. 1 high),
-    roofline efficiencies, fixed step time and price."""
+    roofline efficiencies, fixed step time and price; optionally the speculation overheads (None: the plan's)."""
 
     alpha_u: np.ndarray
     eta_bw: np.ndarray
     eta_flops: np.ndarray
     t_fixed_s: np.ndarray
     usd_per_gpu_hour: np.ndarray
+    t_spec_s: np.ndarray | None = None
+    sampler_vocab_passes: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -531,8 +533,10 @@ def _r5(values, axis: int) -> np.ndarray:
 
 def _hw(ctx: _Ctx, smp: Samples) -> HwParams:
     base = hw_params(ctx.hw, ctx.req.dtype, ctx.eff)
+    spec = {name: _r5(v, 0) for name in ("t_spec_s", "sampler_vocab_passes")
+            if (v := getattr(smp, name)) is not None}
     return dataclasses.replace(
-        base, eta_bw=_r5(smp.eta_bw, 0), eta_flops=_r5(smp.eta_flops, 0), t_fixed_s=_r5(smp.t_fixed_s, 0)
+        base, eta_bw=_r5(smp.eta_bw, 0), eta_flops=_r5(smp.eta_flops, 0), t_fixed_s=_r5(smp.t_fixed_s, 0), **spec
     )
 
 

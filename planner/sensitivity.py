@@ -35,8 +35,20 @@ def fit_sigma(catalog, hardware: str, dtype: str) -> float | None:
 UNCERTAINTY_SOURCE = (
     "alpha: seed article ranges (2026-04-15); price: hardware list range; step time: the fit's held-out TPOT error "
     "where the hardware is fitted to aiconfigurator kernels (log-normal), else eta_bw 0.60-0.85 and eta_flops "
-    "0.45-0.75 (aiconfigurator H100 kernel span, 2026-11-30); fixed step time x0.5-x2: assumption (2026-11-30)"
+    "0.45-0.75 (aiconfigurator H100 kernel span, 2026-11-30); fixed step time x0.5-x2: assumption (2026-11-30); "
+    "speculation overheads (per-step time, sampler passes): the published-speedup fit's standard errors, drawn "
+    "independently (normal, cut at 0; tools/fit_speculation.py)"
 )
+SPEC_FIELDS = ("t_spec_s", "sampler_vocab_passes")  # speculation overheads drawn from their fit's standard errors
+
+
+def spec_sigma(catalog, eff) -> dict[str, float]:
+    """{field: one-sigma standard error} of the speculation overheads `eff` runs with, from the published-speedup
+    fit; empty where a calibration measured them (they are not the published fit's then) or there is no fit."""
+    if getattr(eff, "calibrated", False):
+        return {}
+    se = getattr(catalog, "fitted_speculation_stderr", None) or {}
+    return {n: float(se[n]) for n in SPEC_FIELDS if n in se and se[n] > 0}
 
 
 def _cands(ctx: P._Ctx, method: str, k: int | None = None, tuned: bool | None = None) -> list[P.Candidate]:
@@ -226,13 +238,16 @@ def alpha_k_heatmap(req: P.PlanRequest, catalog, method: str, *, batch: int, alp
 # ---------------------------------------------------------------------------------------------------
 
 
-def _samples(ctx: P._Ctx, *, alpha_u, eta_bw, eta_flops, t_fixed_s, price) -> P.Samples:
-    n = max(np.size(x) for x in (alpha_u, eta_bw, eta_flops, t_fixed_s, price))
+def _samples(ctx: P._Ctx, *, alpha_u, eta_bw, eta_flops, t_fixed_s, price, spec=None) -> P.Samples:
+    """spec: {Efficiency speculation field: values} to draw (SPEC_FIELDS); None keeps the plan's."""
+    spec = spec or {}
+    n = max(np.size(x) for x in (alpha_u, eta_bw, eta_flops, t_fixed_s, price, *spec.values()))
 
     def full(x):
         return np.broadcast_to(np.asarray(x, float), (n,)).copy()
 
-    return P.Samples(full(alpha_u), full(eta_bw), full(eta_flops), full(t_fixed_s), full(price))
+    return P.Samples(full(alpha_u), full(eta_bw), full(eta_flops), full(t_fixed_s), full(price),
+                     **{k: full(v) for k, v in spec.items()})
 
 
 def _cut_pct(ctx: P._Ctx, cands, smp: P.Samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -273,7 +288,14 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
         + [eff.t_fixed_s] * 2
     )
     pr = [ctx.price] * 9 + [hw.usd_per_gpu_hour_low, hw.usd_per_gpu_hour_high]
-    _, _, cut = _cut_pct(ctx, cands, _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr))
+    ssig = spec_sigma(catalog, eff)
+    spec = {}
+    if ssig:  # two more points: every fitted speculation overhead at -2 / +2 sigma together (cut at 0)
+        u, bw, fl, tf, pr = (x + [x[0]] * 2 for x in (u, bw, fl, tf, pr))
+        spec = {n: [getattr(eff, n)] * 11 + [max(0.0, getattr(eff, n) - 2 * ssig[n]), getattr(eff, n) + 2 * ssig[n]]
+                for n in ssig}
+    _, _, cut = _cut_pct(ctx, cands, _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr,
+                                               spec=spec))
     mid = float(cut[0])
     rng = catalog.methods[method].alpha_tuned if req.tuned else catalog.methods[method].alpha_default
     bars = [
@@ -297,6 +319,11 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
     ]
     if sigma is not None:  # the fit's error covers the fixed time (fitted near 0 where a per-layer cost took it)
         bars = [b for b in bars if not b[0].startswith("Fixed time per step")]
+    if ssig:
+        fmt = {"t_spec_s": lambda lo, hi: f"{lo * 1e3:.2f} .. {hi * 1e3:.2f} ms per step",
+               "sampler_vocab_passes": lambda lo, hi: f"{lo:.0f} .. {hi:.0f} vocabulary passes per drafted token"}
+        rng = ", ".join(fmt[n](spec[n][11], spec[n][12]) for n in ssig)
+        bars.append(("Speculation overheads (published fit +-2 sigma)", rng, cut[11], cut[12]))
     one = _samples(
         ctx, alpha_u=0.5, eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=eff.t_fixed_s, price=ctx.price
     )
@@ -396,11 +423,14 @@ def monte_carlo(
         tf = eff.t_fixed_s * np.exp(gen.uniform(*np.log(T_FIXED_FACTOR_RANGE), n))
     else:
         bw, fl, tf = (np.full(n, v) for v in (eff.eta_bw, eff.eta_flops, eff.t_fixed_s))
+    # the speculation overheads from their published fit's standard errors (independent normals, cut at 0)
+    spec = ({k: np.maximum(0.0, gen.normal(getattr(eff, k), se, n)) for k, se in spec_sigma(catalog, eff).items()}
+            if sample_hardware else {})
     cur = req.current_method
     cands = [P.Candidate(P.NO_SPEC, (1,)), P.Candidate(method, (k,), tuned=req.tuned)]
     if cur != P.NO_SPEC and cur != method:
         cands.append(P.Candidate(cur, tuple(range(1, catalog.methods[cur].max_k + 1)), tuned=req.tuned))
-    smp = _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=price)
+    smp = _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=price, spec=spec)
     cpm, _ = P.blended_cpm(ctx, cands, P.search(ctx, cands, smp))
     b_cpm, m_cpm = cpm[:, 0], cpm[:, 1]
     r_cpm = b_cpm if cur == P.NO_SPEC else (m_cpm if cur == method else cpm[:, 2])

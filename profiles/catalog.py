@@ -291,6 +291,8 @@ class Catalog:
     # speculation overheads fitted to published speedups (one set for every hardware): efficiency_for applies them
     fitted_speculation: Mapping[str, float] = dataclasses.field(default_factory=dict)
     fitted_speculation_source: Sourced | None = None
+    # the fitted ones' standard errors (same units): the Monte Carlo and the tornado draw them
+    fitted_speculation_stderr: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def engineering_usd_per_week(self) -> float:
@@ -380,7 +382,8 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     spec_path = d / "fitted" / "speculation_vllm.yaml"
     if spec_path.is_file():
         params, src = load_fitted_speculation(spec_path)
-        cat = dataclasses.replace(cat, fitted_speculation=params, fitted_speculation_source=src)
+        cat = dataclasses.replace(cat, fitted_speculation=params, fitted_speculation_source=src,
+                                  fitted_speculation_stderr=load_fitted_speculation_stderr(spec_path))
     _check_cross(cat)
     return cat
 
@@ -407,6 +410,15 @@ def load_fitted_speculation(path: str | os.PathLike | None = None) -> tuple[dict
     src = Sourced(f"fitted to {e['source']} ({e['rows']} rows; speedup error {100 * float(e['loso_mape']):.0f} % "
                   f"leave-one-source-out)", _iso_date(ctx, "date", e["date"]))
     return values, src
+
+
+def load_fitted_speculation_stderr(path: str | os.PathLike | None = None) -> dict[str, float]:
+    """{Efficiency field: standard error} of the speculation parameters the fit estimated (the ones held at a
+    prior have none)."""
+    p = Path(path) if path else FITTED_SPECULATION_YAML
+    params = ((yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("fit") or {}).get("params") or {}
+    return {name: float(v["stderr"]) for name, v in params.items()
+            if isinstance(v, dict) and v.get("stderr") is not None and name in SPECULATION_FIELDS}
 
 
 FITTED_STEPTIME_YAML = DATA_DIR / "fitted" / "steptime_vllm.yaml"

@@ -41,3 +41,24 @@ def test_monte_carlo_is_seeded_and_the_hardware_draws_widen_it(catalog):
     assert np.nanstd(wide.cpm_change_pct) > np.nanstd(flat.cpm_change_pct)
     with pytest.raises(P.PlanError, match="samples=5"):
         S.monte_carlo(REQ, catalog, "eagle3", k=2, samples=5)
+
+
+def test_speculation_overheads_are_drawn_from_their_fit(catalog):
+    import dataclasses
+
+    se = catalog.fitted_speculation_stderr
+    assert se["t_spec_s"] > 0 and se["sampler_vocab_passes"] > 0
+    without = dataclasses.replace(catalog, fitted_speculation_stderr={})
+    kw = dict(k=2, samples=300, seed=5, sample_price=False)
+    drawn = S.monte_carlo(REQ, catalog, "eagle3", **kw)
+    fixed = S.monte_carlo(REQ, without, "eagle3", **kw)
+    # same seeds for alpha and the step time: the extra spread is the speculation overheads' own
+    assert np.nanstd(drawn.cpm_change_pct) > np.nanstd(fixed.cpm_change_pct)
+    bars = {b.driver: b for b in S.tornado(REQ, catalog, "eagle3")}
+    spec = bars["Speculation overheads (published fit +-2 sigma)"]
+    assert "ms per step" in spec.range and "vocabulary passes" in spec.range
+    assert spec.low_cpm_change_pct < spec.mid_cpm_change_pct < spec.high_cpm_change_pct  # lower overhead saves more
+    assert "Speculation overheads (published fit +-2 sigma)" not in {b.driver for b in S.tornado(REQ, without, "eagle3")}
+    # a calibrated set measured its own overheads: the published fit's errors do not apply to it
+    calibrated = dataclasses.replace(catalog.hardware["h100-sxm"].efficiency, calibrated=True)
+    assert S.spec_sigma(catalog, calibrated) == {}
