@@ -150,12 +150,12 @@ def render() -> None:
                f"driver at its low and high end ({P.fmt_pct(mid)} with every driver at its middle). Left of 0: "
                f"speculation saves. Ranges: {sens.UNCERTAINTY_SOURCE}.")
 
-    st.subheader("Monte Carlo over acceptance, price and hardware efficiency")
+    st.subheader("Monte Carlo over acceptance, price, step time and speculation overheads")
     c = st.columns(4)
     c[0].number_input("Samples", min_value=50, max_value=5000, step=50, key="mc_samples")
     c[1].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="mc_seed")
     c[2].checkbox("Sample $/GPU-hour within the list range", key="mc_price")
-    c[3].checkbox("Sample step-time efficiencies", key="mc_hw")
+    c[3].checkbox("Sample step time and speculation overheads from their fits", key="mc_hw")
     if not pt.feasible:
         st.info(f"{label} {pt.reason}: no Monte Carlo.")
         return
