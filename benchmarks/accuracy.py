@@ -2,7 +2,8 @@
 
 Grid (profiles/data/fitted/aiconfigurator_tpot.csv, extracted by tools/extract_aiconfigurator.py):
 dense (Llama-3.1-8B, Llama-3.x-70B, Qwen3-32B) and MoE (Qwen3-30B-A3B, DeepSeek-V3 fp8) targets on H100,
-H200, B200 and L40S (vLLM 0.24.0 backend) and A100 (aiconfigurator's only A100 vLLM database, 0.14.0), TP 1-8, batch 1-512, context 1k / 8k / 32k (static decode of 16 tokens),
+H200, B200 and L40S (vLLM 0.24.0 backend) and A100 (aiconfigurator's only A100 vLLM database, 0.14.0), TP 1-8,
+batch 1-512, context 1k / 8k / 32k (static decode of 16 tokens),
 cells aiconfigurator flags out of memory dropped. The fit (tools/fit_steptime.py) sees the per-kernel data
 and the training cells only; held-out cells: every cell at context 8,000 and every cell at batch 16 or 256.
 

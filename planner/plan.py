@@ -1781,7 +1781,8 @@ def assumptions(ctx: _Ctx) -> list[Assumption]:
             f"eta_bw {eff.eta_bw:.3f}, eta_flops {eff.eta_flops:.3f}, per-layer {eff.t_layer_s * 1e6:.1f} us, "
             f"fixed {eff.t_fixed_s * 1e3:.2f} ms/step, speculation {eff.t_spec_s * 1e3:.2f} ms/step + "
             f"{eff.sampler_vocab_passes:.0f} fp32 passes over the {model.vocab_size:,}-token vocabulary per drafted "
-            f"token per sequence ({sampler_us_per_token:.1f} us each), {eff.t_fixed_draft_s * 1e3:.2f} ms per draft pass",
+            f"token per sequence ({sampler_us_per_token:.1f} us each), "
+            f"{eff.t_fixed_draft_s * 1e3:.2f} ms per draft pass",
             eff.source.source,
             eff.source.date,
         ),

@@ -4,7 +4,8 @@ Two extracts, both small CSVs committed under profiles/data/fitted/ so that test
 without aiconfigurator installed:
 
 - ``ops``: measured per-kernel rows of aiconfigurator-core's database (vLLM backend) for H100, H200, B200
-  (vLLM 0.24.0), A100 (the only vLLM version it has for A100: 0.14.0) and L40S (0.24.0; its all-reduce 0.22.0): decode GEMMs, decode attention, MLA decode, custom all-reduce and fused MoE (op
+  (vLLM 0.24.0), A100 (the only vLLM version it has for A100: 0.14.0) and L40S (0.24.0; its all-reduce
+  0.22.0): decode GEMMs, decode attention, MLA decode, custom all-reduce and fused MoE (op
   ``moe:hidden:inter:experts:topk:tp:distribution``, every token-to-expert distribution measured), filtered
   to the shapes of the catalogue's models.
 - ``tpot``: aiconfigurator's static decode TPOT estimate (its op-level composition of those kernels) on

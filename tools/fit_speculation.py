@@ -179,7 +179,8 @@ USABLE: dict[str, dict] = {
                  assumption="self-speculation: the target drafts with a 512-token StreamingLLM KV; tau from the "
                             "source's alpha 0.81 at 32k")
        for rid, hw, b, k in (("MD1", "a100-80gb-sxm", 32, 3), ("MD2", "a100-80gb-sxm", 64, 3),
-                             ("MD3", "a100-80gb-sxm", 128, 4), ("MD10", "h100-sxm", 32, 3), ("MD11", "h100-sxm", 64, 3))},
+                             ("MD3", "a100-80gb-sxm", 128, 4), ("MD10", "h100-sxm", 32, 3),
+                             ("MD11", "h100-sxm", 64, 3))},
     "PI4": dict(engine="sglang", model="qwen3-8b", hardware="h100-sxm", dtype="bf16", tp=1, batch=1, method="eagle3",
                 k=3, context_tokens=400, assumption="GSM8K context ~400 tokens; 'EAGLE' head taken as EAGLE-3"),
     "PI5": dict(engine="sglang", model="qwen3-8b", hardware="h100-sxm", dtype="bf16", tp=1, batch=1, method="eagle3",

@@ -296,7 +296,8 @@ def test_draft_context_tokens_limits(cat):
 
 def test_ngram_costs_host_time_per_sequence_only(cat):
     model = cat.models["llama-3.1-8b"]
-    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=0.0, sampler_vocab_passes=0.0, t_ngram_s=2e-5)
+    eff = dataclasses.replace(cat.hardware["h100-sxm"].efficiency, t_spec_s=0.0, sampler_vocab_passes=0.0,
+                              t_ngram_s=2e-5)
     hp = hw_params(cat.hardware["h100-sxm"], "bf16", eff)
     res = evaluate_arrays(target=target_net(model), draft=null_net(), hw=hp,
                           mode=MODE_NONE, draft_scales_with_k=False, k=4.0, batch=np.array([1.0, 64.0]), tau=2.0,
