@@ -766,8 +766,9 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
     drafts = _drafts(ctx, cq)
     args = _engine_args(ctx, cq, smp, pre, drafts)
 
-    def ev(batch, a=args):
-        return evaluate_arrays(batch=batch, **a)
+    def ev(batch, a=args, with_memory=False):
+        """The model at `batch`; memory only for the final evaluation (the search bounds come from _memory)."""
+        return evaluate_arrays(batch=batch, with_memory=with_memory, **a)
 
     def pick(res: SpecResult, name: str, base_mask=None):
         """Speculative arrays, or the baseline's for the no-speculation candidates."""
@@ -840,7 +841,7 @@ def search(ctx: _Ctx, cands: Sequence[Candidate], smp: Samples) -> _Search:
     cpm = np.where(cand_b <= boundary, cpm, np.inf)
     j = np.argmin(cpm, axis=-1)[..., None]
     best_b = np.take_along_axis(cand_b, j, axis=-1)
-    res = ev(best_b)
+    res = ev(best_b, with_memory=True)
     meets = pick(res, "tpot_s") <= slo_s * (1 + 1e-12)
     fits = best_b <= mb
     n, c_, k_, s_ = smp.n, len(cands), len(ks), len(ctx.segs)
@@ -878,9 +879,10 @@ def _take_rows(x: Any, rows: tuple[np.ndarray, ...], lead: tuple[int, ...]) -> A
     """An evaluate_arrays argument at some (sample, candidate, K, segment) rows only, shape (R, 1): each axis
     along which the argument varies is indexed, the others are read at 0; networks and hardware field by field;
     scalars as they are."""
-    if dataclasses.is_dataclass(x):
-        return dataclasses.replace(x, **{f.name: _take_rows(getattr(x, f.name), rows, lead)
-                                         for f in dataclasses.fields(x)})
+    if dataclasses.is_dataclass(x):  # only the fields that vary (arrays); numbers stay as they are
+        changes = {name: _take_rows(v, rows, lead) for name, v in vars(x).items()
+                   if isinstance(v, np.ndarray) and v.ndim > 0}
+        return dataclasses.replace(x, **changes) if changes else x
     if x is None or np.ndim(x) == 0:
         return x
     a = np.asarray(x)

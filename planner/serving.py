@@ -210,6 +210,7 @@ def evaluate_arrays(
     draft_tokens_per_pass_override: np.ndarray | float | None = None,
     draft_context_tokens: np.ndarray | float | None = None,
     attention_dp: np.ndarray | float = 0.0,
+    with_memory: bool = True,
 ) -> SpecResult:
     """The whole model over broadcast arrays: one call evaluates a grid of scenarios.
 
@@ -222,6 +223,8 @@ def evaluate_arrays(
     the draft attends to (default context_tokens; a self-speculative draft with a StreamingLLM KV budget reads
     only that budget: MagicDec, arXiv 2408.11049). attention_dp: 1 where the replica's tp GPUs run attention data
     parallel and the experts expert parallel (planner.roofline.step_time_terms), 0 for tensor parallel.
+    with_memory=False: skip memory_max_batch (it does not depend on the batch) for a caller that has it already;
+    the max_batch fields are NaN and the fits_memory fields False then.
 
     Draft side of a step (speculation_overhead_s and first_draft_pass_tokens; issue 11, step 4):
         T_draft = T_pass(first) + (passes - 1) * T_pass(tokens_pp) + T_fusion + speculation_overhead_s
@@ -280,9 +283,12 @@ def evaluate_arrays(
     out = np.asarray(output_tokens, float)
     eff = 1.0 / (1.0 / thr + pre / out)
     base_eff = 1.0 / (1.0 / base_thr + pre / out)
-    mb, base_mb = memory_max_batch(target=target, draft=scaled, hw=hw, mode=mode, prompt_tokens=prompt_tokens,
-                                   output_tokens=out, tp=tp, draft_weight_bytes_total=draft_weight_bytes_total,
-                                   draft_is_model=draft_is_model, attention_dp=attention_dp)
+    if with_memory:
+        mb, base_mb = memory_max_batch(target=target, draft=scaled, hw=hw, mode=mode, prompt_tokens=prompt_tokens,
+                                       output_tokens=out, tp=tp, draft_weight_bytes_total=draft_weight_bytes_total,
+                                       draft_is_model=draft_is_model, attention_dp=attention_dp)
+    else:
+        mb = base_mb = np.nan
     return SpecResult(
         acceptance_length=np.broadcast_to(tau, thr.shape),
         step_time_s=spec_t,
