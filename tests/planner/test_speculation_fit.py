@@ -318,3 +318,14 @@ def test_research_loop_rows_are_checked_against_the_fit_not_fitted(cat):
     assert "host synchronisations" in shipped["checked_not_fitted"]["why"]["gpt-fast"]
     # the check is reported, not hidden: the all-rows cross-validation is recorded beside the fitted one
     assert shipped["checked_not_fitted"]["loso_mape_all_rows"] > shipped["loso_mape"]
+
+
+def test_evaluate_without_memory_changes_only_the_memory_fields(cat):
+    model = cat.models["llama-3.1-8b"]
+    kw = dict(target=target_net(model), draft=null_net(), hw=hw_params(cat.hardware["h100-sxm"]), mode=MODE_NONE,
+              draft_scales_with_k=False, k=3.0, batch=np.array([1.0, 64.0, 4096.0]), tau=2.0, context_tokens=1000.0,
+              prompt_tokens=1000.0, output_tokens=200.0, usd_per_gpu_hour=1.0)
+    full, bare = evaluate_arrays(**kw), evaluate_arrays(**kw, with_memory=False)
+    assert np.array_equal(full.tpot_s, bare.tpot_s) and np.array_equal(full.usd_per_mtok, bare.usd_per_mtok)
+    assert np.all(np.isfinite(full.max_batch)) and full.fits_memory.tolist() == [True, True, False]
+    assert np.all(np.isnan(bare.max_batch)) and not bare.fits_memory.any()  # not computed: never "fits"
