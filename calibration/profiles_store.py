@@ -5,6 +5,7 @@ one YAML per profile; the app lists them and the planner uses the selected one's
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -56,8 +57,6 @@ class CalibratedProfile:
         fitted = {"eta_bw": self.eta_bw, "eta_flops": self.eta_flops, "t_fixed_s": self.t_fixed_s,
                   "t_fixed_draft_s": self.t_fixed_draft_s, "t_spec_s": self.t_spec_s}
         if self.base_hardware:
-            import dataclasses
-
             from planner.scenario import efficiency_for
 
             cat = catalog if catalog is not None else _load_catalog()
@@ -70,8 +69,6 @@ class CalibratedProfile:
         """planner.types.Hardware with the calibrated efficiency: the catalogue entry the run measured (its
         peaks, memory and prices) for a GPU profile, this machine's CPU (profiles.cpu_hardware) otherwise."""
         if self.base_hardware:
-            import dataclasses
-
             cat = catalog if catalog is not None else _load_catalog()
             hw = cat.hardware[self.base_hardware]
             engine = f", {self.engine_version}" if self.engine_version else ""

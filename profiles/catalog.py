@@ -381,9 +381,9 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
                                   fitted_tpot_error=errors)
     spec_path = d / "fitted" / "speculation_vllm.yaml"
     if spec_path.is_file():
-        params, src = load_fitted_speculation(spec_path)
+        params, stderr, src = load_fitted_speculation(spec_path)
         cat = dataclasses.replace(cat, fitted_speculation=params, fitted_speculation_source=src,
-                                  fitted_speculation_stderr=load_fitted_speculation_stderr(spec_path))
+                                  fitted_speculation_stderr=stderr)
     _check_cross(cat)
     return cat
 
@@ -393,32 +393,28 @@ FITTED_SPECULATION_YAML = DATA_DIR / "fitted" / "speculation_vllm.yaml"
 SPECULATION_FIELDS = ("t_spec_s", "sampler_vocab_passes", "t_fixed_draft_s", "t_ngram_s", "moe_verify_overlap")
 
 
-def load_fitted_speculation(path: str | os.PathLike | None = None) -> tuple[dict[str, float], Sourced]:
-    """Speculation overheads fitted by tools/fit_speculation.py: ({Efficiency field: value}, provenance naming
-    the data, its version, the date and the leave-one-source-out speedup error)."""
+def load_fitted_speculation(
+    path: str | os.PathLike | None = None,
+) -> tuple[dict[str, float], dict[str, float], Sourced]:
+    """Speculation overheads fitted by tools/fit_speculation.py: ({Efficiency field: value}, {field: standard
+    error} of the fitted ones (a prior has none), provenance naming the data, its version, the date and the
+    leave-one-source-out speedup error)."""
     p = Path(path) if path else FITTED_SPECULATION_YAML
     doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     ctx = _Ctx(p.name, "fit")
     e = doc.get("fit")
     if not isinstance(e, dict) or not isinstance(e.get("params"), dict):
         raise ctx.error("params", e, "a mapping {fit: {params: {<field>: {value: ...}}}}")
-    values = {}
+    values, stderr = {}, {}
     for name, param in e["params"].items():
         if name not in SPECULATION_FIELDS:
             raise ctx.error(f"params.{name}", param, "one of " + ", ".join(SPECULATION_FIELDS))
         values[name] = float(param["value"])
+        if param.get("stderr") is not None:
+            stderr[name] = float(param["stderr"])
     src = Sourced(f"fitted to {e['source']} ({e['rows']} rows; speedup error {100 * float(e['loso_mape']):.0f} % "
                   f"leave-one-source-out)", _iso_date(ctx, "date", e["date"]))
-    return values, src
-
-
-def load_fitted_speculation_stderr(path: str | os.PathLike | None = None) -> dict[str, float]:
-    """{Efficiency field: standard error} of the speculation parameters the fit estimated (the ones held at a
-    prior have none)."""
-    p = Path(path) if path else FITTED_SPECULATION_YAML
-    params = ((yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("fit") or {}).get("params") or {}
-    return {name: float(v["stderr"]) for name, v in params.items()
-            if isinstance(v, dict) and v.get("stderr") is not None and name in SPECULATION_FIELDS}
+    return values, stderr, src
 
 
 FITTED_STEPTIME_YAML = DATA_DIR / "fitted" / "steptime_vllm.yaml"
