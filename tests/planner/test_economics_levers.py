@@ -87,9 +87,26 @@ def test_lever2_switches_draft_model_to_a_head_and_lever6_needs_mtp(catalog):
     steps = {st.lever: st for st in waterfall(_r(), catalog)}
     assert steps["match_draft_size"].applied and steps["match_draft_size"].method == "eagle3"
     assert not steps["switch_to_mtp"].applied and "MTP" in steps["switch_to_mtp"].reason
-    ds = {st.lever: st for st in waterfall(_r(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8"), catalog,
-                                           start="eagle3")}
-    assert ds["switch_to_mtp"].method == "mtp" or "raises CPM" in ds["switch_to_mtp"].reason
+
+
+def test_lever6_switches_to_mtp_only_where_mtp_is_cheaper_than_the_head_so_far(catalog):
+    """DeepSeek-V3 ships MTP. Against the default EAGLE-3 head (alpha 0.62-0.68, +0.05 on code) MTP (0.78-0.82,
+    +0.05) is cheaper, so lever 6 alone switches to it. After lever 1 the head's domain fine-tune (+0.15) brings it
+    to MTP's position-1 alpha (0.85 both), and MTP's later positions decay (position_decay 0.85) while the head's do
+    not: there lever 6 must be skipped because MTP raises CPM."""
+    req = _r(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8")
+    p = plan(req, catalog)
+    assert p.method("mtp").usd_per_mtok < p.method("eagle3").usd_per_mtok
+    (alone,) = waterfall(req, catalog, start="eagle3", order=["switch_to_mtp"])
+    assert alone.applied and alone.method == "mtp"
+    assert alone.usd_per_mtok_after == pytest.approx(p.method("mtp").usd_per_mtok)
+    ds = {st.lever: st for st in waterfall(req, catalog, start="eagle3")}
+    assert ds["domain_finetune"].applied
+    assert ds["domain_finetune"].alpha_after == pytest.approx(p.method("mtp").alpha_position_1)
+    six = ds["switch_to_mtp"]
+    assert not six.applied and six.method == "eagle3" and "raises CPM" in six.reason
+    assert six.usd_per_mtok_before < p.method("mtp").usd_per_mtok
+    assert f"-> ${p.method('mtp').usd_per_mtok:.3f}/Mtok" in six.reason
 
 
 def test_lever1_is_not_counted_twice_when_heads_are_tuned(catalog):

@@ -135,22 +135,36 @@ def test_speculation_gain_shrinks_and_reverses_with_batch_for_every_method(catal
         assert s[2] < 1.0, method
 
 
-def test_mtp_k1_at_alpha_085_gives_about_1_8x(catalog):
-    # DeepSeek-V3 with native MTP: acceptance > 80 %, 1.8x in real serving (seed). DeepSeek-V3's gain is highest
-    # at small batch, where its step is dominated by per-layer kernel costs and the verify token is nearly free,
-    # and falls with batch as published MoE curves do (issue 11): at batch 1-4 it lands near 1.8x (1.63x at
-    # batch 1 with the fitted per-step overheads; aiconfigurator's own estimate is 1.85x; the published SGLang
-    # measurements on 16 H200, LM1/LM2 of the training table, are 1.60-1.61x at batch 2 with a larger tau of
-    # 2.18-2.44, so the seed's 1.8x is an upper reading). A dense 7B MTP model at batch 1 pays the per-step
-    # speculation overheads fitted to published speedups (tools/fit_speculation.py: ~1.0 ms a step, 0.2 ms a
-    # draft pass, on a ~5 ms step), so it lands lower, near 1.4x.
-    a = Acceptance("per_token", 0.85)
-    mimo = evaluate(scen(model="mimo-7b", method="mtp", k=1, batch=1, acceptance=a), catalog)
-    assert 1.35 <= mimo.speedup <= 1.85
-    ds = [evaluate(scen(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8", method="mtp", k=1,
-                        batch=b, acceptance=a), catalog) for b in (1, 2, 4)]
-    assert 1.6 <= max(e.speedup for e in ds) <= 1.95
+MTP_ALPHA = 0.85
+MTP_TAU = 1 + MTP_ALPHA  # K=1: tau = 1 + alpha (Leviathan et al. 2023), the ceiling of any K=1 speedup
+
+
+def _deepseek_mtp(catalog, batch):
+    return evaluate(scen(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8", method="mtp", k=1, batch=batch,
+                         acceptance=Acceptance("per_token", MTP_ALPHA)), catalog)
+
+
+def test_mtp_k1_gain_stays_under_tau_and_falls_with_batch(catalog):
+    # DeepSeek-V3's step at small batch is dominated by per-layer kernel costs, so the verify token is nearly free
+    # and the verifier stays memory-bound; the gain can only fall as the batch grows (published MoE curves), and no
+    # K=1 speedup can reach tau = 1.85, since the draft pass and the verify token cost something. A dense 7B MTP
+    # model at batch 1 pays the fitted per-step speculation overheads on a ~5 ms step, so it lands lower.
+    ds = [_deepseek_mtp(catalog, b) for b in (1, 2, 4)]
     assert all(e.verifier_bound == "memory" for e in ds)
+    assert all(e.acceptance_length == pytest.approx(MTP_TAU) for e in ds)
+    assert MTP_TAU > ds[0].speedup > ds[1].speedup > ds[2].speedup > 1.5
+    mimo = evaluate(scen(model="mimo-7b", method="mtp", k=1, batch=1, acceptance=Acceptance("per_token", MTP_ALPHA)),
+                    catalog)
+    assert 1.35 <= mimo.speedup < ds[0].speedup
+
+
+@pytest.mark.xfail(strict=True, reason="the model gives 1.70x at batch 1 (fitted per-step speculation overheads); "
+                   "the seed's 1.8x is not reached. Published SGLang runs (LM1/LM2) measured 1.60-1.61x at batch 2.")
+def test_mtp_k1_at_alpha_085_gives_about_1_8x(catalog):
+    # DeepSeek-V3 with native MTP: acceptance > 80 %, 1.8x throughput in real serving (the seed article). At K=1 and
+    # alpha 0.85 the ceiling is tau = 1.85, so "about 1.8x" leaves 0.05 either side; the best small batch counts.
+    best = max(_deepseek_mtp(catalog, b).speedup for b in (1, 2, 4))
+    assert best == pytest.approx(1.8, abs=0.05)
 
 
 def test_mtp_unavailable_without_native_module(catalog):
