@@ -1,12 +1,20 @@
-"""One-way dependencies (DESIGN.md): planner imports numpy/scipy only; only app.py and views/ import
-streamlit; torch and vllm are imported inside the functions that need them."""
+"""One-way dependencies (docs/architecture.md): planner imports numpy/scipy only; only app.py and views/ import
+streamlit; torch and vllm are imported inside the functions that need them; no import cycle between files; no file
+so long that a newcomer cannot hold it."""
+
+from __future__ import annotations
 
 import ast
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names)
+PACKAGES = ("planner", "profiles", "calibration", "views")
+MAX_FILE_LINES = 600
+MAX_PLAN_LINES = 300  # planner/plan.py orchestrates; the formulas live in the files named after them
 
 
 def _imports(path: Path, top_level_only: bool):
@@ -49,3 +57,176 @@ def test_torch_and_vllm_are_never_imported_at_module_level():
 def test_profiles_do_not_import_calibration_or_views():
     for f in _files("profiles"):
         assert not set(_imports(f, top_level_only=False)) & {"calibration", "views", "streamlit"}
+
+
+# --- import cycles between files ------------------------------------------------------------------------------
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(root: Path, name: str, modules: dict[str, Path]) -> str | None:
+    """The file-module an import of `name` loads: the longest prefix of `name` that is a module under root."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        cand = ".".join(parts[:n])
+        if cand in modules:
+            return cand
+    return None
+
+
+def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules (files under root, in `packages`) it imports, at module level or inside a function.
+
+    `from pkg import name` counts pkg.name where that is a module, else pkg (its __init__); relative imports are
+    resolved against the importing module's package. A package's __init__ is a file like any other.
+    """
+    files = [f for pkg in packages for f in sorted((root / pkg).rglob("*.py"))]
+    modules = {_module_name(root, f): f for f in files}
+    graph: dict[str, set[str]] = {}
+    for mod, f in modules.items():
+        is_pkg = f.name == "__init__.py"
+        here = mod.split(".") if is_pkg else mod.split(".")[:-1]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"), filename=str(f))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+                    base = ".".join(up + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if base else a.name for a in node.names]
+            for t in targets:
+                dep = _resolve(root, t, modules)
+                if dep is not None and dep != mod:
+                    deps.add(dep)
+        graph[mod] = deps
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each strongly connected component of more than one module, as one cycle through it (a -> b -> ... -> a)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    comps: list[list[str]] = []
+
+    def strong(v: str) -> None:  # Tarjan's algorithm; the graphs here are a few hundred nodes, recursion is fine
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return [_cycle_through(graph, set(c)) for c in sorted(comps)]
+
+
+def _cycle_through(graph: dict[str, set[str]], comp: set[str]) -> list[str]:
+    """A shortest cycle from the component's first module back to itself, staying inside the component."""
+    start = min(comp)
+    prev: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & comp):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(prev[path[-1]])
+                    return [*reversed(path), start]
+                if w not in prev:
+                    prev[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"no cycle through {sorted(comp)}")  # a strongly connected component always has one
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+
+
+def test_cycle_finder_finds_no_cycle_in_a_one_way_package(tmp_path):
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "from pkg import b\nimport numpy\n",
+                      "pkg/b.py": "from . import c\n", "pkg/c.py": "import os\n",
+                      "other/__init__.py": "", "other/d.py": "from pkg.a import x\n"})
+    graph = import_graph(tmp_path, ("pkg", "other"))
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.c"} and graph["other.d"] == {"pkg.a"}
+    assert find_cycles(graph) == []
+
+
+def test_cycle_finder_names_a_cycle_through_function_level_and_relative_imports(tmp_path):
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "from pkg.b import f\n",
+                      "pkg/b.py": "def f():\n    from .c import g\n    return g\n",
+                      "pkg/c.py": "import pkg.a\n", "pkg/d.py": "from pkg import a\n",
+                      "pkg/sub/__init__.py": "from ..d import x\n", "pkg/e.py": "from pkg.sub import y\n"})
+    graph = import_graph(tmp_path, ("pkg",))
+    assert graph["pkg.sub"] == {"pkg.d"} and graph["pkg.e"] == {"pkg.sub"}
+    assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
+
+
+def test_cycle_finder_counts_a_package_init_that_imports_back(tmp_path):
+    _write(tmp_path, {"pkg/__init__.py": "from pkg.a import x\n", "pkg/a.py": "from pkg import helper\n",
+                      "pkg/helper.py": "", "pkg/b.py": "from pkg import nothing_here\n"})
+    graph = import_graph(tmp_path, ("pkg",))
+    assert graph["pkg.a"] == {"pkg.helper"} and graph["pkg.b"] == {"pkg"}
+    _write(tmp_path, {"pkg/helper.py": "import pkg\n"})
+    assert find_cycles(import_graph(tmp_path, ("pkg",))) == [["pkg", "pkg.a", "pkg.helper", "pkg"]]
+
+
+def test_no_import_cycle_between_files():
+    cycles = find_cycles(import_graph(ROOT, PACKAGES))
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+# --- file sizes -------------------------------------------------------------------------------------------------
+
+
+def _long_files(root: Path, packages: tuple[str, ...], limit: int) -> list[str]:
+    out = []
+    for pkg in packages:
+        for f in sorted((root / pkg).rglob("*.py")):
+            n = len(f.read_text(encoding="utf-8").splitlines())
+            if n > limit:
+                out.append(f"{f.relative_to(root).as_posix()} ({n} lines)")
+    return out
+
+
+def test_line_counter_names_only_the_long_files(tmp_path):
+    _write(tmp_path, {"pkg/short.py": "x = 1\n" * 3, "pkg/long.py": "x = 1\n" * 4, "pkg/sub/long.py": "y\n" * 9})
+    assert _long_files(tmp_path, ("pkg",), 3) == ["pkg/long.py (4 lines)", "pkg/sub/long.py (9 lines)"]
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_no_file_over_600_lines(pkg):
+    long = _long_files(ROOT, (pkg,), MAX_FILE_LINES)
+    assert not long, f"over {MAX_FILE_LINES} lines: {', '.join(long)}"
+
+
+def test_plan_py_is_orchestration_only():
+    n = len((ROOT / "planner" / "plan.py").read_text(encoding="utf-8").splitlines())
+    assert n < MAX_PLAN_LINES, f"planner/plan.py has {n} lines; at most {MAX_PLAN_LINES - 1}"
