@@ -89,6 +89,7 @@ class _In:
     where: str  # "<model> on <tp> x <hardware>, <workload>"
     hw_label: str
     eagle_ok: bool
+    memo: dict = dataclasses.field(default_factory=dict)  # what several claims share (levers, the baseline)
 
 
 def _one(req: PlanRequest, seg, **kw) -> PlanRequest:
@@ -99,10 +100,10 @@ def _one(req: PlanRequest, seg, **kw) -> PlanRequest:
 
 def _point(req: PlanRequest, catalog, method: str):
     """(the method at its best K and batch under the SLO, its CPM change in % against no speculation at its own best
-    batch; None unless both are feasible)."""
+    batch (None unless both are feasible), whether no speculation is feasible)."""
     p = plan(dataclasses.replace(req, methods=(method,), current_method=PlanRequest.current_method), catalog)
     pt = p.method(method)
-    return pt, (pt.cpm_change_pct if p.baseline.feasible and pt.feasible else None)
+    return pt, (pt.cpm_change_pct if p.baseline.feasible and pt.feasible else None), p.baseline.feasible
 
 
 def _scenario(x: _In, req: PlanRequest, method: str, **kw) -> Scenario:
@@ -128,15 +129,26 @@ def _at_batch1(x: _In, req: PlanRequest, method: str, **kw) -> tuple[float, int]
 
 
 def _cut_at_alpha(x: _In, req: PlanRequest, alpha: float) -> float | None:
-    """CPM cut (a fraction) of EAGLE-3 at a per-token alpha vs no speculation, each at its best batch."""
-    _, change = _point(_one(req, x.seg, acceptance=Acceptance("per_token", alpha), acceptance_method="eagle3"),
-                       x.catalog, "eagle3")
+    """CPM cut (a fraction) of EAGLE-3 at a per-token alpha vs no speculation, each at its best batch; None where
+    either misses the SLO or memory."""
+    if x.memo.get("no_baseline"):  # no speculation on this segment does not depend on alpha: no cut at any alpha
+        return None
+    _, change, base_ok = _point(_one(req, x.seg, acceptance=Acceptance("per_token", alpha),
+                                     acceptance_method="eagle3"), x.catalog, "eagle3")
+    x.memo["no_baseline"] = not base_ok
     return None if change is None else -change / 100.0
 
 
 def _short(catalog, model: str) -> str:
     """A model's label without its size note: 'DeepSeek-V3 (671B MoE, 37B active)' -> 'DeepSeek-V3'."""
     return catalog.models[model].label.split(" (")[0]
+
+
+def _eagle3_levers(x: _In):
+    """The lever waterfall from EAGLE-3 on the segment, computed once per evaluation."""
+    if "levers" not in x.memo:
+        x.memo["levers"] = levers(_one(x.req, x.seg), x.catalog, "eagle3")
+    return x.memo["levers"]
 
 
 def _row(c: Claim, model_says: str, verdict: str, conditions: str) -> ClaimRow:
@@ -196,7 +208,7 @@ def _code_cpm_cut(c: Claim, x: _In) -> ClaimRow | None:
     w = x.catalog.workloads[c.params["workload"]]
     seg = dataclasses.replace(x.seg, workload=w.name, language="english", share=1.0,
                               prompt_tokens=float(w.prompt_tokens), output_tokens=float(w.output_tokens))
-    pt, change = _point(_one(x.req, seg), x.catalog, "eagle3")
+    pt, change, _ = _point(_one(x.req, seg), x.catalog, "eagle3")
     if change is None:
         return None
     return _row(c, f"EAGLE-3 on {w.name}: CPM {fmt_pct(change)} (K={pt.k}, batch {pt.batch})",
@@ -276,7 +288,7 @@ def _mtp_deepseek(c: Claim, x: _In) -> ClaimRow | None:
     # MTP at this K only: the catalogue's MTP with max_k = K, so plan() searches batch alone
     at_k = dataclasses.replace(cat, methods={**cat.methods, "mtp": dataclasses.replace(cat.methods["mtp"],
                                                                                         max_k=p["k"])})
-    pt, change = _point(req, at_k, "mtp")
+    pt, change, _ = _point(req, at_k, "mtp")
     conv = acc.convert(k=p["k"], alpha=p["alpha"])
     tau = conv["acceptance_length"]
     return _row(c, f"K={p['k']}, alpha {p['alpha']:.2f} = draft acceptance rate "
@@ -334,7 +346,7 @@ def _vsd_breakeven(c: Claim, x: _In) -> ClaimRow | None:
     lever = x.catalog.levers.get(c.params["lever"])
     if lever is None or not x.eagle_ok:
         return None
-    v = next(s for s in levers(_one(x.req, x.seg), x.catalog, "eagle3") if s.lever == lever.name)
+    v = next(s for s in _eagle3_levers(x) if s.lever == lever.name)
     return _row(c, f"break-even at {fmt_usd(v.breakeven_monthly_spend_usd * 12)} a year of spend" if v.applied
                 else f"not applied: {v.reason}", "computed, not asserted",
                 f"{x.where}; one-time cost ${lever.one_time_usd.low:,.0f}-${lever.one_time_usd.high:,.0f} "
@@ -345,8 +357,7 @@ def _alpha_by_lever(c: Claim, x: _In) -> ClaimRow | None:
     if not x.eagle_ok:
         return None
     name, target = c.params["lever"], c.params["alpha"]
-    steps = levers(_one(x.req, x.seg), x.catalog, "eagle3")
-    after = next(s for s in steps if s.lever == name)
+    after = next(s for s in _eagle3_levers(x) if s.lever == name)
     return _row(c, f"EAGLE-3 default head after levers 1-{after.number}: alpha {after.alpha_after:.2f} "
                 "(per-token, position 1)", "holds" if after.alpha_after >= target else "does not hold here",
                 f"{x.where}; mid of each lever's range")
