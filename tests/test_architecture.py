@@ -67,7 +67,7 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _resolve(root: Path, name: str, modules: dict[str, Path]) -> str | None:
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     """The file-module an import of `name` loads: the longest prefix of `name` that is a module under root."""
     parts = name.split(".")
     for n in range(len(parts), 0, -1):
@@ -101,7 +101,7 @@ def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
                     base = ".".join(up + ([base] if base else []))
                 targets = [f"{base}.{a.name}" if base else a.name for a in node.names]
             for t in targets:
-                dep = _resolve(root, t, modules)
+                dep = _resolve(t, modules)
                 if dep is not None and dep != mod:
                     deps.add(dep)
         graph[mod] = deps
