@@ -24,6 +24,7 @@ from planner import plan as P
 from planner import sensitivity as sens
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
+from profiles.request import request_from_traffic, with_fleet
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, WorkloadRule, parse_traffic
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
@@ -279,45 +280,27 @@ def costs() -> P.CostAssumptions:
 
 
 def request(**changes) -> P.PlanRequest:
-    """The sidebar and the traffic profile as one planner request (every page asks plan() with this)."""
+    """The sidebar and the traffic profile as one planner request (every page asks plan() with this), built by
+    the one traffic-to-request adapter the CLI uses (profiles.request.request_from_traffic)."""
     ss = st.session_state
     cat = catalog()
-    prof: TrafficProfile | None = ss.get(PROFILE_KEY)
-    volume = float(ss["volume_b"]) * 1e9
-    source = "entered in the sidebar"
-    if ss["volume_source"] == "profile" and prof is not None and prof.monthly_output_tokens is not None:
-        volume = float(prof.monthly_output_tokens)
-        source = f"traffic profile '{prof.name}'"
-    segments, cap = (), None
-    if prof is not None:
-        segments = P.segments_from_mix(prof.mix_key())
-        if ss.get("traffic_cap", True):
-            cap = prof.concurrency(float(ss["slo"]), quantile=0)
     price = float(ss["price"])
-    req = P.PlanRequest(
+    req = request_from_traffic(
+        ss.get(PROFILE_KEY), volume=float(ss["volume_b"]) * 1e9, volume_typed=ss["volume_source"] == "manual",
+        volume_label="entered in the sidebar", tpot_slo_ms=float(ss["slo"]), cap_batch=bool(ss.get("traffic_cap", True)),
         model=ss["model"], hardware=ss["hardware"], tp=int(ss["tp"]), dtype=ss["dtype"],
         attention_dp=bool(ss.get("attn_dp", False)) and bool(cat.models[ss["model"]].experts),
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
-        tpot_slo_ms=float(ss["slo"]), monthly_output_tokens=volume, volume_source=source, segments=segments,
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
-        batch_cap=cap, costs=costs())
+        costs=costs())
     return dataclasses.replace(req, **changes) if changes else req
 
 
 def fleet_request(req: P.PlanRequest) -> P.PlanRequest:
-    """The request with the fleet by hour: the traffic profile's own hours when it spans a day, else the daily
-    shape picked on the Plan page applied to the monthly volume."""
-    from planner.fleet import hours_from_arrivals
-
-    shape = arrival_shape()
-    prof: TrafficProfile | None = st.session_state.get(PROFILE_KEY)
-    arr = prof.hourly_arrivals(shape) if prof is not None else None
-    if arr is not None and arr.source == "trace":
-        return dataclasses.replace(req, daily_shape=shape, hours_source=f"{prof.name}: {arr.note}",
-                                   hours=hours_from_arrivals(arr.requests_per_s, arr.mean_prompt_tokens,
-                                                             arr.mean_output_tokens))
-    return dataclasses.replace(req, daily_shape=shape)
+    """The request with the fleet by hour (profiles.request.with_fleet): the traffic profile's hours (its own when it
+    spans a day, else spread by the daily shape picked on the Plan page), scaled to the request's volume."""
+    return with_fleet(req, st.session_state.get(PROFILE_KEY), shape=arrival_shape())
 
 
 def is_profile() -> bool:
