@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,3 +50,22 @@ class ParseOptions:
 
 
 DEFAULT_OPTIONS = ParseOptions()
+
+
+def options_json(options: ParseOptions | None) -> str:
+    """The reading options as canonical JSON (sorted keys): stored beside a kept upload and hashed with it."""
+    return json.dumps(dataclasses.asdict(options or ParseOptions()), sort_keys=True)
+
+
+def options_from_json(text: str) -> ParseOptions:
+    """The inverse of options_json (JSON lists back to the tuples the frozen dataclasses hold)."""
+    d = json.loads(text)
+    wl = d.pop("workload")
+    rule = WorkloadRule(**{k: (tuple(tuple(x) for x in v) if isinstance(v, list) else v) for k, v in wl.items()})
+    return ParseOptions(**{k: (tuple(tuple(x) for x in v) if isinstance(v, list) else v) for k, v in d.items()},
+                        workload=rule)
+
+
+def upload_digest(data: bytes, options: ParseOptions | None) -> str:
+    """SHA-256 of an upload's bytes and its reading options: the same file read another way is another profile."""
+    return hashlib.sha256(data + b"\0" + options_json(options).encode()).hexdigest()
