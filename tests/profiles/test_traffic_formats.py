@@ -164,6 +164,21 @@ def test_vllm_bench_serve_result(cat):
     assert any("benchmark" in w for w in prof.warnings)
 
 
+def test_vllm_bench_result_is_read_as_json_within_the_document_cap(cat):
+    """The result is parsed as one JSON document, so its arrays are what JSON says (one line or indented), and it
+    meets the same 32 MiB cap as every JSON document."""
+    doc = json.loads(vllm_bench_json())
+    one_line = json.dumps(doc).encode()  # no line break: not to be taken for JSON lines
+    assert parse_traffic("bench.json", one_line, cat).source_format == "vllm bench serve result (per request)"
+    doc["input_lens"] = [100, "300"]  # not numbers: not a vllm bench result
+    with pytest.raises(TrafficError, match="a vllm bench serve result"):
+        parse_traffic("bench.json", json.dumps(doc, indent=1).encode(), cat)
+    doc["input_lens"] = [100, 300]
+    doc["generated_texts"] = ["x" * (17 << 20), "y" * (17 << 20)]
+    with pytest.raises(TrafficError, match="a JSON document of at most 32 MiB"):
+        parse_traffic("bench.json", json.dumps(doc).encode(), cat)
+
+
 def test_guidellm_report_counts_successful_requests_only(cat):
     prof = parse_traffic("benchmarks.json", guidellm_json(), cat)
     assert prof.source_format == "guidellm benchmark report (per request)"
