@@ -16,7 +16,7 @@ from typing import Any
 from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, hours_from_arrivals
 from planner.plan import PlanRequest, segments_from_mix
 from profiles.traffic import TrafficProfile
-from profiles.traffic.profile import _fmt_tokens
+from profiles.traffic.profile import fmt_tokens
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -29,7 +29,7 @@ def volume_of(profile: TrafficProfile | None, *, volume: float, typed: bool, typ
         return float(volume), typed_label
     if not typed:
         return float(own), f"traffic profile '{profile.name}'"
-    return float(volume), (f"{typed_label}; it replaces the {_fmt_tokens(own)} output tokens/month of the traffic "
+    return float(volume), (f"{typed_label}; it replaces the {fmt_tokens(own)} output tokens/month of the traffic "
                            f"profile '{profile.name}', whose mix and hourly shape are kept and scaled to it")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from profiles.traffic.columns import FileInfo
 from profiles.traffic.errors import _fail
 from profiles.traffic.limits import DAYS_PER_MONTH, MAX_TOKENS_PER_REQUEST, SECONDS_PER_MONTH
-from profiles.traffic.profile import Segment, TrafficProfile, _check_sane, _fmt_tokens
+from profiles.traffic.profile import Segment, TrafficProfile, _check_sane, fmt_tokens
 from profiles.traffic.reading import _read
 from profiles.traffic.sources.base import Source
 from profiles.traffic.validate import _check_cell_lengths, _codes, _numeric, _Problems
@@ -67,7 +67,7 @@ def _mix_profile(name: str, src: Source, info: FileInfo, catalog) -> TrafficProf
     ctx = np.array([s.mean_prompt_tokens + s.mean_output_tokens for s in segments])
     qs, edges, counts = _context_stats(ctx, np.array([s.requests for s in segments]))
     total_req = sum(s.requests for s in segments)
-    note = (f"{_fmt_tokens(monthly)} output tokens/month: the sum of the mix table's monthly_output_tokens."
+    note = (f"{fmt_tokens(monthly)} output tokens/month: the sum of the mix table's monthly_output_tokens."
             if monthly else "A mix table of shares has no volume: enter the monthly volume on the Plan page.")
     prof = TrafficProfile(
         name=name, kind="mix", fmt=src.fmt, segments=segments, rows=tbl.num_rows, requests=total_req,

@@ -129,7 +129,7 @@ class TrafficProfile:
         if self.hour_requests_per_s is not None:
             return HourlyArrivals(self.hour_requests_per_s, self.hour_mean_prompt_tokens or (mean_p,) * 24,
                                   self.hour_mean_output_tokens or (mean_o,) * 24, "trace",
-                                  f"measured per hour of day over {_fmt_span(self.span_s or 0)}")
+                                  f"measured per hour of day over {fmt_span(self.span_s or 0)}")
         if shape not in SHAPES:
             raise ValueError(f"shape={shape!r} not known: one of {', '.join(SHAPES)}")
         if self.kind == "mix":
@@ -141,7 +141,7 @@ class TrafficProfile:
             if not self.span_s:
                 return None
             mean_rate = self.requests / self.span_s
-            basis = f"the trace's mean rate over {_fmt_span(self.span_s)}"
+            basis = f"the trace's mean rate over {fmt_span(self.span_s)}"
         w = np.asarray(SHAPES[shape], float)
         w = w / w.mean()
         return HourlyArrivals(tuple(float(x) for x in mean_rate * w), (mean_p,) * 24, (mean_o,) * 24, shape,
@@ -158,7 +158,7 @@ def single_segment_profile(workload: str, language: str, catalog) -> tuple[tuple
     w = catalog.workloads[workload]
     return ((workload, language, 1.0, float(w.prompt_tokens), float(w.output_tokens)),)
 
-def _fmt_span(s: float) -> str:
+def fmt_span(s: float) -> str:
     if s < 120:
         return f"{s:,.0f} seconds" if s >= 10 else f"{s:,.1f} seconds"
     if s < 2 * 3600:
@@ -168,7 +168,7 @@ def _fmt_span(s: float) -> str:
     return f"{s / 86400:,.1f} days"
 
 
-def _fmt_tokens(x: float) -> str:
+def fmt_tokens(x: float) -> str:
     """Tokens with a unit: 0.188B, 35.1M, 8.2k, 212."""
     for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
         if x >= scale * 0.1 and (unit != "k" or x >= 1e3):

@@ -11,7 +11,7 @@ import pandas as pd
 
 from profiles.traffic.errors import _fail, _list
 from profiles.traffic.limits import DAYS_PER_MONTH, SECONDS_PER_MONTH, Z95
-from profiles.traffic.profile import Segment, TrafficProfile, _check_sane, _fmt_span, _fmt_tokens
+from profiles.traffic.profile import Segment, TrafficProfile, _check_sane, fmt_span, fmt_tokens
 
 
 class _Acc:
@@ -155,7 +155,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
             hour_p = tuple(float(p / r) if r > 0 else mp for p, r in zip(p_h, req_h, strict=True))
             hour_o = tuple(float(o / r) if r > 0 else mo for o, r in zip(o_h, req_h, strict=True))
         else:
-            warnings.append(f"Time buckets of {_fmt_span(bucket_s)}: too coarse for a daily shape; pick one below.")
+            warnings.append(f"Time buckets of {fmt_span(bucket_s)}: too coarse for a daily shape; pick one below.")
     del secs
     qs, edges, counts = acc.context_stats()
     # the volume, in words
@@ -167,12 +167,12 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
     if monthly is not None:
         assert ci is not None and rel is not None
         volume_note = (
-            f"{_fmt_tokens(monthly)} output tokens/month: {total_req:,.0f} requests and {_fmt_tokens(total_out)} "
-            f"output tokens in {_fmt_span(span_s)}{when}, scaled to an average month ({DAYS_PER_MONTH:.2f} days); "
-            f"95 % interval {_fmt_tokens(ci[0])} to {_fmt_tokens(ci[1])} (\u00b1{Z95 * rel * 100:.1f} %, "
+            f"{fmt_tokens(monthly)} output tokens/month: {total_req:,.0f} requests and {fmt_tokens(total_out)} "
+            f"output tokens in {fmt_span(span_s)}{when}, scaled to an average month ({DAYS_PER_MONTH:.2f} days); "
+            f"95 % interval {fmt_tokens(ci[0])} to {fmt_tokens(ci[1])} (\u00b1{Z95 * rel * 100:.1f} %, "
             f"Poisson noise and the spread between {'days' if span_s >= 2 * 86400 else 'minutes'}).")
         if span_s < 86400:
-            volume_note += (f" The trace covers {_fmt_span(span_s)}, less than a day: the month is assumed to look "
+            volume_note += (f" The trace covers {fmt_span(span_s)}, less than a day: the month is assumed to look "
                             "like this stretch, and other hours of the day may differ.")
         elif span_s < 7 * 86400:
             volume_note += " The trace covers less than a week: weekdays and weekends may differ."

@@ -185,7 +185,7 @@ def test_short_trace_offers_a_daily_shape_and_a_long_one_shows_its_own(app):
 
 
 def test_a_short_trace_gives_the_sidebar_a_volume(app):
-    # before issue 8 a trace under an hour had no monthly volume and the Plan page kept its default
+    # a trace under an hour once had no monthly volume and the Plan page kept its default
     at = upload(page(app), "AzureLLMInferenceTrace_code.csv", AZURE)
     at.radio(key="volume_source").set_value("profile").run()
     assert not at.exception

@@ -1,5 +1,5 @@
 """Known exports are recognised and give the mix, volume and rate computed by hand; reading options (column
-mapping, workload picker, separator, decimal mark, timestamp unit) work; the bugs named in issue 8 stay fixed.
+mapping, workload picker, separator, decimal mark, timestamp unit) work; the parser bugs fixed earlier stay fixed.
 
 Volumes by hand: monthly output tokens = output tokens in the file / span in seconds x 2,629,800 (seconds in an
 average month of 30.4375 days)."""
@@ -369,7 +369,7 @@ def test_all_timestamps_equal_states_why_there_is_no_volume(cat):
     assert "same timestamp" in prof.volume_note
 
 
-# --- issue 8's parser bugs ---------------------------------------------------------------------------------
+# --- parser bugs fixed earlier (each one a regression test) ---------------------------------------------
 
 def test_duplicate_columns_after_case_folding(cat):
     data = b"timestamp,workload,Workload,prompt_tokens,output_tokens\n2026-11-01T00:00:00Z,chat,chat,1,2\n"
