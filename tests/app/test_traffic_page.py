@@ -9,6 +9,7 @@ import io
 
 import pytest
 
+from planner.fleet import DAYS_PER_MONTH  # the fleet's month: its hours x 24 x this many days
 from tests.profiles.test_traffic_formats import (
     AZURE,
     BURSTGPT,
@@ -257,7 +258,7 @@ def test_cli_and_plan_page_agree_on_a_traffic_profile(app, tmp_path, name, trace
     monthly = volume if volume is not None else prof.monthly_output_tokens
     assert js["economics"]["monthly_output_tokens"] == pytest.approx(monthly, rel=1e-12)
     hours = js["fleet"]["configs"][0]["hours"]
-    served = sum(h["requests_per_s"] * h["output_tokens"] for h in hours) * 3600 * 30.44  # the fleet's month
+    served = sum(h["requests_per_s"] * h["output_tokens"] for h in hours) * 3600 * DAYS_PER_MONTH  # the fleet's month
     if volume is not None:  # the fleet serves the typed volume, not the trace's
         assert served == pytest.approx(volume, rel=1e-9)
     else:  # the trace's own hours as measured (per hour of day covered, not first-to-last span)

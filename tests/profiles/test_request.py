@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from planner.fleet import DAYS_PER_MONTH  # the fleet's month: its hours x 24 x this many days
 from profiles import load_catalog
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, WorkloadRule, parse_traffic
@@ -45,8 +46,9 @@ def test_the_trace_volume_is_used_unless_one_is_typed(hour_trace):
 
 def test_a_typed_volume_scales_the_fleet_and_the_cap(hour_trace):
     typed = _req(hour_trace, volume=7e9)
-    # the fleet's month: rate x 100 tokens x 86,400 s x 30.44 days = 7e9 tokens
-    assert [h.requests_per_s for h in typed.hours] == pytest.approx([7e9 / (100 * 86400 * 30.44)] * 24, rel=1e-12)
+    # the fleet's month: rate x 100 tokens x 86,400 s x DAYS_PER_MONTH = 7e9 tokens
+    want = 7e9 / (100 * 86400 * DAYS_PER_MONTH)
+    assert [h.requests_per_s for h in typed.hours] == pytest.approx([want] * 24, rel=1e-12)
     assert "scaled to 7B output tokens/month" in typed.hours_source
     # Little's law at the median minute: 6 requests/min x 100 tokens x 50 ms = 0.5 in flight, x the volume ratio
     own = 36_000 / 3590 * MONTH_S
