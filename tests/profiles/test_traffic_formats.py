@@ -173,6 +173,9 @@ def test_vllm_bench_result_is_read_as_json_within_the_document_cap(cat):
     doc["input_lens"] = [100, "300"]  # not numbers: not a vllm bench result
     with pytest.raises(TrafficError, match="a vllm bench serve result"):
         parse_traffic("bench.json", json.dumps(doc, indent=1).encode(), cat)
+    rows = [{"timestamp": 1_790_000_000 + i, "prompt_tokens": 10, "output_tokens": 5, "input_lens": 10,
+             "output_lens": 5} for i in range(3)]  # JSON lines that merely name the keys
+    assert parse_traffic("rows.json", "\n".join(json.dumps(r) for r in rows).encode(), cat).requests == 3
     doc["input_lens"] = [100, 300]
     doc["generated_texts"] = ["x" * (17 << 20), "y" * (17 << 20)]
     with pytest.raises(TrafficError, match="a JSON document of at most 32 MiB"):

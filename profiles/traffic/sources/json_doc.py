@@ -46,12 +46,16 @@ def _is_json_lines(data: bytes) -> bool:
 
 def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
     bench = vllm_bench.looks_like(data)
-    if not bench and _is_json_lines(data):
+    lines = _is_json_lines(data)
+    # a vllm bench result written on one line looks like JSON lines: it is read as the one document it is
+    if lines and not (bench and b"\n" not in data.strip()):
         return _jsonl_source(data, options)
     doc = _load(data)
     src = vllm_bench.source(doc) if bench else None
     if src is not None:
         return src
+    if lines:
+        return _jsonl_source(data, options)
     label = None
     if isinstance(doc, list):
         records = doc
