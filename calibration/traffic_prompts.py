@@ -1,6 +1,6 @@
 """Prompts for a calibration run from an uploaded traffic export (CSV, JSONL or Parquet) with a
 `prompt_text` column and an optional `workload` column. The planner's traffic parser discards prompt text
-(profiles/traffic.py); only a calibration run uses it, and only in memory (never stored: the store keeps a
+(profiles/traffic/); only a calibration run uses it, and only in memory (never stored: the store keeps a
 hash of the prompt set)."""
 
 from __future__ import annotations

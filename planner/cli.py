@@ -200,11 +200,12 @@ def _assumptions(cat, s: Scenario) -> dict:
 
 
 def _plan_request(args, cat, *, levers: bool = False):
-    """The CLI's flags -> planner.plan.PlanRequest (the same request the app builds)."""
-    from planner.plan import CostAssumptions, PlanRequest, default_costs, segments_from_mix
+    """The CLI's flags -> planner.plan.PlanRequest, built by the one traffic-to-request adapter the app uses
+    (profiles.request.request_from_traffic)."""
+    from planner.plan import CostAssumptions, default_costs
+    from profiles.request import request_from_traffic
 
-    segments, cap, volume, source = (), None, args.monthly_output_tokens, "entered (--monthly-output-tokens)"
-    hours, hours_source = (), ""
+    prof = None
     if getattr(args, "traffic", None):
         from pathlib import Path
 
@@ -216,11 +217,6 @@ def _plan_request(args, cat, *, levers: bool = False):
         except OSError as exc:
             raise ValueError(f"--traffic={args.traffic!r}: cannot read the file ({exc.strerror})") from None
         prof = parse_traffic(path.name, data, cat)
-        segments = segments_from_mix(prof.mix_key())
-        cap = prof.concurrency(args.tpot_slo_ms, quantile=0)
-        if prof.monthly_output_tokens is not None and not args.monthly_output_tokens_given:
-            volume, source = float(prof.monthly_output_tokens), f"traffic profile {path.name}"
-        hours, hours_source = hours_of(prof, getattr(args, "daily_shape", None) or "flat")
     costs = default_costs(cat)
     changes = {k: v for k, v in (("engineering_usd_per_week", args.engineering_usd_per_week),
                                  ("annual_discount_rate", args.discount_rate),
@@ -230,27 +226,17 @@ def _plan_request(args, cat, *, levers: bool = False):
     acceptance = _acceptance(args)
     method = getattr(args, "method", None) or "eagle3"
     k_meas = args.k if args.k is not None else (len(args.alpha_per_position) if args.alpha_per_position else None)
-    return PlanRequest(
+    shape = getattr(args, "daily_shape", None)
+    return request_from_traffic(
+        prof, volume=args.monthly_output_tokens, volume_typed=args.monthly_output_tokens_given,
+        volume_label="entered (--monthly-output-tokens)", tpot_slo_ms=args.tpot_slo_ms,
+        fleet=prof is not None or shape is not None, shape=shape,
         model=args.model, hardware=args.hardware, tp=args.tp, attention_dp=args.attention_dp, dtype=args.dtype,
         kv_dtype=args.kv_dtype, usd_per_gpu_hour=args.usd_per_gpu_hour,
-        tpot_slo_ms=args.tpot_slo_ms, monthly_output_tokens=volume, volume_source=source, segments=segments,
         workload=args.workload, language=args.language, current_method=getattr(args, "current_method", "none"),
-        tuned=args.tuned, batch_cap=cap, costs=costs, acceptance=acceptance,
+        tuned=args.tuned, costs=costs, acceptance=acceptance,
         acceptance_method=method if acceptance is not None else None, acceptance_k=k_meas,
-        levers_start="auto" if levers else None, daily_shape=getattr(args, "daily_shape", None),
-        hours=hours, hours_source=hours_source)
-
-
-def hours_of(prof, shape: str = "flat") -> tuple[tuple, str]:
-    """A traffic profile's hours of the day (planner.fleet.HourLoad): measured when the trace spans a day, else its
-    mean rate spread by `shape` (profiles.traffic.TrafficProfile.hourly_arrivals)."""
-    from planner.fleet import hours_from_arrivals
-
-    arr = prof.hourly_arrivals(shape)
-    if arr is None:
-        return (), ""
-    return (hours_from_arrivals(arr.requests_per_s, arr.mean_prompt_tokens, arr.mean_output_tokens),
-            f"{prof.name}: {arr.note}")
+        levers_start="auto" if levers else None)
 
 
 def plan_json(p) -> dict[str, Any]:

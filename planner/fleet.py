@@ -119,6 +119,13 @@ def hours_from_volume(monthly_output_tokens: float, prompt_tokens: float, output
                  for h, w in enumerate(daily_shape(shape)))
 
 
+def sequences_in_flight(*, requests_per_s, output_tokens, tpot_s):
+    """Little's law: sequences in flight = arrival rate x time in system, the time in system being output tokens x
+    the TPOT users see (decode dominates). Scalars or broadcast arrays; the fixed point in `replicas_for` and a
+    traffic profile's concurrency both use it."""
+    return requests_per_s * output_tokens * tpot_s
+
+
 def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefill_s: np.ndarray,
                  tpot_s: np.ndarray, max_batch: np.ndarray, slo_s: float) -> tuple[np.ndarray, np.ndarray,
                                                                                    np.ndarray, np.ndarray]:
@@ -150,7 +157,8 @@ def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefi
         allowed = (tp <= slo_dec[:, None]) & (batches[None, :] <= mb[:, None])
         b_lim = allowed.sum(axis=1).astype(float)  # TPOT grows with batch: the allowed batches are 1..b_lim
         t_lim = tp[np.arange(h), np.maximum(b_lim, 1).astype(int) - 1]
-        need = lam_r * out * t_lim / np.where(live, 1.0 - rho, 1.0)
+        need = sequences_in_flight(requests_per_s=lam_r, output_tokens=out,
+                                   tpot_s=t_lim / np.where(live, 1.0 - rho, 1.0))
         return live & (b_lim >= 1) & (need <= b_lim)
 
     hi = np.full(h, float(MAX_REPLICAS))

@@ -10,8 +10,6 @@ end of every run, so a link reopens the same scenario.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,11 +18,14 @@ from typing import Any
 
 import streamlit as st
 
+from calibration import kept_traffic
+from calibration.calibrated_catalog import calibrated_files, with_calibrated
 from planner import plan as P
 from planner import sensitivity as sens
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
-from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, WorkloadRule, parse_traffic
+from profiles.request import request_from_traffic, with_fleet
+from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
 SAMPLES = {
@@ -36,36 +37,15 @@ PROFILE_KEY = "traffic_profile"  # TrafficProfile | None (plain session key, not
 PROFILE_ORIGIN_KEY = "traffic_origin"  # "sample:<name>" or "upload:<file name>"
 
 
-CALIBRATED_PREFIX = "calibrated-"
-
-
 @st.cache_resource
 def _catalog_with(calibrated: tuple[tuple[str, float], ...]):
-    """Shipped profiles plus each calibrated profile as a hardware entry 'calibrated-<name>' (cached per set
-    of profile files and their modification times)."""
-    from calibration.profiles_store import load_profile
-
-    cat = load_catalog()
-    extra = {}
-    for name, _mtime in calibrated:
-        try:
-            prof = load_profile(name)
-        except (OSError, ValueError, TypeError):
-            continue  # a damaged file does not take the app down; the Calibrate page lists it
-        hw = prof.hardware_spec(cat)
-        extra[CALIBRATED_PREFIX + name] = dataclasses.replace(
-            hw, name=CALIBRATED_PREFIX + name,
-            label=f"Calibrated: {name} ({hw.label}; fitted {prof.created}, held-out MAPE "
-                  f"{prof.holdout_mape_pct:.1f} %)")
-    return cat.with_hardware(extra) if extra else cat
+    """The catalogue with the calibrated profiles (calibration.calibrated_catalog), cached per set of profile files
+    and their modification times."""
+    return with_calibrated(load_catalog(), tuple(name for name, _mtime in calibrated))
 
 
 def catalog():
-    from calibration.profiles_store import calibrated_dir
-
-    d = calibrated_dir()
-    files = tuple(sorted((p.stem, p.stat().st_mtime) for p in d.glob("*.yaml"))) if d.is_dir() else ()
-    return _catalog_with(files)
+    return _catalog_with(calibrated_files())
 
 
 @dataclass(frozen=True)
@@ -279,45 +259,27 @@ def costs() -> P.CostAssumptions:
 
 
 def request(**changes) -> P.PlanRequest:
-    """The sidebar and the traffic profile as one planner request (every page asks plan() with this)."""
+    """The sidebar and the traffic profile as one planner request (every page asks plan() with this), built by
+    the one traffic-to-request adapter the CLI uses (profiles.request.request_from_traffic)."""
     ss = st.session_state
     cat = catalog()
-    prof: TrafficProfile | None = ss.get(PROFILE_KEY)
-    volume = float(ss["volume_b"]) * 1e9
-    source = "entered in the sidebar"
-    if ss["volume_source"] == "profile" and prof is not None and prof.monthly_output_tokens is not None:
-        volume = float(prof.monthly_output_tokens)
-        source = f"traffic profile '{prof.name}'"
-    segments, cap = (), None
-    if prof is not None:
-        segments = P.segments_from_mix(prof.mix_key())
-        if ss.get("traffic_cap", True):
-            cap = prof.concurrency(float(ss["slo"]), quantile=0)
     price = float(ss["price"])
-    req = P.PlanRequest(
+    req = request_from_traffic(
+        ss.get(PROFILE_KEY), volume=float(ss["volume_b"]) * 1e9, volume_typed=ss["volume_source"] == "manual",
+        volume_label="entered in the sidebar", tpot_slo_ms=float(ss["slo"]), cap_batch=bool(ss.get("traffic_cap", True)),
         model=ss["model"], hardware=ss["hardware"], tp=int(ss["tp"]), dtype=ss["dtype"],
         attention_dp=bool(ss.get("attn_dp", False)) and bool(cat.models[ss["model"]].experts),
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
-        tpot_slo_ms=float(ss["slo"]), monthly_output_tokens=volume, volume_source=source, segments=segments,
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
-        batch_cap=cap, costs=costs())
+        costs=costs())
     return dataclasses.replace(req, **changes) if changes else req
 
 
 def fleet_request(req: P.PlanRequest) -> P.PlanRequest:
-    """The request with the fleet by hour: the traffic profile's own hours when it spans a day, else the daily
-    shape picked on the Plan page applied to the monthly volume."""
-    from planner.fleet import hours_from_arrivals
-
-    shape = arrival_shape()
-    prof: TrafficProfile | None = st.session_state.get(PROFILE_KEY)
-    arr = prof.hourly_arrivals(shape) if prof is not None else None
-    if arr is not None and arr.source == "trace":
-        return dataclasses.replace(req, daily_shape=shape, hours_source=f"{prof.name}: {arr.note}",
-                                   hours=hours_from_arrivals(arr.requests_per_s, arr.mean_prompt_tokens,
-                                                             arr.mean_output_tokens))
-    return dataclasses.replace(req, daily_shape=shape)
+    """The request with the fleet by hour (profiles.request.with_fleet): the traffic profile's hours (its own when it
+    spans a day, else spread by the daily shape picked on the Plan page), scaled to the request's volume."""
+    return with_fleet(req, st.session_state.get(PROFILE_KEY), shape=arrival_shape())
 
 
 def is_profile() -> bool:
@@ -365,39 +327,20 @@ def load_upload(name: str, data: bytes, options: ParseOptions | None = None) -> 
     return prof
 
 
-def _options_json(options: ParseOptions | None) -> str:
-    return json.dumps(dataclasses.asdict(options or ParseOptions()), sort_keys=True)
-
-
-def _options_from_json(text: str) -> ParseOptions:
-    d = json.loads(text)
-    wl = d.pop("workload")
-    rule = WorkloadRule(**{k: (tuple(tuple(x) for x in v) if isinstance(v, list) else v) for k, v in wl.items()})
-    return ParseOptions(**{k: (tuple(tuple(x) for x in v) if isinstance(v, list) else v) for k, v in d.items()},
-                        workload=rule)
-
-
 def _keep_upload(name: str, data: bytes, options: ParseOptions | None) -> str:
-    """SHA-256 of the bytes and the reading options; kept in the calibration store (a failure to keep it costs
-    only the shareable link, and says so)."""
-    opts = _options_json(options)
-    digest = hashlib.sha256(data + b"\0" + opts.encode()).hexdigest()
+    """The upload kept in the store for shared links (calibration.kept_traffic); a failure to keep it costs only
+    the link, and says so."""
     try:
-        from calibration.store import Store
-
-        Store().put_traffic(digest, name, data, opts)
+        return kept_traffic.keep(name, data, options)
     except Exception as exc:  # the profile is in use either way
         st.session_state["_profile_keep_error"] = f"the profile could not be kept for shared links ({exc})"
         return ""
-    return digest
 
 
 def load_kept(digest: str) -> TrafficProfile | None:
     """The profile a link refers to, from the store; None (with a warning) when this server does not hold it."""
-    from calibration.store import Store
-
     try:
-        kept = Store().get_traffic(digest)
+        kept = kept_traffic.kept(digest)
     except Exception as exc:
         st.session_state["_url_problems"].append(f"The traffic profile in this link could not be read ({exc}).")
         return None
@@ -408,7 +351,7 @@ def load_kept(digest: str) -> TrafficProfile | None:
         st.session_state["profile"] = ""
         return None
     name, data, opts = kept
-    prof = _parse_cached(name, data, _options_from_json(opts))
+    prof = _parse_cached(name, data, opts)
     st.session_state[PROFILE_KEY] = prof
     st.session_state[PROFILE_ORIGIN_KEY] = f"upload:{name}"
     return prof

@@ -243,7 +243,8 @@ def _summary(prof: tr.TrafficProfile) -> None:
     conc = prof.concurrency(slo_ms, 0)
     c[3].metric("Concurrent sequences (median minute)", f"{conc:,.1f}" if conc is not None else "n/a",
                 help="Little's law: arrival rate x mean output tokens x TPOT SLO. Caps the batch the planner "
-                     "may assume (a replica cannot batch more sequences than are in flight).")
+                     "may assume (a replica cannot batch more sequences than are in flight); a volume typed in "
+                     "the sidebar scales it with the arrivals.")
     if prof.volume_note:
         st.info(f"**Volume.** {prof.volume_note}")
     if prof.arrival_rate_per_s:

@@ -9,6 +9,7 @@ import io
 
 import pytest
 
+from planner.fleet import DAYS_PER_MONTH  # the fleet's month: its hours x 24 x this many days
 from tests.profiles.test_traffic_formats import (
     AZURE,
     BURSTGPT,
@@ -185,10 +186,88 @@ def test_short_trace_offers_a_daily_shape_and_a_long_one_shows_its_own(app):
 
 
 def test_a_short_trace_gives_the_sidebar_a_volume(app):
-    # before issue 8 a trace under an hour had no monthly volume and the Plan page kept its default
+    # a trace under an hour once had no monthly volume and the Plan page kept its default
     at = upload(page(app), "AzureLLMInferenceTrace_code.csv", AZURE)
     at.radio(key="volume_source").set_value("profile").run()
     assert not at.exception
     assert at.number_input(key="volume_b").disabled  # the profile's volume is the one in use
     at.switch_page("views/plan.py").run()
     assert not at.exception
+
+
+# ---- one traffic-to-request adapter: the CLI and the Plan page plan the same traffic ---------------------------
+
+def short_trace() -> bytes:
+    """60 minutes, one chat request every 5 s (400 prompt, 200 output tokens): about 11M output tokens/month."""
+    rows = [f"2026-11-02T10:{s // 60:02d}:{s % 60:02d}Z,chat,400,200\n" for s in range(0, 3600, 5)]
+    return ("timestamp,workload,prompt_tokens,output_tokens\n" + "".join(rows)).encode()
+
+
+def long_trace() -> bytes:
+    """Two whole days, busier from 09:00 to 18:00, chat and code: a daily shape of its own."""
+    rows = []
+    for day in (2, 3):
+        for hour in range(24):
+            n = 12 if 9 <= hour < 18 else 3
+            for i in range(n):
+                wl, out = ("code", 120) if i % 3 == 0 else ("chat", 300)
+                rows.append(f"2026-11-{day:02d}T{hour:02d}:{i * 60 // n:02d}:00Z,{wl},800,{out}\n")
+    return ("timestamp,workload,prompt_tokens,output_tokens\n" + "".join(rows)).encode()
+
+
+def cli_plan(tmp_path, name: str, data: bytes, volume: float | None) -> dict:
+    import contextlib
+    import json
+
+    from planner.cli import main
+
+    path = tmp_path / name
+    path.write_bytes(data)
+    argv = ["plan", "--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4", "--traffic", str(path),
+            "--no-levers"] + (["--monthly-output-tokens", f"{volume:g}"] if volume is not None else [])
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(argv) == 0
+    return json.loads(buf.getvalue())
+
+
+def money(text: str) -> float:
+    import re
+
+    return float(re.search(r"-?\$[\d,]+", text).group(0).replace("$", "").replace(",", ""))
+
+
+@pytest.mark.parametrize(("name", "trace", "volume"), [("short.csv", short_trace, 5e10),
+                                                        ("long.csv", long_trace, 5e9),
+                                                        ("long.csv", long_trace, None)])
+def test_cli_and_plan_page_agree_on_a_traffic_profile(app, tmp_path, name, trace, volume):
+    """A typed volume replaces the trace's own for the economics and the fleet alike (the trace's hourly shape
+    scaled to it); without one, the trace's volume is used; the CLI and the Plan page show the same bill, GPUs
+    and saving either way."""
+    data = trace()
+    js = cli_plan(tmp_path, name, data, volume)
+    at = upload(page(app), name, data)
+    assert not at.error, errors(at)
+    prof = at.session_state["traffic_profile"]
+    if volume is None:
+        at.radio(key="volume_source").set_value("profile").run()
+    else:
+        at.number_input(key="volume_b").set_value(volume / 1e9).run()
+    at.switch_page("views/plan.py").run()
+    assert not at.exception, at.exception
+    monthly = volume if volume is not None else prof.monthly_output_tokens
+    assert js["economics"]["monthly_output_tokens"] == pytest.approx(monthly, rel=1e-12)
+    hours = js["fleet"]["configs"][0]["hours"]
+    served = sum(h["requests_per_s"] * h["output_tokens"] for h in hours) * 3600 * DAYS_PER_MONTH  # the fleet's month
+    if volume is not None:  # the fleet serves the typed volume, not the trace's
+        assert served == pytest.approx(volume, rel=1e-9)
+    else:  # the trace's own hours as measured (per hour of day covered, not first-to-last span)
+        assert [h["requests_per_s"] for h in hours] == pytest.approx(list(prof.hour_requests_per_s), rel=1e-12)
+    table = next(d.value for d in at.dataframe if "peak GPUs" in d.value.columns)
+    app_fleet = {r["configuration"]: (r["peak GPUs"], r["$/month autoscaled"]) for _, r in table.iterrows()}
+    cli_fleet = {c["label"]: (c["peak_gpus"], round(c["usd_per_month_autoscaled"])) for c in js["fleet"]["configs"]}
+    assert app_fleet == cli_fleet
+    saving = js["economics"]["monthly_saving_usd"]
+    assert money(metric(at, "Monthly saving").value) == pytest.approx(saving, abs=1)
+    today = js["fleet"]["configs"][0]
+    assert metric(at, "Peak GPUs today").value == f"{today['peak_gpus']:,}"

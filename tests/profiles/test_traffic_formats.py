@@ -1,5 +1,5 @@
 """Known exports are recognised and give the mix, volume and rate computed by hand; reading options (column
-mapping, workload picker, separator, decimal mark, timestamp unit) work; the bugs named in issue 8 stay fixed.
+mapping, workload picker, separator, decimal mark, timestamp unit) work; the parser bugs fixed earlier stay fixed.
 
 Volumes by hand: monthly output tokens = output tokens in the file / span in seconds x 2,629,800 (seconds in an
 average month of 30.4375 days)."""
@@ -162,6 +162,24 @@ def test_vllm_bench_serve_result(cat):
     assert prof.requests == 2 and prof.segments[0].mean_prompt_tokens == 200
     assert prof.monthly_output_tokens == pytest.approx(100 / 50 * MONTH_S)
     assert any("benchmark" in w for w in prof.warnings)
+
+
+def test_vllm_bench_result_is_read_as_json_within_the_document_cap(cat):
+    """The result is parsed as one JSON document, so its arrays are what JSON says (one line or indented), and it
+    meets the same 32 MiB cap as every JSON document."""
+    doc = json.loads(vllm_bench_json())
+    one_line = json.dumps(doc).encode()  # no line break: not to be taken for JSON lines
+    assert parse_traffic("bench.json", one_line, cat).source_format == "vllm bench serve result (per request)"
+    doc["input_lens"] = [100, "300"]  # not numbers: not a vllm bench result
+    with pytest.raises(TrafficError, match="a vllm bench serve result"):
+        parse_traffic("bench.json", json.dumps(doc, indent=1).encode(), cat)
+    rows = [{"timestamp": 1_790_000_000 + i, "prompt_tokens": 10, "output_tokens": 5, "input_lens": 10,
+             "output_lens": 5} for i in range(3)]  # JSON lines that merely name the keys
+    assert parse_traffic("rows.json", "\n".join(json.dumps(r) for r in rows).encode(), cat).requests == 3
+    doc["input_lens"] = [100, 300]
+    doc["generated_texts"] = ["x" * (17 << 20), "y" * (17 << 20)]
+    with pytest.raises(TrafficError, match="a JSON document of at most 32 MiB"):
+        parse_traffic("bench.json", json.dumps(doc).encode(), cat)
 
 
 def test_guidellm_report_counts_successful_requests_only(cat):
@@ -354,7 +372,7 @@ def test_all_timestamps_equal_states_why_there_is_no_volume(cat):
     assert "same timestamp" in prof.volume_note
 
 
-# --- issue 8's parser bugs ---------------------------------------------------------------------------------
+# --- parser bugs fixed earlier (each one a regression test) ---------------------------------------------
 
 def test_duplicate_columns_after_case_folding(cat):
     data = b"timestamp,workload,Workload,prompt_tokens,output_tokens\n2026-11-01T00:00:00Z,chat,chat,1,2\n"

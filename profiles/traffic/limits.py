@@ -1,0 +1,32 @@
+"""Bounds on an upload: size, rows, columns, cell length, decoded bytes, tokens per request, dates. Every reader
+checks them from headers and metadata before it decodes anything (the bomb guards in `guards`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+MAX_UPLOAD_BYTES = 100 * 1024 * 1024  # 100 MiB: about 2 million per-request CSV rows (= server.maxUploadSize)
+MAX_ROWS = 2_000_000
+MAX_COLUMNS = 1_000  # the widest known export (LiteLLM spend logs) has ~40 columns
+# Python's csv module default field limit; ~32k tokens of prompt text. Longer cells are not traffic metadata.
+MAX_FIELD_CHARS = 131_072
+MAX_HEADER_BYTES = 1 << 20  # the header line (CSV) or first record (JSONL) must end within 1 MiB
+# Parquet: bytes the selected columns may take once decompressed (footer metadata, dictionary pages included).
+MAX_DECODED_BYTES = 512 * 1024 * 1024
+MAX_PARQUET_FOOTER_BYTES = 16 * 1024 * 1024
+MAX_XLSX_XML_BYTES = 1024 * 1024 * 1024  # uncompressed sheet + shared-strings XML (zip-bomb guard)
+MAX_JSON_DOC_BYTES = 32 * 1024 * 1024  # a single JSON document (guidellm report, JSON array) is parsed whole
+CSV_BLOCK_BYTES = 1 << 20  # CSV is decoded one 1 MiB block at a time; a longer row is refused
+# No served model has a context above ~10M tokens; a request beyond 1,048,576 (2^20) tokens is a unit
+# error (characters or bytes instead of tokens), not traffic.
+MAX_TOKENS_PER_REQUEST = 1_048_576
+MAX_WEIGHT = 1_000_000  # one sampled row standing for more than a million requests is a typo
+MAX_BUCKET_REQUESTS = 1e10  # aggregated exports: requests in one time bucket
+MIN_TIMESTAMP = pd.Timestamp("2000-01-01", tz="UTC")
+MAX_TIMESTAMP = pd.Timestamp("2100-01-01", tz="UTC")
+DAYS_PER_MONTH = 365.25 / 12.0  # 30.44: average Gregorian month
+SECONDS_PER_MONTH = DAYS_PER_MONTH * 86400.0
+MAX_PROBLEMS = 20  # problems listed per upload; the count of the rest is given
+MAX_MESSAGE_CHARS = 500  # one problem's text, whatever the file holds
+MAX_VALUE_CHARS = 60  # a cell value quoted in a problem
+Z95 = 1.959964  # two-sided 95 % normal quantile

@@ -1,0 +1,71 @@
+"""How to read an upload: the column for each role and the rule that gives rows a workload."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class WorkloadRule:
+    """How rows get a workload.
+
+    mode "auto": the file's workload column; without one, one workload for the whole file: `workload` if set,
+    else guessed from the file name (..._code.csv -> code), else chat (stated in the profile's warnings).
+    mode "fixed": `workload` for every row.
+    mode "map": the values of `column` map to workloads through `mapping` ((value, workload) pairs, compared
+    case-insensitively); a value that is itself a workload name maps to it; the rest get `workload` (or chat).
+    mode "rules": `rules` are (column, text, workload): the first rule whose column contains the text
+    (case-insensitive substring; column may be a role such as prompt_text, model or endpoint, or a file
+    column); rows no rule matches get `workload` (or chat).
+    """
+
+    mode: Literal["auto", "fixed", "map", "rules"] = "auto"
+    workload: str = ""
+    column: str = ""
+    mapping: tuple[tuple[str, str], ...] = ()
+    rules: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """How to read an upload; the defaults recognise known exports and sniff the rest."""
+
+    columns: tuple[tuple[str, str], ...] = ()  # (role, file column); file column "" = the role has none
+    workload: WorkloadRule = WorkloadRule()
+    timestamp_unit: Literal["auto", "s", "ms", "us", "ns"] = "auto"  # numeric timestamps; auto by magnitude
+    delimiter: str = ""  # CSV: "" sniffs; else one of , ; \t |
+    decimal: str = ""  # CSV: "" sniffs; "." or ","
+    totals: bool | None = None  # token columns are totals over `weight` requests per row; None = by format
+    sheet: str = ""  # xlsx: sheet name; "" = the first sheet
+
+    def column_for(self, role: str) -> str | None:
+        for r, c in self.columns:
+            if r == role:
+                return c
+        return None
+
+
+DEFAULT_OPTIONS = ParseOptions()
+
+
+def options_json(options: ParseOptions | None) -> str:
+    """The reading options as canonical JSON (sorted keys): stored beside a kept upload and hashed with it."""
+    return json.dumps(dataclasses.asdict(options or ParseOptions()), sort_keys=True)
+
+
+def options_from_json(text: str) -> ParseOptions:
+    """The inverse of options_json (JSON lists back to the tuples the frozen dataclasses hold)."""
+    d = json.loads(text)
+    wl = d.pop("workload")
+    rule = WorkloadRule(**{k: (tuple(tuple(x) for x in v) if isinstance(v, list) else v) for k, v in wl.items()})
+    return ParseOptions(**{k: (tuple(tuple(x) for x in v) if isinstance(v, list) else v) for k, v in d.items()},
+                        workload=rule)
+
+
+def upload_digest(data: bytes, options: ParseOptions | None) -> str:
+    """SHA-256 of an upload's bytes and its reading options: the same file read another way is another profile."""
+    return hashlib.sha256(data + b"\0" + options_json(options).encode()).hexdigest()

@@ -1,0 +1,107 @@
+"""A per-request trace -> a profile: each batch of the selected columns is validated (workload, language, tokens,
+weight, timestamps) and added to the streaming accumulators; `volume` turns them into the profile."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiles.traffic.columns import FileInfo
+from profiles.traffic.errors import _fail
+from profiles.traffic.limits import MAX_BUCKET_REQUESTS, MAX_PROBLEMS, MAX_ROWS, MAX_TOKENS_PER_REQUEST, MAX_WEIGHT
+from profiles.traffic.options import ParseOptions
+from profiles.traffic.profile import TrafficProfile
+from profiles.traffic.reading import _batches, _lookahead
+from profiles.traffic.sources.base import Source
+from profiles.traffic.times import _timestamps, _TimeState
+from profiles.traffic.validate import _check_cell_lengths, _codes, _numeric, _Problems
+from profiles.traffic.volume import _Acc, _finish_requests
+from profiles.traffic.workload import _rule_columns, _workload_codes, _WorkloadState
+
+
+def _requests_profile(name: str, src: Source, info: FileInfo, catalog, options: ParseOptions) -> TrafficProfile:
+    roles = info.roles
+    rule = options.workload
+    valid_wl = list(catalog.workloads.keys())
+    valid_lang = list(catalog.languages.keys())
+    text_cols = [roles[r] for r in ("workload", "language", "prompt_text", "model", "endpoint") if r in roles]
+    rule_cols = _rule_columns(rule, info)
+    use = [roles["timestamp"], roles["prompt_tokens"], roles["output_tokens"]]
+    if rule.mode == "auto" and "workload" in roles:
+        use.append(roles["workload"])
+    use += [roles[r] for r in ("language", "weight") if r in roles]
+    totals = info.totals
+    if totals and "end_time" in roles:
+        use.append(roles["end_time"])
+    use += rule_cols
+    use = list(dict.fromkeys(use))
+    probs = _Problems(src)
+    L = len(valid_lang)
+    acc = _Acc(len(valid_wl) * L)
+    tstate = _TimeState(options.timestamp_unit)
+    estate = _TimeState(options.timestamp_unit)
+    wstate = _WorkloadState()
+    english = valid_lang.index("english") if "english" in valid_lang else 0
+    tok_high = MAX_TOKENS_PER_REQUEST * (MAX_BUCKET_REQUESTS if totals else 1)
+    what = "tokens (total over the row's requests)" if totals else "tokens"
+    row0 = 0
+    for tbl, last in _lookahead(_batches(src, use, text_cols + rule_cols)):
+        n = tbl.num_rows
+        probs.offset = row0
+        row0 += n
+        if row0 > MAX_ROWS:
+            raise _fail(f"at most {MAX_ROWS:,} rows (this file has more)")
+        _check_cell_lengths(tbl, probs)
+        wl_codes = _workload_codes(tbl, info, rule, name, valid_wl, probs, wstate)
+        lang_codes = (_codes(tbl.column(roles["language"]), roles["language"], valid_lang, probs, "language",
+                             default="english") if "language" in roles else np.full(n, english))
+        prompt = _numeric(tbl.column(roles["prompt_tokens"]), roles["prompt_tokens"], probs, integer=True, low=0,
+                          high=tok_high, what="prompt " + what, decimal=src.decimal)
+        output = _numeric(tbl.column(roles["output_tokens"]), roles["output_tokens"], probs, integer=True, low=0,
+                          high=tok_high, what="output " + what, decimal=src.decimal)
+        if "weight" in roles:
+            wcol = roles["weight"]
+            weight = (_numeric(tbl.column(wcol), wcol, probs, integer=True, low=0, high=MAX_BUCKET_REQUESTS,
+                               what="requests in the row", decimal=src.decimal) if totals else
+                      _numeric(tbl.column(wcol), wcol, probs, integer=False, low=0, high=MAX_WEIGHT,
+                               what="a request weight", low_inclusive=False, decimal=src.decimal))
+        else:
+            weight = np.ones(n)
+        secs = _timestamps(tbl.column(roles["timestamp"]), roles["timestamp"], probs, tstate)
+        end_secs = None
+        if totals:
+            # tokens per request in a bucket must be plausible; a bucket with tokens but no requests is an error
+            per_req_p = prompt / np.maximum(weight, 1)
+            per_req_o = output / np.maximum(weight, 1)
+            if "weight" in roles:
+                probs.add_mask((weight == 0) & ((prompt > 0) | (output > 0)), roles["weight"],
+                               "at least one request in a row that has tokens", tbl.column(roles["weight"]))
+            probs.add_mask(per_req_o > MAX_TOKENS_PER_REQUEST, roles["output_tokens"],
+                           f"at most {MAX_TOKENS_PER_REQUEST:,} output tokens per request in the row",
+                           tbl.column(roles["output_tokens"]))
+            probs.add_mask(per_req_p > MAX_TOKENS_PER_REQUEST, roles["prompt_tokens"],
+                           f"at most {MAX_TOKENS_PER_REQUEST:,} prompt tokens per request in the row",
+                           tbl.column(roles["prompt_tokens"]))
+            if "end_time" in roles:
+                end_secs = _timestamps(tbl.column(roles["end_time"]), roles["end_time"], probs, estate)
+        if probs.items:
+            if len(probs.items) >= MAX_PROBLEMS and not last:
+                probs.raise_if_any(at_least=True)  # a page of problems: do not decode the rest of the file
+            continue
+        if totals:
+            w, wp, wo = weight, prompt, output
+            keep = w > 0
+            # compound Poisson: a bucket of n requests of mean o tokens, Var = n o^2
+            var = np.where(keep, wo ** 2 / np.maximum(w, 1), 0.0)
+            if end_secs is not None:
+                acc.end_widths.append((end_secs - secs)[keep])
+        else:
+            w, wp, wo = weight, weight * prompt, weight * output
+            keep = w > 0
+            var = wo ** 2  # a row of weight w: w requests of o tokens, sampled together: Var = (w o)^2
+        acc.add(wl_codes * L + lang_codes, secs, w, wp, wo, keep, var)
+    probs.raise_if_any()
+    if acc.rows == 0:
+        raise _fail("at least one data row below the header")
+    return _finish_requests(name, src, info, acc, valid_wl, valid_lang, totals, tstate, wstate, use, roles,
+                            rule_cols)
+

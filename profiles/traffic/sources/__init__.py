@@ -1,0 +1,50 @@
+"""Readers, one per file format and per result file that is not a plain table (vllm bench serve, guidellm);
+known exports (Azure, BurstGPT, LiteLLM, OpenAI) are tables recognised by their columns (`exports`). Each reader
+checks the bounds from headers and metadata first and returns a `Source`: the file's columns and a bounded reader
+of the selected ones."""
+
+from __future__ import annotations
+
+from profiles.traffic.guards import check_size
+from profiles.traffic.options import ParseOptions
+from profiles.traffic.sources.base import Format, Source
+from profiles.traffic.sources.delimited import _csv_source
+from profiles.traffic.sources.json_doc import _json_doc_source
+from profiles.traffic.sources.jsonl import _jsonl_source
+from profiles.traffic.sources.parquet import _parquet_source
+from profiles.traffic.sources.xlsx import _xlsx_source
+
+READERS = {"csv": _csv_source, "jsonl": _jsonl_source, "json": _json_doc_source, "parquet": _parquet_source,
+           "xlsx": _xlsx_source}
+
+
+
+def detect_format(name: str, data: bytes) -> Format:
+    low = name.lower()
+    if low.endswith((".parquet", ".pq")):
+        return "parquet"
+    if low.endswith((".xlsx", ".xlsm")):
+        return "xlsx"
+    if low.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    if low.endswith(".json"):
+        return "json"
+    if low.endswith((".csv", ".txt", ".tsv")):
+        return "csv"
+    if data[:4] == b"PAR1":
+        return "parquet"
+    if data[:4] == b"PK\x03\x04":
+        return "xlsx"
+    head = data[:64].lstrip()
+    if head[:1] in (b"{", b"["):
+        return "json"
+    return "csv"
+
+
+def open_source(name: str, data: bytes, options: ParseOptions, max_bytes: int) -> Source:
+    """The reader for the upload's format, once its size is within `max_bytes`."""
+    if not isinstance(data, (bytes, bytearray)):
+        data = bytes(data)
+    check_size(data, max_bytes)
+    data = bytes(data)
+    return READERS[detect_format(name, data)](data, options)

@@ -1,0 +1,121 @@
+"""Workload rules: how rows get a workload (the file's column, one workload for the file, a column's values
+mapped to workloads, or substring rules on prompt text / model / endpoint; `options.WorkloadRule`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from profiles.traffic.columns import FileInfo, norm
+from profiles.traffic.errors import _cut, _fail, _list, _short
+from profiles.traffic.options import WorkloadRule
+from profiles.traffic.validate import _codes, _per_value, _Problems, _text
+
+
+def _guess_workload(name: str, valid: list[str]) -> str | None:
+    low = name.lower()
+    hints = (("code", "code"), ("conv", "chat"), ("chat", "chat"), ("rag", "rag_summarization"),
+             ("summar", "rag_summarization"), ("agent", "agent"), ("tool", "agent"), ("reason", "reasoning"),
+             ("translat", "translation"))
+    for key, wl in hints:
+        if key in low and wl in valid:
+            return wl
+    return None
+
+
+@dataclass
+class _WorkloadState:
+    """Where the workloads came from, and how many rows fell to the default, summed over batches."""
+
+    base: str = ""
+    unmatched: int = 0
+    default: str = ""
+    unmatched_text: str = ""
+
+    def note(self) -> str:
+        if not self.unmatched:
+            return self.base
+        return f"{self.base}; {self.unmatched:,} rows {self.unmatched_text} counted as '{self.default}'"
+
+
+def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str, valid: list[str],
+                    probs: _Problems, state: _WorkloadState) -> np.ndarray:
+    """Workload codes (into `valid`) for one batch, by the WorkloadRule (see its docstring)."""
+    n = tbl.num_rows
+    roles = info.roles
+
+    def check(wl: str, what: str) -> int:
+        key = norm(wl)
+        match = next((i for i, v in enumerate(valid) if v == key), None)
+        if match is None:
+            raise _fail(f"a known workload for {what}: one of {', '.join(sorted(valid))}", value=wl)
+        return match
+
+    default_name = rule.workload or "chat"
+    if rule.mode == "auto":
+        if "workload" in roles:
+            col = roles["workload"]
+            state.base = f"workloads from the column '{col}'"
+            return _codes(tbl.column(col), col, valid, probs, "workload")
+        guess = rule.workload or _guess_workload(name, valid)
+        wl = guess or "chat"
+        how = ("chosen" if rule.workload else f"guessed from the file name '{_cut(name, 60)}'" if guess
+               else "the default: the file has no workload column")
+        state.base = (f"every request counted as '{wl}' ({how}); pick the workload or map a column on the "
+                      "Traffic page")
+        return np.full(n, check(wl, "the whole file"))
+    if rule.mode == "fixed":
+        state.base = f"every request counted as '{default_name}' (chosen)"
+        return np.full(n, check(default_name, "the whole file"))
+    default = check(default_name, "rows that nothing matches")
+    state.default = valid[default]
+    if rule.mode == "map":
+        col = _resolve_rule_column(rule.column, info)
+        mapping = {norm(k): check(v, f"the value {_short(k)}") for k, v in rule.mapping}
+        direct = {norm(v): i for i, v in enumerate(valid)}
+        codes = _per_value(tbl.column(col), lambda a: np.array(
+            [mapping.get(norm(w), direct.get(norm(w), -1)) for w in _text(a).to_pylist()], dtype=np.int64),
+            -1, encode=True).astype(np.int64)
+        state.base = f"workloads from the values of '{col}'"
+        state.unmatched_text = "with other values"
+    elif rule.mode == "rules":
+        codes = np.full(n, -1, dtype=np.int64)
+        for rcol, text, wl in rule.rules:
+            col = _resolve_rule_column(rcol, info)
+            target = check(wl, f"the rule '{_cut(rcol, 40)} contains {_cut(text, 40)}'")
+            if not text:
+                continue
+            hit = _per_value(tbl.column(col), lambda a, text=text: pc.match_substring(
+                _text(a), text, ignore_case=True).fill_null(False).to_numpy(zero_copy_only=False), False).astype(bool)
+            codes = np.where((codes < 0) & hit, target, codes)
+        state.base = f"workloads from {len(rule.rules)} rule{'s' if len(rule.rules) != 1 else ''}"
+        state.unmatched_text = "that no rule matches"
+    else:
+        raise _fail("a workload mode among auto, fixed, map, rules", value=rule.mode)
+    state.unmatched += int((codes < 0).sum())
+    return np.where(codes < 0, default, codes)
+
+
+def _resolve_rule_column(col: str, info: FileInfo) -> str:
+    roles = info.roles
+    if col in roles and col not in info.columns:
+        return roles[col]
+    if col in info.columns:
+        return col
+    match = {norm(c): c for c in info.columns}.get(norm(col))
+    if match is None:
+        raise _fail(f"a column of the file (or one of prompt_text, model, endpoint); the file's columns are: "
+                    f"{_list(info.columns)}", column=col)
+    return match
+
+
+def _rule_columns(rule: WorkloadRule, info: FileInfo) -> list[str]:
+    if rule.mode == "map":
+        return [_resolve_rule_column(rule.column, info)]
+    if rule.mode == "rules":
+        return [_resolve_rule_column(c, info) for c, _t, _w in rule.rules]
+    return []
+
