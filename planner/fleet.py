@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-DAYS_PER_MONTH = 30.44  # 365.25 / 12
+DAYS_PER_MONTH = 365.25 / 12.0  # 30.4375: the average Gregorian month (the traffic volumes use it too)
 HOURS_PER_DAY = 24
 MAX_REPLICAS = 1 << 20
 
