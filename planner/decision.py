@@ -36,6 +36,10 @@ def choose_reference(ctx: Context, current: OperatingPoint | None, alternatives:
     )
 
 
+def _recommend(best: OperatingPoint, cpm_change_pct: float | None, reason: str) -> Recommendation:
+    return Recommendation(best.method, best.label, best.k, best.batch, best.usd_per_mtok, cpm_change_pct, reason)
+
+
 def traffic_phrase(ctx: Context) -> str:
     """'chat in English' for one segment; '62 % code completion' for a mix (its largest workload)."""
     cat = ctx.catalog
@@ -69,16 +73,8 @@ def decide(ctx: Context, *, baseline: OperatingPoint, reference: OperatingPoint 
         )
     if reference is None:
         return (
-            Recommendation(
-                best.method,
-                best.label,
-                best.k,
-                best.batch,
-                best.usd_per_mtok,
-                None,
-                f"speculation is what makes the {slo} reachable: no configuration without it meets "
-                "the SLO on this hardware, so no saving is computed",
-            ),
+            _recommend(best, None, f"speculation is what makes the {slo} reachable: no configuration without it "
+                       "meets the SLO on this hardware, so no saving is computed"),
             f"Deploy {best.label} with K={best.k} at batch {best.batch} {traffic}: it meets the {slo} at "
             f"{fmt_cpm(best.usd_per_mtok)} per million output tokens where no configuration without speculation "
             f"does ({baseline.reason}).",
@@ -104,15 +100,7 @@ def decide(ctx: Context, *, baseline: OperatingPoint, reference: OperatingPoint 
             f"{fmt_months(econ.payback_months)}"
         )
         return (
-            Recommendation(
-                best.method,
-                best.label,
-                best.k,
-                best.batch,
-                best.usd_per_mtok,
-                pct(best.usd_per_mtok, reference.usd_per_mtok),
-                reason,
-            ),
+            _recommend(best, pct(best.usd_per_mtok, reference.usd_per_mtok), reason),
             f"Deploy {best.label} with K={best.k} {traffic}: {reason}.",
         )
     if cut < ctx.costs.min_cpm_cut:

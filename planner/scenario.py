@@ -17,11 +17,11 @@ import numpy as np
 from planner import acceptance as acc
 from planner import trees
 from planner.candidates import MAX_ALPHA, alpha_from_measured, default_tree_shape, tau_for_ks
-from planner.context import efficiency_for, with_fitted_speculation
-from planner.drafting import availability, draft_net, draft_spec_for, tree_draft_overrides
-from planner.request import PlanError, validate_scenario
-from planner.roofline import hw_params, target_net
-from planner.serving import DRAFTING_MODE_CODE, SpecResult, evaluate_arrays
+from planner.context import Candidate, efficiency_for, make_context, r5, with_fitted_speculation
+from planner.drafting import availability, tree_draft_overrides
+from planner.request import PlanError, PlanRequest, TrafficSegment, validate_scenario
+from planner.search import evaluate_at, evaluation_grid
+from planner.serving import SpecResult
 from planner.types import Acceptance, Hardware, Method, ModelSpec, Scenario
 
 __all__ = ["MAX_ALPHA", "Evaluation", "ScenarioError", "availability", "efficiency_for", "evaluate", "grid",
@@ -140,9 +140,12 @@ def _tau_for_ks(alphas: np.ndarray, ks: np.ndarray, s: Scenario) -> tuple[np.nda
     return taus, nver
 
 
-def _nets(s: Scenario, model: ModelSpec, method: Method, catalog: CatalogLike):
-    net, _, _, draft_total, is_model = draft_net(method, model, draft_spec_for(catalog, model), s.dtype, s.kv_dtype)
-    return target_net(model, s.dtype, kv_dtype=s.kv_dtype), net, draft_total, is_model
+def _request(s: Scenario, seg: TrafficSegment) -> PlanRequest:
+    """The scenario as the search reads it: one segment, the scenario's deployment and step-time parameters."""
+    return PlanRequest(model=s.model, hardware=s.hardware, tp=s.tp, attention_dp=s.attention_dp, dtype=s.dtype,
+                       kv_dtype=s.kv_dtype, usd_per_gpu_hour=s.usd_per_gpu_hour, tpot_slo_ms=s.tpot_slo_ms,
+                       monthly_output_tokens=s.monthly_output_tokens, segments=(seg,), tuned=s.tuned,
+                       efficiency=s.efficiency, tree_shape=s.tree_shape)
 
 
 def _lengths(s: Scenario, workload) -> tuple[float, float, float]:
@@ -163,20 +166,15 @@ def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str
     k_max = int(ks.max())
     alphas = alpha_matrix(s, method, workload, language, k_max, which)
     taus, n_verify = _tau_for_ks(alphas, ks, s)
-    target, draft, draft_total, is_model = _nets(s, model, method, catalog)
-    prompt, out, ctx = _lengths(s, workload)
-    price = s.usd_per_gpu_hour if s.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
-    res = evaluate_arrays(
-        target=target, draft=draft,
-        hw=hw_params(hw, s.dtype, efficiency_for(catalog, s.hardware, s.dtype, s.efficiency)),
-        mode=DRAFTING_MODE_CODE[method.drafting], draft_scales_with_k=method.draft_params_scale_with_k,
-        k=ks[:, None], batch=batches[None, :], tau=taus[:, None], context_tokens=ctx,
-        prompt_tokens=prompt, output_tokens=out, usd_per_gpu_hour=price, tp=s.tp,
-        attention_dp=1.0 if s.attention_dp else 0.0, verify_tokens=n_verify[:, None],
-        draft_cost_ratio=s.draft_cost_ratio,
-        draft_cost_factor=s.draft_cost_factor, draft_weight_bytes_total=draft_total, draft_is_model=is_model,
-        **tree_draft_overrides(s.tree_shape, method),
-    )
+    prompt, out, context = _lengths(s, workload)
+    seg = TrafficSegment(s.workload, s.language, 1.0, prompt, out)
+    ctx = make_context(_request(s, seg), catalog, (seg,))
+    cand = Candidate(s.method, tuple(int(k) for k in ks), draft_cost_factor=s.draft_cost_factor, tree=s.tree,
+                     tuned=s.tuned, tree_shape=s.tree_shape)
+    g = evaluation_grid(k=r5(ks, 2), tau=r5(taus, 2), verify_tokens=r5(n_verify, 2), prompt_tokens=[prompt],
+                        output_tokens=[out], context_tokens=[context])
+    full = evaluate_at(ctx, [cand], ctx.mid_samples(), g, r5(batches, 4), draft_cost_ratio=s.draft_cost_ratio)
+    res = SpecResult(**{f.name: np.asarray(getattr(full, f.name))[0, 0, :, 0, :] for f in dataclasses.fields(full)})
     if s.speedup_factor != 1.0:
         res = _apply_speedup(res, s.speedup_factor)
     return res, ks, batches

@@ -44,13 +44,15 @@ class EvalGrid:
     context_tokens: np.ndarray  # per sequence during decode: prompt + half the output on average
 
 
-def evaluation_grid(*, k, tau, verify_tokens, prompt_tokens: Sequence[float], output_tokens: Sequence[float]
-                    ) -> EvalGrid:
-    """The one place an EvalGrid is built: lengths per segment go on axis 3."""
+def evaluation_grid(*, k, tau, verify_tokens, prompt_tokens: Sequence[float], output_tokens: Sequence[float],
+                    context_tokens: Sequence[float] | None = None) -> EvalGrid:
+    """The one place an EvalGrid is built: lengths per segment go on axis 3; the context per sequence is prompt +
+    half the output unless stated."""
     prompt = r5(prompt_tokens, 3)
     out = r5(output_tokens, 3)
     return EvalGrid(k=np.asarray(k, float), tau=np.asarray(tau, float), verify_tokens=np.asarray(verify_tokens, float),
-                    prompt_tokens=prompt, output_tokens=out, context_tokens=prompt + out / 2.0)
+                    prompt_tokens=prompt, output_tokens=out,
+                    context_tokens=prompt + out / 2.0 if context_tokens is None else r5(context_tokens, 3))
 
 
 def candidate_grid(ctx: Context, cands: Sequence[Candidate], smp: Samples, ks: np.ndarray) -> EvalGrid:
@@ -73,9 +75,11 @@ def engine_args(ctx: Context, cands: Sequence[Candidate], smp: Samples, grid: Ev
 
 
 def evaluate_at(ctx: Context, cands: Sequence[Candidate], smp: Samples, grid: EvalGrid, batch, *,
-                with_memory: bool = True) -> SpecResult:
-    """The candidates on the grid at given batches (axis 4)."""
-    return evaluate_arrays(batch=batch, with_memory=with_memory, **engine_args(ctx, cands, smp, grid))
+                with_memory: bool = True, draft_cost_ratio: float | None = None) -> SpecResult:
+    """The candidates on the grid at given batches (axis 4); draft_cost_ratio: a stated c instead of the derived
+    one (planner.serving.evaluate_arrays)."""
+    return evaluate_arrays(batch=batch, with_memory=with_memory, draft_cost_ratio=draft_cost_ratio,
+                           **engine_args(ctx, cands, smp, grid))
 
 
 def max_batch(ctx: Context, cands: Sequence[Candidate], grid: EvalGrid, drafts=None) -> np.ndarray:
