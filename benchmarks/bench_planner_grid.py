@@ -1,7 +1,7 @@
 """Benchmark: >= 1e6 scenarios (hardware x method x K x batch x workload x alpha) in one vectorised call,
 against the same model evaluated scenario by scenario in a Python loop, in one run.
 
-Target (issue 2): the grid in < 100 ms on a 2-core machine and >= 100x faster than the loop.
+Target: the grid in < 100 ms on a 2-core machine and >= 100x faster than the loop.
 The loop is timed on a random sample of scenarios and extrapolated per scenario; the sample's values are
 checked against the grid's, so both paths compute the same numbers.
 

@@ -1,6 +1,6 @@
 """Acceptance: per-position alpha, mean acceptance length and the three conventions.
 
-Conventions (DESIGN.md; vLLM's v1/spec_decode/metrics.py):
+Conventions (vLLM's v1/spec_decode/metrics.py):
 - per-token alpha: alpha_i = P(position i accepted | positions < i accepted).
 - vLLM draft acceptance rate = accepted / drafted = (tau - 1) / K.
 - mean acceptance length tau = tokens emitted per verifier step. Conventionally it includes the bonus

@@ -9,7 +9,7 @@ R_h = the fewest replicas with a fixed point b* <= the memory limit and TPOT_eff
 TPOT(b) / b falls with b, that holds iff (lambda_h / R) * O_h * TPOT_eff(b_lim) <= b_lim, with b_lim the largest
 batch meeting memory and the SLO at that R. At least one replica runs every hour (a service stays up).
 GPUs_h = R_h * tp. Month: autoscaled GPU-hours = sum_h GPUs_h * days; a fleet sized for the peak pays
-max_h GPUs_h * 24 * days. Bills = GPU-hours * $/GPU-hour (DESIGN.md, "A fleet is sized for the peak").
+max_h GPUs_h * 24 * days. Bills = GPU-hours * $/GPU-hour.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class Net:
     kv_bytes_per_token: np.ndarray | float  # KV cache bytes per token of context
     layers: np.ndarray | float  # all-reduces under tensor parallel
     hidden_size: np.ndarray | float
-    # Added by issue 11; the defaults reproduce the first planner's numbers.
+    # Memory and format terms; the defaults reproduce the first planner's numbers (one roofline, plain GQA).
     kv_shards: np.ndarray | float = np.inf  # ways the KV cache splits under TP (GQA: kv_heads; MLA: 1)
     window_tokens: np.ndarray | float = 0.0  # sliding window of the windowed layers, tokens
     window_layer_share: np.ndarray | float = 0.0  # share of layers that attend within the window
@@ -39,7 +39,7 @@ class Net:
     resident_only_bytes: np.ndarray | float = 0.0  # resident but not streamed (untied input embedding)
     moe_layers: np.ndarray | float = 0.0  # layers with routed experts (per-expert kernel cost)
     expert_params: np.ndarray | float = 0.0  # one routed expert summed over its layers (grouped-GEMM FLOPs)
-    # Draft heads only (issue 11, step 4): a projection run once per speculative step over the verified tokens
+    # Draft heads only: a projection run once per speculative step over the verified tokens
     # (EAGLE-3's fusion of three target hidden states, 3h x h), outside the per-pass network.
     fusion_weight_bytes: np.ndarray | float = 0.0
     fusion_params: np.ndarray | float = 0.0
@@ -96,7 +96,7 @@ def mla_decode_attn_flop_factor(model: ModelSpec) -> float:
 def kv_shards(model: ModelSpec) -> float:
     """Ways the KV cache splits across tensor-parallel ranks: GQA splits by KV head (a rank holds
     kv_heads / tp of them, replicated once tp > kv_heads); vLLM keeps MLA's single latent on every rank
-    (DESIGN.md, "What measurements taught us")."""
+    (DeepSeek-V3: 576 values x 61 layers per token on every GPU)."""
     return 1.0 if model.attention == "mla" else float(model.kv_heads)
 
 
@@ -255,7 +255,7 @@ def kv_read_bytes_per_gpu(
     """KV-cache bytes one GPU reads in a decode step: batch * ctx_eff * kv_bytes_per_token / min(tp, shards).
 
     GQA splits the cache by KV head (kv_shards = kv_heads); MLA's latent is replicated on every rank
-    (kv_shards = 1: vLLM's MLA backends, DESIGN.md "What measurements taught us"), so TP does not divide
+    (kv_shards = 1: vLLM's MLA backends), so TP does not divide
     its read. A sequence's n verify tokens share one read of its KV.
     """
     split = np.minimum(np.asarray(tp, float), np.asarray(net.kv_shards, float))

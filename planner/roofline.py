@@ -1,6 +1,6 @@
 """Roofline step time for a verifier (target) step and a draft pass, vectorised over numpy arrays.
 
-Per step and replica (DESIGN.md, "Step-time model"; issue 11 for the named terms), per GPU of a
+Per step and replica, per GPU of a
 tensor-parallel group of `tp`:
     t_weights  = weight bytes read / tp / (BW * eta_bw(m))           eta_bw(m) = eta_bw / (1 + m * s_bw)
     t_kv       = KV bytes read per GPU / (BW * eta_kv)               (GQA: / min(tp, kv_heads); MLA: / 1)
@@ -72,7 +72,7 @@ class HwParams:
     t_spec_s: np.ndarray | float
     interconnect_bytes_s: np.ndarray | float
     hbm_bytes: np.ndarray | float
-    # Step-time terms added by issue 11 (Efficiency has the same fields); defaults reproduce the
+    # Step-time terms beyond the single roofline (Efficiency has the same fields); defaults reproduce the
     # single-roofline model.
     t_layer_s: np.ndarray | float = 0.0
     t_expert_s: np.ndarray | float = 0.0
@@ -88,7 +88,7 @@ class HwParams:
     per_op_roofline: np.ndarray | float = 0.0
     alltoall_latency_s: np.ndarray | float = 5e-5
     eta_alltoall: np.ndarray | float = 0.3
-    # Speculation terms (issue 11, step 4; planner.serving): defaults reproduce the first planner.
+    # Speculation terms (planner.serving): defaults reproduce the first planner.
     sampler_vocab_passes: np.ndarray | float = 0.0
     t_ngram_s: np.ndarray | float = 0.0
     moe_verify_overlap: np.ndarray | float = 0.0
@@ -178,7 +178,7 @@ def eta_bw_at(hw: HwParams, tokens_in_step: np.ndarray | float) -> np.ndarray:
     """Weight-streaming efficiency at m tokens: eta_bw / (1 + m * s_bw).
 
     Measured GEMMs stream weights at 85-88 % of H100 peak at batch 1 and 56-71 % at batch 256
-    (aiconfigurator's kernel database; DESIGN.md): larger tiles re-read less often but reach the
+    (NVIDIA aiconfigurator's kernel database, read 2026-11-30): larger tiles re-read less often but reach the
     bandwidth less well. s_bw = eta_bw_tokens_scale (1 / tokens); 0 keeps it constant."""
     return np.asarray(hw.eta_bw, float) / (
         1.0 + np.asarray(tokens_in_step, float) * np.asarray(hw.eta_bw_tokens_scale, float))

@@ -5,7 +5,7 @@ Uncertain inputs and their ranges (assumptions, dated):
 - acceptance: uniform over the method's alpha range (default or tuned; per-token, position 1) - seed article;
 - $/GPU-hour: uniform over the hardware's list range (profiles/data/hardware.yaml);
 - weight-streaming efficiency eta_bw 0.60-0.85 and GEMM efficiency eta_flops 0.45-0.75: the span NVIDIA's
-  aiconfigurator kernel database measures on H100 from batch 256 to batch 1 (DESIGN.md, 2026-11-30);
+  aiconfigurator kernel database measures on H100 from batch 256 to batch 1 (read 2026-11-30);
 - fixed time per step x0.5-x2 around the hardware's value (no measurement yet; an assumption).
 """
 
@@ -31,7 +31,7 @@ from planner.context import (
 from planner.request import NO_SPEC, PlanError, PlanRequest, TrafficSegment
 from planner.search import blended_cpm, candidate_grid, evaluate_at, evaluation_grid, search
 
-ETA_BW_RANGE = (0.60, 0.85)  # aiconfigurator GEMMs at batch 256 .. batch 1 on H100 (DESIGN.md, 2026-11-30)
+ETA_BW_RANGE = (0.60, 0.85)  # aiconfigurator GEMMs at batch 256 .. batch 1 on H100 (read 2026-11-30)
 ETA_FLOPS_RANGE = (0.45, 0.75)  # same source; compute efficiency of decode GEMMs
 T_FIXED_FACTOR_RANGE = (0.5, 2.0)  # assumption (2026-11-30): per-step overhead not yet fitted
 MAPE_TO_SIGMA = 1.2533  # sqrt(pi / 2): a normal error's standard deviation from its mean absolute value
