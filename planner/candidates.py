@@ -110,24 +110,28 @@ def tau_for_ks(per_pos: np.ndarray, ks: np.ndarray, *, tree: bool = False, width
     return taus, nver
 
 
+def per_position_alpha(ctx: Context, cand: Candidate, smp: Samples, k_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """(conditional alpha per draft position (N, S, k_max), alpha at position 1 (N, S)): a measured acceptance
+    (NaN beyond the measured positions), else the method's alpha at position 1 decaying by its position_decay;
+    the candidate's alpha shift added either way."""
+    measured = measured_alpha(ctx, cand, k_max)
+    if measured is not None:
+        per_pos = np.clip(
+            np.broadcast_to(measured[None, None, :] + cand.alpha_shift, (smp.n, len(ctx.segs), k_max)), 0.0, 1.0
+        )
+        return per_pos, per_pos[..., 0]
+    a1 = alpha_position_1(ctx, cand, smp)  # (N, S)
+    decay = ctx.catalog.methods[cand.method].position_decay ** np.arange(k_max)
+    return np.clip(a1[..., None] * decay, 0.0, 1.0), a1
+
+
 def candidate_tau(ctx: Context, cand: Candidate, smp: Samples, ks: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tau (N, K, S), verify tokens per sequence (N, K, S), alpha at position 1 (N, S)) for one candidate."""
     if cand.method == NO_SPEC:
         one = np.ones((smp.n, len(ks), len(ctx.segs)))
         return one, one, np.zeros((smp.n, len(ctx.segs)))
-    m = ctx.catalog.methods[cand.method]
-    k_max = int(ks.max())
-    measured = measured_alpha(ctx, cand, k_max)
-    a1 = alpha_position_1(ctx, cand, smp)  # (N, S)
-    if measured is not None:
-        per_pos = np.clip(
-            np.broadcast_to(measured[None, None, :] + cand.alpha_shift, (smp.n, len(ctx.segs), k_max)), 0.0, 1.0
-        )
-        a1 = per_pos[..., 0]
-    else:
-        decay = m.position_decay ** np.arange(k_max)
-        per_pos = np.clip(a1[..., None] * decay, 0.0, 1.0)  # (N, S, Kmax)
+    per_pos, a1 = per_position_alpha(ctx, cand, smp, int(ks.max()))
     if cand.tree_shape is not None:  # a stated tree: K is its depth (the search offers that K only)
         shape = cand.tree_shape
         a = ctx.req.acceptance

@@ -9,6 +9,7 @@ The best K and batch, the baseline and every comparison are planner.plan's job.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,13 +17,13 @@ import numpy as np
 
 from planner import acceptance as acc
 from planner import trees
-from planner.candidates import MAX_ALPHA, alpha_from_measured, default_tree_shape, tau_for_ks
-from planner.context import Candidate, efficiency_for, make_context, r5, with_fitted_speculation
+from planner.candidates import MAX_ALPHA, default_tree_shape, per_position_alpha, tau_for_ks
+from planner.context import Candidate, Context, efficiency_for, make_context, r5, samples_for, with_fitted_speculation
 from planner.drafting import availability, tree_draft_overrides
 from planner.request import PlanError, PlanRequest, TrafficSegment, validate_scenario
 from planner.search import evaluate_at, evaluation_grid
 from planner.serving import SpecResult
-from planner.types import Acceptance, Hardware, Method, ModelSpec, Scenario
+from planner.types import Hardware, Method, ModelSpec, Scenario
 
 __all__ = ["MAX_ALPHA", "Evaluation", "ScenarioError", "availability", "efficiency_for", "evaluate", "grid",
            "tree_draft_overrides", "with_fitted_speculation"]
@@ -92,34 +93,28 @@ def resolve(s: Scenario, catalog: CatalogLike) -> tuple[ModelSpec, Hardware, Met
     return model, hw, method, workload, language
 
 
-def base_alpha(s: Scenario, method: Method, workload, language, *, which: str = "mid") -> float:
-    """Per-token alpha at position 1 from profiles: the method's range (default or tuned) shifted by
-    workload and language, or the workload's n-gram alpha for prompt lookup."""
-    if method.drafting == "ngram":
-        a = workload.ngram_alpha
-    else:
-        rng = method.alpha_tuned if s.tuned else method.alpha_default
-        a = {"low": rng.low, "mid": rng.mid, "high": rng.high}[which]
-        a += workload.alpha_shift + language.alpha_shift
-    return float(np.clip(a + s.alpha_shift_extra, 0.0, MAX_ALPHA))
+def _search_inputs(s: Scenario, catalog: CatalogLike, workload, ks: Sequence[float]) -> tuple[Context, Candidate]:
+    """The scenario as the search reads it: a context with one segment (the scenario's lengths) and a candidate."""
+    prompt, out, _ = _lengths(s, workload)
+    seg = TrafficSegment(s.workload, s.language, 1.0, prompt, out)
+    req = PlanRequest(model=s.model, hardware=s.hardware, tp=s.tp, attention_dp=s.attention_dp, dtype=s.dtype,
+                      kv_dtype=s.kv_dtype, usd_per_gpu_hour=s.usd_per_gpu_hour, tpot_slo_ms=s.tpot_slo_ms,
+                      monthly_output_tokens=s.monthly_output_tokens, segments=(seg,), tuned=s.tuned,
+                      efficiency=s.efficiency, tree_shape=s.tree_shape, acceptance=s.acceptance,
+                      acceptance_method=s.method if s.acceptance is not None else None, acceptance_k=s.k)
+    cand = Candidate(s.method, tuple(int(k) for k in ks), alpha_shift=s.alpha_shift_extra,
+                     draft_cost_factor=s.draft_cost_factor, tree=s.tree, tuned=s.tuned, tree_shape=s.tree_shape)
+    return make_context(req, catalog, (seg,)), cand
 
 
-def alpha_matrix(s: Scenario, method: Method, workload, language, k_max: int,
-                 which: str = "mid") -> np.ndarray:
-    """Conditional per-position alpha, shape (k_max,), from the scenario's acceptance or profiles."""
-    a: Acceptance | None = s.acceptance
-    if a is None:
-        return acc.per_position_alpha(base_alpha(s, method, workload, language, which=which), k_max,
-                                      method.position_decay)
-    if a.convention == "per_token" and a.per_position is not None:
-        pp = np.asarray(a.per_position, float)
-        acc._check_alpha(pp, "alpha_per_position")
-        if len(pp) < k_max:
-            raise PlanError("alpha_per_position", a.per_position,
-                            f"one value per draft position: K={k_max} needs {k_max}, {len(pp)} given")
-        return np.clip(pp[:k_max] + s.alpha_shift_extra, 0.0, 1.0)
-    alpha = alpha_from_measured(a, s.k)
-    return np.full(k_max, float(np.clip(alpha + s.alpha_shift_extra, 0.0, 1.0)))
+def _alphas(s: Scenario, ctx: Context, cand: Candidate, k_max: int, which: str) -> np.ndarray:
+    """Conditional alpha per draft position (k_max,) at the `which` end of the method's range (planner.candidates);
+    a measured per-position acceptance must cover every position."""
+    a = s.acceptance
+    if a is not None and a.convention == "per_token" and a.per_position is not None and len(a.per_position) < k_max:
+        raise PlanError("alpha_per_position", a.per_position,
+                        f"one value per draft position: K={k_max} needs {k_max}, {len(a.per_position)} given")
+    return per_position_alpha(ctx, cand, samples_for((which,), ctx.eff, ctx.price), k_max)[0][0, 0]
 
 
 def _tau_for_ks(alphas: np.ndarray, ks: np.ndarray, s: Scenario) -> tuple[np.ndarray, np.ndarray]:
@@ -140,14 +135,6 @@ def _tau_for_ks(alphas: np.ndarray, ks: np.ndarray, s: Scenario) -> tuple[np.nda
     return taus, nver
 
 
-def _request(s: Scenario, seg: TrafficSegment) -> PlanRequest:
-    """The scenario as the search reads it: one segment, the scenario's deployment and step-time parameters."""
-    return PlanRequest(model=s.model, hardware=s.hardware, tp=s.tp, attention_dp=s.attention_dp, dtype=s.dtype,
-                       kv_dtype=s.kv_dtype, usd_per_gpu_hour=s.usd_per_gpu_hour, tpot_slo_ms=s.tpot_slo_ms,
-                       monthly_output_tokens=s.monthly_output_tokens, segments=(seg,), tuned=s.tuned,
-                       efficiency=s.efficiency, tree_shape=s.tree_shape)
-
-
 def _lengths(s: Scenario, workload) -> tuple[float, float, float]:
     prompt = float(s.prompt_tokens or workload.prompt_tokens)
     out = float(s.output_tokens or workload.output_tokens)
@@ -163,14 +150,9 @@ def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str
     if batches is None and s.batch is None:
         raise PlanError("batch", None, "a batch or a list of batches")
     batches = np.asarray(batches if batches is not None else [s.batch], dtype=float)
-    k_max = int(ks.max())
-    alphas = alpha_matrix(s, method, workload, language, k_max, which)
-    taus, n_verify = _tau_for_ks(alphas, ks, s)
+    ctx, cand = _search_inputs(s, catalog, workload, ks)
+    taus, n_verify = _tau_for_ks(_alphas(s, ctx, cand, int(ks.max()), which), ks, s)
     prompt, out, context = _lengths(s, workload)
-    seg = TrafficSegment(s.workload, s.language, 1.0, prompt, out)
-    ctx = make_context(_request(s, seg), catalog, (seg,))
-    cand = Candidate(s.method, tuple(int(k) for k in ks), draft_cost_factor=s.draft_cost_factor, tree=s.tree,
-                     tuned=s.tuned, tree_shape=s.tree_shape)
     g = evaluation_grid(k=r5(ks, 2), tau=r5(taus, 2), verify_tokens=r5(n_verify, 2), prompt_tokens=[prompt],
                         output_tokens=[out], context_tokens=[context])
     full = evaluate_at(ctx, [cand], ctx.mid_samples(), g, r5(batches, 4), draft_cost_ratio=s.draft_cost_ratio)
@@ -244,5 +226,5 @@ def evaluate(s: Scenario, catalog: CatalogLike, *, which: str = "mid") -> Evalua
         raise PlanError("batch", None, "a batch here; planner.plan.plan() (CLI: `plan`, `compare`) searches the "
                         "best batch under the TPOT SLO")
     res, ks, batches = grid(s, catalog, which=which)
-    alphas = alpha_matrix(s, method, workload, language, s.k, which)
+    alphas = _alphas(s, *_search_inputs(s, catalog, workload, ks), s.k, which)
     return _pick(res, 0, 0, s, ks, batches, model, hw, method, alphas)
