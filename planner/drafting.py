@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,14 +58,28 @@ def draft_weight_bytes(ctx: Context, method: str) -> float:
                      ctx.req.kv_dtype)[3]
 
 
-def drafts(ctx: Context, cands: Sequence[Candidate]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DraftArrays:
+    """The candidates' drafts along axis 1, as evaluate_arrays and memory_max_batch take them."""
+
+    draft: Net  # one draft pass's network (a K-scaled head is scaled by the caller)
+    mode: np.ndarray  # planner.serving.DRAFTING_MODE_CODE
+    draft_scales_with_k: np.ndarray  # the draft network grows with K (MEDUSA: one head per position)
+    draft_weight_bytes_total: np.ndarray  # resident bytes of a separate draft model
+    draft_is_model: np.ndarray
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def drafts(ctx: Context, cands: Sequence[Candidate]) -> DraftArrays:
     """Draft networks and flags along axis 1 for the candidates (each distinct method built once)."""
     methods = tuple(ctx.catalog.methods[c.method] if c.method != NO_SPEC else None for c in cands)
     return _drafts_for(methods, ctx.model, draft_spec_for(ctx.catalog, ctx.model), ctx.req.dtype, ctx.req.kv_dtype)
 
 
 @functools.lru_cache(maxsize=256)
-def _drafts_for(methods: tuple, model, draft_spec, dtype: str, kv_dtype: str | None) -> dict[str, Any]:
+def _drafts_for(methods: tuple, model, draft_spec, dtype: str, kv_dtype: str | None) -> DraftArrays:
     """drafts() for hashable inputs (Method, ModelSpec: frozen records), cached: every plan() asks the same few.
     The arrays are shared between calls and never written."""
     names = list(dict.fromkeys(m.name if m is not None else NO_SPEC for m in methods))
@@ -75,8 +90,8 @@ def _drafts_for(methods: tuple, model, draft_spec, dtype: str, kv_dtype: str | N
     net = dataclasses.replace(nets, **{f.name: np.take(getattr(nets, f.name), idx, axis=1)
                                        for f in dataclasses.fields(nets)})
     col = np.array([b[1:] for b in built], dtype=float)[idx]  # mode, scales with K, draft bytes, is a model
-    return {"draft": net, "mode": r5(col[:, 0], 1), "draft_scales_with_k": r5(col[:, 1], 1).astype(bool),
-            "draft_weight_bytes_total": r5(col[:, 2], 1), "draft_is_model": r5(col[:, 3], 1).astype(bool)}
+    return DraftArrays(draft=net, mode=r5(col[:, 0], 1), draft_scales_with_k=r5(col[:, 1], 1).astype(bool),
+                       draft_weight_bytes_total=r5(col[:, 2], 1), draft_is_model=r5(col[:, 3], 1).astype(bool))
 
 
 def tree_draft_overrides(shape, method: Method) -> dict:

@@ -4,11 +4,11 @@ over planner.roofline's byte counts), and the way out when the weights alone do 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from planner.context import Candidate, Context, r5
+from planner.drafting import DraftArrays
 from planner.request import NO_SPEC, TP_OPTIONS
 from planner.roofline import (
     ACTIVATION_RESERVE_FRACTION,
@@ -21,15 +21,15 @@ from planner.roofline import (
 from planner.serving import memory_max_batch
 
 
-def candidate_max_batch(ctx: Context, cands: Sequence[Candidate], drafts: dict[str, Any], *, k: np.ndarray,
+def candidate_max_batch(ctx: Context, cands: Sequence[Candidate], drafts: DraftArrays, *, k: np.ndarray,
                         prompt_tokens: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
     """Largest batch that fits memory along the candidates' axis (five axes): with the candidate's draft (scaled
     for K where the draft grows with it), or without one for no speculation."""
-    scaled = drafts["draft"].scaled(np.where(drafts["draft_scales_with_k"], k, 1.0))
-    mb, base_mb = memory_max_batch(target=ctx.target, draft=scaled, hw=ctx.hw_params, mode=drafts["mode"],
+    scaled = drafts.draft.scaled(np.where(drafts.draft_scales_with_k, k, 1.0))
+    mb, base_mb = memory_max_batch(target=ctx.target, draft=scaled, hw=ctx.hw_params, mode=drafts.mode,
                                    prompt_tokens=prompt_tokens, output_tokens=output_tokens, tp=ctx.tp,
-                                   draft_weight_bytes_total=drafts["draft_weight_bytes_total"],
-                                   draft_is_model=drafts["draft_is_model"], attention_dp=ctx.attention_dp)
+                                   draft_weight_bytes_total=drafts.draft_weight_bytes_total,
+                                   draft_is_model=drafts.draft_is_model, attention_dp=ctx.attention_dp)
     is_base = r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
     shape = np.broadcast_shapes(mb.shape, base_mb.shape, is_base.shape, k.shape, prompt_tokens.shape)
     return np.broadcast_to(np.where(is_base, base_mb, mb), shape)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from planner.answer import (  # noqa: F401  (re-exported: the records a Plan is made of)
+from planner.answer import (
     Assumption,
     LeverStep,
     OperatingPoint,
@@ -36,10 +36,10 @@ from planner.context import Context, make_context
 from planner.decision import choose_reference, decide
 from planner.deploy import vllm_deployment
 from planner.economics import plan_economics
-from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd  # noqa: F401  (re-exported)
-from planner.levers import levers, order_by_return, plan_levers  # noqa: F401  (re-exported)
-from planner.points import alternatives, methods_with_band, operating_point, pct  # noqa: F401
-from planner.request import (  # noqa: F401  (re-exported: the request and its validator)
+from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
+from planner.levers import levers, order_by_return, plan_levers
+from planner.points import alternatives, methods_with_band, operating_point, pct
+from planner.request import (
     MAX_BATCH,
     NO_SPEC,
     TP_OPTIONS,
@@ -53,6 +53,14 @@ from planner.request import (  # noqa: F401  (re-exported: the request and its v
 )
 from planner.roofline import default_kv_dtype
 from planner.sizing import plan_fleet
+
+# plan() and, re-exported for the pages, the CLI and the report, the records and helpers of the rooms it calls.
+__all__ = [
+    "MAX_BATCH", "NO_SPEC", "TP_OPTIONS", "Assumption", "CostAssumptions", "LeverStep", "OperatingPoint", "Plan",
+    "PlanEconomics", "PlanError", "PlanRequest", "Recommendation", "SegmentPoint", "TrafficSegment", "default_costs",
+    "fmt_cpm", "fmt_months", "fmt_pct", "fmt_usd", "levers", "operating_point", "order_by_return", "plan",
+    "segments_from_mix", "validate",
+]
 
 
 def plan(req: PlanRequest, catalog) -> Plan:

@@ -20,8 +20,8 @@ import numpy as np
 
 from planner.candidates import candidate_taus
 from planner.context import Candidate, Context, Samples, r5
+from planner.drafting import DraftArrays, tree_overrides
 from planner.drafting import drafts as draft_arrays
-from planner.drafting import tree_overrides
 from planner.memory import candidate_max_batch
 from planner.request import MAX_BATCH, NO_SPEC
 from planner.serving import SpecResult, evaluate_arrays
@@ -63,15 +63,15 @@ def candidate_grid(ctx: Context, cands: Sequence[Candidate], smp: Samples, ks: n
                            output_tokens=[s.output_tokens for s in ctx.segs])
 
 
-def engine_args(ctx: Context, cands: Sequence[Candidate], smp: Samples, grid: EvalGrid, drafts=None
-                ) -> dict[str, Any]:
+def engine_args(ctx: Context, cands: Sequence[Candidate], smp: Samples, grid: EvalGrid,
+                drafts: DraftArrays | None = None) -> dict[str, Any]:
     """evaluate_arrays' arguments for candidates along axis 1 (all but the batch)."""
     return dict(
         target=ctx.target, hw=ctx.sampled_hw(smp), k=grid.k, tau=grid.tau,
         context_tokens=grid.context_tokens, prompt_tokens=grid.prompt_tokens, output_tokens=grid.output_tokens,
         usd_per_gpu_hour=r5(smp.usd_per_gpu_hour, 0), tp=ctx.tp, attention_dp=ctx.attention_dp,
         verify_tokens=grid.verify_tokens, draft_cost_factor=r5([c.draft_cost_factor for c in cands], 1),
-        **tree_overrides(ctx, cands), **(drafts or draft_arrays(ctx, cands)))
+        **tree_overrides(ctx, cands), **(drafts or draft_arrays(ctx, cands)).as_kwargs())
 
 
 def evaluate_at(ctx: Context, cands: Sequence[Candidate], smp: Samples, grid: EvalGrid, batch, *,
@@ -82,7 +82,8 @@ def evaluate_at(ctx: Context, cands: Sequence[Candidate], smp: Samples, grid: Ev
                            **engine_args(ctx, cands, smp, grid))
 
 
-def max_batch(ctx: Context, cands: Sequence[Candidate], grid: EvalGrid, drafts=None) -> np.ndarray:
+def max_batch(ctx: Context, cands: Sequence[Candidate], grid: EvalGrid, drafts: DraftArrays | None = None
+              ) -> np.ndarray:
     """Largest batch that fits memory for the candidates on the grid (planner.memory)."""
     return candidate_max_batch(ctx, cands, drafts or draft_arrays(ctx, cands), k=grid.k,
                                prompt_tokens=grid.prompt_tokens, output_tokens=grid.output_tokens)
