@@ -83,7 +83,8 @@ def test_long_context_keeps_speculation_useful_to_larger_batches(catalog):
 
 
 def test_ridge_matches_the_design_figures(catalog):
-    # the ridge point, peak FLOP/s over peak bytes/s: ~150 tokens on A100, ~300 on H100, ~200 on H200
+    # docs/model.md, "Batch size changes everything": ~150 tokens on A100, ~300 on H100, ~200 on H200 (peak
+    # figures, before efficiencies)
     for name, ridge in (("a100-80gb-sxm", 150), ("h100-sxm", 300), ("h200", 200)):
         hw = catalog.hardware[name]
         raw = hw.bf16_tflops * 1e12 * 2 / (2 * hw.hbm_bandwidth_gb_s * 1e9)
