@@ -70,7 +70,7 @@ MAX_WEIGHT = 1_000_000  # one sampled row standing for more than a million reque
 MAX_BUCKET_REQUESTS = 1e10  # aggregated exports: requests in one time bucket
 MIN_TIMESTAMP = pd.Timestamp("2000-01-01", tz="UTC")
 MAX_TIMESTAMP = pd.Timestamp("2100-01-01", tz="UTC")
-DAYS_PER_MONTH = fleet.DAYS_PER_MONTH  # one constant: planner.fleet
+DAYS_PER_MONTH = 365.25 / 12.0  # 30.44: average Gregorian month
 SECONDS_PER_MONTH = DAYS_PER_MONTH * 86400.0
 MAX_PROBLEMS = 20  # problems listed per upload; the count of the rest is given
 MAX_MESSAGE_CHARS = 500  # one problem's text, whatever the file holds
