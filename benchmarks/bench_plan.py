@@ -5,8 +5,8 @@
 2. Plan-page rerun with a 100,000-request profile loaded, in streamlit.testing.v1.AppTest (router, sidebar,
    plan(), charts); each rerun changes the TPOT SLO so the st.cache_data entry misses (target < 150 ms).
 3. The 10^6-scenario grid (benchmarks/bench_planner_grid.py; target < 100 ms).
---compare REV: the same 12-segment question through REV's code path (its views/_model.plan_summary, the Plan
-page's compute before plan() existed), in a temporary git worktree, measured in this run.
+--compare REV: benchmarks 1 and 2 again through REV's code (REV's own bench_plan and bench_page, in a temporary git
+worktree), measured in the same run, so the two figures share the machine's load.
 """
 
 from __future__ import annotations
@@ -25,33 +25,34 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner import plan as P  # noqa: E402
+from planner.plan import plan  # noqa: E402
+from planner.request import PlanRequest, TrafficSegment  # noqa: E402
 from profiles import load_catalog  # noqa: E402
 
 WORKLOADS = ("chat", "code", "rag_summarization", "agent")
 LANGUAGES = ("english", "mandarin", "cantonese")
 
 
-def twelve_segments(cat) -> tuple[P.TrafficSegment, ...]:
+def twelve_segments(cat) -> tuple[TrafficSegment, ...]:
     rng = np.random.default_rng(3)
     shares = rng.dirichlet(np.ones(12))
     segs = []
     for i, (w, lang) in enumerate((w, lang) for w in WORKLOADS for lang in LANGUAGES):
         wl = cat.workloads[w]
-        segs.append(P.TrafficSegment(w, lang, float(shares[i]), float(wl.prompt_tokens * rng.uniform(0.5, 1.5)),
+        segs.append(TrafficSegment(w, lang, float(shares[i]), float(wl.prompt_tokens * rng.uniform(0.5, 1.5)),
                                      float(wl.output_tokens * rng.uniform(0.5, 1.5))))
     return tuple(segs)
 
 
 def bench_plan(cat) -> float:
     segs = twelve_segments(cat)
-    req = P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, segments=segs, monthly_output_tokens=2e10)
-    P.plan(req, cat)  # warm-up (imports, first allocations)
+    req = PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, segments=segs, monthly_output_tokens=2e10)
+    plan(req, cat)  # warm-up (imports, first allocations)
     times, cpu = [], []
     for i in range(30):
         r = dataclasses.replace(req, tpot_slo_ms=40.0 + i)
         t, c = time.perf_counter(), time.process_time()
-        P.plan(r, cat)
+        plan(r, cat)
         times.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
     med = statistics.median(times)
@@ -59,7 +60,7 @@ def bench_plan(cat) -> float:
     for i in range(5):
         r = dataclasses.replace(req, tpot_slo_ms=40.0 + i, levers_start="auto")
         t = time.perf_counter()
-        P.plan(r, cat)
+        plan(r, cat)
         lt.append(time.perf_counter() - t)
     print(f"plan(), 12 segments x 6 methods x K x integer batches: median {med * 1e3:.1f} ms wall, "
           f"{statistics.median(cpu) * 1e3:.1f} ms CPU, p90 {np.percentile(times, 90) * 1e3:.1f} ms wall "
@@ -68,39 +69,31 @@ def bench_plan(cat) -> float:
     return med
 
 
-OLD_SCRIPT = """
-import statistics, sys, time, dataclasses
-sys.path.insert(0, {root!r})
+REV_SCRIPT = """
+import sys
+sys.path.insert(0, {bench!r})
+import bench_plan as b  # REV's own benchmarks, importing REV's planner (its ROOT is REV's tree)
 from profiles import load_catalog
-from views import _model as mdl
 cat = load_catalog()
-mix = {mix!r}
-inp = mdl.PlanInputs()
-mdl.plan_summary(inp, mix, cat, mix_is_profile=True)
-ts = []
-for i in range(5):
-    x = dataclasses.replace(inp, tpot_slo_ms=40.0 + i)
-    t = time.perf_counter(); mdl.plan_summary(x, mix, cat, mix_is_profile=True); ts.append(time.perf_counter() - t)
-print(statistics.median(ts))
+b.bench_plan(cat)
+b.bench_page(cat)
 """
 
 
-def bench_old(cat, rev: str, new_s: float) -> None:
-    segs = twelve_segments(cat)
-    mix = tuple((s.workload, s.language, s.share, s.prompt_tokens, s.output_tokens) for s in segs)
+def bench_rev(rev: str) -> None:
+    """The same plan() and Plan-page benchmarks through REV's code, from a temporary git worktree, in this run."""
     with tempfile.TemporaryDirectory() as tmp:
-        wt = Path(tmp) / "old"
+        wt = Path(tmp) / "rev"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
                        capture_output=True)
         try:
-            out = subprocess.run([sys.executable, "-c", OLD_SCRIPT.format(root=str(wt), mix=mix)], cwd=wt,
-                                 capture_output=True, text=True, timeout=600)
+            out = subprocess.run([sys.executable, "-c", REV_SCRIPT.format(bench=str(wt / "benchmarks"))], cwd=wt,
+                                 capture_output=True, text=True, timeout=900)
             if out.returncode != 0:
-                print(f"old path at {rev}: failed ({out.stderr.strip().splitlines()[-1]})")
+                print(f"{rev}: failed ({(out.stderr.strip().splitlines() or ['no output'])[-1]})")
                 return
-            old = float(out.stdout.strip().splitlines()[-1])
-            print(f"same question through {rev}'s views/_model.plan_summary (coarse batch grid, scalar calls per "
-                  f"segment): median {old * 1e3:.0f} ms -> plan() is {old / new_s:.0f}x faster")
+            for line in out.stdout.strip().splitlines():
+                print(f"[{rev}] {line}")
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], capture_output=True)
 
@@ -141,8 +134,8 @@ def bench_grid() -> None:
 
 if __name__ == "__main__":
     catalog = load_catalog()
-    new = bench_plan(catalog)
-    if "--compare" in sys.argv:
-        bench_old(catalog, sys.argv[sys.argv.index("--compare") + 1], new)
+    bench_plan(catalog)
     bench_page(catalog)
+    if "--compare" in sys.argv:
+        bench_rev(sys.argv[sys.argv.index("--compare") + 1])
     bench_grid()

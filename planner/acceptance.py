@@ -1,6 +1,6 @@
 """Acceptance: per-position alpha, mean acceptance length and the three conventions.
 
-Conventions (DESIGN.md; vLLM's v1/spec_decode/metrics.py):
+Conventions (vLLM's v1/spec_decode/metrics.py):
 - per-token alpha: alpha_i = P(position i accepted | positions < i accepted).
 - vLLM draft acceptance rate = accepted / drafted = (tau - 1) / K.
 - mean acceptance length tau = tokens emitted per verifier step. Conventionally it includes the bonus
@@ -243,18 +243,6 @@ def validate_tree(tree: Tree) -> None:
             raise ValueError(f"tree node {node!r} has a negative sibling rank")
         if len(node) > 1 and node[:-1] not in seen:
             raise ValueError(f"tree node {node!r} has no parent {node[:-1]!r} in the tree")
-
-
-def sibling_acceptance(alpha: ArrayLike, depth: int, width: int, sibling_factor: float = 0.5,
-                       position_decay: float = 1.0) -> np.ndarray:
-    """q[..., d, r] from a per-token alpha: given higher-rank siblings rejected, rank r is accepted with
-    probability alpha_d * sibling_factor^r. The product form keeps each row's sum <= 1."""
-    a = per_position_alpha(alpha, depth, position_decay)  # (..., depth)
-    r = np.arange(width, dtype=float)
-    cond = a[..., :, None] * sibling_factor**r  # (..., depth, width)
-    survive = np.cumprod(1.0 - cond, axis=-1)
-    prev_survive = np.concatenate([np.ones_like(survive[..., :1]), survive[..., :-1]], axis=-1)
-    return cond * prev_survive
 
 
 def tree_acceptance_length(tree: Tree, q: np.ndarray) -> np.ndarray:

@@ -7,9 +7,13 @@ NPV = sum_{m=1..H} saving / (1 + r)^(m/12) - one-time cost   (monthly cash flows
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from planner.answer import OperatingPoint, PlanEconomics
+from planner.request import CostAssumptions
 
 TOKENS_PER_MTOK = 1e6
 
@@ -76,3 +80,79 @@ def breakeven_monthly_spend_usd(*, cpm_reduction_fraction, one_time_usd, horizon
     a = annuity_factor(horizon_months, annual_discount_rate)
     with np.errstate(divide="ignore"):
         return np.where(f > 0, np.asarray(one_time_usd, float) / (np.where(f > 0, f, 1.0) * a), np.inf)
+
+
+def plan_economics(
+    *,
+    monthly_output_tokens: float,
+    costs: CostAssumptions,
+    reference: OperatingPoint | None,
+    best: OperatingPoint | None,
+    one_low: float,
+    one_high: float,
+) -> PlanEconomics:
+    """Switching from the reference to the best method: saving (and its band over the best method's alpha range),
+    one-time cost, payback and NPV; blank where either is missing."""
+    one_mid = 0.5 * (one_low + one_high)
+    vol = monthly_output_tokens
+    inf = math.inf
+    if reference is None or best is None:
+        return PlanEconomics(
+            reference.usd_per_mtok if reference else None,
+            best.usd_per_mtok if best else None,
+            vol,
+            None,
+            None,
+            None,
+            one_mid,
+            one_low,
+            one_high,
+            inf,
+            inf,
+            inf,
+            None,
+            costs.horizon_months,
+            costs.annual_discount_rate,
+        )
+    new = min(best.usd_per_mtok, reference.usd_per_mtok)
+    e = economics(
+        baseline_usd_per_mtok=reference.usd_per_mtok,
+        new_usd_per_mtok=new,
+        monthly_output_tokens=vol,
+        one_time_usd=one_mid,
+        horizon_months=costs.horizon_months,
+        annual_discount_rate=costs.annual_discount_rate,
+    )
+    # uncertainty band: the best method at the low / high end of its alpha range against the same reference
+    sav_lo = (
+        max(0.0, reference.usd_per_mtok - best.usd_per_mtok_low) * vol / 1e6
+        if math.isfinite(best.usd_per_mtok_low)
+        else None
+    )
+    sav_hi = (
+        max(0.0, reference.usd_per_mtok - best.usd_per_mtok_high) * vol / 1e6
+        if math.isfinite(best.usd_per_mtok_high)
+        else None
+    )
+    savings = sorted(s for s in (sav_lo, sav_hi, float(e.monthly_saving_usd)) if s is not None)
+
+    def payback(one, sav):
+        return one / sav if sav > 0 else inf
+
+    return PlanEconomics(
+        reference_usd_per_mtok=reference.usd_per_mtok,
+        new_usd_per_mtok=new,
+        monthly_output_tokens=vol,
+        monthly_saving_usd=float(e.monthly_saving_usd),
+        monthly_saving_low_usd=savings[0],
+        monthly_saving_high_usd=savings[-1],
+        one_time_usd=one_mid,
+        one_time_low_usd=one_low,
+        one_time_high_usd=one_high,
+        payback_months=float(e.payback_months),
+        payback_low_months=payback(one_low, savings[-1]),
+        payback_high_months=payback(one_high, savings[0]),
+        npv_usd=float(e.npv_usd),
+        horizon_months=costs.horizon_months,
+        annual_discount_rate=costs.annual_discount_rate,
+    )

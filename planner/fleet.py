@@ -9,7 +9,7 @@ R_h = the fewest replicas with a fixed point b* <= the memory limit and TPOT_eff
 TPOT(b) / b falls with b, that holds iff (lambda_h / R) * O_h * TPOT_eff(b_lim) <= b_lim, with b_lim the largest
 batch meeting memory and the SLO at that R. At least one replica runs every hour (a service stays up).
 GPUs_h = R_h * tp. Month: autoscaled GPU-hours = sum_h GPUs_h * days; a fleet sized for the peak pays
-max_h GPUs_h * 24 * days. Bills = GPU-hours * $/GPU-hour (DESIGN.md, "A fleet is sized for the peak").
+max_h GPUs_h * 24 * days. Bills = GPU-hours * $/GPU-hour.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-DAYS_PER_MONTH = 30.44  # 365.25 / 12
+DAYS_PER_MONTH = 365.25 / 12.0  # 30.4375: the average Gregorian month (the traffic volumes use it too)
 HOURS_PER_DAY = 24
 MAX_REPLICAS = 1 << 20
 

@@ -9,6 +9,7 @@ The best K and batch, the baseline and every comparison are planner.plan's job.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,30 +17,18 @@ import numpy as np
 
 from planner import acceptance as acc
 from planner import trees
-from planner.roofline import (
-    head_net,
-    hw_params,
-    null_net,
-    resident_weight_bytes,
-    target_net,
-)
-from planner.serving import (
-    DRAFTING_MODE_CODE,
-    SpecResult,
-    evaluate_arrays,
-)
-from planner.types import (
-    KV_CACHE_DTYPES,
-    WEIGHT_DTYPES,
-    Acceptance,
-    Efficiency,
-    Hardware,
-    Method,
-    ModelSpec,
-    Scenario,
-)
+from planner.candidates import MAX_ALPHA, default_tree_shape, per_position_alpha, tau_for_ks
+from planner.context import Candidate, Context, efficiency_for, make_context, r5, samples_for, with_fitted_speculation
+from planner.drafting import availability, tree_draft_overrides
+from planner.request import PlanError, PlanRequest, TrafficSegment, validate_scenario
+from planner.search import evaluate_at, evaluation_grid
+from planner.serving import SpecResult
+from planner.types import Hardware, Method, ModelSpec, Scenario
 
-MAX_ALPHA = 0.98  # a shifted alpha is clipped here: no trained drafter is perfect
+__all__ = ["MAX_ALPHA", "Evaluation", "ScenarioError", "availability", "efficiency_for", "evaluate", "grid",
+           "tree_draft_overrides", "with_fitted_speculation"]
+
+ScenarioError = PlanError  # one error for every field the planner refuses (planner.request)
 
 
 class CatalogLike(Protocol):
@@ -94,92 +83,38 @@ class Evaluation:
         return d
 
 
-class ScenarioError(ValueError):
-    """A scenario input outside what is allowed; the message names the field and value."""
-
-
-def _validate(s: Scenario, model: ModelSpec, hw: Hardware, method: Method) -> None:
-    def bad(field: str, value: Any, allowed: str) -> ScenarioError:
-        return ScenarioError(f"{field}={value!r} is not allowed: {allowed}")
-
-    if not isinstance(s.k, (int, np.integer)) or s.k < 1 or s.k > 32:
-        raise bad("k", s.k, "an integer from 1 to 32")
-    if s.batch is not None and (s.batch < 1 or s.batch > 4096):
-        raise bad("batch", s.batch, "an integer from 1 to 4096")
-    if s.tp not in (1, 2, 4, 8) or s.tp > hw.max_tp:
-        raise bad("tp", s.tp, f"1, 2, 4 or 8, at most {hw.max_tp} on {hw.label}")
-    if s.attention_dp and not model.experts:
-        raise bad("attention_dp", s.attention_dp, f"false for {model.label}: data-parallel attention with "
-                  "expert-parallel MoE needs a MoE model")
-    if s.dtype not in WEIGHT_DTYPES:
-        raise bad("dtype", s.dtype, ", ".join(WEIGHT_DTYPES))
-    if s.kv_dtype is not None and s.kv_dtype not in KV_CACHE_DTYPES:
-        raise bad("kv_dtype", s.kv_dtype, ", ".join(KV_CACHE_DTYPES))
-    if s.usd_per_gpu_hour is not None and not (0 <= s.usd_per_gpu_hour <= 1000):
-        raise bad("usd_per_gpu_hour", s.usd_per_gpu_hour, "a price from 0 to 1000 $/GPU-hour")
-    if not (0 < s.tpot_slo_ms <= 60_000):
-        raise bad("tpot_slo_ms", s.tpot_slo_ms, "a latency in (0, 60000] ms")
-    if s.draft_cost_ratio is not None and not (0 <= s.draft_cost_ratio <= 10):
-        raise bad("draft_cost_ratio", s.draft_cost_ratio, "a ratio in [0, 10]")
-    for name in ("context_tokens", "prompt_tokens", "output_tokens"):
-        v = getattr(s, name)
-        if v is not None and not (0 < v <= model.max_context_tokens):
-            raise bad(name, v, f"1 to {model.max_context_tokens} tokens ({model.label}'s context)")
-    if s.monthly_output_tokens < 0:
-        raise bad("monthly_output_tokens", s.monthly_output_tokens, "a volume >= 0")
-    if (s.tree or s.tree_shape is not None) and not method.tree:
-        raise bad("tree", True, f"false: {method.label} has no tree verification")
-    if s.tree_shape is not None and s.k != s.tree_shape.depth:
-        raise bad("k", s.k, f"the tree's depth {s.tree_shape.depth} (a stated tree fixes K)")
-
-
-def resolve(s: Scenario, catalog: CatalogLike):
+def resolve(s: Scenario, catalog: CatalogLike) -> tuple[ModelSpec, Hardware, Method, Any, Any]:
     model = catalog.models[s.model]
     hw = catalog.hardware[s.hardware]
     method = catalog.methods[s.method]
     workload = catalog.workloads[s.workload]
     language = catalog.languages[s.language]
-    _validate(s, model, hw, method)
+    validate_scenario(s, model, hw, method)
     return model, hw, method, workload, language
 
 
-def base_alpha(s: Scenario, method: Method, workload, language, *, which: str = "mid") -> float:
-    """Per-token alpha at position 1 from profiles: the method's range (default or tuned) shifted by
-    workload and language, or the workload's n-gram alpha for prompt lookup."""
-    if method.drafting == "ngram":
-        a = workload.ngram_alpha
-    else:
-        rng = method.alpha_tuned if s.tuned else method.alpha_default
-        a = {"low": rng.low, "mid": rng.mid, "high": rng.high}[which]
-        a += workload.alpha_shift + language.alpha_shift
-    return float(np.clip(a + s.alpha_shift_extra, 0.0, MAX_ALPHA))
+def _search_inputs(s: Scenario, catalog: CatalogLike, workload, ks: Sequence[float]) -> tuple[Context, Candidate]:
+    """The scenario as the search reads it: a context with one segment (the scenario's lengths) and a candidate."""
+    prompt, out, _ = _lengths(s, workload)
+    seg = TrafficSegment(s.workload, s.language, 1.0, prompt, out)
+    req = PlanRequest(model=s.model, hardware=s.hardware, tp=s.tp, attention_dp=s.attention_dp, dtype=s.dtype,
+                      kv_dtype=s.kv_dtype, usd_per_gpu_hour=s.usd_per_gpu_hour, tpot_slo_ms=s.tpot_slo_ms,
+                      monthly_output_tokens=s.monthly_output_tokens, segments=(seg,), tuned=s.tuned,
+                      efficiency=s.efficiency, tree_shape=s.tree_shape, acceptance=s.acceptance,
+                      acceptance_method=s.method if s.acceptance is not None else None, acceptance_k=s.k)
+    cand = Candidate(s.method, tuple(int(k) for k in ks), alpha_shift=s.alpha_shift_extra,
+                     draft_cost_factor=s.draft_cost_factor, tree=s.tree, tuned=s.tuned, tree_shape=s.tree_shape)
+    return make_context(req, catalog, (seg,)), cand
 
 
-def alpha_matrix(s: Scenario, method: Method, workload, language, k_max: int,
-                 which: str = "mid") -> np.ndarray:
-    """Conditional per-position alpha, shape (k_max,), from the scenario's acceptance or profiles."""
-    a: Acceptance | None = s.acceptance
-    if a is None:
-        return acc.per_position_alpha(base_alpha(s, method, workload, language, which=which), k_max,
-                                      method.position_decay)
-    if a.convention == "per_token" and a.per_position is not None:
-        pp = np.asarray(a.per_position, float)
-        acc._check_alpha(pp, "alpha_per_position")
-        if len(pp) < k_max:
-            raise ScenarioError(
-                f"alpha_per_position has {len(pp)} values but K={k_max} needs one per draft position"
-            )
-        return np.clip(pp[:k_max] + s.alpha_shift_extra, 0.0, 1.0)
-    if a.value is None:
-        raise ScenarioError(f"acceptance with convention {a.convention!r} needs a value")
-    if a.convention == "per_token":
-        alpha = a.value
-        acc._check_alpha(np.asarray(alpha), "alpha")
-    elif a.convention == "draft_acceptance_rate":
-        alpha = float(acc.alpha_from_acceptance_length(acc.acceptance_length_from_rate(a.value, s.k), s.k))
-    else:
-        alpha = float(acc.alpha_from_acceptance_length(a.value, s.k))
-    return np.full(k_max, float(np.clip(alpha + s.alpha_shift_extra, 0.0, 1.0)))
+def _alphas(s: Scenario, ctx: Context, cand: Candidate, k_max: int, which: str) -> np.ndarray:
+    """Conditional alpha per draft position (k_max,) at the `which` end of the method's range (planner.candidates);
+    a measured per-position acceptance must cover every position."""
+    a = s.acceptance
+    if a is not None and a.convention == "per_token" and a.per_position is not None and len(a.per_position) < k_max:
+        raise PlanError("alpha_per_position", a.per_position,
+                        f"one value per draft position: K={k_max} needs {k_max}, {len(a.per_position)} given")
+    return per_position_alpha(ctx, cand, samples_for((which,), ctx.eff, ctx.price), k_max)[0][0, 0]
 
 
 def _tau_for_ks(alphas: np.ndarray, ks: np.ndarray, s: Scenario) -> tuple[np.ndarray, np.ndarray]:
@@ -194,47 +129,10 @@ def _tau_for_ks(alphas: np.ndarray, ks: np.ndarray, s: Scenario) -> tuple[np.nda
         tau = measured_tau if measured_tau is not None and s.tree else float(
             trees.expected_acceptance_length(shape, alphas[: shape.depth]))
         return np.full(len(ks), float(tau)), np.full(len(ks), float(shape.verify_tokens_per_seq))
-    if not s.tree:
-        p = np.cumprod(alphas)
-        taus = np.array([1.0 + p[: int(k)].sum() for k in ks])
-        return taus, ks + 1.0
-    taus, ns = [], []
-    for k in ks:
-        tree = acc.default_tree(int(k), s.tree_width)
-        q = acc.sibling_acceptance(alphas[0], int(k), s.tree_width)
-        # per-depth alpha from the (possibly decaying) alphas: rescale each depth's row
-        scale = alphas[: int(k)] / max(alphas[0], 1e-12)
-        q = q * scale[:, None]
-        taus.append(float(measured_tau) if measured_tau is not None else float(acc.tree_acceptance_length(tree, q)))
-        ns.append(acc.tree_node_count(tree) + 1.0)
-    return np.array(taus), np.array(ns)
-
-
-def tree_draft_overrides(shape, method: Method) -> dict:
-    """evaluate_arrays' draft overrides for a stated tree: its draft steps (one pass for parallel heads such as
-    MEDUSA, which draft every depth at once) and the most tokens a step drafts per sequence (SGLang's topk)."""
-    if shape is None:
-        return {}
-    passes = 1.0 if method.drafting == "parallel_head" else float(shape.draft_passes)
-    return {"draft_passes_override": passes, "draft_tokens_per_pass_override": float(shape.max_draft_tokens_per_pass)}
-
-
-def _nets(s: Scenario, model: ModelSpec, method: Method, catalog: CatalogLike):
-    target = target_net(model, s.dtype, kv_dtype=s.kv_dtype)
-    draft_total = 0.0
-    is_model = method.drafting == "draft_model"
-    if is_model:
-        dm = catalog.models[model.draft_model] if model.draft_model else None
-        if dm is None:
-            draft = null_net()
-        else:
-            draft = target_net(dm, s.dtype, kv_dtype=s.kv_dtype)
-            draft_total = float(resident_weight_bytes(draft))
-    elif method.drafting == "ngram":
-        draft = null_net()
-    else:
-        draft = head_net(method, model, s.dtype, kv_dtype=s.kv_dtype)
-    return target, draft, draft_total, is_model
+    taus, nver = tau_for_ks(alphas, ks, tree=s.tree, width=s.tree_width)
+    if s.tree and measured_tau is not None:
+        taus = np.full(len(ks), float(measured_tau))
+    return taus, nver
 
 
 def _lengths(s: Scenario, workload) -> tuple[float, float, float]:
@@ -244,66 +142,21 @@ def _lengths(s: Scenario, workload) -> tuple[float, float, float]:
     return prompt, out, ctx
 
 
-def efficiency_for(catalog: CatalogLike, hardware: str, dtype: str, override: Efficiency | None = None) -> Efficiency:
-    """The step-time parameters a (hardware, weight dtype) runs with: an explicit override (a calibration), else
-    the parameters fitted to measured kernels (profiles/data/fitted), else the hardware's assumed defaults."""
-    if override is not None:
-        return override
-    fitted = getattr(catalog, "fitted_efficiency", None) or {}
-    eff = fitted.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
-    if eff.calibrated:  # a calibrated profile's hardware entry: measured whole, used as it is
-        return eff
-    return with_fitted_speculation(catalog, eff)
-
-
-def with_fitted_speculation(catalog: CatalogLike, eff: Efficiency) -> Efficiency:
-    """`eff` with the speculation overheads fitted to published speedups (t_spec_s, sampler_vocab_passes,
-    t_fixed_draft_s, t_ngram_s, moe_verify_overlap: profiles/data/fitted/speculation_vllm.yaml, one set for
-    every hardware), when the catalogue has them; its source names both fits."""
-    spec = getattr(catalog, "fitted_speculation", None) or {}
-    if not spec:
-        return eff
-    src = getattr(catalog, "fitted_speculation_source", None)
-    source = dataclasses.replace(eff.source, source=f"{eff.source.source}; speculation: {src.source}") if src \
-        else eff.source
-    return dataclasses.replace(eff, source=source, **spec)
-
-
-def availability(model: ModelSpec, method: Method) -> tuple[bool, str]:
-    """Whether a method can run on a model, and why not."""
-    if method.requires_native and method.requires_native not in model.native_methods:
-        return False, (f"{method.label} needs a model that ships {method.requires_native.upper()} "
-                       f"modules; {model.label} does not")
-    if method.drafting == "draft_model" and not model.draft_model:
-        return False, f"no smaller model with {model.label}'s tokenizer is in the profiles"
-    return True, ""
-
-
 def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str = "mid") -> tuple[
         SpecResult, np.ndarray, np.ndarray]:
     """Evaluate a (K, batch) grid for one scenario; arrays have shape (len(ks), len(batches))."""
     model, hw, method, workload, language = resolve(s, catalog)
     ks = np.asarray(ks if ks is not None else [s.k], dtype=float)
     if batches is None and s.batch is None:
-        raise ScenarioError("batch=None: give a batch or a list of batches")
+        raise PlanError("batch", None, "a batch or a list of batches")
     batches = np.asarray(batches if batches is not None else [s.batch], dtype=float)
-    k_max = int(ks.max())
-    alphas = alpha_matrix(s, method, workload, language, k_max, which)
-    taus, n_verify = _tau_for_ks(alphas, ks, s)
-    target, draft, draft_total, is_model = _nets(s, model, method, catalog)
-    prompt, out, ctx = _lengths(s, workload)
-    price = s.usd_per_gpu_hour if s.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
-    res = evaluate_arrays(
-        target=target, draft=draft,
-        hw=hw_params(hw, s.dtype, efficiency_for(catalog, s.hardware, s.dtype, s.efficiency)),
-        mode=DRAFTING_MODE_CODE[method.drafting], draft_scales_with_k=method.draft_params_scale_with_k,
-        k=ks[:, None], batch=batches[None, :], tau=taus[:, None], context_tokens=ctx,
-        prompt_tokens=prompt, output_tokens=out, usd_per_gpu_hour=price, tp=s.tp,
-        attention_dp=1.0 if s.attention_dp else 0.0, verify_tokens=n_verify[:, None],
-        draft_cost_ratio=s.draft_cost_ratio,
-        draft_cost_factor=s.draft_cost_factor, draft_weight_bytes_total=draft_total, draft_is_model=is_model,
-        **tree_draft_overrides(s.tree_shape, method),
-    )
+    ctx, cand = _search_inputs(s, catalog, workload, ks)
+    taus, n_verify = _tau_for_ks(_alphas(s, ctx, cand, int(ks.max()), which), ks, s)
+    prompt, out, context = _lengths(s, workload)
+    g = evaluation_grid(k=r5(ks, 2), tau=r5(taus, 2), verify_tokens=r5(n_verify, 2), prompt_tokens=[prompt],
+                        output_tokens=[out], context_tokens=[context])
+    full = evaluate_at(ctx, [cand], ctx.mid_samples(), g, r5(batches, 4), draft_cost_ratio=s.draft_cost_ratio)
+    res = SpecResult(**{f.name: np.asarray(getattr(full, f.name))[0, 0, :, 0, :] for f in dataclasses.fields(full)})
     if s.speedup_factor != 1.0:
         res = _apply_speedup(res, s.speedup_factor)
     return res, ks, batches
@@ -332,7 +185,7 @@ def _pick(res: SpecResult, i: int, j: int, s: Scenario, ks, batches, model, hw, 
     tau = float(res.acceptance_length[i, j])
     price = s.usd_per_gpu_hour if s.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
     n_verify = (s.tree_shape.verify_tokens_per_seq if s.tree_shape is not None else
-                k + 1 if not s.tree else acc.tree_node_count(acc.default_tree(k, s.tree_width)) + 1)
+                k + 1 if not s.tree else default_tree_shape(k, s.tree_width).verify_tokens_per_seq)
     decode_per_tok = 1.0 / res.output_tokens_per_s[i, j]
     eff_per_tok = 1.0 / res.effective_output_tokens_per_s[i, j]
     ok, why = availability(model, method)
@@ -370,8 +223,8 @@ def evaluate(s: Scenario, catalog: CatalogLike, *, which: str = "mid") -> Evalua
     """The scenario at its K and batch. Choosing the best batch (and K) is planner.plan's job, in one place."""
     model, hw, method, workload, language = resolve(s, catalog)
     if s.batch is None:
-        raise ScenarioError("batch=None is not allowed here: give a batch; planner.plan.plan() (CLI: `plan`, "
-                            "`compare`) searches the best batch under the TPOT SLO")
+        raise PlanError("batch", None, "a batch here; planner.plan.plan() (CLI: `plan`, `compare`) searches the "
+                        "best batch under the TPOT SLO")
     res, ks, batches = grid(s, catalog, which=which)
-    alphas = alpha_matrix(s, method, workload, language, s.k, which)
+    alphas = _alphas(s, *_search_inputs(s, catalog, workload, ks), s.k, which)
     return _pick(res, 0, 0, s, ks, batches, model, hw, method, alphas)

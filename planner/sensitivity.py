@@ -1,11 +1,11 @@
 """How sure we are: batch sweeps, the alpha x K map, a tornado of CPM drivers and a Monte Carlo, all on the
-same vectorised search that plan() uses (planner.plan.search), so they agree with the headline by construction.
+same vectorised search that plan() uses (planner.search), so they agree with the headline by construction.
 
 Uncertain inputs and their ranges (assumptions, dated):
 - acceptance: uniform over the method's alpha range (default or tuned; per-token, position 1) - seed article;
 - $/GPU-hour: uniform over the hardware's list range (profiles/data/hardware.yaml);
 - weight-streaming efficiency eta_bw 0.60-0.85 and GEMM efficiency eta_flops 0.45-0.75: the span NVIDIA's
-  aiconfigurator kernel database measures on H100 from batch 256 to batch 1 (DESIGN.md, 2026-11-30);
+  aiconfigurator kernel database measures on H100 from batch 256 to batch 1 (read 2026-11-30);
 - fixed time per step x0.5-x2 around the hardware's value (no measurement yet; an assumption).
 """
 
@@ -17,9 +17,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner import plan as P
+from planner.candidates import alpha_position_1, candidate_taus
+from planner.context import (
+    BASELINE,
+    SAMPLED_SPEC_FIELDS,
+    Candidate,
+    Context,
+    Samples,
+    make_context,
+    r5,
+    single_segment,
+)
+from planner.request import NO_SPEC, PlanError, PlanRequest, TrafficSegment
+from planner.search import blended_cpm, candidate_grid, evaluate_at, evaluation_grid, search
 
-ETA_BW_RANGE = (0.60, 0.85)  # aiconfigurator GEMMs at batch 256 .. batch 1 on H100 (DESIGN.md, 2026-11-30)
+ETA_BW_RANGE = (0.60, 0.85)  # aiconfigurator GEMMs at batch 256 .. batch 1 on H100 (read 2026-11-30)
 ETA_FLOPS_RANGE = (0.45, 0.75)  # same source; compute efficiency of decode GEMMs
 T_FIXED_FACTOR_RANGE = (0.5, 2.0)  # assumption (2026-11-30): per-step overhead not yet fitted
 MAPE_TO_SIGMA = 1.2533  # sqrt(pi / 2): a normal error's standard deviation from its mean absolute value
@@ -47,13 +59,13 @@ def spec_sigma(catalog, eff) -> dict[str, float]:
     if getattr(eff, "calibrated", False):
         return {}
     se = getattr(catalog, "fitted_speculation_stderr", None) or {}
-    return {n: float(se[n]) for n in P.SAMPLED_SPEC_FIELDS if n in se and se[n] > 0}
+    return {n: float(se[n]) for n in SAMPLED_SPEC_FIELDS if n in se and se[n] > 0}
 
 
-def _cands(ctx: P._Ctx, method: str, k: int | None = None, tuned: bool | None = None) -> list[P.Candidate]:
+def _cands(ctx: Context, method: str, k: int | None = None, tuned: bool | None = None) -> list[Candidate]:
     m = ctx.catalog.methods[method]
     ks = (k,) if k else tuple(range(1, m.max_k + 1))
-    return [P.Candidate(P.NO_SPEC, (1,)), P.Candidate(method, ks, tuned=ctx.req.tuned if tuned is None else tuned)]
+    return [BASELINE, Candidate(method, ks, tuned=ctx.req.tuned if tuned is None else tuned)]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -75,24 +87,20 @@ class BatchSweep:
     baseline_compute_bound: np.ndarray
     crossover_batch: float | None  # first batch where speculation stops cutting CPM (log-interpolated)
     max_batch: float
-    segment: P.TrafficSegment
+    segment: TrafficSegment
 
 
 def batch_sweep(
-    req: P.PlanRequest, catalog, method: str, *, segment: int | None = None, batches: np.ndarray | None = None
+    req: PlanRequest, catalog, method: str, *, segment: int | None = None, batches: np.ndarray | None = None
 ) -> BatchSweep:
     """Per batch: the method at its best K against no speculation at the same batch, on one segment (default: the
     largest); the crossover batch where speculation stops paying."""
-    segs = P.validate(req, catalog)
-    j = int(np.argmax([s.share for s in segs])) if segment is None else segment
-    seg = dataclasses.replace(segs[j], share=1.0)
-    ctx = P._ctx(dataclasses.replace(req, segments=(seg,)), catalog, (seg,))
+    ctx, seg = single_segment(req, catalog, segment)
     cands = _cands(ctx, method)
-    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
+    smp = ctx.mid_samples()
     ks = np.arange(1, catalog.methods[method].max_k + 1, dtype=float)
     b = np.asarray(batches if batches is not None else np.unique(np.round(np.geomspace(1, 1024, 40))), float)
-    pre = _pre(ctx, cands, smp, ks)
-    res = P._evaluate(ctx, cands, smp, b[None, None, None, None, :], pre=pre)
+    res = evaluate_at(ctx, cands, smp, candidate_grid(ctx, cands, smp, ks), b[None, None, None, None, :])
     cpm = res.usd_per_mtok[0, 1, :, 0, :]  # (K, B)
     fits_k = res.fits_memory[0, 1, :, 0, :]
     i = np.argmin(np.where(fits_k, cpm, np.inf), axis=0)
@@ -124,26 +132,8 @@ def batch_sweep(
         baseline_compute_bound=res.baseline_compute_bound[0, 0, 0, 0, :],
         crossover_batch=crossover,
         max_batch=float(np.max(res.max_batch[0, 1, :, 0, 0])),
-        segment=segs[j],
+        segment=seg,
     )
-
-
-def _pre(ctx, cands, smp, ks):
-    taus, nvs = [], []
-    for c in cands:
-        t, nv, _ = P._tau(ctx, c, smp, ks)
-        taus.append(t)
-        nvs.append(nv)
-    prompt = P._r5([s.prompt_tokens for s in ctx.segs], 3)
-    out = P._r5([s.output_tokens for s in ctx.segs], 3)
-    return {
-        "k": P._r5(ks, 2),
-        "tau": np.nan_to_num(np.stack(taus, 1)[..., None], nan=1.0),
-        "nver": np.stack(nvs, 1)[..., None],
-        "prompt": prompt,
-        "out": out,
-        "ctx": prompt + out / 2.0,
-    }
 
 
 @dataclass(frozen=True)
@@ -156,29 +146,25 @@ class TreeVsChain:
     tree_label: str
 
 
-def tree_vs_chain(req: P.PlanRequest, catalog, method: str, *, batches: np.ndarray | None = None) -> TreeVsChain:
+def tree_vs_chain(req: PlanRequest, catalog, method: str, *, batches: np.ndarray | None = None) -> TreeVsChain:
     """Lever 4 over batch: a token tree verifies more tokens per sequence than a chain; where the verifier is
     memory-bound that is nearly free and the tree's longer acceptance wins, once it is compute-bound the extra
     verify tokens cost more than they return. Same segment (the largest) and batch for both."""
     m = catalog.methods[method]
     if not m.tree:
-        raise P.PlanError("method", method, f"a method with tree verification ({m.label} has none)")
-    segs = P.validate(req, catalog)
-    seg = dataclasses.replace(segs[int(np.argmax([x.share for x in segs]))], share=1.0)
-    ctx = P._ctx(dataclasses.replace(req, segments=(seg,)), catalog, (seg,))
+        raise PlanError("method", method, f"a method with tree verification ({m.label} has none)")
+    ctx, seg = single_segment(req, catalog)
     shape = req.tree_shape
     ks = (shape.depth,) if shape is not None else tuple(range(1, m.max_k + 1))
-    cands = [P.Candidate(method, tuple(range(1, m.max_k + 1)), tuned=req.tuned),
-             P.Candidate(method, ks, tuned=req.tuned, tree=True, tree_shape=shape)]
-    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
+    cands = [Candidate(method, tuple(range(1, m.max_k + 1)), tuned=req.tuned),
+             Candidate(method, ks, tuned=req.tuned, tree=True, tree_shape=shape)]
+    smp = ctx.mid_samples()
     kk = np.arange(1, m.max_k + 1, dtype=float)
     b = np.asarray(batches if batches is not None else np.unique(np.round(np.geomspace(1, 1024, 32))), float)
-    tau, nver, _ = P._taus(ctx, cands, smp, kk)
-    prompt = P._r5([seg.prompt_tokens], 3)
-    out = P._r5([seg.output_tokens], 3)
-    pre = {"k": P._r5(kk, 2), "tau": tau[..., None], "nver": nver[..., None], "prompt": prompt, "out": out,
-           "ctx": prompt + out / 2.0}
-    res = P.evaluate_arrays(batch=b[None, None, None, None, :], **P._engine_args(ctx, cands, smp, pre))
+    tau, nver, _ = candidate_taus(ctx, cands, smp, kk)
+    grid = evaluation_grid(k=r5(kk, 2), tau=tau[..., None], verify_tokens=nver[..., None],
+                           prompt_tokens=[seg.prompt_tokens], output_tokens=[seg.output_tokens])
+    res = evaluate_at(ctx, cands, smp, grid, b[None, None, None, None, :])
     cpm = np.broadcast_to(res.usd_per_mtok, (1, 2, kk.size, 1, b.size))[0, :, :, 0, :]  # (2, K, B)
     fits = np.broadcast_to(res.fits_memory, (1, 2, kk.size, 1, b.size))[0, :, :, 0, :]
     valid = np.array([[k in c.ks for k in kk] for c in cands])[:, :, None]
@@ -198,7 +184,7 @@ def tree_vs_chain(req: P.PlanRequest, catalog, method: str, *, batches: np.ndarr
     return TreeVsChain(b, chain, tree, ok, crossover, label)
 
 
-def optimal_k_by_batch(req: P.PlanRequest, catalog, method: str, batches) -> dict[int, int | None]:
+def optimal_k_by_batch(req: PlanRequest, catalog, method: str, batches) -> dict[int, int | None]:
     """The K with the lowest CPM at each batch among the K's that fit memory (None where none fits)."""
     sw = batch_sweep(req, catalog, method, batches=np.asarray(batches, float))
     return {int(b): (int(k) if f else None) for b, k, f in zip(sw.batch, sw.best_k, sw.fits_memory, strict=True)}
@@ -209,21 +195,17 @@ def optimal_k_by_batch(req: P.PlanRequest, catalog, method: str, batches) -> dic
 # ---------------------------------------------------------------------------------------------------
 
 
-def alpha_k_heatmap(req: P.PlanRequest, catalog, method: str, *, batch: int, alphas: np.ndarray) -> dict:
+def alpha_k_heatmap(req: PlanRequest, catalog, method: str, *, batch: int, alphas: np.ndarray) -> dict:
     """Speedup (TPOT without / with speculation, same batch) over per-token alpha at position 1 x K."""
-    segs = P.validate(req, catalog)
-    seg = dataclasses.replace(segs[int(np.argmax([s.share for s in segs]))], share=1.0)
-    ctx = P._ctx(dataclasses.replace(req, segments=(seg,)), catalog, (seg,))
+    ctx, _ = single_segment(req, catalog)
     m = catalog.methods[method]
-    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
-    a_now = float(P._alpha1(ctx, P.Candidate(method, (1,), tuned=req.tuned), smp)[0, 0])
+    smp = ctx.mid_samples()
+    a_now = float(alpha_position_1(ctx, Candidate(method, (1,), tuned=req.tuned), smp)[0, 0])
     cands = [
-        P.Candidate(method, tuple(range(1, m.max_k + 1)), alpha_shift=float(a) - a_now, tuned=req.tuned) for a in alphas
+        Candidate(method, tuple(range(1, m.max_k + 1)), alpha_shift=float(a) - a_now, tuned=req.tuned) for a in alphas
     ]
     ks = np.arange(1, m.max_k + 1, dtype=float)
-    res = P._evaluate(
-        ctx, cands, smp, np.full((1, 1, 1, 1, 1), float(batch)), pre=_pre(ctx, cands, smp, ks)
-    )
+    res = evaluate_at(ctx, cands, smp, candidate_grid(ctx, cands, smp, ks), np.full((1, 1, 1, 1, 1), float(batch)))
     return {
         "alphas": np.asarray(alphas),
         "ks": ks.astype(int),
@@ -237,21 +219,21 @@ def alpha_k_heatmap(req: P.PlanRequest, catalog, method: str, *, batch: int, alp
 # ---------------------------------------------------------------------------------------------------
 
 
-def _samples(ctx: P._Ctx, *, alpha_u, eta_bw, eta_flops, t_fixed_s, price, spec=None) -> P.Samples:
-    """spec: {Efficiency speculation field: values} to draw (P.SAMPLED_SPEC_FIELDS); None keeps the plan's."""
+def _samples(*, alpha_u, eta_bw, eta_flops, t_fixed_s, price, spec=None) -> Samples:
+    """spec: {Efficiency speculation field: values} to draw (SAMPLED_SPEC_FIELDS); None keeps the plan's."""
     spec = spec or {}
     n = max(np.size(x) for x in (alpha_u, eta_bw, eta_flops, t_fixed_s, price, *spec.values()))
 
     def full(x):
         return np.broadcast_to(np.asarray(x, float), (n,)).copy()
 
-    return P.Samples(full(alpha_u), full(eta_bw), full(eta_flops), full(t_fixed_s), full(price),
+    return Samples(full(alpha_u), full(eta_bw), full(eta_flops), full(t_fixed_s), full(price),
                      **{k: full(v) for k, v in spec.items()})
 
 
-def _cut_pct(ctx: P._Ctx, cands, smp: P.Samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _cut_pct(ctx: Context, cands, smp: Samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(method CPM, baseline CPM, CPM change % vs baseline) per sample; nan where either is infeasible."""
-    cpm, _ = P.blended_cpm(ctx, cands, P.search(ctx, cands, smp))
+    cpm, _ = blended_cpm(ctx, cands, search(ctx, cands, smp))
     return cpm[:, 1], cpm[:, 0], (cpm[:, 1] / cpm[:, 0] - 1.0) * 100.0
 
 
@@ -265,10 +247,10 @@ class TornadoBar:
     swing_pct: float
 
 
-def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
+def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
     """The method's CPM change against no speculation (both at their own best batch under the SLO) when one
     driver moves to its low / high end, the others at their middle; sorted by swing (smallest first)."""
-    ctx = P._ctx(req, catalog)
+    ctx = make_context(req, catalog)
     hw, eff = ctx.hw, ctx.eff
     cands = _cands(ctx, method)
     sigma = fit_sigma(catalog, req.hardware, req.dtype)
@@ -293,7 +275,7 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
         u, bw, fl, tf, pr = (x + [x[0]] * 2 for x in (u, bw, fl, tf, pr))
         spec = {n: [getattr(eff, n)] * 11 + [max(0.0, getattr(eff, n) - 2 * ssig[n]), getattr(eff, n) + 2 * ssig[n]]
                 for n in ssig}
-    _, _, cut = _cut_pct(ctx, cands, _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr,
+    _, _, cut = _cut_pct(ctx, cands, _samples(alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr,
                                                spec=spec))
     mid = float(cut[0])
     rng = catalog.methods[method].alpha_tuned if req.tuned else catalog.methods[method].alpha_default
@@ -324,16 +306,16 @@ def tornado(req: P.PlanRequest, catalog, method: str) -> list[TornadoBar]:
         rng = ", ".join(fmt[n](spec[n][11], spec[n][12]) for n in ssig)
         bars.append(("Speculation overheads (published fit +-2 sigma)", rng, cut[11], cut[12]))
     one = _samples(
-        ctx, alpha_u=0.5, eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=eff.t_fixed_s, price=ctx.price
+        alpha_u=0.5, eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=eff.t_fixed_s, price=ctx.price
     )
 
-    def cut_for(req2: P.PlanRequest, tuned: bool | None = None) -> float:
-        c2 = P._ctx(req2, catalog)
+    def cut_for(req2: PlanRequest, tuned: bool | None = None) -> float:
+        c2 = make_context(req2, catalog)
         return float(_cut_pct(c2, _cands(c2, method, tuned=tuned), one)[2][0])
 
     segs = ctx.segs
 
-    def scaled(attr: str, f: float) -> tuple[P.TrafficSegment, ...]:
+    def scaled(attr: str, f: float) -> tuple[TrafficSegment, ...]:
         lim = ctx.model.max_context_tokens
         return tuple(dataclasses.replace(s, **{attr: min(max(1.0, getattr(s, attr) * f), lim / 2)}) for s in segs)
 
@@ -390,7 +372,7 @@ class MonteCarlo:
 
 
 def monte_carlo(
-    req: P.PlanRequest,
+    req: PlanRequest,
     catalog,
     method: str,
     *,
@@ -403,8 +385,8 @@ def monte_carlo(
     """Seeded draws of acceptance, price and (optionally) step-time efficiencies; the method at the plan's K
     (a deployment fixes K) and today's configuration both re-evaluated at their own best batch per draw."""
     if not (10 <= samples <= 20_000):
-        raise P.PlanError("samples", samples, "10 to 20,000 draws")
-    ctx = P._ctx(req, catalog)
+        raise PlanError("samples", samples, "10 to 20,000 draws")
+    ctx = make_context(req, catalog)
     hw, eff = ctx.hw, ctx.eff
     gen = np.random.default_rng(seed)
     n = int(samples)
@@ -426,13 +408,13 @@ def monte_carlo(
     spec = ({k: np.maximum(0.0, gen.normal(getattr(eff, k), se, n)) for k, se in spec_sigma(catalog, eff).items()}
             if sample_hardware else {})
     cur = req.current_method
-    cands = [P.Candidate(P.NO_SPEC, (1,)), P.Candidate(method, (k,), tuned=req.tuned)]
-    if cur != P.NO_SPEC and cur != method:
-        cands.append(P.Candidate(cur, tuple(range(1, catalog.methods[cur].max_k + 1)), tuned=req.tuned))
-    smp = _samples(ctx, alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=price, spec=spec)
-    cpm, _ = P.blended_cpm(ctx, cands, P.search(ctx, cands, smp))
+    cands = [BASELINE, Candidate(method, (k,), tuned=req.tuned)]
+    if cur != NO_SPEC and cur != method:
+        cands.append(Candidate(cur, tuple(range(1, catalog.methods[cur].max_k + 1)), tuned=req.tuned))
+    smp = _samples(alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=price, spec=spec)
+    cpm, _ = blended_cpm(ctx, cands, search(ctx, cands, smp))
     b_cpm, m_cpm = cpm[:, 0], cpm[:, 1]
-    r_cpm = b_cpm if cur == P.NO_SPEC else (m_cpm if cur == method else cpm[:, 2])
+    r_cpm = b_cpm if cur == NO_SPEC else (m_cpm if cur == method else cpm[:, 2])
     lo, hi = ctx.costs.one_time_usd(catalog.methods[method]) if method != cur else (0.0, 0.0)
     one = gen.uniform(lo, hi, n) if hi > lo else np.full(n, lo)
     saving = np.nan_to_num((r_cpm - m_cpm) * req.monthly_output_tokens / 1e6, nan=0.0)

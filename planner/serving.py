@@ -1,6 +1,6 @@
 """Throughput, TPOT and CPM for a baseline and a speculative configuration; best batch and best K.
 
-Per verifier step of a replica with batch B (DESIGN.md; Leviathan et al. 2023, section 3.4):
+Per verifier step of a replica with batch B (Leviathan et al. 2023, section 3.4):
     T_spec = T_verify(B, n) + T_draft(B) ,  n = K + 1 (chain) or N (tree nodes)
     T_draft = T_pass(B, first) + (passes(K) - 1) * T_pass(B) + T_fusion(B n) + T_overhead(B, K)
     tokens per step = B * tau ,  TPOT = T_spec / tau ,  decode throughput = B * tau / T_spec
@@ -111,7 +111,7 @@ def prefill_time_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1) -> np.ndar
 
 
 def usd_per_mtok(*, gpus, usd_per_gpu_hour, output_tokens_per_s) -> np.ndarray:
-    """CPM = GPUs * $/GPU-hour * 1e6 / (3600 * output tokens/s) (DESIGN.md)."""
+    """CPM = GPUs * $/GPU-hour * 1e6 / (3600 * output tokens/s): dollars per million output tokens."""
     with np.errstate(divide="ignore"):
         return (
             np.asarray(gpus, float) * np.asarray(usd_per_gpu_hour, float) * TOKENS_PER_MTOK
@@ -226,7 +226,7 @@ def evaluate_arrays(
     with_memory=False: skip memory_max_batch (it does not depend on the batch) for a caller that has it already;
     the max_batch fields are NaN and the fits_memory fields False then.
 
-    Draft side of a step (speculation_overhead_s and first_draft_pass_tokens; issue 11, step 4):
+    Draft side of a step (speculation_overhead_s and first_draft_pass_tokens):
         T_draft = T_pass(first) + (passes - 1) * T_pass(tokens_pp) + T_fusion + speculation_overhead_s
     (speculation_overhead_s counts the drafted tokens the verifier checks: n - 1, K for a chain, a tree's nodes.)
     The first pass of a head, native module or draft model runs over the step's verified tokens (vLLM's EAGLE

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner import acceptance as acc
-from planner.roofline import BYTES_PER_PARAM, head_net, hw_params, null_net, stack, target_net
-from planner.scenario import MAX_ALPHA
+from planner.candidates import MAX_ALPHA
+from planner.drafting import draft_net
+from planner.roofline import hw_params, stack, target_net
 from planner.serving import DRAFTING_MODE_CODE, SpecResult, evaluate_arrays
 from planner.types import Hardware, Method, ModelSpec, Workload
 
@@ -34,14 +35,6 @@ class Grid:
     @property
     def size(self) -> int:
         return int(np.prod(self.result.usd_per_mtok.shape))
-
-
-def _draft(method: Method, model: ModelSpec, draft_model: ModelSpec | None, dtype: str):
-    if method.drafting == "draft_model" and draft_model is not None:
-        return target_net(draft_model, dtype), draft_model.total_params_b * 1e9 * BYTES_PER_PARAM[dtype]
-    if method.drafting in ("draft_model", "ngram"):
-        return null_net(), 0.0
-    return head_net(method, model, dtype), 0.0
 
 
 def _reshape(values: Sequence[float], axis: int, ndim: int = 6) -> np.ndarray:
@@ -81,8 +74,8 @@ def evaluate_grid(
     ks_arr = np.asarray(ks, float)
     effs = efficiencies if efficiencies is not None else [None] * len(hardware)
     hw = stack([hw_params(h, dtype, e) for h, e in zip(hardware, effs, strict=True)], 0, 6)
-    drafts = [_draft(m, model, draft_model, dtype) for m in methods]
-    draft_net = stack([d[0] for d in drafts], 1, 6)
+    drafts = [draft_net(m, model, draft_model, dtype, None) for m in methods]  # (net, mode, scales, bytes, model)
+    draft_nets = stack([d[0] for d in drafts], 1, 6)
     alpha0 = alpha_for(methods, workloads, np.asarray(alphas, float))
     decay = _reshape([m.position_decay for m in methods], 1)
     tau = acc.acceptance_length_decay(alpha0, _reshape(ks_arr, 2), decay)
@@ -90,7 +83,7 @@ def evaluate_grid(
     out = _reshape([w.output_tokens for w in workloads], 4)
     res = evaluate_arrays(
         target=target_net(model, dtype),
-        draft=draft_net,
+        draft=draft_nets,
         hw=hw,
         mode=_reshape([DRAFTING_MODE_CODE[m.drafting] for m in methods], 1),
         draft_scales_with_k=_reshape([m.draft_params_scale_with_k for m in methods], 1).astype(bool),
@@ -102,7 +95,7 @@ def evaluate_grid(
         output_tokens=out,
         usd_per_gpu_hour=_reshape([h.usd_per_gpu_hour_mid for h in hardware], 0),
         tp=tp,
-        draft_weight_bytes_total=_reshape([d[1] for d in drafts], 1),
+        draft_weight_bytes_total=_reshape([d[3] for d in drafts], 1),
         draft_is_model=_reshape([m.drafting == "draft_model" for m in methods], 1).astype(bool),
     )
     return Grid(res, tuple(h.name for h in hardware), tuple(m.name for m in methods), ks_arr,

@@ -26,7 +26,7 @@ Counting conventions (every count is per sequence and per verifier step):
   (topk)` in select_top_k_tokens) or, for an explicit tree, the nodes of the previous level (vLLM
   propose_tree feeds `level_num_drafts` tokens per sequence per level).
 
-Acceptance model (DESIGN.md "Trees"; the product-form sibling model of planner.acceptance):
+Acceptance model (the one sibling model; the planner's default tree and stated trees both use it):
     q[d, r] = h[d, r] * prod_{s<r} (1 - h[d, s]),   h[d, r] = min(1, alpha_d * rank_decay ** r)
 q[d, r] is the probability that the rank-r candidate at depth d+1 is the token the verifier accepts,
 given its parent was accepted; h is that probability given the higher-ranked siblings were rejected.

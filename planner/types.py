@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Dtype = Literal["bf16", "fp8"]
-# How a method produces its K draft tokens (DESIGN.md, "How each method drafts").
+# How a method produces its K draft tokens (planner.serving.DRAFTING_MODE_CODE gives each its cost terms).
 DraftingMode = Literal[
     "sequential_head",  # EAGLE-3: K sequential passes of a ~1-layer head on the target's hidden states
     "parallel_head",  # P-EAGLE / MEDUSA: all K draft tokens in one pass
@@ -56,7 +56,7 @@ class Efficiency:
     source: Sourced
     # per verifier step of any speculative configuration: proposer bookkeeping, rejection sampling
     t_spec_s: float = 0.0
-    # Step-time terms of planner/roofline.py (issue 11). Defaults reproduce the single-roofline model.
+    # Step-time terms of planner/roofline.py. Defaults reproduce the single-roofline model.
     t_layer_s: float = 0.0  # per decoder layer per step: norms, rotary, activation and launch gaps
     t_layer_token_s: float = 0.0  # per decoder layer per token in the step: the same kernels' per-token work
     t_expert_s: float = 0.0  # per touched routed expert per MoE layer: one grouped-GEMM problem
@@ -79,7 +79,7 @@ class Efficiency:
     alltoall_latency_s: float = 5e-5
     eta_alltoall: float = 0.3
     per_op_roofline: float = 0.0  # 0: one roofline over the whole step; 1: GEMMs and attention each
-    # Speculation terms (issue 11, step 4), fitted by tools/fit_speculation.py; defaults reproduce the first
+    # Speculation terms, fitted by tools/fit_speculation.py; defaults reproduce the first
     # planner. Per drafted token of each sequence, the sampler's work on its extra target row (logits to fp32,
     # softmax, sampling and rejection): this many passes over an fp32 row of the target's vocabulary at HBM
     # bandwidth (planner.serving.sampler_time_s).
@@ -144,7 +144,7 @@ class ModelSpec:
     max_context_tokens: int
     source: Sourced
     hf_id: str = ""
-    # Memory and format physics (issue 11); defaults reproduce the plain GQA model counted as before.
+    # Memory and format physics; defaults reproduce the plain GQA model counted as before.
     # Tied: the input embedding is the LM head (read once per step). Untied: the input table is only
     # gathered (batch rows per step), so it is resident but not streamed.
     tied_embeddings: bool = True

@@ -16,7 +16,8 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from planner import plan as P
+from planner.answer import LeverStep, Plan
+from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -50,7 +51,7 @@ def _cell(v: Any) -> Any:
     return v
 
 
-def scenario_rows(p: P.Plan, levers: list[P.LeverStep]) -> list[dict]:
+def scenario_rows(p: Plan, levers: list[LeverStep]) -> list[dict]:
     """Every number behind the report, one row per quantity (section, item, value, unit, basis)."""
     rows: list[dict] = []
 
@@ -93,7 +94,7 @@ def scenario_rows(p: P.Plan, levers: list[P.LeverStep]) -> list[dict]:
     return rows
 
 
-def html_report(*, p: P.Plan, catalog, figures: list[tuple[str, go.Figure]], levers: list[P.LeverStep],
+def html_report(*, p: Plan, catalog, figures: list[tuple[str, go.Figure]], levers: list[LeverStep],
                 today: str | None = None) -> str:
     """One self-contained HTML file: plotly.js inlined, no network needed to open it."""
     today = today or dt.date.today().isoformat()
@@ -109,23 +110,23 @@ def html_report(*, p: P.Plan, catalog, figures: list[tuple[str, go.Figure]], lev
                  f"{req.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({e(req.volume_source)}).</p>")
     parts.append(f"<h2>Recommendation</h2><p><b>{e(p.verdict)}</b></p>")
     ec = p.economics
-    rows = [("CPM today", P.fmt_cpm(ec.reference_usd_per_mtok), "", "$ per million output tokens, prefill included; "
+    rows = [("CPM today", fmt_cpm(ec.reference_usd_per_mtok), "", "$ per million output tokens, prefill included; "
              + p.reference_note)]
     if p.best is not None:
         b = p.best
-        rows.append((f"CPM with {b.label} (K={b.k})", P.fmt_cpm(b.usd_per_mtok),
-                     f"{P.fmt_cpm(b.usd_per_mtok_high)} to {P.fmt_cpm(b.usd_per_mtok_low)}",
+        rows.append((f"CPM with {b.label} (K={b.k})", fmt_cpm(b.usd_per_mtok),
+                     f"{fmt_cpm(b.usd_per_mtok_high)} to {fmt_cpm(b.usd_per_mtok_low)}",
                      f"$ per million output tokens at batch {b.batch}; range over the alpha range"))
         rows.append(("Acceptance", f"alpha {b.alpha_position_1:.3f}", f"tau {b.acceptance_length:.3f}; vLLM rate "
                      f"{b.draft_acceptance_rate * 100:.1f} %", "per-token alpha (position 1); tau incl. bonus token"))
     rows += [
-        ("Monthly saving", "n/a" if ec.monthly_saving_usd is None else f"{P.fmt_usd(ec.monthly_saving_usd)}/month",
-         f"{P.fmt_usd(ec.monthly_saving_low_usd)} to {P.fmt_usd(ec.monthly_saving_high_usd)}", "$/month"),
-        ("One-time cost", P.fmt_usd(ec.one_time_usd), f"{P.fmt_usd(ec.one_time_low_usd)} to "
-                                                      f"{P.fmt_usd(ec.one_time_high_usd)}", "training + engineering"),
-        ("Payback", P.fmt_months(ec.payback_months), f"{P.fmt_months(ec.payback_low_months)} to "
-                                                     f"{P.fmt_months(ec.payback_high_months)}", ""),
-        ("NPV", P.fmt_usd(ec.npv_usd), "", f"over {ec.horizon_months} months at {ec.annual_discount_rate * 100:g} "
+        ("Monthly saving", "n/a" if ec.monthly_saving_usd is None else f"{fmt_usd(ec.monthly_saving_usd)}/month",
+         f"{fmt_usd(ec.monthly_saving_low_usd)} to {fmt_usd(ec.monthly_saving_high_usd)}", "$/month"),
+        ("One-time cost", fmt_usd(ec.one_time_usd), f"{fmt_usd(ec.one_time_low_usd)} to "
+                                                      f"{fmt_usd(ec.one_time_high_usd)}", "training + engineering"),
+        ("Payback", fmt_months(ec.payback_months), f"{fmt_months(ec.payback_low_months)} to "
+                                                     f"{fmt_months(ec.payback_high_months)}", ""),
+        ("NPV", fmt_usd(ec.npv_usd), "", f"over {ec.horizon_months} months at {ec.annual_discount_rate * 100:g} "
                                             "%/year"),
     ]
     parts.append("<h2>Headline</h2><table><tr><th>quantity</th><th>value</th><th>range</th><th>unit / basis</th></tr>")
@@ -145,15 +146,15 @@ def html_report(*, p: P.Plan, catalog, figures: list[tuple[str, go.Figure]], lev
         if m.available:
             parts.append(f"<tr><td>{e(m.label)}</td><td>{'yes' if m.feasible else e(m.reason)}</td><td>{m.k}</td>"
                          f"<td>{m.batch}</td><td>{m.alpha_position_1:.3f}</td><td>{m.acceptance_length:.3f}</td>"
-                         f"<td>{m.usd_per_mtok:.4f}</td><td>{e(P.fmt_pct(m.cpm_change_pct))}</td></tr>")
+                         f"<td>{m.usd_per_mtok:.4f}</td><td>{e(fmt_pct(m.cpm_change_pct))}</td></tr>")
         else:
             parts.append(f"<tr><td>{e(m.label)}</td><td colspan='7'>{e(m.reason)}</td></tr>")
     parts.append("</table><h2>Levers (article order)</h2><table><tr><th>#</th><th>lever</th><th>applied</th>"
                  "<th>CPM after</th><th>one-time $</th><th>payback</th></tr>")
     for s_ in levers:
         parts.append(f"<tr><td>{s_.number}</td><td>{e(s_.label)}</td><td>{e(s_.reason)}</td>"
-                     f"<td>{s_.usd_per_mtok_after:.4f}</td><td>{P.fmt_usd(s_.one_time_usd_low)} to "
-                     f"{P.fmt_usd(s_.one_time_usd_high)}</td><td>{e(P.fmt_months(s_.payback_months))}</td></tr>")
+                     f"<td>{s_.usd_per_mtok_after:.4f}</td><td>{fmt_usd(s_.one_time_usd_low)} to "
+                     f"{fmt_usd(s_.one_time_usd_high)}</td><td>{e(fmt_months(s_.payback_months))}</td></tr>")
     parts.append("</table><h2>Assumptions (sources and dates)</h2><table><tr><th>assumption</th><th>value</th>"
                  "<th>source</th><th>date</th></tr>")
     for a in p.assumptions:

@@ -8,11 +8,13 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from planner import plan as P
+from planner.answer import LeverStep
+from planner.formatting import fmt_cpm, fmt_months, fmt_usd
+from planner.levers import order_by_return, summarize
 from views import _state as S
 
 
-def waterfall_figure(steps: list[P.LeverStep], start_label: str, start_cpm: float, title: str) -> go.Figure:
+def waterfall_figure(steps: list[LeverStep], start_label: str, start_cpm: float, title: str) -> go.Figure:
     x = [start_label] + [f"{s.number}. {s.label}" for s in steps] + ["end state"]
     y = [start_cpm] + [s.usd_per_mtok_after - s.usd_per_mtok_before for s in steps] + [0]
     measure = ["absolute"] + ["relative"] * len(steps) + ["total"]
@@ -28,15 +30,15 @@ def waterfall_figure(steps: list[P.LeverStep], start_label: str, start_cpm: floa
     return fig
 
 
-def step_rows(steps: list[P.LeverStep]) -> list[dict]:
+def step_rows(steps: list[LeverStep]) -> list[dict]:
     return [{
         "#": s.number, "lever": s.label, "applied": "yes" if s.applied else "no", "what / why": s.reason,
         "alpha before -> after (per-token, pos. 1)": f"{s.alpha_before:.3f} -> {s.alpha_after:.3f}",
         "CPM before -> after $/Mtok": f"{s.usd_per_mtok_before:.3f} -> {s.usd_per_mtok_after:.3f}",
-        "one-time $": f"{P.fmt_usd(s.one_time_usd_low)} to {P.fmt_usd(s.one_time_usd_high)}",
-        "monthly saving": f"{P.fmt_usd(s.monthly_saving_usd)}/month",
-        "payback": P.fmt_months(s.payback_months),
-        "pays above spend $/month": P.fmt_usd(s.breakeven_monthly_spend_usd),
+        "one-time $": f"{fmt_usd(s.one_time_usd_low)} to {fmt_usd(s.one_time_usd_high)}",
+        "monthly saving": f"{fmt_usd(s.monthly_saving_usd)}/month",
+        "payback": fmt_months(s.payback_months),
+        "pays above spend $/month": fmt_usd(s.breakeven_monthly_spend_usd),
         "source": s.source,
     } for s in steps]
 
@@ -57,20 +59,18 @@ def render() -> None:
         st.warning(f"{cat.methods[start].label} is unavailable: {why}. Pick another starting method.")
         return
     article = S.lever_waterfall(req, start, None)
-    by_return = tuple(P.order_by_return(article))
+    by_return = tuple(order_by_return(article))
     reordered = S.lever_waterfall(req, start, by_return)
     p = S.plan(req)
     start_pt = p.method(start)
-    start_cpm = article[0].usd_per_mtok_before
-    end_cpm = article[-1].usd_per_mtok_after
-    total_one = sum(s.one_time_usd_high for s in article)
+    total = summarize(article, req.monthly_output_tokens)
+    start_cpm = total.start_usd_per_mtok
     base = p.baseline
     st.markdown(
-        f"**From {P.fmt_cpm(start_cpm)} to {P.fmt_cpm(end_cpm)} per million output tokens** with "
+        f"**From {fmt_cpm(start_cpm)} to {fmt_cpm(total.end_usd_per_mtok)} per million output tokens** with "
         f"{cat.methods[start].label} at K={start_pt.k}, batch {start_pt.batch} to start, as on the Plan page (no "
-        f"speculation: {P.fmt_cpm(base.usd_per_mtok) if base.feasible else base.reason}); one-time cost of the applied "
-        f"levers up to {P.fmt_usd(total_one)}; saving "
-        f"{P.fmt_usd((start_cpm - end_cpm) * req.monthly_output_tokens / 1e6)}/month.")
+        f"speculation: {fmt_cpm(base.usd_per_mtok) if base.feasible else base.reason}); one-time cost of the applied "
+        f"levers up to {fmt_usd(total.one_time_usd_high)}; saving {fmt_usd(total.monthly_saving_usd)}/month.")
     S.glossary()
     order = st.radio("Order", ["article", "return"], key="levers_order", horizontal=True,
                      format_func=lambda v: "the article's order" if v == "article"
@@ -89,16 +89,16 @@ def render() -> None:
         if vsd.applied and math.isfinite(vsd.breakeven_monthly_spend_usd):
             be = vsd.breakeven_monthly_spend_usd
             st.info(f"VSD pays (NPV >= 0 over {costs.horizon_months} months at "
-                    f"{costs.annual_discount_rate * 100:g} %/year) above {P.fmt_usd(be)} a month of inference spend "
-                    f"({P.fmt_usd(be * 12)} a year); the seed article says $2M a year. Computed from its +9.6 % "
-                    f"acceptance-length gain and its one-time cost {P.fmt_usd(vsd.one_time_usd_low)} to "
-                    f"{P.fmt_usd(vsd.one_time_usd_high)} (assumption).")
+                    f"{costs.annual_discount_rate * 100:g} %/year) above {fmt_usd(be)} a month of inference spend "
+                    f"({fmt_usd(be * 12)} a year); the seed article says $2M a year. Computed from its +9.6 % "
+                    f"acceptance-length gain and its one-time cost {fmt_usd(vsd.one_time_usd_low)} to "
+                    f"{fmt_usd(vsd.one_time_usd_high)} (assumption).")
         else:
             st.info(f"VSD does not apply here: {vsd.reason}.")
     st.caption("Each step is evaluated at its own best batch under the TPOT SLO, so a lever that helps only "
                "at batch 1 shows no gain where the verifier is compute-bound. Domain fine-tune compute is "
                "paid once per language-workload segment; engineering weeks at "
-               f"{P.fmt_usd(costs.engineering_usd_per_week)}/week (sidebar: Cost assumptions).")
+               f"{fmt_usd(costs.engineering_usd_per_week)}/week (sidebar: Cost assumptions).")
 
 
 if __name__ == "__main__":

@@ -6,12 +6,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from planner import plan as P
+from planner.answer import Plan
+from planner.formatting import fmt_cpm, fmt_pct, fmt_usd
 from views import _state as S
 from views.plan import CONVENTION
 
 
-def table_rows(p: P.Plan) -> list[dict]:
+def table_rows(p: Plan) -> list[dict]:
     out = []
     for m in p.methods:
         base = {"method": m.label, "available": "yes" if m.available else m.reason}
@@ -26,14 +27,14 @@ def table_rows(p: P.Plan) -> list[dict]:
                 "tokens/s per replica (decode)": round(m.output_tokens_per_s),
                 "TPOT ms": round(m.tpot_ms, 1),
                 "CPM $/Mtok": round(m.usd_per_mtok, 4),
-                "vs today": P.fmt_pct(m.cpm_change_pct),
+                "vs today": fmt_pct(m.cpm_change_pct),
                 "verifier": m.verifier_bound + "-bound",
                 "draft cost ratio c": round(m.draft_cost_ratio, 3),
             })
         cat = S.catalog()
         meth = cat.methods[m.method]
         base.update({
-            "one-time $": f"{P.fmt_usd(m.one_time_usd_low)} to {P.fmt_usd(m.one_time_usd_high)}",
+            "one-time $": f"{fmt_usd(m.one_time_usd_low)} to {fmt_usd(m.one_time_usd_high)}",
             "setup": meth.setup_note,
             "claimed speedup (seed)": (f"{meth.claimed_speedup[0]:g}-{meth.claimed_speedup[1]:g}x"
                                        if meth.claimed_speedup else "none"),
@@ -53,7 +54,7 @@ def render() -> None:
     p = S.plan(S.request(tuned=basis == "tuned"))
     ref = p.reference
     if ref is not None:
-        st.markdown(f"**Today ({ref.label}):** {P.fmt_cpm(ref.usd_per_mtok)} per million output tokens at its own "
+        st.markdown(f"**Today ({ref.label}):** {fmt_cpm(ref.usd_per_mtok)} per million output tokens at its own "
                     f"best batch ({ref.batch}) under the {req.tpot_slo_ms:g} ms TPOT SLO.")
     else:
         st.warning(p.reference_note)

@@ -9,19 +9,21 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from planner import plan as P
+from planner.answer import OperatingPoint, Plan
+from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
+from planner.request import PlanRequest
 from views import _state as S
 
 CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau counts the bonus token; vLLM's draft "
               "acceptance rate is (tau-1)/K.")
 
 
-def compute(req: P.PlanRequest | None = None) -> P.Plan:
+def compute(req: PlanRequest | None = None) -> Plan:
     """Everything the page shows: one cached plan() call, the fleet by hour included (benchmarks time this)."""
     return S.plan(S.fleet_request(req or S.request()))
 
 
-def cpm_chart(p: P.Plan) -> go.Figure:
+def cpm_chart(p: Plan) -> go.Figure:
     rows = [m for m in p.methods if m.available and m.fits_memory]
     fig = go.Figure()
     colours = ["#2ca02c" if m.feasible else "#bbbbbb" for m in rows]
@@ -43,12 +45,12 @@ def cpm_chart(p: P.Plan) -> go.Figure:
                              "line": {"dash": "dash", "color": "#d62728"}}]
         layout["annotations"] = [{"xref": "paper", "x": 0, "yref": "y", "y": y, "xanchor": "left",
                                   "yanchor": "bottom", "showarrow": False,
-                                  "text": f"today ({p.reference.label}) {P.fmt_cpm(y)}/Mtok"}]
+                                  "text": f"today ({p.reference.label}) {fmt_cpm(y)}/Mtok"}]
     fig.update_layout(**layout)
     return fig
 
 
-def _metrics(p: P.Plan, req: P.PlanRequest) -> None:
+def _metrics(p: Plan, req: PlanRequest) -> None:
     cat = S.catalog()
     hw = cat.hardware[req.hardware]
     e = p.economics
@@ -56,7 +58,7 @@ def _metrics(p: P.Plan, req: P.PlanRequest) -> None:
     best = p.best
     row1 = st.columns(3)
     if ref is not None:
-        row1[0].metric("CPM today", f"{P.fmt_cpm(ref.usd_per_mtok)} /Mtok",
+        row1[0].metric("CPM today", f"{fmt_cpm(ref.usd_per_mtok)} /Mtok",
                        help=f"{ref.label} at its best batch under the SLO ({p.reference_note}); $ per million output "
                             f"tokens, prefill GPU time included. Price ${p.usd_per_gpu_hour:.2f}/GPU-hour "
                             f"({hw.price.source}, {hw.price.date}).")
@@ -65,33 +67,33 @@ def _metrics(p: P.Plan, req: P.PlanRequest) -> None:
         row1[0].metric("CPM today", "not feasible", help=p.reference_note)
         row1[0].caption(p.baseline.reason)
     if best is not None:
-        delta = None if best.cpm_change_pct is None else P.fmt_pct(best.cpm_change_pct)
-        row1[1].metric("Best method CPM", f"{P.fmt_cpm(best.usd_per_mtok)} /Mtok", delta=delta, delta_color="inverse",
+        delta = None if best.cpm_change_pct is None else fmt_pct(best.cpm_change_pct)
+        row1[1].metric("Best method CPM", f"{fmt_cpm(best.usd_per_mtok)} /Mtok", delta=delta, delta_color="inverse",
                        help=f"{best.label} at K={best.k}, its own best batch ({best.batch}) under the same SLO. alpha "
                             f"(per-token, position 1) {best.alpha_position_1:.2f}; tau {best.acceptance_length:.2f} "
                             f"tokens/step; vLLM draft acceptance rate {best.draft_acceptance_rate * 100:.0f} % "
                             f"({best.alpha_source}).")
-        row1[1].caption(f"{best.label}, K={best.k}; range {P.fmt_cpm(min(best.usd_per_mtok_low, best.usd_per_mtok_high))}"
-                        f"-{P.fmt_cpm(max(best.usd_per_mtok_low, best.usd_per_mtok_high))} over its alpha range")
+        row1[1].caption(f"{best.label}, K={best.k}; range {fmt_cpm(min(best.usd_per_mtok_low, best.usd_per_mtok_high))}"
+                        f"-{fmt_cpm(max(best.usd_per_mtok_low, best.usd_per_mtok_high))} over its alpha range")
     else:
         row1[1].metric("Best method CPM", "none feasible")
     sav = e.monthly_saving_usd
-    row1[2].metric("Monthly saving", "n/a" if sav is None else f"{P.fmt_usd(sav)}/month",
+    row1[2].metric("Monthly saving", "n/a" if sav is None else f"{fmt_usd(sav)}/month",
                    help=f"(CPM today - best CPM) x {e.monthly_output_tokens / 1e9:,.2f}B output tokens/month "
                         f"({req.volume_source}).")
     if sav is not None:
-        row1[2].caption(f"range {P.fmt_usd(e.monthly_saving_low_usd)} to {P.fmt_usd(e.monthly_saving_high_usd)}/month")
+        row1[2].caption(f"range {fmt_usd(e.monthly_saving_low_usd)} to {fmt_usd(e.monthly_saving_high_usd)}/month")
     row2 = st.columns(3)
-    row2[0].metric("One-time cost", P.fmt_usd(e.one_time_usd),
+    row2[0].metric("One-time cost", fmt_usd(e.one_time_usd),
                    help=f"Draft training GPU-hours at ${p.costs.training_usd_per_gpu_hour_low:.2f}-"
                         f"${p.costs.training_usd_per_gpu_hour_high:.2f}/GPU-hour + engineering weeks at "
-                        f"{P.fmt_usd(p.costs.engineering_usd_per_week)}/week (sidebar: Cost assumptions)."
+                        f"{fmt_usd(p.costs.engineering_usd_per_week)}/week (sidebar: Cost assumptions)."
                         + (f" {best.label}: {best.one_time_usd_low:,.0f}-{best.one_time_usd_high:,.0f} $." if best else ""))
-    row2[0].caption(f"range {P.fmt_usd(e.one_time_low_usd)} to {P.fmt_usd(e.one_time_high_usd)}")
-    row2[1].metric("Payback", P.fmt_months(e.payback_months),
+    row2[0].caption(f"range {fmt_usd(e.one_time_low_usd)} to {fmt_usd(e.one_time_high_usd)}")
+    row2[1].metric("Payback", fmt_months(e.payback_months),
                    help="One-time cost / monthly saving.")
-    row2[1].caption(f"range {P.fmt_months(e.payback_low_months)} to {P.fmt_months(e.payback_high_months)}")
-    row2[2].metric(f"NPV over {e.horizon_months} months", P.fmt_usd(e.npv_usd),
+    row2[1].caption(f"range {fmt_months(e.payback_low_months)} to {fmt_months(e.payback_high_months)}")
+    row2[2].metric(f"NPV over {e.horizon_months} months", fmt_usd(e.npv_usd),
                    help=f"Monthly savings discounted at {e.annual_discount_rate * 100:g} %/year, minus the one-time cost.")
 
 
@@ -135,7 +137,7 @@ def render() -> None:
                f"step-time parameters ({steps.value}): {steps.source} ({steps.date}).")
 
 
-def _fleet(p: P.Plan) -> None:
+def _fleet(p: Plan) -> None:
     from planner.fleet import SHAPE_LABELS
 
     st.subheader("Fleet by hour: GPUs with and without speculation")
@@ -155,12 +157,12 @@ def _fleet(p: P.Plan) -> None:
     if best is not None and best is not today:
         c[1].metric(f"Peak GPUs with {best.label}", f"{best.peak_gpus:,}",
                     delta=f"{best.peak_gpus - today.peak_gpus:+,} GPUs", delta_color="inverse")
-        c[2].metric("Monthly bill, autoscaled", f"{P.fmt_usd(best.usd_per_month_autoscaled)}/month",
-                    delta=P.fmt_usd(best.usd_per_month_autoscaled - today.usd_per_month_autoscaled) + "/month",
+        c[2].metric("Monthly bill, autoscaled", f"{fmt_usd(best.usd_per_month_autoscaled)}/month",
+                    delta=fmt_usd(best.usd_per_month_autoscaled - today.usd_per_month_autoscaled) + "/month",
                     delta_color="inverse",
-                    help=f"GPUs per hour x {P.fmt_usd(f.usd_per_gpu_hour, 2)}/GPU-hour, summed over the month. A "
-                         f"fleet sized for the peak: {P.fmt_usd(best.usd_per_month_fixed)}/month with "
-                         f"{best.label}, {P.fmt_usd(today.usd_per_month_fixed)}/month today.")
+                    help=f"GPUs per hour x {fmt_usd(f.usd_per_gpu_hour, 2)}/GPU-hour, summed over the month. A "
+                         f"fleet sized for the peak: {fmt_usd(best.usd_per_month_fixed)}/month with "
+                         f"{best.label}, {fmt_usd(today.usd_per_month_fixed)}/month today.")
     fig = go.Figure()
     fig.add_scatter(x=[h.hour for h in today.hours], y=[h.gpus for h in today.hours], mode="lines+markers",
                     line_shape="hv", name=f"today ({today.label})")
@@ -169,8 +171,8 @@ def _fleet(p: P.Plan) -> None:
                         line_shape="hv", name=best.label)
     fig.update_layout(xaxis_title="hour of day", yaxis_title="GPUs", height=320, legend={"orientation": "h", "y": -0.3})
     st.plotly_chart(fig, key="plan_fleet_chart", width="stretch")
-    st.caption(f"Hours: {f.shape_source}. Today's bill: {P.fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
-               f"{P.fmt_usd(today.usd_per_month_fixed)}/month for a fleet sized for the peak. Prefill shares each "
+    st.caption(f"Hours: {f.shape_source}. Today's bill: {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
+               f"{fmt_usd(today.usd_per_month_fixed)}/month for a fleet sized for the peak. Prefill shares each "
                "replica's time with decoding; at least one replica runs every hour.")
     with st.expander("Fleet by hour, every configuration"):
         st.dataframe([{"configuration": cfg.label, "K": cfg.k or None, "peak GPUs": cfg.peak_gpus,
@@ -180,18 +182,18 @@ def _fleet(p: P.Plan) -> None:
                      key="plan_fleet_table", hide_index=True)
 
 
-def method_rows(p: P.Plan) -> list[dict]:
+def method_rows(p: Plan) -> list[dict]:
     rows = [_row(p.baseline)]
     rows += [_row(m) for m in p.methods]
     return rows
 
 
-def _row(m: P.OperatingPoint) -> dict:
+def _row(m: OperatingPoint) -> dict:
     if not m.available:
         return {"method": m.label, "K": None, "best batch": None, "CPM $/Mtok": None, "vs today": m.reason,
                 "tau (tokens/step)": None, "verifier": "", "meets SLO": None}
     return {"method": m.label, "K": m.k or None, "best batch": m.batch, "CPM $/Mtok": round(m.usd_per_mtok, 4),
-            "vs today": (P.fmt_pct(m.cpm_change_pct) if m.cpm_change_pct is not None else
+            "vs today": (fmt_pct(m.cpm_change_pct) if m.cpm_change_pct is not None else
                          (m.reason if not m.feasible else "n/a (no feasible reference)")),
             "tau (tokens/step)": round(m.acceptance_length, 2), "verifier": m.verifier_bound + "-bound",
             "meets SLO": m.feasible}

@@ -8,8 +8,8 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from planner import plan as P
 from planner import sensitivity as sens
+from planner.formatting import fmt_pct, fmt_usd
 from views import _state as S
 
 
@@ -147,7 +147,7 @@ def render() -> None:
                       legend={"orientation": "h", "y": -0.25})
     st.plotly_chart(fig, key="sens_tornado", width="stretch")
     st.caption(f"{label} against no speculation, both at their own best batch under the SLO, re-evaluated with one "
-               f"driver at its low and high end ({P.fmt_pct(mid)} with every driver at its middle). Left of 0: "
+               f"driver at its low and high end ({fmt_pct(mid)} with every driver at its middle). Left of 0: "
                f"speculation saves. Ranges: {sens.UNCERTAINTY_SOURCE}.")
 
     st.subheader("Monte Carlo over acceptance, price, step time and speculation overheads")
@@ -162,8 +162,8 @@ def render() -> None:
     mc = _mc_run(req, method, pt.k, int(st.session_state["mc_samples"]), int(st.session_state["mc_seed"]),
                  bool(st.session_state["mc_price"]), bool(st.session_state["mc_hw"]))
     st.markdown(
-        f"**{label} (K={mc.k}): monthly saving p5 {P.fmt_usd(mc.saving_p05)}, median {P.fmt_usd(mc.saving_p50)}, "
-        f"p95 {P.fmt_usd(mc.saving_p95)}; saves money in {mc.p_saves * 100:.0f} % and pays back within "
+        f"**{label} (K={mc.k}): monthly saving p5 {fmt_usd(mc.saving_p05)}, median {fmt_usd(mc.saving_p50)}, "
+        f"p95 {fmt_usd(mc.saving_p95)}; saves money in {mc.p_saves * 100:.0f} % and pays back within "
         f"{mc.horizon_months} months in {mc.p_payback_within_horizon * 100:.0f} % of {mc.samples} samples** "
         f"(seed {mc.seed}).")
     fig = go.Figure()

@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planner import acceptance as acc
+from planner import trees
 
 alphas = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 ks = st.integers(min_value=1, max_value=16)
@@ -88,12 +89,12 @@ def test_counts_to_conditional_alpha():
 
 
 def test_chain_tree_equals_the_chain_formula():
-    q = acc.sibling_acceptance(0.7, depth=4, width=1)
+    q = trees.rank_acceptance([0.7] * 4, 1)
     assert acc.tree_acceptance_length(acc.chain_tree(4), q) == pytest.approx(acc.acceptance_length_iid(0.7, 4))
 
 
 def test_a_wider_tree_accepts_more_but_costs_more_nodes():
-    q = acc.sibling_acceptance(0.62, depth=4, width=3)
+    q = trees.rank_acceptance([0.62] * 4, 3)
     chain = acc.tree_acceptance_length(acc.chain_tree(4), q)
     tree = acc.default_tree(4, 3)
     wide = acc.tree_acceptance_length(tree, q)
@@ -104,14 +105,14 @@ def test_a_wider_tree_accepts_more_but_costs_more_nodes():
 
 
 def test_sibling_rows_are_exclusive_probabilities():
-    q = acc.sibling_acceptance(np.array([0.3, 0.9]), depth=3, width=4, sibling_factor=0.9)
+    q = trees.rank_acceptance(np.array([[0.3] * 3, [0.9] * 3]), 4, 0.9)
     assert np.all(q.sum(axis=-1) <= 1.0 + 1e-12)
     assert np.all(np.diff(q, axis=-1) <= 0)  # lower rank, lower acceptance
 
 
 def test_tree_validation_names_the_orphan_node():
     with pytest.raises(ValueError, match=r"\(0, 1\).*no parent \(0,\)"):
-        acc.tree_acceptance_length(((1,), (0, 1)), acc.sibling_acceptance(0.5, 2, 2))
+        acc.tree_acceptance_length(((1,), (0, 1)), trees.rank_acceptance([0.5, 0.5], 2))
 
 
 def test_alpha_inversion_is_exact_at_the_ends_and_the_same_on_both_paths():

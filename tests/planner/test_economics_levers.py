@@ -152,3 +152,16 @@ def test_reordering_by_return_puts_free_levers_first(catalog):
     assert first.applied and first.usd_per_mtok_after < first.usd_per_mtok_before
     re = waterfall(_r(), catalog, order=order)
     assert [st.lever for st in re] == order
+
+
+def test_waterfall_summary_runs_from_the_first_step_to_the_last():
+    from planner.answer import LeverStep
+    from planner.levers import summarize
+
+    def step(before, after, high, applied=True):
+        return LeverStep("x", 1, "x", applied, "", "eagle3", 3, 64, False, 0.6, 0.6, before, after, 0.0, high,
+                         0.0, 0.0, 0.0)
+
+    s = summarize([step(2.0, 1.5, 1_000.0), step(1.5, 1.5, 0.0, applied=False), step(1.5, 1.2, 500.0)], 1e10)
+    assert (s.start_usd_per_mtok, s.end_usd_per_mtok, s.one_time_usd_high) == (2.0, 1.2, 1_500.0)
+    assert s.monthly_saving_usd == pytest.approx((2.0 - 1.2) * 1e4)  # 1e10 tokens = 1e4 million

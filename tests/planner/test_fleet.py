@@ -12,6 +12,8 @@ import pytest
 
 from planner import fleet as F
 from planner import plan as P
+from planner.context import BASELINE, make_context, r5
+from planner.search import evaluate_at, evaluation_grid, max_batch
 
 
 def test_littles_law_fixed_point_for_one_hour_by_hand():
@@ -64,16 +66,14 @@ def test_replicas_equal_a_brute_force_search_on_the_planners_own_tpot(catalog):
                         daily_shape="business_hours")
     p = P.plan(req, catalog)
     base = p.fleet.config(P.NO_SPEC)
-    ctx = P._ctx(req, catalog)
+    ctx = make_context(req, catalog)
     h = base.hours[12]
-    pre = {"k": P._r5([1], 1), "tau": P._r5([1.0], 1), "nver": P._r5([2], 1),
-           "prompt": P._r5([h.prompt_tokens], 3), "out": P._r5([h.output_tokens], 3),
-           "ctx": P._r5([h.prompt_tokens + h.output_tokens / 2], 3)}
-    cands = [P.Candidate(P.NO_SPEC, (1,))]
-    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
-    drafts = P._drafts(ctx, cands)
-    mb = float(P._memory(ctx, cands, pre, drafts).max())
-    res = P.evaluate_arrays(batch=P._r5(np.arange(1, mb + 1), 4), **P._engine_args(ctx, cands, smp, pre, drafts))
+    grid = evaluation_grid(k=r5([1], 1), tau=r5([1.0], 1), verify_tokens=r5([2], 1),
+                           prompt_tokens=[h.prompt_tokens], output_tokens=[h.output_tokens])
+    cands = [BASELINE]
+    smp = ctx.mid_samples()
+    mb = float(max_batch(ctx, cands, grid).max())
+    res = evaluate_at(ctx, cands, smp, grid, r5(np.arange(1, mb + 1), 4))
     tpot = np.asarray(res.baseline_tpot_s).reshape(-1)
     from planner.roofline import hw_params, target_net
     from planner.serving import prefill_time_s

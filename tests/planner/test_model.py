@@ -217,6 +217,9 @@ def test_tp_adds_communication_and_divides_the_roofline(catalog):
     ("k", 0, "k=0"), ("batch", 0, "batch=0"), ("tp", 3, "tp=3"), ("tpot_slo_ms", -1, "tpot_slo_ms=-1"),
     ("usd_per_gpu_hour", -2.0, "usd_per_gpu_hour=-2.0"), ("draft_cost_ratio", 50.0, "draft_cost_ratio=50.0"),
     ("prompt_tokens", 10**7, "prompt_tokens=10000000"),
+    # one validator with plan(): a $0 GPU is refused here too, and a length under one token
+    ("usd_per_gpu_hour", 0.0, "usd_per_gpu_hour=0.0 .*above \\$0"), ("output_tokens", 0.5, "output_tokens=0.5"),
+    ("tp", 2.0, "tp=2.0"),
 ])
 def test_bad_scenarios_name_field_and_value(catalog, field, value, needle):
     with pytest.raises(ScenarioError, match=needle):
@@ -230,7 +233,7 @@ def test_unknown_names_list_valid_ones_and_the_closest(catalog):
 
 
 def test_per_position_alpha_needs_one_value_per_position(catalog):
-    with pytest.raises(ScenarioError, match="alpha_per_position has 2 values but K=4"):
+    with pytest.raises(ScenarioError, match=r"alpha_per_position=\(0.8, 0.7\) .*K=4 needs 4, 2 given"):
         evaluate(scen(acceptance=Acceptance("per_token", per_position=(0.8, 0.7))), catalog)
 
 

@@ -11,30 +11,25 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner import plan as P
+from planner.candidates import method_candidates
+from planner.context import BASELINE, make_context, r5
 from planner.economics import economics
 from planner.roofline import head_net, hw_params, target_net
+from planner.search import candidate_grid, evaluate_at, search
 from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays
 
 
 def _brute_force_best_cpm(req, catalog):
     """Every integer batch from 1 to 4096 for every (candidate, K): the cheapest CPM meeting memory and SLO."""
-    ctx = P._ctx(req, catalog)
-    cands, _ = P.method_candidates(ctx, list(catalog.methods))
-    cands = [P.Candidate(P.NO_SPEC, (1,)), *cands]
-    smp = P.samples_for(("mid",), ctx.eff, ctx.price)
-    sr = P.search(ctx, cands, smp)
-    taus, nvs = [], []
-    for c in cands:
-        t, nv, _ = P._tau(ctx, c, smp, sr.ks)
-        taus.append(t)
-        nvs.append(nv)
-    prompt = P._r5([s.prompt_tokens for s in ctx.segs], 3)
-    out = P._r5([s.output_tokens for s in ctx.segs], 3)
-    pre = {"k": P._r5(sr.ks, 2), "tau": np.nan_to_num(np.stack(taus, 1)[..., None], nan=1.0),
-           "nver": np.stack(nvs, 1)[..., None], "prompt": prompt, "out": out, "ctx": prompt + out / 2}
+    ctx = make_context(req, catalog)
+    cands, _ = method_candidates(ctx, list(catalog.methods))
+    cands = [BASELINE, *cands]
+    smp = ctx.mid_samples()
+    sr = search(ctx, cands, smp)
+    grid = candidate_grid(ctx, cands, smp, sr.ks)
     batches = np.arange(1, P.MAX_BATCH + 1, dtype=float)[None, None, None, None, :]
-    r = P._evaluate(ctx, cands, smp, batches, pre=pre)
-    is_base = P._r5([c.method == P.NO_SPEC for c in cands], 1).astype(bool)
+    r = evaluate_at(ctx, cands, smp, grid, batches)
+    is_base = r5([c.method == P.NO_SPEC for c in cands], 1).astype(bool)
     tpot = np.where(is_base, r.baseline_tpot_s, r.tpot_s)
     cpm = np.where(is_base, r.baseline_usd_per_mtok, r.usd_per_mtok)
     mb = np.where(is_base, r.baseline_max_batch, r.max_batch)

@@ -1,4 +1,4 @@
-"""Each step-time and memory term of planner/roofline.py at its closed-form limits (issue 11)."""
+"""Each step-time and memory term of planner/roofline.py at its closed-form limits."""
 
 import dataclasses
 

@@ -181,8 +181,9 @@ def test_geometric_sibling_model_at_rank_decay_one():
 
 def test_planner_default_tree_agrees_with_acceptance_module():
     for a in (0.5, 0.7, 0.85):
-        want = acc.tree_acceptance_length(acc.default_tree(6, 3), acc.sibling_acceptance(a, 6, 3, 0.5))
-        got = trees.expected_acceptance_length(TreeShape.planner_default(6, 3), a, 0.5)
+        q = trees.rank_acceptance([a] * 6, 3)  # the one sibling model, at its fitted rank decay
+        want = acc.tree_acceptance_length(acc.default_tree(6, 3), q)
+        got = trees.expected_acceptance_length(TreeShape.planner_default(6, 3), a)
         assert float(got) == pytest.approx(float(want))
 
 

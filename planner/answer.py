@@ -1,0 +1,162 @@
+"""The planner's answer: a `Plan` holds the baseline, the reference ("today"), every method at its best K and batch
+(`OperatingPoint`, per segment a `SegmentPoint`), the recommendation, the economics, the levers and the
+assumptions it rests on. Records only; planner.plan fills them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from planner.request import CostAssumptions, PlanRequest, TrafficSegment
+
+
+@dataclass(frozen=True)
+class SegmentPoint:
+    workload: str
+    language: str
+    share: float
+    batch: int
+    max_batch: int
+    tpot_ms: float
+    usd_per_mtok: float
+    output_tokens_per_s: float  # decode tokens/s per replica
+    acceptance_length: float
+    speedup: float
+    alpha_position_1: float
+    fits_memory: bool
+    meets_slo: bool
+    verifier_bound: str
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """A method (or no speculation) at its best K and batch for the whole mix."""
+
+    method: str  # NO_SPEC for the baseline
+    label: str
+    available: bool
+    k: int  # 0 for no speculation
+    batch: int  # the dominant segment's batch (vLLM's --max-num-seqs)
+    max_batch: int
+    fits_memory: bool
+    meets_slo: bool
+    feasible: bool  # available, fits memory and meets the SLO
+    tpot_ms: float
+    usd_per_mtok: float  # blended over the mix, prefill GPU time included
+    output_tokens_per_s: float
+    acceptance_length: float  # tau, bonus token included (1 for no speculation)
+    alpha_per_token: float  # i.i.d. per-token alpha with the same tau at this K
+    alpha_position_1: float  # conditional per-token alpha at draft position 1 (profiles' convention)
+    draft_acceptance_rate: float  # vLLM: accepted / drafted = (tau - 1) / K
+    speedup: float  # TPOT without speculation / TPOT with it, at the same batch
+    draft_cost_ratio: float  # Leviathan's c: one draft pass / one target step
+    verifier_bound: str  # "memory" or "compute" (dominant segment)
+    cpm_change_pct: float | None  # vs the plan's reference; None when there is no feasible reference
+    reason: str  # why it is infeasible, or what it is
+    way_out: str  # what would make it feasible ("" when it is)
+    segments: tuple[SegmentPoint, ...] = ()
+    one_time_usd_low: float = 0.0
+    one_time_usd_high: float = 0.0
+    alpha_convention: str = ""
+    alpha_source: str = ""
+    usd_per_mtok_low: float = math.nan  # at the low / high end of the alpha range (uncertainty band)
+    usd_per_mtok_high: float = math.nan
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    method: str
+    label: str
+    k: int
+    batch: int
+    usd_per_mtok: float
+    cpm_change_pct: float | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlanEconomics:
+    reference_usd_per_mtok: float | None  # "CPM today" (None: no feasible reference)
+    new_usd_per_mtok: float | None
+    monthly_output_tokens: float
+    monthly_saving_usd: float | None
+    monthly_saving_low_usd: float | None  # over the alpha range
+    monthly_saving_high_usd: float | None
+    one_time_usd: float  # midpoint of the low / high training price
+    one_time_low_usd: float
+    one_time_high_usd: float
+    payback_months: float  # inf: does not pay back
+    payback_low_months: float
+    payback_high_months: float
+    npv_usd: float | None
+    horizon_months: int
+    annual_discount_rate: float
+
+
+@dataclass(frozen=True)
+class LeverStep:
+    lever: str
+    number: int
+    label: str
+    applied: bool
+    reason: str
+    method: str
+    k: int
+    batch: int
+    tree: bool
+    alpha_before: float
+    alpha_after: float
+    usd_per_mtok_before: float
+    usd_per_mtok_after: float
+    one_time_usd_low: float
+    one_time_usd_high: float
+    monthly_saving_usd: float
+    payback_months: float
+    breakeven_monthly_spend_usd: float
+    note: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Assumption:
+    what: str
+    value: str
+    source: str
+    date: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    request: PlanRequest
+    segments: tuple[TrafficSegment, ...]
+    usd_per_gpu_hour: float
+    baseline: OperatingPoint  # no speculation on the requested hardware and TP
+    reference: OperatingPoint | None  # "today": the current method, or the cheapest feasible no-spec option
+    reference_note: str  # how the reference was chosen
+    methods: tuple[OperatingPoint, ...]
+    best: OperatingPoint | None  # cheapest feasible method (recommended or not)
+    recommendation: Recommendation | None  # None: stay with the reference
+    verdict: str  # one sentence for a CFO
+    economics: PlanEconomics
+    levers: tuple[LeverStep, ...]
+    deploy: dict[str, Any] | None  # vLLM command for the recommended (else best) method
+    assumptions: tuple[Assumption, ...]
+    costs: CostAssumptions
+    alternatives: tuple[OperatingPoint, ...] = ()  # no speculation at other TP (the way out of an infeasible baseline)
+    fleet: Any = None  # planner.fleet.Fleet: GPUs by hour with and without speculation, the month's bills
+
+    def method(self, name: str) -> OperatingPoint:
+        for m in self.methods:
+            if m.method == name:
+                return m
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the CLI's `plan` output and the report's data."""
+        d = dataclasses.asdict(self)
+        rec = d.pop("recommendation")
+        d["recommendation"] = rec
+        return d

@@ -1,0 +1,104 @@
+"""The dated assumptions a plan rests on (price, hardware specs, step-time parameters, model architecture,
+volume, finance, each method's alpha range and each workload's shifts), with their sources."""
+
+from __future__ import annotations
+
+from planner.answer import Assumption
+from planner.context import Context
+from planner.formatting import fmt_usd
+from planner.serving import sampler_time_s
+
+
+def assumptions(ctx: Context) -> list[Assumption]:
+    hw, model, req, cat = ctx.hw, ctx.model, ctx.req, ctx.catalog
+    eff = ctx.eff
+    sampler_us_per_token = 1e6 * float(sampler_time_s(ctx.hw_params, batch=1.0, drafted_tokens=1.0,
+                                                      vocab_size=model.vocab_size))
+    price_src = ("entered by the user", "") if req.usd_per_gpu_hour is not None else (hw.price.source, hw.price.date)
+    out = [
+        Assumption(
+            "$/GPU-hour",
+            f"${ctx.price:.2f} (list range ${hw.usd_per_gpu_hour_low:.2f}-${hw.usd_per_gpu_hour_high:.2f})",
+            *price_src,
+        ),
+        Assumption(
+            f"{hw.label} specs",
+            f"{hw.hbm_gb:g} GB, {hw.hbm_bandwidth_gb_s:g} GB/s, {hw.bf16_tflops:g} BF16 TFLOP/s",
+            hw.specs.source,
+            hw.specs.date,
+        ),
+        Assumption(
+            "step-time parameters",
+            f"eta_bw {eff.eta_bw:.3f}, eta_flops {eff.eta_flops:.3f}, per-layer {eff.t_layer_s * 1e6:.1f} us, "
+            f"fixed {eff.t_fixed_s * 1e3:.2f} ms/step, speculation {eff.t_spec_s * 1e3:.2f} ms/step + "
+            f"{eff.sampler_vocab_passes:.0f} fp32 passes over the {model.vocab_size:,}-token vocabulary per drafted "
+            f"token per sequence ({sampler_us_per_token:.1f} us each), "
+            f"{eff.t_fixed_draft_s * 1e3:.2f} ms per draft pass",
+            eff.source.source,
+            eff.source.date,
+        ),
+        Assumption(
+            f"{model.label} architecture",
+            f"{model.total_params_b:g}B params ({model.active_params_b:g}B active)",
+            model.source.source,
+            model.source.date,
+        ),
+        Assumption("monthly output tokens", f"{req.monthly_output_tokens / 1e9:,.3g}B", req.volume_source, ""),
+        Assumption(
+            "engineering $/week",
+            fmt_usd(ctx.costs.engineering_usd_per_week),
+            *_price_src(cat, "engineering_usd_per_week", ctx.costs.engineering_usd_per_week),
+        ),
+        Assumption(
+            "discount rate",
+            f"{ctx.costs.annual_discount_rate * 100:g} %/year",
+            *_price_src(cat, "annual_discount_rate", ctx.costs.annual_discount_rate),
+        ),
+        Assumption(
+            "horizon",
+            f"{ctx.costs.horizon_months} months",
+            *_price_src(cat, "horizon_months", ctx.costs.horizon_months),
+        ),
+        Assumption(
+            "draft training GPU price",
+            f"${ctx.costs.training_usd_per_gpu_hour_low:.2f}-${ctx.costs.training_usd_per_gpu_hour_high:.2f}/GPU-hour",
+            *_price_src(cat, "training_hardware", None),
+        ),
+        Assumption(
+            "prefill",
+            "prompt GPU time (compute-bound) charged to output tokens in CPM; TPOT is decode-only",
+            "planner model",
+            "",
+        ),
+    ]
+    for m in cat.methods.values():
+        rng = m.alpha_tuned if req.tuned else m.alpha_default
+        out.append(
+            Assumption(
+                f"{m.label} alpha ({'tuned' if req.tuned else 'default'}, per-token, position 1)",
+                f"{rng.low:.2f}-{rng.high:.2f}, decay {m.position_decay} per position; setup "
+                f"{ctx.costs.gpu_hours(m):g} GPU-hours + {m.setup_engineering_weeks:g} eng. weeks",
+                m.source.source,
+                m.source.date,
+            )
+        )
+    for w in sorted({s.workload for s in ctx.segs}):
+        wl = cat.workloads[w]
+        out.append(
+            Assumption(
+                f"workload {wl.label}",
+                f"alpha shift {wl.alpha_shift:+.3f}, n-gram alpha {wl.ngram_alpha:.2f}",
+                wl.source.source,
+                wl.source.date,
+            )
+        )
+    return out
+
+
+def _price_src(cat, key: str, value) -> tuple[str, str]:
+    src = cat.price_sources.get(key)
+    if src is None:
+        return ("", "")
+    if value is not None and value != cat.prices.get(key):
+        return ("entered by the user", "")
+    return (src.source, src.date)

@@ -1,0 +1,269 @@
+"""The question the planner answers: `PlanRequest` (model, hardware, traffic, SLO, costs) and the one validator.
+
+Every field is checked here, for `plan()` and for the single-point `evaluate` alike (one rule per field: a price
+above $0, a TPOT SLO above 0, lengths of at least one token within the model's context); an error names the field,
+the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planner.fleet import SHAPES
+from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Efficiency
+
+NO_SPEC = "none"  # "current method": no speculative decoding today
+MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
+TP_OPTIONS = (1, 2, 4, 8)
+MAX_K = 32  # draft tokens per step a single-point evaluation accepts
+
+
+class PlanError(ValueError):
+    """A request value outside what is allowed; the message names the field, the value and what is allowed."""
+
+    def __init__(self, field_name: str, value: Any, allowed: str):
+        self.field = field_name
+        self.value = value
+        super().__init__(f"{field_name}={value!r} is not allowed: {allowed}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The request
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrafficSegment:
+    """One slice of the traffic: its workload and language, its share of output tokens, and its mean lengths."""
+
+    workload: str
+    language: str
+    share: float  # share of output tokens, (0, 1]; a request's shares sum to 1
+    prompt_tokens: float  # mean prompt tokens per request
+    output_tokens: float  # mean output tokens per request
+
+
+@dataclass(frozen=True)
+class CostAssumptions:
+    """One-time and financial assumptions (editable in the app's sidebar, carried in its URL)."""
+
+    engineering_usd_per_week: float
+    training_usd_per_gpu_hour_low: float
+    training_usd_per_gpu_hour_high: float
+    annual_discount_rate: float
+    horizon_months: int
+    # per method: draft-training GPU-hours that replace the method's profile value
+    setup_gpu_hours: tuple[tuple[str, float], ...] = ()
+    # below this CPM cut a switch is not worth its engineering risk (assumption)
+    min_cpm_cut: float = 0.01
+    source: str = ""
+
+    def gpu_hours(self, method) -> float:
+        return dict(self.setup_gpu_hours).get(method.name, method.setup_gpu_hours)
+
+    def one_time_usd(self, method) -> tuple[float, float]:
+        """(low, high) setup cost: draft-training GPU-hours at the training GPU's low / high price plus
+        engineering weeks at the weekly rate."""
+        hours = self.gpu_hours(method)
+        eng = method.setup_engineering_weeks * self.engineering_usd_per_week
+        return (hours * self.training_usd_per_gpu_hour_low + eng, hours * self.training_usd_per_gpu_hour_high + eng)
+
+
+def segments_from_mix(mix: Sequence[Sequence]) -> tuple[TrafficSegment, ...]:
+    """(workload, language, share, prompt tokens, output tokens) tuples (a traffic profile's mix) -> segments,
+    shares renormalised to sum to 1."""
+    total = sum(float(m[2]) for m in mix)
+    return tuple(TrafficSegment(str(w), str(lang), float(sh) / total, float(p), float(o)) for w, lang, sh, p, o in mix)
+
+
+def default_costs(catalog) -> CostAssumptions:
+    train = catalog.hardware[catalog.prices["training_hardware"]]
+    src = catalog.price_sources
+    return CostAssumptions(
+        engineering_usd_per_week=float(catalog.prices["engineering_usd_per_week"]),
+        training_usd_per_gpu_hour_low=train.usd_per_gpu_hour_low,
+        training_usd_per_gpu_hour_high=train.usd_per_gpu_hour_high,
+        annual_discount_rate=float(catalog.prices["annual_discount_rate"]),
+        horizon_months=int(catalog.prices["horizon_months"]),
+        source="; ".join(f"{k}: {v.source} ({v.date})" for k, v in src.items()),
+    )
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """The question: model M on hardware H (TP, weights dtype, price) for traffic T under a TPOT SLO."""
+
+    model: str
+    hardware: str
+    tp: int = 1
+    # True: the tp GPUs run attention data parallel and the routed experts expert parallel (MoE models; vLLM
+    # --data-parallel-size tp --enable-expert-parallel; planner.roofline.step_time_terms); False: tensor parallel
+    attention_dp: bool = False
+    dtype: str = "bf16"  # weights: bf16, fp8, nvfp4, mxfp4 (planner.types.WEIGHT_DTYPES)
+    kv_dtype: str | None = None  # KV cache: bf16 or fp8; None: fp8 with fp8 weights, else bf16
+    usd_per_gpu_hour: float | None = None  # None: the hardware's list-price midpoint
+    tpot_slo_ms: float = 50.0
+    monthly_output_tokens: float = 1e10
+    volume_source: str = "entered"  # where the monthly volume comes from (shown beside it)
+    segments: tuple[TrafficSegment, ...] = ()  # empty: one segment of `workload` / `language`
+    workload: str = "chat"
+    language: str = "english"
+    current_method: str = NO_SPEC
+    tuned: bool = False  # the methods' tuned alpha ranges (draft heads fine-tuned on the domain)
+    batch_cap: float | None = None  # most concurrent sequences the traffic offers (Little's law)
+    costs: CostAssumptions | None = None  # None: profiles/data/prices.yaml
+    # A measured acceptance for one method (measured at K = acceptance_k); other methods keep the profiles'.
+    acceptance: Acceptance | None = None
+    acceptance_method: str | None = None
+    acceptance_k: int | None = None
+    methods: tuple[str, ...] | None = None  # None: every method in the catalogue
+    efficiency: Efficiency | None = None  # None: the hardware's (or a calibrated profile's)
+    # Fleet by hour (planner.fleet): None = no fleet; else the day's shape. `hours` from a traffic trace wins over
+    # `daily_shape` (planner.fleet.SHAPES: 'flat', 'business_hours', 'consumer_evening') on the monthly volume.
+    daily_shape: str | None = None
+    hours: tuple = ()  # planner.fleet.HourLoad per hour of the day (a trace's own shape)
+    hours_source: str = ""
+    # the token tree deployed (or to deploy): tree-capable methods are verified with it (planner.trees.TreeShape);
+    # None: chains (lever 4 then prices the planner's default tree)
+    tree_shape: Any = None
+    # the levers' starting method: "auto" = today's method (EAGLE-3 when today has no draft); None = no levers
+    levers_start: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Validation: one rule per field, shared by plan() (PlanRequest) and evaluate (planner.types.Scenario)
+# ---------------------------------------------------------------------------------------------------
+
+
+def is_number(x: Any) -> bool:
+    """A finite number (or something float() reads as one)."""
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_deployment(q, model, hw) -> None:
+    """The fields a PlanRequest and a Scenario share: TP, data-parallel attention, weight and KV-cache dtypes,
+    price, TPOT SLO and monthly volume (`q` is either)."""
+    if not isinstance(q.tp, (int, np.integer)) or q.tp not in TP_OPTIONS or q.tp > hw.max_tp:
+        allowed = ", ".join(str(t) for t in TP_OPTIONS if t <= hw.max_tp)
+        raise PlanError("tp", q.tp, f"one of {allowed} GPUs per replica on {hw.label}")
+    if not isinstance(q.attention_dp, (bool, np.bool_)):
+        raise PlanError("attention_dp", q.attention_dp, "true or false")
+    if q.attention_dp and not model.experts:
+        raise PlanError("attention_dp", q.attention_dp,
+                        f"false for {model.label}: data-parallel attention with expert-parallel MoE needs a MoE "
+                        f"model, and {model.label} is dense (tensor parallel splits it)")
+    if q.dtype not in WEIGHT_DTYPES:
+        raise PlanError("dtype", q.dtype, ", ".join(WEIGHT_DTYPES))
+    if q.kv_dtype is not None and q.kv_dtype not in KV_CACHE_DTYPES:
+        raise PlanError("kv_dtype", q.kv_dtype, ", ".join(KV_CACHE_DTYPES) + " (or none: follows the weights)")
+    if q.usd_per_gpu_hour is not None and not (is_number(q.usd_per_gpu_hour) and 0 < q.usd_per_gpu_hour <= 1000):
+        raise PlanError("usd_per_gpu_hour", q.usd_per_gpu_hour, "a price above $0 and at most $1000 per GPU-hour")
+    if not (is_number(q.tpot_slo_ms) and 0 < q.tpot_slo_ms <= 60_000):
+        raise PlanError("tpot_slo_ms", q.tpot_slo_ms, "a latency above 0 and at most 60000 ms per output token")
+    if not (is_number(q.monthly_output_tokens) and 0 <= q.monthly_output_tokens <= 1e19):
+        raise PlanError("monthly_output_tokens", q.monthly_output_tokens, "a volume from 0 to 1e19 tokens a month")
+
+
+def check_tokens(name: str, value: Any, model) -> None:
+    """A mean length in tokens: at least one, at most the model's context."""
+    if not (is_number(value) and 1 <= value <= model.max_context_tokens):
+        raise PlanError(name, value, f"1 to {model.max_context_tokens:,} tokens ({model.label}'s context)")
+
+
+def validate_scenario(s, model, hw, method) -> None:
+    """A single-point question (planner.types.Scenario): the shared rules, then K, batch and the tree."""
+    if isinstance(s.k, bool) or not isinstance(s.k, (int, np.integer)) or not 1 <= s.k <= MAX_K:
+        raise PlanError("k", s.k, f"an integer from 1 to {MAX_K}")
+    if s.batch is not None and not (is_number(s.batch) and 1 <= s.batch <= MAX_BATCH):
+        raise PlanError("batch", s.batch, f"an integer from 1 to {MAX_BATCH}")
+    check_deployment(s, model, hw)
+    if s.draft_cost_ratio is not None and not (is_number(s.draft_cost_ratio) and 0 <= s.draft_cost_ratio <= 10):
+        raise PlanError("draft_cost_ratio", s.draft_cost_ratio, "a ratio in [0, 10]")
+    for name in ("context_tokens", "prompt_tokens", "output_tokens"):
+        if getattr(s, name) is not None:
+            check_tokens(name, getattr(s, name), model)
+    if (s.tree or s.tree_shape is not None) and not method.tree:
+        raise PlanError("tree", True, f"false: {method.label} has no tree verification")
+    if s.tree_shape is not None and s.k != s.tree_shape.depth:
+        raise PlanError("k", s.k, f"the tree's depth {s.tree_shape.depth} (a stated tree fixes K)")
+
+
+def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
+    """Check every field; return the traffic segments (the request's, or one from workload / language)."""
+    models, hardware = catalog.models, catalog.hardware
+    if req.model not in models:
+        models[req.model]  # raises UnknownNameError listing the valid names and the closest match
+    if req.hardware not in hardware:
+        hardware[req.hardware]
+    hw = hardware[req.hardware]
+    model = models[req.model]
+    check_deployment(req, model, hw)
+    if req.batch_cap is not None and not (is_number(req.batch_cap) and req.batch_cap > 0):
+        raise PlanError("batch_cap", req.batch_cap, "a positive number of concurrent sequences, or none")
+    if req.daily_shape is not None and req.daily_shape not in SHAPES:
+        raise PlanError("daily_shape", req.daily_shape, f"one of {', '.join(SHAPES)} (or hours from a traffic trace)")
+    for i, h in enumerate(req.hours):
+        if not (is_number(h.requests_per_s) and h.requests_per_s >= 0):
+            raise PlanError(f"hours[{i}].requests_per_s", h.requests_per_s, "an arrival rate >= 0 requests/s")
+        for name in ("prompt_tokens", "output_tokens"):
+            if not (is_number(getattr(h, name)) and getattr(h, name) >= 1):
+                raise PlanError(f"hours[{i}].{name}", getattr(h, name), "a mean of at least 1 token")
+    if req.current_method != NO_SPEC and req.current_method not in catalog.methods:
+        catalog.methods[req.current_method]
+    for name in req.methods or ():
+        catalog.methods[name]
+    if req.acceptance is not None:
+        if req.acceptance_method is None:
+            raise PlanError("acceptance_method", None, "the method the measured acceptance belongs to")
+        catalog.methods[req.acceptance_method]
+    if req.costs is not None:
+        c = req.costs
+        for name in ("engineering_usd_per_week", "training_usd_per_gpu_hour_low", "training_usd_per_gpu_hour_high"):
+            v = getattr(c, name)
+            if not (is_number(v) and 0 <= v <= 1e7):
+                raise PlanError(f"costs.{name}", v, "a dollar amount from 0 to 10,000,000")
+        if not (is_number(c.annual_discount_rate) and -0.5 < c.annual_discount_rate <= 1.0):
+            raise PlanError("costs.annual_discount_rate", c.annual_discount_rate, "a yearly rate in (-0.5, 1.0]")
+        if not (isinstance(c.horizon_months, (int, np.integer)) and 1 <= c.horizon_months <= 240):
+            raise PlanError("costs.horizon_months", c.horizon_months, "a whole number of months from 1 to 240")
+        for name, hours in c.setup_gpu_hours:
+            catalog.methods[name]
+            if not (is_number(hours) and 0 <= hours <= 1e6):
+                raise PlanError(f"costs.setup_gpu_hours[{name}]", hours, "GPU-hours from 0 to 1,000,000")
+    segs = req.segments or (
+        TrafficSegment(
+            req.workload,
+            req.language,
+            1.0,
+            float(catalog.workloads[req.workload].prompt_tokens),
+            float(catalog.workloads[req.workload].output_tokens),
+        ),
+    )
+    total = 0.0
+    for i, s in enumerate(segs):
+        catalog.workloads[s.workload]
+        catalog.languages[s.language]
+        if not (is_number(s.share) and 0 < s.share <= 1):
+            raise PlanError(f"segments[{i}].share", s.share, "a share of output tokens in (0, 1]")
+        for name in ("prompt_tokens", "output_tokens"):
+            check_tokens(f"segments[{i}].{name}", getattr(s, name), model)
+        total += s.share
+    if abs(total - 1.0) > 1e-6:
+        raise PlanError("segments.share", round(total, 6), "shares that sum to 1")
+    # a request longer than the context is clipped to it (prompt + output <= context)
+    out = []
+    for s in segs:
+        o = min(s.output_tokens, model.max_context_tokens / 2)
+        p = min(s.prompt_tokens, model.max_context_tokens - o)
+        out.append(dataclasses.replace(s, prompt_tokens=float(p), output_tokens=float(o)))
+    return tuple(out)
+
