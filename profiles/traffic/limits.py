@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from planner.fleet import DAYS_PER_MONTH  # one value for the planner and the traffic: 365.25 / 12
+
 MAX_UPLOAD_BYTES = 100 * 1024 * 1024  # 100 MiB: about 2 million per-request CSV rows (= server.maxUploadSize)
 MAX_ROWS = 2_000_000
 MAX_COLUMNS = 1_000  # the widest known export (LiteLLM spend logs) has ~40 columns
@@ -24,7 +26,6 @@ MAX_WEIGHT = 1_000_000  # one sampled row standing for more than a million reque
 MAX_BUCKET_REQUESTS = 1e10  # aggregated exports: requests in one time bucket
 MIN_TIMESTAMP = pd.Timestamp("2000-01-01", tz="UTC")
 MAX_TIMESTAMP = pd.Timestamp("2100-01-01", tz="UTC")
-DAYS_PER_MONTH = 365.25 / 12.0  # 30.44: average Gregorian month
 SECONDS_PER_MONTH = DAYS_PER_MONTH * 86400.0
 MAX_PROBLEMS = 20  # problems listed per upload; the count of the rest is given
 MAX_MESSAGE_CHARS = 500  # one problem's text, whatever the file holds
