@@ -95,7 +95,7 @@ EFF: Check = (lambda v: 0 < v <= 1, "an efficiency in (0, 1]")
 CHECKS: dict[type, dict[str, Check]] = {
     Efficiency: {"eta_bw": EFF, "eta_flops": EFF, "t_fixed_s": NONNEG, "t_fixed_draft_s": NONNEG,
                  "allreduce_latency_s": NONNEG, "t_spec_s": NONNEG,
-                 # step-time terms (issue 11); 0 turns an efficiency override off
+                 # step-time terms (docs/model.md); 0 turns an efficiency override off
                  "t_layer_s": NONNEG, "t_expert_s": NONNEG, "t_moe_layer_s": NONNEG, "eta_bw_tokens_scale": NONNEG,
                  "flops_tokens_half": NONNEG, "eta_kv_bw": (lambda v: 0 <= v <= 1, "an efficiency in [0, 1]"),
                  "eta_attn_flops": (lambda v: 0 <= v <= 1, "an efficiency in [0, 1]"), "eta_allreduce": EFF,
@@ -425,7 +425,7 @@ def load_fitted_efficiencies(
 ) -> dict[tuple[str, str], Efficiency]:
     """Step-time parameters fitted by tools/fit_steptime.py, as Efficiency records keyed by
     (hardware name, weight dtype); fields the fit does not set keep the hardware's defaults. Each record's
-    source names the data, engine version and held-out TPOT error (issue 11: provenance beside numbers)."""
+    source names the data, engine version and held-out TPOT error (provenance beside numbers, docs/model.md)."""
     p = Path(path) if path else FITTED_STEPTIME_YAML
     doc = yaml.safe_load(p.read_text(encoding="utf-8"))
     names = {f.name for f in dataclasses.fields(Efficiency)}
