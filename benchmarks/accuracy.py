@@ -90,9 +90,7 @@ def speculation() -> None:
     print(f"== Speculation: {len(rows)} published rows on serving engines from {len({r.source for r in rows})} "
           f"sources fitted, {len(res.checked)} research-loop rows checked ({len(skipped)} verified rows left out: "
           "python tools/fit_speculation.py lists why)")
-    print("fitted on all serving-engine rows: " + ", ".join(
-        f"{n} = {v:.3g} " + ("(prior)" if n in fit.held else f"+- {se:.2g}")
-        for n, v, se in zip(fit.names, fit.params, fit.stderr))
+    print("fitted on all serving-engine rows: " + fit.describe()
           + f"; in-sample MAPE {100 * fit.mape:.1f} %")
     print(f"leave-one-source-out speedup MAPE: {100 * cv.mape:.1f} % (target <= 12 %)")
     for m, v in cv.mape_by(lambda r: r.method).items():

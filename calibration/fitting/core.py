@@ -75,6 +75,11 @@ class FitResult:
         """Mean absolute residual (a relative error for fit_relative)."""
         return float(np.mean(np.abs(self.residuals))) if self.residuals else math.nan
 
+    def describe(self, sep: str = " = ") -> str:
+        """Every parameter as `name = value +- stderr`, or `name = value (prior: why)` where it is held."""
+        return ", ".join(f"{n}{sep}{v:.4g} " + (f"({self.held[n]})" if n in self.held else f"+- {se:.2g}")
+                         for n, v, se in zip(self.names, self.params, self.stderr, strict=True))
+
     def interval(self, name: str, z: float = Z95) -> tuple[float, float]:
         i = self.names.index(name)
         return self.params[i] - z * self.stderr[i], self.params[i] + z * self.stderr[i]
@@ -115,21 +120,22 @@ def _default_scale(p0: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     return np.where(p0 != 0, np.abs(p0), np.where(width > 0, width, 1.0))
 
 
-def _stderr(jac: np.ndarray, fun: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(standard errors in the solver's scaled variables, mask of parameters in the Jacobian's null space)."""
+def _stderr(jac: np.ndarray, fun: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(standard errors in the solver's scaled variables, mask of all-zero Jacobian columns, each parameter's weight in
+    the Jacobian's null space: 0 when the data sees it apart from the others)."""
     m, n = jac.shape
     if n == 0:
-        return np.zeros(0), np.zeros(0, bool)
+        return np.zeros(0), np.zeros(0, bool), np.zeros(0)
     _, s, vt = np.linalg.svd(jac, full_matrices=False)
     tiny = s <= RANK_RTOL * (s[0] if s.size and s[0] > 0 else 1.0)
-    null = np.any(np.abs(vt[tiny]) > 1e-3, axis=0) if np.any(tiny) else np.zeros(n, bool)
-    null |= np.all(jac == 0.0, axis=0)
+    null = np.max(np.abs(vt[tiny]), axis=0) if np.any(tiny) else np.zeros(n)
+    zero = np.all(jac == 0.0, axis=0)
     if m <= n:
-        return np.full(n, math.nan), null
+        return np.full(n, math.nan), zero, null
     s2 = float(fun @ fun) / (m - n)
     keep = ~tiny
     var = (vt[keep].T ** 2) @ (1.0 / s[keep] ** 2) * s2
-    return np.where(null, math.inf, np.sqrt(var)), null
+    return np.where(zero | (null > 1e-3), math.inf, np.sqrt(var)), zero, null
 
 
 def least_squares(
@@ -190,14 +196,14 @@ the data cannot identify them). hold_unidentified=False: plain bounded least squ
             jac, ok, msg = np.zeros((r.size, 0)), True, "every parameter held at its prior"
         if not np.all(np.isfinite(r)):
             raise ValueError(f"residuals are not finite at {dict(zip(names, full.tolist()))}")
-        se_z, null_z = _stderr(jac, r)
+        se_z, zero_z, null_z = _stderr(jac, r)
         se = np.full(len(names), math.nan)
         se[idx] = se_z * scale[idx]
-        null = np.zeros(len(names), bool)
-        null[idx] = null_z
+        zero, null = np.zeros(len(names), bool), np.zeros(len(names))
+        zero[idx], null[idx] = zero_z, null_z
         if not hold_unidentified or not idx.size:
             break
-        newly = _unidentified(names, idx, full, se, null, lo, hi, scale, start, priors)
+        newly = _unidentified(names, idx, full, se, zero, null, lo, hi, scale, start, priors)
         if not newly:
             break
         for name, (value, why) in newly.items():
@@ -209,9 +215,10 @@ the data cannot identify them). hold_unidentified=False: plain bounded least squ
                      n_points=int(r.size if n_points is None else n_points), held=held)
 
 
-def _unidentified(names, idx, p, se, null, lo, hi, scale, start, priors) -> dict[str, tuple[float, str]]:
-    """The parameters to hold next: every one on a bound, else every one the Jacobian cannot see, else the one with
-    the largest relative standard error above REL_STDERR_MAX."""
+def _unidentified(names, idx, p, se, zero, null, lo, hi, scale, start, priors) -> dict[str, tuple[float, str]]:
+    """The parameters to hold next: every one on a bound, else every one the data does not move at all, else one of
+    a set the data sees only together (rank-deficient Jacobian: the one with a stated prior and the largest weight in
+    the null space), else the one with the largest relative standard error above REL_STDERR_MAX."""
     width = np.where(np.isfinite(hi - lo), hi - lo, scale)
     out = {}
     for i in idx:
@@ -228,10 +235,14 @@ def _unidentified(names, idx, p, se, null, lo, hi, scale, start, priors) -> dict
         return float(value), f"prior: {why}; {reason}"
 
     for i in idx:
-        if null[i]:
+        if zero[i]:
             out[names[i]] = prior(i, "the data does not move it")
     if out:
         return out
+    collinear = [i for i in idx if null[i] > 1e-3]
+    if collinear:
+        i = max(collinear, key=lambda j: (names[j] in priors, null[j], -j))
+        return {names[i]: prior(i, "the data sees it only together with another parameter")}
     rel = np.array([se[i] / abs(p[i]) if p[i] != 0 else math.inf for i in idx])
     rel = np.where(np.isnan(rel), 0.0, rel)  # no spare points: cannot judge
     worst = int(np.argmax(rel)) if rel.size else -1

@@ -565,8 +565,7 @@ def print_report(res: SpeculationRun) -> None:
           f"{', '.join(SERVING_ENGINES)}); left out ({len(skipped)} verified == yes rows):")
     for s in skipped:
         print(f"  {s.id:18} {s.reason}")
-    print("fit: " + ", ".join(f"{n} = {v:.4g} " + (f"({fit.held[n]})" if n in fit.held else f"+- {se:.2g}")
-                              for n, v, se in zip(fit.names, fit.params, fit.stderr))
+    print("fit: " + fit.describe()
           + f" | {fit.n_points} rows, MAPE {100 * fit.mape:.1f} %   (t_ngram_s = {T_NGRAM_S:g} s, prior)")
     pred = predict_speedup(rows, catalog, fitted_params(fit))
     print(f"{'row':18} {'engine':8} {'method':11} {'B':>4} {'K':>2} {'tau':>5} | measured  fit  LOSO")

@@ -455,9 +455,7 @@ def print_report(fits: Sequence[HardwareFit]) -> None:
     for f in fits:
         print(f"== {f.key} / {ENGINE} {f.engine_version}")
         for _, stage in f.stages:
-            body = ", ".join(f"{n} = {v:.4g} " + (f"({stage.held[n]})" if n in stage.held else f"+- {se:.2g}")
-                             for n, v, se in zip(stage.names, stage.params, stage.stderr))
-            print(f"  {body}  | {stage.n_points} points, MAPE {100 * stage.mape:.1f} %, "
+            print(f"  {stage.describe()}  | {stage.n_points} points, MAPE {100 * stage.mape:.1f} %, "
                   f"max |res| {100 * np.max(np.abs(stage.residuals)):.1f} %")
         print(f"  TPOT residuals: train MAPE {100 * np.mean(np.abs(f.tpot_residuals_train)):.1f} % "
               f"({f.tpot_residuals_train.size} cells), held-out MAPE "
