@@ -31,9 +31,7 @@ Leave-one-source-out cross-validation: each source's rows are predicted by a fit
 
 from __future__ import annotations
 
-import argparse
 import csv
-import datetime as dt
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -41,8 +39,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from calibration.fitting.cli import run_cli
 from calibration.fitting.core import FitResult, check_param, fit_relative, shipped_param
 from planner.roofline import head_net, hw_params, null_net, target_net
 from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays
@@ -612,20 +610,9 @@ def check(res: SpeculationRun, shipped: Mapping) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="compare with the shipped YAML instead of writing")
-    ap.add_argument("--out", type=Path, default=OUT_YAML)
-    args = ap.parse_args(argv)
-    res = run(with_all_rows_cv=not args.check)
-    print_report(res)
-    if args.check:
-        bad = check(res, yaml.safe_load(args.out.read_text()))
-        print("shipped parameters reproduced" if not bad else "mismatch:\n  " + "\n  ".join(bad))
-        return 1 if bad else 0
-    doc = to_yaml_doc(res, dt.date.today().isoformat())
-    args.out.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
-    print(f"wrote {args.out}")
-    return 0
+    return run_cli(argv, description=__doc__.splitlines()[0], out_yaml=OUT_YAML,
+                   refit=lambda checking: run(with_all_rows_cv=not checking), report=print_report, to_doc=to_yaml_doc,
+                   check=check)
 
 
 if __name__ == "__main__":

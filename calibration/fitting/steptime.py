@@ -35,7 +35,6 @@ Held-out cells (never fitted): every cell at context 8,000 and every cell at bat
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
 from collections.abc import Mapping, Sequence
@@ -43,8 +42,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from calibration.fitting.cli import run_cli
 from calibration.fitting.core import FitResult, check_param, fit_relative, shipped_param
 from planner.roofline import Net, hw_params, step_time_s, target_net, touched_experts
 from planner.types import Efficiency, Hardware, ModelSpec, Sourced
@@ -483,18 +482,6 @@ def check(doc: Mapping, shipped: Mapping) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="compare with the shipped YAML instead of writing")
-    ap.add_argument("--out", type=Path, default=OUT_YAML)
-    args = ap.parse_args(argv)
-    fits = run_fit()
-    print_report(fits)
-    if args.check:
-        shipped = yaml.safe_load(args.out.read_text())
-        bad = check(to_yaml_doc(fits, ""), shipped)
-        print("shipped parameters reproduced" if not bad else "mismatch:\n  " + "\n  ".join(bad))
-        return 1 if bad else 0
-    doc = to_yaml_doc(fits, dt.date.today().isoformat())
-    args.out.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
-    print(f"wrote {args.out}")
-    return 0
+    return run_cli(argv, description=__doc__.splitlines()[0], out_yaml=OUT_YAML, refit=lambda checking: run_fit(),
+                   report=print_report, to_doc=to_yaml_doc,
+                   check=lambda fits, shipped: check(to_yaml_doc(fits, ""), shipped))
