@@ -83,6 +83,7 @@ def main() -> int:
 
 def speculation() -> None:
     """Speedup on the published table: leave-one-source-out MAPE per method and the MoE batch curves."""
+    from calibration.fitting import curves  # noqa: PLC0415
     from calibration.fitting import speculation as fs  # noqa: PLC0415
 
     res = fs.run()
@@ -97,10 +98,10 @@ def speculation() -> None:
         print(f"  {m:12} {100 * v:5.1f} %  ({sum(r.method == m for r in rows)} rows)")
     fs.print_checked(res)
     print("MoE batch curves (speedup by batch, measured / model):")
-    for c in fs.batch_curves(catalog, fs.fitted_params(fit), rows):
+    for c in curves.batch_curves(catalog, fs.fitted_params(fit), rows):
         pairs = "  ".join(f"b{b:g}: {m:.2f}/{p:.2f}" for b, m, p in zip(c.batches, c.measured, c.predicted))
         print(f"  {c.name:48} {pairs}  | falls: data {c.falls_in_data}, model {c.falls_in_model}")
-    sweep = fs.deepseek_mtp_sweep(catalog)
+    sweep = curves.deepseek_mtp_sweep(catalog)
     print("  DeepSeek-V3 MTP K=1, 8xH200 fp8, tau 1.85, batch 1..256: "
           + " ".join(f"{x:.2f}" for x in sweep) + f"  | falls: {bool((sweep[1:] <= sweep[:-1]).all())}")
 

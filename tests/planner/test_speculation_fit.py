@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
+from calibration.fitting import curves
 from calibration.fitting import speculation as fs
 from calibration.fitting.core import REL_STDERR_MAX
 from planner.roofline import (
@@ -162,7 +163,7 @@ def test_catalog_applies_the_fitted_speculation_parameters(cat):
 # ---------------------------------------------------------------------------------------------
 
 def test_deepseek_mtp_gain_falls_with_batch_within_the_fit_error_on_8xh200_fp8(cat):
-    """Issue 11: the MoE gain must not rise again with batch. With per-token MoE and layer costs and skewed
+    """The MoE gain must not rise again with batch. With per-token MoE and layer costs and skewed
     routing (fitted to aiconfigurator's power-law MoE rows and its TPOT grid) the rise the first kernel fit
     predicted from batch 16 to 128 (1.39 -> 1.67, +20 %) is gone: every batch gains less than batch 1, the
     gain at 256 is below every smaller batch's, and no step up exceeds 3 % (the fitted base step matches
@@ -171,10 +172,10 @@ def test_deepseek_mtp_gain_falls_with_batch_within_the_fit_error_on_8xh200_fp8(c
     Not strictly monotone, and not required to be: over batch 16-64 the fitted step grows ~1.2x per doubling of
     tokens, as aiconfigurator's TPOT does, so the verify/base ratio plateaus and the gain rises ~2 % (1.49 1.50 1.52
     at batch 16, 32, 64). aiconfigurator's own MTP composition rises more over that range (1.51x at batch 8, 1.60x
-    at batch 64, issue 11's measurements), and the table's measured MoE curves (batch_curves) all fall in the model
+    at batch 64, the published measurements), and the table's measured MoE curves (batch_curves) all fall in the model
     as in the data. A strict fall would need verify-token routing overlap moe_verify_overlap >= 0.3, which the
     published rows do not identify (fitted 0 +- 0.8; held at its prior 0)."""
-    s = fs.deepseek_mtp_sweep(cat)
+    s = curves.deepseek_mtp_sweep(cat)
     assert np.all(s[1:] < s[0]), s
     assert s[-1] < s[:-1].min(), s
     assert np.max(s[1:] / np.minimum.accumulate(s)[:-1]) < 1.03, s
@@ -184,8 +185,8 @@ def test_verify_overlap_removes_the_small_batch_expert_bump(cat):
     """rho = 1 routes a sequence's verify tokens to its first token's experts: at batch 1 the verify step then
     reads no more experts than the base step (only compute and KV grow), so the gain is at least rho = 0's."""
     eff = efficiency_for(cat, "h200", "fp8")
-    s0 = fs.deepseek_mtp_sweep(cat, {"moe_verify_overlap": 0.0}, batches=(1, 4))
-    s1 = fs.deepseek_mtp_sweep(cat, {"moe_verify_overlap": 1.0}, batches=(1, 4))
+    s0 = curves.deepseek_mtp_sweep(cat, {"moe_verify_overlap": 0.0}, batches=(1, 4))
+    s1 = curves.deepseek_mtp_sweep(cat, {"moe_verify_overlap": 1.0}, batches=(1, 4))
     assert np.all(s1 > s0)
     net = target_net(cat.models["deepseek-v3"], "fp8")
     hw1 = hw_params(cat.hardware["h200"], "fp8", dataclasses.replace(eff, moe_verify_overlap=1.0))
