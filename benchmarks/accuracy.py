@@ -4,12 +4,12 @@ Grid (profiles/data/fitted/aiconfigurator_tpot.csv, extracted by tools/extract_a
 dense (Llama-3.1-8B, Llama-3.x-70B, Qwen3-32B) and MoE (Qwen3-30B-A3B, DeepSeek-V3 fp8) targets on H100,
 H200, B200 and L40S (vLLM 0.24.0 backend) and A100 (aiconfigurator's only A100 vLLM database, 0.14.0), TP 1-8,
 batch 1-512, context 1k / 8k / 32k (static decode of 16 tokens),
-cells aiconfigurator flags out of memory dropped. The fit (tools/fit_steptime.py) sees the per-kernel data
+cells aiconfigurator flags out of memory dropped. The fit (calibration/fitting/steptime.py) sees the per-kernel data
 and the training cells only; held-out cells: every cell at context 8,000 and every cell at batch 16 or 256.
 
-Targets (issue 11): MAPE <= 10 % overall, <= 15 % per (model family, GPU), DeepSeek-V3 at batch 1 within 20 %.
+Targets: MAPE <= 10 % overall, <= 15 % per (model family, GPU), DeepSeek-V3 at batch 1 within 20 %.
 
-Speculation (issue 11, step 4; tools/fit_speculation.py): speedup on the published training table
+Speculation (calibration/fitting/speculation.py): speedup on the published training table
 (profiles/data/published/published_specdec.csv), leave-one-source-out cross-validation (target MAPE <= 12 %),
 and every MoE batch curve in it: does the model's speedup fall with batch as the data's does?
 
@@ -25,11 +25,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 
-from fit_steptime import TPOT_CSV, predict_tpot_s, read_csv, tpot_cells  # noqa: E402
-
+from calibration.fitting.steptime import TPOT_CSV, predict_tpot_s, read_csv, tpot_cells  # noqa: E402
 from profiles import load_catalog  # noqa: E402
 from profiles.catalog import load_fitted_efficiencies  # noqa: E402
 
@@ -85,25 +83,25 @@ def main() -> int:
 
 def speculation() -> None:
     """Speedup on the published table: leave-one-source-out MAPE per method and the MoE batch curves."""
-    import fit_speculation as fs  # noqa: PLC0415
+    from calibration.fitting import curves  # noqa: PLC0415
+    from calibration.fitting import speculation as fs  # noqa: PLC0415
 
     res = fs.run()
     catalog, rows, skipped, fit, cv = res.catalog, res.rows, res.skipped, res.fit, res.cv
     print(f"== Speculation: {len(rows)} published rows on serving engines from {len({r.source for r in rows})} "
           f"sources fitted, {len(res.checked)} research-loop rows checked ({len(skipped)} verified rows left out: "
           "python tools/fit_speculation.py lists why)")
-    print("fitted on all serving-engine rows: " + ", ".join(f"{n} = {v:.3g} +- {se:.2g}"
-                                             for n, v, se in zip(fit.names, fit.params, fit.stderr))
+    print("fitted on all serving-engine rows: " + fit.describe()
           + f"; in-sample MAPE {100 * fit.mape:.1f} %")
     print(f"leave-one-source-out speedup MAPE: {100 * cv.mape:.1f} % (target <= 12 %)")
     for m, v in cv.mape_by(lambda r: r.method).items():
         print(f"  {m:12} {100 * v:5.1f} %  ({sum(r.method == m for r in rows)} rows)")
     fs.print_checked(res)
     print("MoE batch curves (speedup by batch, measured / model):")
-    for c in fs.batch_curves(catalog, fs.fitted_params(fit), rows):
+    for c in curves.batch_curves(catalog, fs.fitted_params(fit), rows):
         pairs = "  ".join(f"b{b:g}: {m:.2f}/{p:.2f}" for b, m, p in zip(c.batches, c.measured, c.predicted))
         print(f"  {c.name:48} {pairs}  | falls: data {c.falls_in_data}, model {c.falls_in_model}")
-    sweep = fs.deepseek_mtp_sweep(catalog)
+    sweep = curves.deepseek_mtp_sweep(catalog)
     print("  DeepSeek-V3 MTP K=1, 8xH200 fp8, tau 1.85, batch 1..256: "
           + " ".join(f"{x:.2f}" for x in sweep) + f"  | falls: {bool((sweep[1:] <= sweep[:-1]).all())}")
 

@@ -12,23 +12,25 @@ the independent units); otherwise, since tau = 1 + sum_i prod_{j<=i} alpha_j is 
 alpha_j, from the per-position Jeffreys bounds of alpha (conservative: the bounds are not joint, and
 draft-level counts treat correlated drafts as independent).
 
-Step time: `fit_least_squares` wraps scipy.optimize.least_squares with bounds; standard errors from the
-Jacobian at the optimum, cov = s^2 (J^T J)^-1 with s^2 = RSS / (m - n) (Gauss-Newton approximation,
-as scipy.optimize.curve_fit does).
+Step time: `fit_least_squares` is calibration/fitting/core.py's bounded least squares (one for every fit of the
+project): standard errors from the Jacobian at the optimum, and a parameter the data does not identify held at
+its prior instead of shipped with an unbounded error.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
+from calibration.fitting.core import Z95, FitResult, least_squares
 from calibration.records import GroupRecord
 
-Z95 = 1.959963984540054  # two-sided 95 % standard normal quantile
+__all__ = ["Z95", "AcceptanceFit", "FitResult", "fit_acceptance", "fit_least_squares", "jeffreys_interval",
+           "wilson_interval"]
 
 
 def _check_counts(successes: int, trials: int, field_name: str) -> None:
@@ -157,54 +159,8 @@ def fit_acceptance(records: Sequence[GroupRecord]) -> list[AcceptanceFit]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Bounded least squares with standard errors.
+# Bounded least squares with standard errors: the one of calibration/fitting/core.py.
 # ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FitResult:
-    """Result of a bounded least-squares fit (like scipy's OptimizeResult, frozen)."""
-
-    names: tuple[str, ...]
-    params: tuple[float, ...]
-    stderr: tuple[float, ...]  # NaN where the Jacobian is singular or there are no spare points
-    residuals: tuple[float, ...]
-    success: bool
-    message: str
-    cost: float  # 0.5 * sum(residual^2)
-    n_points: int
-    extra: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, float]:
-        return dict(zip(self.names, self.params, strict=True))
-
-    def interval(self, name: str, z: float = Z95) -> tuple[float, float]:
-        i = self.names.index(name)
-        return self.params[i] - z * self.stderr[i], self.params[i] + z * self.stderr[i]
-
-    def to_dict(self) -> dict:
-        return {
-            "names": list(self.names), "params": list(self.params), "stderr": list(self.stderr),
-            "residuals": list(self.residuals), "success": self.success, "message": self.message,
-            "cost": self.cost, "n_points": self.n_points, "extra": self.extra,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> FitResult:
-        return cls(tuple(d["names"]), tuple(d["params"]), tuple(d["stderr"]), tuple(d["residuals"]),
-                   bool(d["success"]), d["message"], float(d["cost"]), int(d["n_points"]), d.get("extra", {}))
-
-
-def _check_array(name: str, arr: np.ndarray, n_params: int) -> None:
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty: a fit needs data points")
-    if not np.all(np.isfinite(arr)):
-        bad = arr[~np.isfinite(arr)].flat[0]
-        raise ValueError(f"{name} contains {bad!r}: all values must be finite")
-    if arr.shape[0] <= n_params:
-        raise ValueError(
-            f"{name} has {arr.shape[0]} points: too few for {n_params} parameters (need more than {n_params})"
-        )
-
-
 def fit_least_squares(
     residual_fn: Callable[[np.ndarray], np.ndarray],
     *,
@@ -213,28 +169,14 @@ def fit_least_squares(
     lower: Sequence[float],
     upper: Sequence[float],
     n_points: int,
-    x_scale: Sequence[float] | str = "jac",
+    x_scale: Sequence[float] | None = None,
+    priors: Mapping[str, tuple[float, str]] | None = None,
 ) -> FitResult:
-    """Minimise sum(residual_fn(p)^2) within [lower, upper]; residuals should be dimensionless."""
-    p0a = np.asarray(p0, float)
-    lo, hi = np.asarray(lower, float), np.asarray(upper, float)
-    if not (len(names) == p0a.size == lo.size == hi.size):
-        raise ValueError(f"names/p0/lower/upper lengths differ: {len(names)}, {p0a.size}, {lo.size}, {hi.size}")
-    res = optimize.least_squares(residual_fn, np.clip(p0a, lo, hi), bounds=(lo, hi), x_scale=x_scale,
-                                 method="trf")
-    m, n = res.fun.size, res.x.size
-    stderr = np.full(n, math.nan)
-    if m > n:
-        s2 = float(res.fun @ res.fun) / (m - n)
-        jtj = res.jac.T @ res.jac
-        try:
-            cov = np.linalg.inv(jtj) * s2
-            d = np.diag(cov)
-            stderr = np.where(d >= 0, np.sqrt(np.abs(d)), math.nan)
-        except np.linalg.LinAlgError:
-            pass
-    return FitResult(
-        names=tuple(names), params=tuple(float(x) for x in res.x), stderr=tuple(float(x) for x in stderr),
-        residuals=tuple(float(x) for x in res.fun), success=bool(res.success), message=str(res.message),
-        cost=float(res.cost), n_points=n_points,
-    )
+    """Minimise sum(residual_fn(p)^2) within [lower, upper] (core.least_squares): residuals dimensionless, x_scale
+    each parameter's typical magnitude; a parameter the data does not identify is held at its prior (default: its
+    start value, e.g. the microbenchmark's eta_bw for the engine fit) and named in FitResult.held. Raises when the
+    points cannot identify the parameters at all."""
+    if n_points <= 0:
+        raise ValueError(f"n_points={n_points}: a fit needs data points")
+    return least_squares(residual_fn, names=names, p0=p0, lower=lower, upper=upper, x_scale=x_scale, priors=priors,
+                         n_points=n_points)

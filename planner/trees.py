@@ -48,19 +48,18 @@ from __future__ import annotations
 import ast
 import heapq
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
 
 from planner import acceptance as acc
 from planner.types import Method
 
 Path = tuple[int, ...]
 
-# Sibling-rank decay fitted by fit_sibling_model on the training table's only chain/tree pair with
-# a stated tree (published_specdec.csv PI4/PI5: Qwen3-8B, H100, SGLang v0.5.9, GSM8K; chain K=3 at
+# Sibling-rank decay fitted by calibration.fitting.trees.fit_sibling_model on the training table's only
+# chain/tree pair with a stated tree (published_specdec.csv PI4/PI5: Qwen3-8B, H100, SGLang v0.5.9, GSM8K; chain K=3 at
 # tau 2.25, SGLang tree depth 3 x topk 4 with 21 verified tokens at tau 2.92). One tree row and one
 # parameter: the fit is exact (residual 0); it predicts tau 2.46 for the same study's k=6 tree
 # (depth 3 x topk 2), which a secondary summary of that study reports at 2.50 (not in the table).
@@ -474,114 +473,3 @@ def expected_acceptance_length(shape: TreeShape, alpha_per_depth: np.ndarray | S
         prob[p] = prob[p[:-1]] * q[..., len(p) - 1, p[-1]]
         total = total + prob[p]
     return total
-
-
-# --- fitting the sibling model ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TreeObservation:
-    """A measured acceptance length for one tree (or chain) configuration.
-
-    group: observations that share the drafter, target, dataset and engine share one per-token alpha
-    (e.g. a chain row and a tree row of the same study). label: the data row's id, for residuals.
-    """
-
-    shape: TreeShape
-    acceptance_length: float
-    group: str
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class SiblingFit:
-    """Result of fit_sibling_model.
-
-    rank_decay, rank_decay_stderr: the sibling parameter and its standard error (nan without spare
-    degrees of freedom). alpha_per_group: per-token alpha (i.i.d. over depth) for each group.
-    predicted, residuals: per observation, acceptance-length units; residual = predicted - observed.
-    """
-
-    rank_decay: float
-    rank_decay_stderr: float
-    alpha_per_group: Mapping[str, float]
-    alpha_stderr_per_group: Mapping[str, float]
-    labels: tuple[str, ...]
-    observed: np.ndarray
-    predicted: np.ndarray
-    residuals: np.ndarray
-    dof: int
-    success: bool
-    message: str
-
-
-def fit_sibling_model(observations: Sequence[TreeObservation], *, rank_decay_bounds: tuple[float, float] = (0.0, 2.0),
-                      initial_rank_decay: float = 0.5) -> SiblingFit:
-    """Least-squares fit of tau_i = expected_acceptance_length(shape_i, alpha_{group_i}, rank_decay) + eps.
-
-    Parameters: one per-token alpha per group (in [0, 1], the same at every depth) and one rank_decay
-    shared by all groups (dimensionless, bounded by rank_decay_bounds). Needs at least one tree that is
-    not a chain (otherwise rank_decay is not identified) and at least as many observations as
-    parameters. Standard errors from the Jacobian: cov = s^2 (J^T J)^-1, s^2 = SSR / dof (nan at dof 0).
-    """
-    obs = list(observations)
-    if not obs:
-        raise ValueError("observations=[] is empty; give chain and tree rows")
-    for o in obs:
-        tau = float(o.acceptance_length)
-        if not np.isfinite(tau) or tau < 1.0 or tau > o.shape.depth + 1.0:
-            raise ValueError(
-                f"acceptance_length={o.acceptance_length!r} for {o.label or o.group!r} is outside "
-                f"[1, depth + 1 = {o.shape.depth + 1}] (bonus token included)"
-            )
-    if all(o.shape.is_chain for o in obs):
-        raise ValueError("every observation is a chain; rank_decay needs at least one tree with siblings")
-    groups = sorted({o.group for o in obs})
-    n_params = len(groups) + 1
-    if len(obs) < n_params:
-        raise ValueError(
-            f"{len(obs)} observations for {n_params} parameters (alpha for groups {groups} and rank_decay): too few"
-        )
-    gidx = np.array([groups.index(o.group) for o in obs])
-    observed = np.array([float(o.acceptance_length) for o in obs])
-
-    def predict(theta: np.ndarray) -> np.ndarray:
-        alphas, decay = theta[:-1], theta[-1]
-        return np.array([float(expected_acceptance_length(o.shape, alphas[g], decay)) for o, g in zip(obs, gidx)])
-
-    # Start each group's alpha at the i.i.d. chain alpha of its first observation's depth.
-    a0 = []
-    for g in groups:
-        o = next(o for o in obs if o.group == g)
-        a0.append(float(acc.alpha_from_acceptance_length(min(o.acceptance_length, o.shape.depth + 1.0),
-                                                         o.shape.depth)))
-    lo_d, hi_d = rank_decay_bounds
-    theta0 = np.array(a0 + [float(np.clip(initial_rank_decay, lo_d, hi_d))])
-    theta0 = np.clip(theta0, 1e-6, None)
-    lower = np.array([0.0] * len(groups) + [lo_d])
-    upper = np.array([1.0] * len(groups) + [hi_d])
-    theta0 = np.clip(theta0, lower + 1e-9, upper - 1e-9)
-    res = optimize.least_squares(lambda th: predict(th) - observed, theta0, bounds=(lower, upper),
-                                 x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12)
-    resid = res.fun
-    dof = len(obs) - n_params
-    stderr = np.full(n_params, np.nan)
-    if dof > 0:
-        s2 = float(resid @ resid) / dof
-        try:
-            stderr = np.sqrt(np.diag(np.linalg.inv(res.jac.T @ res.jac)) * s2)
-        except np.linalg.LinAlgError:
-            pass
-    return SiblingFit(
-        rank_decay=float(res.x[-1]),
-        rank_decay_stderr=float(stderr[-1]),
-        alpha_per_group={g: float(res.x[i]) for i, g in enumerate(groups)},
-        alpha_stderr_per_group={g: float(stderr[i]) for i, g in enumerate(groups)},
-        labels=tuple(o.label for o in obs),
-        observed=observed,
-        predicted=predict(res.x),
-        residuals=resid.copy(),
-        dof=dof,
-        success=bool(res.success),
-        message=str(res.message),
-    )

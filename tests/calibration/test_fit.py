@@ -149,3 +149,42 @@ def test_an_offline_batch_lasts_as_long_as_its_slowest_sequence() -> None:
     assert predict_wall_time_s(drained, p) == pytest.approx(t_pre + 31 * t_iter)
     # a predicted tau (held-out K) still uses the mean: no per-request data exists for it
     assert predict_times(drained, p, tau=2.0)[2] == pytest.approx(31 / 2.0)
+
+
+def test_engine_fit_holds_an_unidentified_weight_stream_at_its_prior() -> None:
+    """Compute-bound decode at every measured shape (as on the 2-core CPU): the weight stream never sets a step
+    time, so eta_bw is held at its start value (the microbenchmark's) and named, not shipped as a free value with
+    an unbounded error; the identified terms are still recovered."""
+    true = EngineParams(eta_bw=0.5, eta_flops=0.005, t_fixed_s=0.02, t_fixed_draft_s=0.005, t_spec_s=0.004)
+    recs = []
+    for b in (1, 4, 8):
+        for rec in (make_record(method="none", num_prompts=b, output_tokens=32 * b, prompt_tokens=60 * b),
+                    make_record(method="ngram", k=3, per_pos=(10, 8, 6), drafts=12 * b, num_prompts=b,
+                                output_tokens=32 * b, prompt_tokens=60 * b)):
+            recs.append(dataclasses.replace(rec, wall_time_s=predict_wall_time_s(rec, true)))
+    fr = fit_engine(recs, eta_bw=0.6, eta_flops=0.05)
+    assert "eta_bw" in fr.held and fr.held["eta_bw"].startswith("prior: its start value")
+    assert fr.as_dict()["eta_bw"] == 0.6 and math.isnan(fr.stderr[fr.names.index("eta_bw")])
+    for name in ("eta_flops", "t_fixed_s", "t_spec_s"):
+        assert fr.as_dict()[name] == pytest.approx(getattr(true, name), rel=1e-6), name
+    assert fr.free == ("t_fixed_s", "t_spec_s", "eta_flops")
+    assert all(math.isfinite(fr.stderr[fr.names.index(n)]) for n in fr.free)
+
+
+def test_core_holds_a_bound_a_collinear_pair_and_a_noisy_term_at_their_priors() -> None:
+    """The one least squares: a parameter driven onto its bound is held exactly there; of two parameters the data
+    sees only as a sum, one is held at its stated prior; the held ones carry their reason and no standard error."""
+    from calibration.fitting.core import least_squares
+
+    x = np.linspace(1.0, 10.0, 40)
+    y = 3.0 * x - 0.5 + 0.1 * np.sin(7 * x)  # a negative intercept: c is driven onto its bound 0
+    fr = least_squares(lambda p: (p[0] + p[1]) * x + p[2] - y, names=("a", "b", "c"), p0=(1.0, 1.0, 1.0),
+                       lower=(0, 0, 0), upper=(10, 10, 10), priors={"b": (0.5, "half, stated")})
+    assert fr.held["c"].startswith("prior: its lower bound 0") and fr.value("c") == 0.0
+    assert fr.held["b"].startswith("prior: half, stated") and fr.value("b") == 0.5
+    assert fr.free == ("a",) and fr.value("a") + fr.value("b") == pytest.approx(2.93, abs=0.02)
+    assert math.isnan(fr.error("b")) and math.isfinite(fr.error("a"))
+    assert "b = 0.5 (prior: half, stated" in fr.describe()
+    plain = least_squares(lambda p: p[0] * x + p[1] - 3.0 * x - 2.0, names=("a", "b"), p0=(1.0, 1.0),
+                          lower=(0, 0), upper=(10, 10))
+    assert not plain.held and plain.as_dict() == pytest.approx({"a": 3.0, "b": 2.0})

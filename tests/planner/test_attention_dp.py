@@ -101,8 +101,7 @@ def test_alltoall_closed_form():
 
 
 def test_alltoall_fit_recovers_known_parameters():
-    sys.path.insert(0, "tools")
-    import fit_steptime as fst  # noqa: PLC0415
+    from calibration.fitting import steptime as fst  # noqa: PLC0415
 
     class HW:
         interconnect_gb_s = 450.0
@@ -175,8 +174,7 @@ def test_cli_flag_reaches_the_plan():
 
 
 def test_published_dp_rows_are_fitted_as_deployed():
-    sys.path.insert(0, "tools")
-    import fit_speculation as fs  # noqa: PLC0415
+    from calibration.fitting import speculation as fs  # noqa: PLC0415
 
     rows, _ = fs.usable_rows(fs.read_table())
     lm = [r for r in rows if r.id in ("LM1", "LM2")]

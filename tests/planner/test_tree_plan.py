@@ -3,6 +3,7 @@ used as given, deploy flags that parse back into the same tree."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -95,26 +96,54 @@ def test_plan_verifies_tree_capable_methods_with_the_stated_tree(catalog):
     assert parse_sglang_flags(e3["sglang_flags"]) == shape
 
 
-def test_tree_ahead_at_batch_1_and_behind_at_large_batch(catalog):
+@pytest.fixture(scope="module")
+def without_pi_source(catalog):
+    """The catalogue with the speculation overheads fitted without the source of PI4/PI5 (leave-one-source-out, as
+    calibration/fitting/speculation.py cross-validates): those rows are predicted, not fitted."""
+    from calibration.fitting import speculation as sp  # noqa: PLC0415
+
+    rows, _ = sp.split_rows(sp.usable_rows(sp.read_table())[0])
+    source = next(r.source for r in rows if r.id == "PI4")
+    assert {r.id for r in rows if r.source == source} == {"PI4", "PI5"}
+    fit = sp.fit_speculation([r for r in rows if r.source != source], catalog)
+    return dataclasses.replace(catalog, fitted_speculation={**catalog.fitted_speculation, **sp.fitted_params(fit)})
+
+
+# The speculation fit's stated leave-one-source-out speedup error (calibration/fitting/speculation.py prints it
+# against this target).
+LOSO_TARGET = 0.12
+
+
+def test_tree_ahead_at_batch_1_and_behind_at_large_batch(without_pi_source):
     """The training table's chain/tree pair (PI4/PI5: Qwen3-8B on one H100, SGLang; chain K=3 at acceptance length
     2.25 gives 1.65x, a tree of 21 verified tokens (3 steps, topk 4) at 2.92 gives 1.85x at batch 1, and the tree
-    falls below 1x by batch 64): direction and crossover reproduced with the measured acceptance lengths. The tree's
-    level is within 25 % (in-sample 2.25 against 1.85 since the fit uses serving-engine rows only and its per-step
-    t_spec_s came down to 0.26 ms; 2.18 at 0.57 ms before): SGLang's tree costs ~1.4 ms a step more than its chain
-    where the roofline finds ~0.2 ms (21 verified tokens stay memory-bound at batch 1, the sampler's 20 extra rows
-    ~0.13 ms), and the one tree row in the table cannot identify a per-node tree-building cost
-    (fit_speculation.py)."""
+    falls below 1x by batch 64), predicted by a fit that never saw those rows, with the measured acceptance lengths:
+    direction and crossover reproduced; the chain within the fit's stated leave-one-source-out error. The tree is
+    over-predicted by what the model leaves out: SGLang's tree building, a per-step cost the one tree row cannot
+    identify. The step the measured speedup implies exceeds the model's by 0.5-2 ms more for the tree than for the
+    chain (~1.2 ms; the roofline prices the 21 verified tokens, memory-bound at batch 1, and the sampler's 20 extra
+    rows, ~0.13 ms)."""
     shape = TreeShape.from_sglang(3, 4, 21)
 
-    def speedup(batch, tree):
+    def run_(batch, tree):
+        tau = 2.92 if tree else 2.25
         s = Scenario(model="qwen3-8b", hardware="h100-sxm", method="eagle3", k=3, batch=batch,
-                     acceptance=Acceptance("acceptance_length", 2.92 if tree else 2.25), tree=tree,
+                     acceptance=Acceptance("acceptance_length", tau), tree=tree,
                      tree_shape=shape if tree else None, prompt_tokens=200, output_tokens=256)
-        return evaluate(s, catalog).speedup
+        return evaluate(s, without_pi_source)
+
+    def speedup(batch, tree):
+        return float(run_(batch, tree).speedup)
+
+    def unmodelled_step_s(tree, measured):
+        """Per verifier step, the time the measured speedup implies beyond the model's (same baseline)."""
+        e = run_(1, tree)
+        return (2.92 if tree else 2.25) * float(e.tpot_ms) / 1e3 * (float(e.speedup) / measured - 1.0)
 
     assert speedup(1, True) > speedup(1, False)
-    assert speedup(1, False) == pytest.approx(1.65, rel=0.10)
-    assert speedup(1, True) == pytest.approx(1.85, rel=0.25)
+    assert speedup(1, False) == pytest.approx(1.65, rel=LOSO_TARGET)
+    assert speedup(1, True) > 1.85
+    assert 0.5e-3 <= unmodelled_step_s(True, 1.85) - unmodelled_step_s(False, 1.65) <= 2e-3
     assert speedup(64, True) < 1.0 < speedup(64, False)
 
 

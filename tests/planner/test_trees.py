@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calibration.fitting.trees import TreeObservation, fit_sibling_model
 from planner import acceptance as acc
 from planner import trees
-from planner.trees import TreeObservation, TreeShape
+from planner.trees import TreeShape
 
 # published_specdec.csv rows PI4 / PI5 (SpecDecode-Bench blog for arXiv 2601.11580, SGLang v0.5.9,
 # Qwen3-8B, H100, GSM8K, batch 1): chain k=3 at acceptance length 2.25; tree of depth 3, branching 4,
@@ -261,7 +262,7 @@ def test_invalid_acceptance_inputs():
 
 
 def test_fit_on_the_published_chain_tree_pair_reproduces_both_rows():
-    fit = trees.fit_sibling_model(pi_pair())
+    fit = fit_sibling_model(pi_pair())
     assert fit.success
     assert fit.labels == ("PI4", "PI5")
     # two rows, two parameters (alpha, rank_decay): an exact fit, no degrees of freedom left
@@ -299,7 +300,7 @@ def test_fit_recovers_known_parameters_from_noisy_synthetic_rows():
         for i, s in enumerate(shapes):
             tau = float(trees.expected_acceptance_length(s, a, true_decay)) + rng.normal(0.0, 0.003)
             obs.append(TreeObservation(s, tau, group=g, label=f"{g}{i}"))
-    fit = trees.fit_sibling_model(obs)
+    fit = fit_sibling_model(obs)
     assert fit.success and fit.dof == len(obs) - 3
     assert fit.rank_decay == pytest.approx(true_decay, abs=0.03)
     for g, a in true_alpha.items():
@@ -311,15 +312,15 @@ def test_fit_recovers_known_parameters_from_noisy_synthetic_rows():
 
 def test_fit_rejects_what_it_cannot_identify():
     with pytest.raises(ValueError, match="every observation is a chain"):
-        trees.fit_sibling_model([TreeObservation(TreeShape.chain(3), 2.25, "g"),
+        fit_sibling_model([TreeObservation(TreeShape.chain(3), 2.25, "g"),
                                  TreeObservation(TreeShape.chain(4), 2.5, "g")])
     with pytest.raises(ValueError, match="too few"):
-        trees.fit_sibling_model([TreeObservation(TreeShape.from_sglang(3, 4, 21), 2.92, "g")])
+        fit_sibling_model([TreeObservation(TreeShape.from_sglang(3, 4, 21), 2.92, "g")])
     with pytest.raises(ValueError, match="acceptance_length=nan"):
-        trees.fit_sibling_model([TreeObservation(TreeShape.chain(3), float("nan"), "g", "x"),
+        fit_sibling_model([TreeObservation(TreeShape.chain(3), float("nan"), "g", "x"),
                                  TreeObservation(TreeShape.from_sglang(3, 4, 21), 2.92, "g")])
     with pytest.raises(ValueError, match="acceptance_length=5.0"):
-        trees.fit_sibling_model([TreeObservation(TreeShape.chain(3), 5.0, "g", "x"),
+        fit_sibling_model([TreeObservation(TreeShape.chain(3), 5.0, "g", "x"),
                                  TreeObservation(TreeShape.from_sglang(3, 4, 21), 2.92, "g")])
     with pytest.raises(ValueError, match="empty"):
-        trees.fit_sibling_model([])
+        fit_sibling_model([])
