@@ -47,7 +47,8 @@ def test_speculation_overheads_are_drawn_from_their_fit(catalog):
     import dataclasses
 
     se = catalog.fitted_speculation_stderr
-    assert se["t_spec_s"] > 0 and se["sampler_vocab_passes"] > 0
+    # t_spec_s is held at its prior (the published rows do not identify it): no standard error to draw from
+    assert "t_spec_s" not in se and se["sampler_vocab_passes"] > 0
     without = dataclasses.replace(catalog, fitted_speculation_stderr={})
     kw = dict(k=2, samples=300, seed=5, sample_price=False)
     drawn = S.monte_carlo(REQ, catalog, "eagle3", **kw)
@@ -56,7 +57,7 @@ def test_speculation_overheads_are_drawn_from_their_fit(catalog):
     assert np.nanstd(drawn.cpm_change_pct) > np.nanstd(fixed.cpm_change_pct)
     bars = {b.driver: b for b in S.tornado(REQ, catalog, "eagle3")}
     spec = bars["Speculation overheads (published fit +-2 sigma)"]
-    assert "ms per step" in spec.range and "vocabulary passes" in spec.range
+    assert "vocabulary passes" in spec.range
     assert spec.low_cpm_change_pct < spec.mid_cpm_change_pct < spec.high_cpm_change_pct  # lower overhead saves more
     assert spec.driver not in {b.driver for b in S.tornado(REQ, without, "eagle3")}
     # a calibrated set measured its own overheads: the published fit's errors do not apply to it
