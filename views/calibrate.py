@@ -24,13 +24,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from calibration import model_assets
-from calibration.engine import MAX_K, EngineConfig, JobSpec, shipped_workloads
 from calibration.protocol import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_BUDGET_S,
     DEFAULT_TARGET_HALF_WIDTH,
     interval_progress,
 )
+from calibration.spec import MAX_K, EngineConfig, JobSpec, shipped_workloads
 from calibration.store import Store, StoreError, default_url
 
 TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"

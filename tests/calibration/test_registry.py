@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from calibration import registry
-from calibration.engine import EngineConfig, JobSpec
 from calibration.registry import GPU_ONLY, METHODS, RegistryError, load_registry, parse_registry
+from calibration.spec import EngineConfig, JobSpec
 
 REPO = Path(__file__).resolve().parents[2]
 
