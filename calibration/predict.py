@@ -35,8 +35,8 @@ ETA_BOUNDS = (1e-3, 1.0)  # fractions of a datasheet peak
 # bf16 matrix units (AMX, AVX512-BF16) beat them, so eta is "achieved / assumed peak" and may exceed 1.
 ETA_BOUNDS_CPU = (1e-3, 8.0)
 T_FIXED_BOUNDS_S = (0.0, 1.0)
-# Bytes per weight and KV-cache element of the engine's dtype (calibration.engine.engine_dtype), relative to the
-# bf16 that planner.roofline.target_net counts: float32 streams twice the bytes per step.
+# Bytes per weight and KV-cache element of the engine's dtype (calibration.engine_settings.engine_dtype), relative
+# to the bf16 that planner.roofline.target_net counts: float32 streams twice the bytes per step.
 DTYPE_BYTES_VS_BF16 = {"bfloat16": 1.0, "float16": 1.0, "float32": 2.0}
 
 
