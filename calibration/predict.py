@@ -10,7 +10,7 @@ sequence decodes in lockstep; planner/roofline.py gives each step):
                 (n-gram lookup runs on the host: no accelerator term)
     wall      = T_prefill + (L_out - 1) / tau * T_iter     (the first output token comes from the prefill)
     output_tokens_per_s = B * L_out / wall
-(DESIGN.md "Step-time model"; Leviathan et al. 2023 for tokens per step = tau.)
+(planner/roofline.py for the step; Leviathan et al. 2023 for tokens per step = tau.)
 """
 
 from __future__ import annotations

