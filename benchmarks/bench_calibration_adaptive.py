@@ -32,9 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibration.engine import EngineConfig, JobSpec  # noqa: E402
 from calibration.protocol import acceptance_length_interval, fixed_sweep_requests  # noqa: E402
 from calibration.runners import LocalRunner  # noqa: E402
+from calibration.spec import EngineConfig, JobSpec  # noqa: E402
 from calibration.store import Store  # noqa: E402
 
 

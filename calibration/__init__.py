@@ -1,13 +1,17 @@
 """Calibration on a real engine: measure acceptance and step time, fit the planner's parameters, compare
 predicted with measured.
 
-Data flows one way (shared/STYLE.md): engine / microbenchmark / imports -> records (records.py, fixed
+Data flows one way: spec (spec.py: what to measure) -> jobs (jobs.py: run_job, heartbeat, deadline, final
+state; started by runners.py) -> engine / serve / microbench (measure only) -> records (records.py, fixed
 versioned schema) -> store (store.py: SQLite WAL or any SQLAlchemy URL) -> fits (fit.py, predict.py,
-report.py) -> calibrated profile (profiles_store.py) -> the planner and the app.
+report.py) -> calibrated profile (profiles_store.py) -> the planner and the app. No import cycle: the
+measuring modules import neither jobs nor runners; engine_settings.py, procs.py and catalog.py are leaves
+they share.
 
     python -m calibration microbench                      # torch step-time grid on this machine
     python -m calibration run --configs baseline,ngram:2,ngram:4,draft_model:smollm2-135m-2l:2 \\
         --workloads code,chat                             # one engine start per configuration
+    python -m calibration serve --config ngram:3          # vllm serve + load at several concurrencies
     python -m calibration fit --save-profile cpu-mine     # acceptance + step fit, predicted vs measured
     python -m calibration import --bench-json result.json --workload code --method eagle3
     python -m calibration import --prometheus http://host:8000/metrics --interval-s 60 --workload chat

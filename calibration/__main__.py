@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 from calibration import model_assets
-from calibration.engine import EngineConfig, JobSpec
 from calibration.protocol import DEFAULT_BATCH_SIZES, DEFAULT_BUDGET_S, DEFAULT_MIN_ROUNDS, DEFAULT_TARGET_HALF_WIDTH
+from calibration.spec import EngineConfig, JobSpec, MicrobenchSpec, ServeSpec
 from calibration.store import Store, StoreError
 
 
@@ -51,14 +51,18 @@ def _runner(args: argparse.Namespace) -> Any:
     return LocalRunner(args.store)
 
 
-def _submit_engine(args: argparse.Namespace, spec: JobSpec) -> Any:
-    """Submit an engine job; a local run of a GPU-only method on a machine without one is refused here,
-    before anything is recorded (a Ray job checks on the node it lands on)."""
+def _refuse_gpu_only_here(args: argparse.Namespace, configs: tuple[EngineConfig, ...]) -> None:
+    """A local run of a GPU-only method on a machine without one is refused before anything is recorded
+    (a Ray job checks on the node it lands on)."""
     from calibration.registry import GPU_ONLY, has_cuda
 
-    gpu_methods = sorted({c.method for c in spec.configs if c.method in GPU_ONLY})
+    gpu_methods = sorted({c.method for c in configs if c.method in GPU_ONLY})
     if args.runner == "local" and gpu_methods and not has_cuda():
         raise ValueError("; ".join(GPU_ONLY[m] for m in gpu_methods))
+
+
+def _submit_engine(args: argparse.Namespace, spec: JobSpec) -> Any:
+    _refuse_gpu_only_here(args, spec.configs)
     return _runner(args).submit("engine", spec.to_dict(), timeout_s=args.timeout_s)
 
 
@@ -144,34 +148,33 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """The serving path (calibration.serve): `vllm serve` plus greedy load at several concurrencies."""
-    from calibration.serve import ServeSpec, run_serve
-
+    """The serving path (calibration.serve): `vllm serve` plus greedy load at several concurrencies, as a job
+    of the runner (heartbeats and deadline through a server start of minutes, like every job)."""
     configs = parse_configs(args.config)
     if len(configs) != 1:
         raise ValueError(f"--config={args.config!r} not allowed: give exactly one configuration (one server)")
     spec = ServeSpec(config=configs[0], model=args.model, workload=args.workload,
                      concurrencies=parse_batch_sizes(args.concurrencies, flag="--concurrencies"),
                      requests_per_level=args.requests, max_output_tokens=args.max_tokens)
-    store = Store(args.store)
-    run_id = run_serve(spec, store.url, log=(lambda s: None) if args.json else
-                       (lambda s: print(s, file=sys.stderr, flush=True)))
-    groups = [g for g in store.groups([run_id]) if g.status == "finished"]
+    _refuse_gpu_only_here(args, (spec.config,))
+    handle = _runner(args).submit("serve", spec.to_dict(), timeout_s=args.timeout_s)
+    state = _follow(handle, args.json)
+    run_id = handle.run_id
+    groups = [g for g in Store(args.store).groups([run_id]) if g.status == "finished"]
     if args.json:
-        print(json.dumps({"run_id": run_id, "groups": [g.to_dict() for g in groups]}, default=float))
-        return 0
-    print(f"serve run {run_id}: succeeded")
+        print(json.dumps({"run_id": run_id, "state": state, "groups": [g.to_dict() for g in groups]},
+                         default=float))
+        return 0 if state == "succeeded" else 1
+    print(f"serve run {run_id}: {state}")
     for g in groups:
         c = g.counts
         print(f"  {g.config_label:20} {g.workload:8} concurrency {g.extra['concurrency']:3d}: "
               f"{g.output_tokens_per_s:7.1f} tok/s, tau={g.acceptance_length:.3f} "
               f"({c.num_accepted_tokens}/{c.num_draft_tokens} draft tokens accepted)")
-    return 0
+    return 0 if state == "succeeded" else 1
 
 
 def cmd_microbench(args: argparse.Namespace) -> int:
-    from calibration.jobs import MicrobenchSpec
-
     spec = MicrobenchSpec(model=args.model, repeats=args.repeats)
     handle = _runner(args).submit("microbench", spec.to_dict(), timeout_s=args.timeout_s)
     state = _follow(handle, args.json)
@@ -392,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_run)
     sp = sub.add_parser("serve", help="serving path: vllm serve + greedy load at several concurrencies, "
                                       "acceptance from /metrics")
-    sp.add_argument("--model", default=model_assets.TARGET_NAME)
+    runner_opts(sp)
     sp.add_argument("--config", default="ngram:3", help="one configuration, as in run --configs")
     sp.add_argument("--workload", default="code")
     sp.add_argument("--concurrencies", default="1,4,8", help="requests in flight at once, one level after another")

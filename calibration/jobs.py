@@ -1,6 +1,6 @@
 """Job kinds and the job process entry point shared by every runner.
 
-`python -m calibration.jobs --kind engine|microbench --run-id ID` runs one job and records its outcome in
+`python -m calibration.jobs --kind engine|serve|microbench --run-id ID` runs one job and records its outcome in
 the store. Everything else comes on stdin as one JSON object, `{"spec": ..., "store_url": ...,
 "timeout_s": ...}`: the store URL (it can hold database credentials) and uploaded prompts never show up on
 a command line (`ps`). Progress goes to stdout as lines ("PROGRESS i/n label" and free text), which the
@@ -11,7 +11,12 @@ The job looks after itself, whoever started it and whether or not that runner is
 - it enforces its own deadline: at `timeout_s` it records "timed_out" and kills itself and its engine
   children, so nothing outlives its timeout even when the runner (CLI or app) was SIGKILLed;
 - it stops when its run is no longer active in the store (cancelled, timed out or marked dead by others);
-- a runner that goes away (closed stdout) does not stop it: output to a closed pipe is dropped.
+- a runner that goes away (closed stdout) does not stop it: output to a closed pipe is dropped;
+- a runner that stops it (SIGTERM) stops its measuring children too (each leads its own process group).
+
+Kinds: `engine` (one child process per configuration, calibration.engine), `serve` (a `vllm serve` and a
+load generator, calibration.serve) and `microbench` (calibration.microbench). They measure and record groups
+or samples; the run's status, heartbeat and deadline are this module's alone.
 """
 
 from __future__ import annotations
@@ -20,38 +25,32 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
+from calibration import registry
+from calibration.engine import child_payload, engine_command
+from calibration.engine_settings import engine_dtype
+from calibration.procs import die_with_parent, kill_group, kill_tracked_groups, track_child_group, untrack_child_group
+from calibration.spec import JobSpec, MicrobenchSpec, ServeSpec
 from calibration.store import HEARTBEAT_S, Store
 
-JOB_KINDS = ("engine", "microbench")
+JOB_KINDS = ("engine", "serve", "microbench")
 # A job without a timeout still ends: 6 hours is longer than any calibration this project runs.
 MAX_JOB_S = 6 * 3600.0
-# Process groups of the job's engine children (each its own session), killed with the job at its deadline.
-_CHILD_GROUPS: set[int] = set()
-
-
-def track_child_group(pgid: int) -> None:
-    _CHILD_GROUPS.add(pgid)
-
-
-def untrack_child_group(pgid: int) -> None:
-    _CHILD_GROUPS.discard(pgid)
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _kill_everything(exit_code: int) -> None:
     """Kill the engine children's process groups, then this job's own group (it leads one when a runner
     started it), then exit without cleanup: a timed-out job must not linger in `finally` blocks."""
-    for pgid in list(_CHILD_GROUPS):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    kill_tracked_groups()
     if os.getpgid(0) == os.getpid():
         os.killpg(0, signal.SIGKILL)
     os._exit(exit_code)
@@ -117,25 +116,12 @@ def pipe_safe(write: Callable[[str], None]) -> Callable[[str], None]:
     return log
 
 
-@dataclass(frozen=True)
-class MicrobenchSpec:
-    model: str = "smollm2-135m"
-    batches: tuple[int, ...] = (1, 4, 16, 32)
-    tokens_per_seq: tuple[int, ...] = (1, 4)
-    contexts: tuple[int, ...] = (128, 512)
-    repeats: int = 5
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MicrobenchSpec:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
-
-
-def execute(kind: str, spec: dict[str, Any], run_id: str, store_url: str,
+def run_job(kind: str, spec: dict[str, Any], run_id: str, store_url: str, *,
             log: Callable[[str], None] = print, timeout_s: float | None = None) -> str:
-    """Run one job to its end under its own heartbeat and deadline; returns the final state in the store."""
+    """Run one job to its end under its own heartbeat and deadline; returns the final state in the store.
+
+    The heartbeat runs in its own thread (JobGuard) for every kind, so a step that blocks for minutes (an
+    engine or `vllm serve` start) keeps the run alive for readers."""
     if kind not in JOB_KINDS:
         raise ValueError(f"kind={kind!r} not allowed; allowed: {JOB_KINDS}")
     store = Store(store_url)
@@ -145,46 +131,91 @@ def execute(kind: str, spec: dict[str, Any], run_id: str, store_url: str,
     guard.start()
     try:
         if kind == "engine":
-            from calibration.engine import JobSpec, run_job
-
-            state, message = run_job(JobSpec.from_dict(spec), run_id, store_url, log=log)
+            state, message = _engine_job(JobSpec.from_dict(spec), run_id, store_url, log)
+        elif kind == "serve":
+            state, message = _serve_job(ServeSpec.from_dict(spec), run_id, store_url, log)
         else:
-            state, message = _microbench(MicrobenchSpec.from_dict(spec), run_id, store, log)
+            state, message = _microbench_job(MicrobenchSpec.from_dict(spec), run_id, store, log)
     except BaseException as e:
         guard.stop()
-        store.set_status(run_id, "failed", f"{type(e).__name__}: {e}")
+        store.set_status(run_id, "failed", f"{type(e).__name__}: {e}"[:500])
         raise
     guard.stop()
     store.set_status(run_id, state, message)
     return store.get_run(run_id).status
 
 
-def _microbench(ms: MicrobenchSpec, run_id: str, store: Store, log: Callable[[str], None]) -> tuple[str, str]:
-    from calibration.microbench import LayerShape, run_microbench
-    from calibration.predict import model_spec
+def _engine_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str], None]) -> tuple[str, str]:
+    """Every configuration of `spec` in its own engine child process (calibration.engine), one after another."""
+    store = Store(store_url)
+    gpu_methods = sorted({c.method for c in spec.configs if c.method in registry.GPU_ONLY})
+    if gpu_methods and not registry.has_cuda():  # refuse before any engine starts
+        msg = "; ".join(registry.GPU_ONLY[m] for m in gpu_methods)
+        log(msg)
+        return "failed", msg
+    env = job_env()
+    for i, config in enumerate(spec.configs):
+        log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")
+        store.heartbeat(run_id, f"configuration {i + 1}/{len(spec.configs)}: {config.label}")
+        proc = subprocess.Popen(engine_command(config, run_id), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=die_with_parent,
+                                start_new_session=True)
+        track_child_group(proc.pid)
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(child_payload(spec, store_url))
+            proc.stdin.close()
+            tail: list[str] = []
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                line = line.rstrip()
+                tail = (tail + [line])[-40:]
+                if line.startswith("[") or "Error" in line:
+                    log(line)
+            rc = proc.wait()
+        finally:
+            kill_group(proc.pid)  # engine core / worker processes the child left behind
+            untrack_child_group(proc.pid)
+        if rc != 0:
+            msg = f"configuration {config.label} failed (exit {rc}): " + " | ".join(tail[-8:])
+            log(msg)
+            return "failed", msg
+    log(f"PROGRESS {len(spec.configs)}/{len(spec.configs)} done")
+    return "succeeded", f"{len(spec.configs)} configurations"
 
-    m = model_spec(ms.model)
-    # Intermediate size is not in ModelSpec: derive it from the per-layer params (attention 2h^2 + 2h*kv,
-    # gated MLP 3*h*inter); matches SmolLM2-135M's 1536 to the rounding.
-    h = m.hidden_size
-    per_layer = (m.total_params_b * 1e9 - m.vocab_size * h) / m.layers
-    attn = 2 * h * m.heads * m.head_dim + 2 * h * m.kv_heads * m.head_dim
-    inter = max(1, int(round((per_layer - attn) / (3 * h) / 64.0)) * 64)
-    shape = LayerShape(m.layers, h, m.heads, m.kv_heads, m.head_dim, inter, m.vocab_size)
+
+def _serve_job(spec: ServeSpec, run_id: str, store_url: str, log: Callable[[str], None]) -> tuple[str, str]:
+    from calibration.serve import run_serve
+
+    log("PROGRESS 0/1 serve")
+    state, message = run_serve(spec, run_id, store_url, log=log)
+    log("PROGRESS 1/1 done")
+    return state, message
+
+
+def _microbench_job(ms: MicrobenchSpec, run_id: str, store: Store,
+                    log: Callable[[str], None]) -> tuple[str, str]:
+    from calibration.catalog import model_spec
+    from calibration.microbench import layer_shape_of, run_microbench
+
+    shape = layer_shape_of(model_spec(ms.model))
     points = len(ms.batches) * len(ms.tokens_per_seq) * len(ms.contexts)
     store.heartbeat(run_id, f"microbenchmark {points} points")
     log(f"PROGRESS 0/1 microbench {asdict(shape)}")
-    from calibration.engine import engine_dtype
-    from calibration.registry import has_cuda
-
-    # the engine's dtype on this machine (calibration.engine.engine_dtype), so that both fits see one format
+    # the engine's dtype on this machine, so that both fits see one format
     samples = run_microbench(shape, batches=ms.batches, tokens_per_seq=ms.tokens_per_seq,
-                             contexts=ms.contexts, repeats=ms.repeats, dtype=engine_dtype(has_cuda()))
+                             contexts=ms.contexts, repeats=ms.repeats, dtype=engine_dtype(registry.has_cuda()))
     store.add_step_samples(run_id, [{**s.to_dict(), "model": ms.model} for s in samples])
     for s in samples:
         log(f"b={s.batch} n={s.tokens_per_seq} ctx={s.context_tokens}: {s.step_time_s * 1e3:.2f} ms")
     log("PROGRESS 1/1 done")
     return "succeeded", f"{len(samples)} samples"
+
+
+def job_env(repo_root: str | None = None) -> dict[str, str]:
+    """This environment with the repository on PYTHONPATH: what a job process and its children run in."""
+    root = repo_root or str(REPO_ROOT)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
 
 
 def job_payload(spec: dict[str, Any], store_url: str, timeout_s: float | None) -> str:
@@ -202,9 +233,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--kind", required=True, choices=JOB_KINDS)
     p.add_argument("--run-id", required=True)
     a = p.parse_args(argv)
+    # A runner stops a job with SIGTERM to its process group; the measuring children (engines, a server) lead
+    # their own sessions, so the job takes them down with it.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: _kill_everything(143))
     payload = json.loads(sys.stdin.read())
     log = pipe_safe(lambda s: print(s, flush=True))
-    state = execute(a.kind, payload["spec"], a.run_id, payload["store_url"], log=log,
+    state = run_job(a.kind, payload["spec"], a.run_id, payload["store_url"], log=log,
                     timeout_s=payload.get("timeout_s"))
     return 0 if state == "succeeded" else 1
 

@@ -57,6 +57,17 @@ class StepSample:
         return asdict(self)
 
 
+def layer_shape_of(m: Any) -> LayerShape:
+    """The decoder stack of a planner.types.ModelSpec. Intermediate size is not in ModelSpec: it is derived
+    from the per-layer params (attention 2h^2 + 2h*kv, gated MLP 3*h*inter), rounded to a multiple of 64;
+    matches SmolLM2-135M's 1536 to the rounding."""
+    h = m.hidden_size
+    per_layer = (m.total_params_b * 1e9 - m.vocab_size * h) / m.layers
+    attn = 2 * h * m.heads * m.head_dim + 2 * h * m.kv_heads * m.head_dim
+    inter = max(1, int(round((per_layer - attn) / (3 * h) / 64.0)) * 64)
+    return LayerShape(m.layers, h, m.heads, m.kv_heads, m.head_dim, inter, m.vocab_size)
+
+
 def run_microbench(
     shape: LayerShape = SMOLLM2_135M,
     *,

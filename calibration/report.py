@@ -151,3 +151,22 @@ def format_fit(fr: FitResult, title: str) -> str:
 
 def replace_params(report: CalibrationReport, **kw: float) -> EngineParams:
     return dataclasses.replace(report.params, **kw)
+
+
+def predicted_step_times_s(samples: list[dict[str, Any]], *, eta_bw: float, eta_flops: float,
+                           t_fixed_s: float) -> list[float]:
+    """The roofline step time (planner.roofline.step_time_s on this machine, efficiencies as given) of each
+    microbenchmark sample (its model, dtype, batch, tokens per sequence and context), in seconds: what the
+    step-time fit predicts for the points it was fitted on."""
+    from calibration import model_assets
+    from calibration.predict import engine_net, machine
+    from planner.roofline import hw_params, step_time_s
+
+    hw = dataclasses.replace(hw_params(machine()), eta_bw=eta_bw, eta_flops=eta_flops)
+    out = []
+    for s in samples:
+        net = engine_net(s.get("model", model_assets.TARGET_NAME), s.get("dtype", "bfloat16"))
+        t, _ = step_time_s(net, hw, batch=s["batch"], tokens_per_seq=s["tokens_per_seq"],
+                           context_tokens=s["context_tokens"], t_fixed_s=t_fixed_s)
+        out.append(float(t))
+    return out

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from calibration.jobs import JOB_KINDS, job_command, job_payload
+from calibration.jobs import JOB_KINDS, REPO_ROOT, job_command, job_env, job_payload
+from calibration.procs import die_with_parent, kill_group
 from calibration.store import Store
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out", "crashed")
 # Grace between SIGTERM and SIGKILL when stopping a job.
 STOP_GRACE_S = 3.0
@@ -83,10 +83,6 @@ def stored_spec(spec: dict[str, Any]) -> dict[str, Any]:
         out["custom_prompt_sets"] = {w: {"hash": prompt_set_hash(list(ps)), "prompts": len(ps)}
                                      for w, ps in spec["custom_prompts"].items()}
     return out
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 class JobHandle:
@@ -152,7 +148,7 @@ class LocalProcessHandle(JobHandle):
                  stdin_text: str = "") -> None:
         super().__init__(run_id, store)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env=_env(), cwd=str(REPO_ROOT), start_new_session=True)
+                                     text=True, env=job_env(), cwd=str(REPO_ROOT), start_new_session=True)
         assert self.proc.stdin is not None
         self.proc.stdin.write(stdin_text)
         self.proc.stdin.close()
@@ -226,15 +222,13 @@ class LocalRunner:
 def _ray_task(kind: str, spec: dict[str, Any], run_id: str, store_url: str, repo_root: str,
               timeout_s: float | None = None) -> str:
     """Body of the Ray task: the same job process as the local runner, on whichever node Ray picked."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo_root, os.environ.get("PYTHONPATH", "")])}
+    env = job_env(repo_root)
     cmd = job_command(kind, run_id)
-    from calibration.engine import _die_with_parent
-
     # A force-cancelled task kills this worker without running `finally`: the job process gets SIGTERM
     # from the kernel (PR_SET_PDEATHSIG) and its engine child cleans up after it.
     proc = subprocess.Popen(cmd, env=env, cwd=repo_root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=die_with_parent)
     try:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(job_payload(spec, store_url, timeout_s))
@@ -245,10 +239,7 @@ def _ray_task(kind: str, spec: dict[str, Any], run_id: str, store_url: str, repo
                 store.heartbeat(run_id, line.strip()[:500])
         return "succeeded" if proc.wait() == 0 else "failed"
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(proc.pid)
 
 
 class RayJobHandle(JobHandle):

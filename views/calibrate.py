@@ -3,7 +3,7 @@ predicted with measured, and save the fit as a calibrated profile.
 
 Triggering a run needs an access token configured on the server ($SPECPLAN_CALIBRATE_TOKEN or
 st.secrets["calibrate_token"]); without it the page is read-only. Wrong tokens are rate-limited per client
-address across sessions (TokenGate). Models, methods and drafts come from the admin's
+address across sessions (calibration.access.TokenGate). Models, methods and drafts come from the admin's
 calibration registry (calibration.registry), workloads from the shipped prompt sets, Ray clusters from the admin's list
 (calibration.runners.allowed_ray_addresses), never from free text. A store that cannot be read shows one
 error line (its password hidden), not a traceback.
@@ -11,64 +11,27 @@ error line (its password hidden), not a traceback.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import hmac
 import math
 import os
-import threading
-import time
 from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from calibration import model_assets
-from calibration.engine import MAX_K, EngineConfig, JobSpec, shipped_workloads
+from calibration.access import TokenGate
 from calibration.protocol import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_BUDGET_S,
     DEFAULT_TARGET_HALF_WIDTH,
     interval_progress,
 )
+from calibration.spec import MAX_K, JobSpec, engine_configs, shipped_workloads
 from calibration.store import Store, StoreError, default_url
 
 TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"
 HANDLE_KEY = "cal_job_handle"  # plain session key (not a widget): the running JobHandle
 FAILED_TOKEN_KEY = "cal_token_failed"  # digest of this session's last wrong token (counted once)
 UPLOAD_PROMPTS_PER_WORKLOAD = 64  # uploaded prompts kept per workload (calibration.traffic_prompts caps it)
-# Three wrong tokens are free (typos); then each wrong token locks the client out for LOCKOUT_S, doubling
-# with every further one up to LOCKOUT_MAX_S: ~10 guesses an hour instead of thousands a second.
-FREE_TOKEN_TRIES = 3
-LOCKOUT_S = 30.0
-LOCKOUT_MAX_S = 900.0
-
-
-class TokenGate:
-    """Wrong-token counts per client address, shared by every session of this server process."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._failures: dict[str, int] = {}
-        self._locked_until: dict[str, float] = {}
-
-    def wait_s(self, client: str, now: float | None = None) -> float:
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            return max(0.0, self._locked_until.get(client, 0.0) - now)
-
-    def failure(self, client: str, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            n = self._failures.get(client, 0) + 1
-            self._failures[client] = n
-            if n >= FREE_TOKEN_TRIES:
-                self._locked_until[client] = now + min(LOCKOUT_MAX_S, LOCKOUT_S * 2 ** (n - FREE_TOKEN_TRIES))
-
-    def success(self, client: str) -> None:
-        with self._lock:
-            self._failures.pop(client, None)
-            self._locked_until.pop(client, None)
 
 
 @st.cache_resource
@@ -116,30 +79,17 @@ def can_trigger() -> bool:
     if not given:
         st.caption("Enter the access token to run calibrations.")
         return False
-    gate, client = token_gate(), _client()
-    wait = gate.wait_s(client)
-    if wait > 0:
-        st.error(f"Too many wrong access tokens: try again in {math.ceil(wait)} s.")
+    verdict = token_gate().check(client=_client(), given=given, configured=tok,
+                                 last_failed_digest=st.session_state.get(FAILED_TOKEN_KEY))
+    if verdict.wait_s > 0:
+        st.error(f"Too many wrong access tokens: try again in {math.ceil(verdict.wait_s)} s.")
         return False
-    if hmac.compare_digest(given.encode(), tok.encode()):
-        gate.success(client)
+    if verdict.allowed:
         st.session_state.pop(FAILED_TOKEN_KEY, None)
         return True
-    digest = hashlib.sha256(given.encode()).hexdigest()
-    if st.session_state.get(FAILED_TOKEN_KEY) != digest:  # each wrong entry once, not on every rerun
-        st.session_state[FAILED_TOKEN_KEY] = digest
-        gate.failure(client)
+    st.session_state[FAILED_TOKEN_KEY] = verdict.failed_digest  # each wrong entry counts once, not per rerun
     st.error("Wrong access token.")
     return False
-
-
-def _configs(methods: list[str], ks: list[int], drafts: dict[str, str], k_max: dict[str, int]) -> tuple[EngineConfig, ...]:
-    out = [EngineConfig("none")]
-    for m in methods:
-        for k in sorted(ks):
-            if k <= k_max[m]:
-                out.append(EngineConfig(m, k, drafts.get(m)))
-    return tuple(out)
 
 
 @st.cache_resource
@@ -208,7 +158,8 @@ def submit_form() -> None:
         for m in gpu_needed:
             st.warning(f"Refused on this machine: {GPU_ONLY[m]}.")
     k_max = {m: target.methods[m].k_max for m in methods}
-    n_engines = 1 + sum(1 for m in methods for k in ks if k <= k_max[m])
+    configs = engine_configs(methods=methods, ks=ks, drafts=drafts, k_max=k_max)
+    n_engines = len(configs)
     st.caption(f"{n_engines} engine starts (one per configuration), ~30-40 s each on a CPU before any "
                "generation; greedy decoding, fixed output length. Per configuration: a warm-up group (recorded, "
                "not fitted), then rounds over every workload and batch size on fresh prompts until the mean "
@@ -223,7 +174,7 @@ def submit_form() -> None:
                   if upload else {})
         if gpu_needed and runner_kind == "local" and not local_gpu():
             raise ValueError("; ".join(GPU_ONLY[m] for m in gpu_needed))
-        spec = JobSpec(model=model, configs=_configs(methods, ks, drafts, k_max), workloads=tuple(workloads),
+        spec = JobSpec(model=model, configs=configs, workloads=tuple(workloads),
                        batch_sizes=tuple(sorted(int(b) for b in batch_sizes)), target_half_width=float(target_hw),
                        budget_s=float(budget_s), max_output_tokens=int(max_tokens), custom_prompts=custom)
         if runner_kind == "ray" and ray_address:
@@ -306,14 +257,10 @@ def pvm_figure(rep: Any) -> go.Figure:
 def step_figure(rep: Any, samples: list[dict]) -> go.Figure | None:
     if rep.step_fit is None or not samples:
         return None
-    from calibration.predict import engine_net, machine
-    from planner.roofline import hw_params, step_time_s
+    from calibration.report import predicted_step_times_s
 
     p = rep.step_fit.as_dict()
-    hw = dataclasses.replace(hw_params(machine()), eta_bw=p["eta_bw"], eta_flops=p["eta_flops"])
-    net = engine_net(samples[0].get("model", model_assets.TARGET_NAME), samples[0].get("dtype", "bfloat16"))
-    pred = [float(step_time_s(net, hw, batch=s["batch"], tokens_per_seq=s["tokens_per_seq"],
-                              context_tokens=s["context_tokens"], t_fixed_s=p["t_fixed_s"])[0]) for s in samples]
+    pred = predicted_step_times_s(samples, eta_bw=p["eta_bw"], eta_flops=p["eta_flops"], t_fixed_s=p["t_fixed_s"])
     fig = go.Figure()
     fig.add_scatter(x=[s["step_time_s"] * 1e3 for s in samples], y=[v * 1e3 for v in pred], mode="markers",
                     text=[f"B={s['batch']} n={s['tokens_per_seq']} ctx={s['context_tokens']}" for s in samples],

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from calibration.engine import EngineConfig, JobSpec
 from calibration.records import GroupRecord, SpecCounts
+from calibration.spec import EngineConfig, JobSpec
 from calibration.store import Store
 
 DATA = Path(__file__).parent / "data"
@@ -132,8 +132,8 @@ class E2E:
 def e2e(model_cache: dict, tmp_path_factory: pytest.TempPathFactory) -> E2E:
     """The real calibration: microbenchmark + one engine job through the local runner (a subprocess; one
     engine start per configuration), persisted in a session store file that later tests read."""
-    from calibration.jobs import MicrobenchSpec
     from calibration.runners import LocalRunner
+    from calibration.spec import MicrobenchSpec
 
     root = tmp_path_factory.mktemp("e2e")
     url = f"sqlite:///{root / 'calibration.db'}"

@@ -1,4 +1,4 @@
-"""A GPU calibration refines the catalogue entry it ran on (issue 9 / issue 11): the device is recognised from
+"""A GPU calibration refines the catalogue entry it ran on: the device is recognised from
 what torch reports, the saved profile keeps that entry's peaks, memory, prices and kernel-fitted terms, and the
 planner uses the calibrated terms as measured (the published speculation fit does not overwrite them)."""
 

@@ -26,6 +26,8 @@ from tests.calibration.conftest import (
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]
+# Held-out throughput MAPE bound of the CI-sized session calibration (see test_fit_and_predicted_vs_measured).
+E2E_HOLDOUT_MAPE_BOUND_PCT = 25.0
 
 
 def test_every_configuration_and_workload_was_measured(e2e: E2E) -> None:
@@ -90,9 +92,9 @@ def test_uploaded_prompt_text_is_measured_but_never_stored(e2e: E2E) -> None:
 
 def test_truncated_layer_draft_really_drafts_and_is_rarely_accepted(e2e: E2E) -> None:
     """The draft model ran (drafts proposed on every group) and a 2-layer draft nearly never agrees with the
-    30-layer target (shared/ENGINE.md). Whether that makes it slower than the baseline is a timing: the
-    calibration's fit and report show it, not this test (a per-group throughput comparison flipped on a 1 %
-    difference in one CI run)."""
+    30-layer target (on CPU at K=4, 30 of ~480 drafted tokens). Whether that makes it slower than the baseline
+    is a timing: the calibration's fit and report show it, not this test (a per-group throughput comparison
+    flipped on a 1 % difference in one CI run)."""
     groups = [g for g in Store(e2e.store_url).groups([e2e.run_id]) if g.status == "finished"]
     drafted = [g for g in groups if g.method == "draft_model"]
     assert drafted
@@ -129,7 +131,8 @@ def test_fit_and_predicted_vs_measured(e2e: E2E, capsys: pytest.CaptureFixture[s
         print(format_table(rep.comparisons))
         print(f"MAPE train {rep.mape_train_pct:.1f} %, held out {rep.mape_holdout_pct:.1f} % "
               f"(held out with predicted tau: {rep.mape_holdout_full_pct:.1f} %; per-slot decode rate: "
-              f"{rep.mape_holdout_decode_pct:.1f} %); engine job {e2e.engine_s:.0f} s")
+              f"{rep.mape_holdout_decode_pct:.1f} %); engine job {e2e.engine_s:.0f} s; bound on both held-out "
+              f"figures {E2E_HOLDOUT_MAPE_BOUND_PCT:.0f} %")
     assert rep.step_fit.success and rep.engine_fit.success
     splits = {c.split for c in rep.comparisons}
     assert splits == {"train", "held_out"}
@@ -141,8 +144,15 @@ def test_fit_and_predicted_vs_measured(e2e: E2E, capsys: pytest.CaptureFixture[s
     assert math.isfinite(rep.mape_holdout_pct)
     # The fitted per-step overheads are physical: positive, below a second.
     assert 0 < rep.params.t_fixed_s < 1.0
-    # A loose sanity bound (the CPU target is 10 %; what is reached is reported, not asserted).
-    assert rep.mape_holdout_pct < 60.0
+    # The README's ~9 % (held-out MAPE, three runs 8.7-11.4 %) is the full protocol: batch sizes 1,4,8, at least
+    # two rounds, 150 s per configuration, ~11 min of engine time. This session calibration is CI-sized (one
+    # round, batch sizes 1,2,4, a 2-prompt uploaded set, ~4 min of engine job). Two runs of it on a 2-core Intel
+    # Xeon (AVX-512 BF16 / AMX: bfloat16) shared with other jobs, 2026-12-02, measured held-out 19.1 % and 8.8 %
+    # (with tau predicted 14.1 % and 9.7 %; train 12.9 % and 5.1 %): one round of single groups leaves a spread
+    # that a 10 % bound would fail about every other run. The bound is the worst of those with room for a loaded
+    # machine: it fails when the model is off by a quarter on average (it was 60 %).
+    assert rep.mape_holdout_pct < E2E_HOLDOUT_MAPE_BOUND_PCT
+    assert rep.mape_holdout_full_pct < E2E_HOLDOUT_MAPE_BOUND_PCT
 
 
 def test_cli_fit_json_and_calibrated_profile(e2e: E2E, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 
-from calibration.engine import JobSpec, load_prompts
 from calibration.fit import fit_acceptance
 from calibration.predict import EngineParams, compare, fit_engine, predict_times, predict_wall_time_s
 from calibration.protocol import (
@@ -21,6 +20,7 @@ from calibration.protocol import (
     interval_progress,
 )
 from calibration.records import GroupRecord, SpecCounts
+from calibration.spec import JobSpec, load_prompts
 from tests.calibration.conftest import make_record
 
 

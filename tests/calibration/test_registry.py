@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from calibration import registry
-from calibration.engine import EngineConfig, JobSpec
 from calibration.registry import GPU_ONLY, METHODS, RegistryError, load_registry, parse_registry
+from calibration.spec import EngineConfig, JobSpec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -156,15 +156,24 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=REPO, timeout=120)
 
 
-def test_cli_refuses_gpu_methods_on_a_cpu_machine_before_recording_anything(tmp_path: Path) -> None:
-    if registry.has_cuda():
-        pytest.skip("this machine has a CUDA GPU")
+def _no_gpu(monkeypatch: pytest.MonkeyPatch, on_gpu: bool = False) -> None:
+    """This machine as a CPU-only one (or a GPU node), whatever it really is: the device detection mocked."""
+    monkeypatch.setattr(registry, "has_cuda", lambda: on_gpu)
+
+
+def test_cli_refuses_gpu_methods_on_a_cpu_machine_before_recording_anything(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from calibration.__main__ import main
+
+    _no_gpu(monkeypatch)
     db = tmp_path / "cal.db"
-    out = _cli("run", "--model", "llama-3.1-8b", "--configs", "baseline,eagle3:eagle3-head:2",
-               env={"SPECPLAN_STORE_URL": f"sqlite:///{db}"})
-    assert out.returncode == 2
-    assert GPU_ONLY["eagle3"] in out.stderr and out.stderr.count("\n") == 1
-    assert not db.exists()
+    for command in (["run", "--configs", "baseline,eagle3:eagle3-head:2"],
+                    ["serve", "--config", "eagle3:eagle3-head:2"]):
+        rc = main(["--store", f"sqlite:///{db}", command[0], "--model", "llama-3.1-8b", *command[1:]])
+        err = capsys.readouterr().err
+        assert rc == 2, command
+        assert GPU_ONLY["eagle3"] in err and err.count("\n") == 1, err
+        assert not db.exists()
     listed = _cli("list", "registry", env={})
     assert "method=eagle3" in listed.stdout and "needs=cuda" in listed.stdout
 
@@ -174,8 +183,7 @@ def test_calibrate_page_offers_the_registry_and_refuses_gpu_methods_on_cpu(
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    if registry.has_cuda():
-        pytest.skip("this machine has a CUDA GPU")
+    _no_gpu(monkeypatch)
     st.cache_resource.clear()
     monkeypatch.setenv("SPECPLAN_STORE_URL", f"sqlite:///{tmp_path / 'app.db'}")
     monkeypatch.setenv("SPECPLAN_CALIBRATE_TOKEN", "s3cret")
@@ -193,3 +201,21 @@ def test_calibrate_page_offers_the_registry_and_refuses_gpu_methods_on_cpu(
     from calibration.store import Store
 
     assert Store(f"sqlite:///{tmp_path / 'app.db'}").list_runs() == []
+
+
+def test_calibrate_page_offers_gpu_methods_without_refusal_on_a_gpu_node(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    _no_gpu(monkeypatch, on_gpu=True)
+    st.cache_resource.clear()
+    monkeypatch.setenv("SPECPLAN_STORE_URL", f"sqlite:///{tmp_path / 'app.db'}")
+    monkeypatch.setenv("SPECPLAN_CALIBRATE_TOKEN", "s3cret")
+    at = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    at.text_input(key="cal_token").set_value("s3cret").run()
+    at.selectbox(key="cal_model").set_value("llama-3.1-8b").run()
+    at.multiselect(key="cal_methods").set_value(["eagle3"]).run()
+    assert not at.exception
+    assert not any("Refused on this machine" in w.value for w in at.warning)
+    st.cache_resource.clear()  # the next page test detects its own device

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from calibration.engine import EngineConfig, JobSpec
-from calibration.jobs import MicrobenchSpec
 from calibration.runners import LocalRunner, RayRunner, allowed_ray_addresses
+from calibration.spec import EngineConfig, JobSpec, MicrobenchSpec
 from calibration.store import HEARTBEAT_S, STALE_AFTER_S, Store
 
 REPO = Path(__file__).resolve().parents[2]
