@@ -17,7 +17,7 @@ budget reached half-width 0.074 (tau 3.302 [3.228, 3.376]); projected to 0.05: 8
 sweep of the same precision: 3458 requests, 5218 s (extrapolated); adaptive / fixed = 0.254. Exit code 1 while
 the adaptive side is projected rather than measured.
 
-Not run in CI. Target (issue 9): adaptive / fixed <= 1/3.
+Not run in CI. Target (docs/targets.md): adaptive / fixed <= 1/3.
 """
 
 from __future__ import annotations
