@@ -144,7 +144,9 @@ def format_acceptance(fits: tuple[AcceptanceFit, ...] | list[AcceptanceFit]) -> 
 
 
 def format_fit(fr: FitResult, title: str) -> str:
-    parts = [f"{n}={p:.4g} ± {s:.2g}" for n, p, s in zip(fr.names, fr.params, fr.stderr, strict=True)]
+    # a parameter held at a prior has no standard error: say which prior instead of "± nan"
+    parts = [f"{n}={p:.4g} " + (f"({fr.held[n]})" if n in fr.held else f"± {s:.2g}")
+             for n, p, s in zip(fr.names, fr.params, fr.stderr, strict=True)]
     rms = math.sqrt(sum(r * r for r in fr.residuals) / max(len(fr.residuals), 1))
     return f"{title}: {'; '.join(parts)} (n={fr.n_points}, rms rel. residual {rms:.3f}, {fr.message})"
 

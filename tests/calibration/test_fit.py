@@ -188,3 +188,18 @@ def test_core_holds_a_bound_a_collinear_pair_and_a_noisy_term_at_their_priors() 
     plain = least_squares(lambda p: p[0] * x + p[1] - 3.0 * x - 2.0, names=("a", "b"), p0=(1.0, 1.0),
                           lower=(0, 0), upper=(10, 10))
     assert not plain.held and plain.as_dict() == pytest.approx({"a": 3.0, "b": 2.0})
+
+
+def test_format_fit_names_the_prior_of_a_held_parameter_instead_of_a_nan_error() -> None:
+    from calibration.fitting.core import least_squares
+    from calibration.report import format_fit
+
+    x = np.linspace(1.0, 4.0, 12)
+    y = 2.0 * x
+    # b multiplies nothing: the data does not move it, so it is held at its stated prior
+    fr = least_squares(lambda p: p[0] * x + 0.0 * p[1] - y, names=("a", "b"), p0=(1.0, 0.5), lower=(0.0, 0.0),
+                       upper=(10.0, 1.0), priors={"b": (0.5, "assumed half")})
+    text = format_fit(fr, "fit")
+    assert "b" in fr.held and "nan" not in text
+    assert "b=0.5 (prior: assumed half" in text
+    assert "a=2 ±" in text
