@@ -17,7 +17,7 @@ from views import _report as rep
 
 PAGES = ["views/plan.py", "views/methods.py", "views/levers.py", "views/sensitivity.py", "views/traffic.py",
          "views/claims.py", "views/report.py"]
-DEFAULT = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=50.0, monthly_output_tokens=2e10,
+DEFAULT = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=50.0, monthly_output_tokens=1e10,
                volume_source="entered in the sidebar")
 
 
