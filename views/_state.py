@@ -404,6 +404,21 @@ def lever_waterfall(req: P.PlanRequest, start: str, order: tuple[str, ...] | Non
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
+def _monte_carlo(req: P.PlanRequest, method: str, k: int, samples: int, seed: int, sample_price: bool,
+                 sample_hw: bool) -> sens.MonteCarlo:
+    return sens.monte_carlo(req, catalog(), method, k=k, samples=samples, seed=seed, sample_price=sample_price,
+                            sample_hardware=sample_hw)
+
+
+def monte_carlo(req: P.PlanRequest, method: str, k: int) -> sens.MonteCarlo:
+    """planner.sensitivity.monte_carlo for `method` at K=`k` with the Sensitivity page's draws (samples, seed,
+    what is sampled): the Sensitivity page and the report show this one call's numbers."""
+    ss = st.session_state
+    return _monte_carlo(req, method, k, int(ss["mc_samples"]), int(ss["mc_seed"]), bool(ss["mc_price"]),
+                        bool(ss["mc_hw"]))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
 def batch_sweep(req: P.PlanRequest, method: str) -> sens.BatchSweep:
     return sens.batch_sweep(req, catalog(), method)
 
