@@ -423,6 +423,23 @@ def batch_sweep(req: P.PlanRequest, method: str) -> sens.BatchSweep:
     return sens.batch_sweep(req, catalog(), method)
 
 
+TEXT_COLUMN_PX = 200  # a column of long text is this wide (its cells show the start; hover shows the rest)
+LONG_TEXT_CHARS = 28  # a column whose longest cell is longer than this is long text
+
+
+def table(rows: list[dict], *, key: str, first: tuple[str, ...] = (), widths: dict[str, int] | None = None) -> None:
+    """st.dataframe readable on a 1280 px laptop with the sidebar open: the `first` columns (those present) lead, in
+    that order, so the numbers a reader came for are in view without scrolling; a column of long text gets a fixed
+    width instead of growing to its longest cell; `widths` (px) overrides per column; no index column."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    order = [c for c in first if c in cols] + [c for c in cols if c not in first]
+    px = {c: TEXT_COLUMN_PX for c in cols
+          if max((len(str(r.get(c, ""))) for r in rows), default=0) > LONG_TEXT_CHARS}
+    px.update({c: w for c, w in (widths or {}).items() if c in cols})
+    st.dataframe(rows, key=key, hide_index=True, column_order=order,
+                 column_config={c: st.column_config.Column(width=w) for c, w in px.items()})
+
+
 fmt_usd = P.fmt_usd
 fmt_cpm = P.fmt_cpm
 fmt_months = P.fmt_months
