@@ -275,13 +275,19 @@ def test_the_app_and_the_cli_default_to_the_same_volume(app):
     assert f"{DEFAULT_MONTHLY_OUTPUT_TOKENS / 1e9:,.2f}B output tokens/month (entered in the sidebar)" in caption
 
 
-def test_a_loaded_trace_plans_its_own_volume_unless_the_user_types_one(app, cat):
+def uploaded(app):
+    """The app after uploading a 50-minute code trace ('mine.csv') on the Traffic page."""
     data = (b"timestamp,workload,language,prompt_tokens,output_tokens\n"
             + b"".join(f"2026-11-01T00:{i:02d}:00Z,code,english,{1500 + i},{250 + i}\n".encode() for i in range(50)))
     at = app()
     at.switch_page("views/traffic.py").run()
     at.file_uploader(key="traffic_upload").set_value(("mine.csv", data, "text/csv")).run()
     assert not at.exception and not at.error
+    return at
+
+
+def test_a_loaded_trace_plans_its_own_volume_unless_the_user_types_one(app, cat):
+    at = uploaded(app)
     own = at.session_state["traffic_profile"].monthly_output_tokens
     assert own is not None and abs(own - at.number_input(key="volume_b").value * 1e9) > 1e6
     at.switch_page("views/plan.py").run()
@@ -467,12 +473,7 @@ def test_fleet_on_the_plan_page_equals_plan(app, cat):
 
 
 def test_a_link_carries_an_uploaded_profile(app):
-    data = (b"timestamp,workload,language,prompt_tokens,output_tokens\n"
-            + b"".join(f"2026-11-01T00:{i:02d}:00Z,code,english,{1500 + i},{250 + i}\n".encode() for i in range(50)))
-    at = app()
-    at.switch_page("views/traffic.py").run()
-    at.file_uploader(key="traffic_upload").set_value(("mine.csv", data, "text/csv")).run()
-    assert not at.exception and not at.error
+    at = uploaded(app)
     digest = at.query_params["profile"]
     assert len(digest) == 64
     at.radio(key="volume_source").set_value("profile").run()
