@@ -62,19 +62,21 @@ SHOWN_ECONOMICS_FIELDS = frozenset({"reference_usd_per_mtok", "new_usd_per_mtok"
                                     "one_time_usd", "one_time_low_usd", "one_time_high_usd", "payback_months",
                                     "payback_low_months", "payback_high_months", "npv_usd", "horizon_months",
                                     "annual_discount_rate"})
-# Fields named for the headline when the Plan carries them (getattr with None): the chance that switching saves money
-# and pays back, and the confidence a recommendation requires; the bills and effective CPM on the economics.
-PLAN_PROBABILITY_FIELDS = (("p_saving_positive", "P(saving > 0)"),
-                           ("p_payback_within_horizon", "P(payback within the horizon)"),
-                           ("confidence", "confidence a recommendation requires"))
-ECONOMICS_BILL_FIELDS = (("billing", "billing", ""),
-                         ("reference_usd_per_month", "bill today", "$/month"),
-                         ("new_usd_per_month", "bill with the recommended method", "$/month"),
-                         ("reference_effective_usd_per_mtok", "effective CPM today (bill / output tokens)",
-                          "$/Mtok output"),
-                         ("new_effective_usd_per_mtok", "effective CPM with the method (bill / output tokens)",
-                          "$/Mtok output"))
-HARDWARE_FIELD = "hardware_comparison"
+# Fields read for the headline when the plan carries them (getattr, None when absent): the month's bills, effective
+# CPMs, peak GPUs and the chance that switching pays, on the economics (or the Plan); the confidence a recommendation
+# requires, on the request.
+HEADLINE_FIELDS = (("billing", "billing", ""),
+                   ("reference_bill_usd_per_month", "bill today", "$/month"),
+                   ("new_bill_usd_per_month", "bill with the best method", "$/month"),
+                   ("reference_effective_usd_per_mtok", "effective CPM today (bill / output tokens)", "$/Mtok output"),
+                   ("new_effective_usd_per_mtok", "effective CPM with the best method (bill / output tokens)",
+                    "$/Mtok output"),
+                   ("reference_peak_gpus", "peak GPUs today", "GPUs"),
+                   ("new_peak_gpus", "peak GPUs with the best method", "GPUs"),
+                   ("p_saving_positive", "P(saving > 0)", "probability"),
+                   ("p_payback_within_horizon", "P(payback within the horizon)", "probability"))
+REQUEST_FIELDS = (("confidence", "confidence a recommendation requires", "probability"),)
+HARDWARE_FIELD = "hardware_choice"  # the cheapest fleet per GPU type, with and without speculation
 
 
 def fleet_pair(p: Plan):
@@ -151,35 +153,71 @@ def uncertainty_rows(mc) -> list[dict]:
                 ("draws", mc.source, "", ""))]
 
 
+def _headline_value(p: Plan, name: str) -> Any:
+    v = getattr(p.economics, name, None)
+    return getattr(p, name, None) if v is None else v
+
+
+def hardware_rows(p: Plan) -> list[dict]:
+    """The hardware comparison (the cheapest fleet per GPU type, without and with speculation) when the plan has
+    one."""
+    hc = getattr(p, HARDWARE_FIELD, None)
+    rows: list[dict] = []
+    if hc is None:
+        return rows
+
+    def option(section, item, opt, note=""):
+        if opt is None:
+            rows.append({"section": section, "item": item, "value": "none", "unit": "", "basis": note})
+            return
+        k = getattr(opt, "k", 0)
+        rows.append({"section": section, "item": item, "value": getattr(opt, "usd_per_month", None), "unit": "$/month",
+                     "basis": f"{getattr(opt, 'tp', '?')} x {getattr(opt, 'hardware_label', '?')} "
+                              f"({getattr(opt, 'dtype', '?')}), {getattr(opt, 'method_label', '?')}"
+                              + (f" K={k}" if k else "") + f", peak {getattr(opt, 'peak_gpus', '?')} GPUs at "
+                              f"${getattr(opt, 'usd_per_gpu_hour', math.nan):.2f}/GPU-hour, "
+                              f"{getattr(opt, 'billing', '')}"})
+
+    for ch in getattr(hc, "choices", ()):
+        label = getattr(ch, "label", getattr(ch, "hardware", "?"))
+        option("hardware comparison", f"{label}: no speculation", getattr(ch, "no_speculation", None),
+               getattr(ch, "note", ""))
+        option("hardware comparison", f"{label}: with speculation", getattr(ch, "speculation", None),
+               getattr(ch, "note", ""))
+    option("hardware comparison", "cheapest", getattr(hc, "cheapest", None), getattr(hc, "note", ""))
+    option("hardware comparison", "requested hardware", getattr(hc, "requested", None))
+    return rows
+
+
 def extra_rows(p: Plan) -> list[dict]:
-    """The bill and probability fields the Plan carries when present, the hardware comparison, and any other Plan
-    or economics field the sections above do not show."""
+    """The bill and probability fields the plan carries when present, the hardware comparison, and any other Plan
+    or economics field the report's own sections do not show (scalars, records and tuples of records)."""
     rows: list[dict] = []
 
     def add(section, item, value, unit="", basis=""):
         rows.append({"section": section, "item": item, "value": value, "unit": unit, "basis": basis})
 
-    for name, label in PLAN_PROBABILITY_FIELDS:
-        if getattr(p, name, None) is not None:
-            add("headline", label, getattr(p, name), "probability", name)
-    for name, label, unit in ECONOMICS_BILL_FIELDS:
-        if getattr(p.economics, name, None) is not None:
-            add("headline", label, getattr(p.economics, name), unit, name)
-    named = {n for n, _ in PLAN_PROBABILITY_FIELDS} | {n for n, _, _ in ECONOMICS_BILL_FIELDS}
+    for name, label, unit in HEADLINE_FIELDS:
+        if _headline_value(p, name) is not None:
+            add("headline", label, _headline_value(p, name), unit, name)
+    for name, label, unit in REQUEST_FIELDS:
+        if getattr(p.request, name, None) is not None:
+            add("headline", label, getattr(p.request, name), unit, f"request.{name}")
+    named = {n for n, _, _ in HEADLINE_FIELDS}
     for f in dataclasses.fields(p.economics):
         v = getattr(p.economics, f.name)
         if f.name not in SHOWN_ECONOMICS_FIELDS | named and _scalar(v) and v is not None:
             add("economics", f.name, v)
+    rows += hardware_rows(p)
     for f in dataclasses.fields(p):
-        if f.name in SHOWN_PLAN_FIELDS | named:
+        if f.name in SHOWN_PLAN_FIELDS | named | {HARDWARE_FIELD}:
             continue
         v = getattr(p, f.name)
-        recs = _records(v)
+        recs = _records(v if isinstance(v, (tuple, list)) else [v])
         if recs is not None:
-            section = "hardware comparison" if f.name == HARDWARE_FIELD else f.name
             for i, r in enumerate(recs, 1):
                 for k, x in r.items():
-                    add(section, f"{i}: {k}", x)
+                    add(f.name, k if len(recs) == 1 else f"{i}: {k}", x)
         elif _scalar(v) and v is not None:
             add("plan", f.name, v)
     return rows
@@ -268,18 +306,14 @@ def _fleet_html(p: Plan) -> str:
 
 def _extra_html(p: Plan) -> str:
     """The hardware comparison and any other Plan field the report's own sections do not show."""
-    e = html.escape
     rows = [r for r in extra_rows(p) if r["section"] != "headline"]
+    hw = [r for r in rows if r["section"] == "hardware comparison"]
+    rest = [r for r in rows if r["section"] != "hardware comparison"]
     out = []
-    hw = _records(getattr(p, HARDWARE_FIELD, None))
     if hw:
-        cols = list(hw[0])
-        out.append("<h2>Which hardware for this traffic</h2><table><tr>" + "".join(f"<th>{e(c)}</th>" for c in cols)
-                   + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(_fmt(r.get(c, ''), ''))}</td>" for c in cols)
-                                       + "</tr>" for r in hw) + "</table>")
-        rows = [r for r in rows if r["section"] != "hardware comparison"]
-    if rows:
-        out.append("<h2>More from the plan</h2>" + _rows_html(rows))
+        out.append("<h2>Which hardware for this traffic: the cheapest fleet per GPU type</h2>" + _rows_html(hw))
+    if rest:
+        out.append("<h2>More from the plan</h2>" + _rows_html(rest))
     return "".join(out)
 
 

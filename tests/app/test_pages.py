@@ -487,3 +487,41 @@ def test_a_link_carries_an_uploaded_profile(app):
     gone = app({**dict(at.query_params), "profile": "0" * 64})
     assert "not in this server's store" in " ".join(w.value for w in gone.warning)
     assert "traffic_profile" not in gone.session_state or gone.session_state["traffic_profile"] is None
+
+
+def test_report_shows_the_fields_other_parts_of_the_planner_add(cat):
+    """The bills, effective CPMs and probabilities on the economics, the hardware comparison and any other record on
+    the Plan reach the CSV and the HTML when a plan carries them (fields named in views._report)."""
+    import dataclasses as dc
+    from types import SimpleNamespace as NS
+    from typing import Any
+
+    from planner.answer import PlanEconomics
+
+    p = planned(cat, model="llama-3.1-8b", tp=1, daily_shape="business_hours")
+    econ_t = dc.make_dataclass("Econ", [("reference_bill_usd_per_month", Any, None), ("p_saving_positive", Any, None),
+                                        ("new_effective_usd_per_mtok", Any, None), ("new_tpot_ms", Any, None)],
+                               bases=(PlanEconomics,), frozen=True)
+    spend_t = dc.make_dataclass("Spend", [("usd_per_month", float), ("gpus", int)], frozen=True)
+    plan_t = dc.make_dataclass("PlanPlus", [("hardware_choice", Any, None), ("spend", Any, None)],
+                               bases=(P.Plan,), frozen=True)
+    econ = econ_t(**dc.asdict(p.economics), reference_bill_usd_per_month=12345.0, p_saving_positive=0.83,
+                  new_effective_usd_per_mtok=0.456, new_tpot_ms=31.5)
+    opt = NS(hardware_label="NVIDIA H200", tp=2, dtype="fp8", method_label="EAGLE-3", k=3, peak_gpus=6,
+             usd_per_gpu_hour=3.5, usd_per_month=9876.0, billing="autoscaled")
+    hc = NS(choices=(NS(label="NVIDIA H200", no_speculation=None, speculation=opt, note="too big without"),),
+            cheapest=opt, requested=None, note="")
+    pp = plan_t(**{f.name: getattr(p, f.name) for f in dc.fields(p)} | {"economics": econ},
+                hardware_choice=hc, spend=spend_t(usd_per_month=100000.0, gpus=32))
+    rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(rep.to_csv(rep.scenario_rows(pp, []))))}
+    assert float(rows[("headline", "bill today")]["value"]) == 12345.0
+    assert float(rows[("headline", "P(saving > 0)")]["value"]) == 0.83
+    assert float(rows[("headline", "effective CPM with the best method (bill / output tokens)")]["value"]) == 0.456
+    assert float(rows[("economics", "new_tpot_ms")]["value"]) == 31.5
+    assert float(rows[("hardware comparison", "NVIDIA H200: with speculation")]["value"]) == 9876.0
+    assert "2 x NVIDIA H200 (fp8), EAGLE-3 K=3" in rows[("hardware comparison", "cheapest")]["basis"]
+    assert rows[("hardware comparison", "NVIDIA H200: no speculation")]["value"] == "none"
+    assert float(rows[("spend", "usd_per_month")]["value"]) == 100000.0
+    html = rep.html_report(p=pp, catalog=cat, figures=[], levers=[], today="2026-12-02")
+    assert "Which hardware for this traffic" in html and "$9,876" in html and "83 %" in html and "$12,345" in html
+    assert "GPUs by hour" in html
