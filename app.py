@@ -16,8 +16,11 @@ st.set_page_config(page_title="Speculative-decoding planner", layout="wide")
 url_problems = _state.init()
 _state.sidebar()
 
+# The default page is served at the app's root ("/"); Streamlit gives it no path of its own, so a typed /plan link
+# would find no page. The Plan page is therefore also registered, hidden from the menu, at /plan; the link's query
+# string (the scenario) is read either way.
 pages = [
-    st.Page("views/plan.py", title="Plan", url_path="plan", default=True),
+    st.Page("views/plan.py", title="Plan", url_path="home", default=True),
     st.Page("views/methods.py", title="Methods", url_path="methods"),
     st.Page("views/levers.py", title="Levers", url_path="levers"),
     st.Page("views/sensitivity.py", title="Sensitivity", url_path="sensitivity"),
@@ -29,6 +32,7 @@ pages = [
 for fname, title in (("calibrate.py", "Calibrate"), ("history.py", "History")):
     if (HERE / "views" / fname).exists():
         pages.append(st.Page(f"views/{fname}", title=title, url_path=fname.removesuffix(".py")))
+pages.append(st.Page("views/plan.py", title="Plan", url_path="plan", visibility="hidden"))
 
 page = st.navigation(pages)
 for problem in url_problems:

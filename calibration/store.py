@@ -177,6 +177,18 @@ class RunRow:
     finished_at: float | None
 
 
+def insert_or_ignore(dialect: str, table: Table, keys: tuple[str, ...]):
+    """INSERT that does nothing when a row with the same `keys` exists (SQLite and PostgreSQL: ON CONFLICT DO
+    NOTHING); other dialects get a plain INSERT."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        return insert(table)
+    return dialect_insert(table).on_conflict_do_nothing(index_elements=list(keys))
+
+
 class Store:
     """One store URL. Construction does no I/O; reads never write the schema; see the module docstring."""
 
@@ -434,11 +446,12 @@ class Store:
     # ---- traffic profiles (shared links) ------------------------------------------------------------
     def put_traffic(self, digest: str, name: str, data: bytes, options_json: str) -> None:
         """Keep an uploaded profile's bytes under its digest (idempotent: the same digest is stored once)."""
+        row = dict(digest=digest, name=name, data=data, options_json=options_json, created_at=time.time())
+
         def fn(c: Connection) -> None:
-            if c.execute(select(traffic_profiles.c.digest).where(traffic_profiles.c.digest == digest)).first():
-                return
-            c.execute(insert(traffic_profiles).values(digest=digest, name=name, data=data, options_json=options_json,
-                                                      created_at=time.time()))
+            # One statement, so two sessions keeping the same upload at once cannot both pass a "not there yet"
+            # check and then collide on the primary key: the second insert does nothing.
+            c.execute(insert_or_ignore(c.dialect.name, traffic_profiles, ("digest",)).values(**row))
         self._write("keep the traffic profile", fn)
 
     def get_traffic(self, digest: str) -> tuple[str, bytes, str] | None:

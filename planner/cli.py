@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from planner import acceptance as acc
+from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import Acceptance, Scenario
 
 
@@ -98,7 +99,8 @@ def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     p.add_argument("--tree-topk", type=int, help="SGLang --speculative-eagle-topk")
     p.add_argument("--tree-draft-tokens", type=int, help="SGLang --speculative-num-draft-tokens (root included)")
     p.add_argument("--monthly-output-tokens", type=float, default=None,
-                   help="output tokens a month (default: the traffic profile's, else 1e10)")
+                   help="output tokens a month (default: the traffic profile's, else "
+                        f"{DEFAULT_MONTHLY_OUTPUT_TOKENS:g})")
     _add_acceptance(p)
 
 
@@ -369,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "monthly_output_tokens"):
         args.monthly_output_tokens_given = args.monthly_output_tokens is not None
         if args.monthly_output_tokens is None:
-            args.monthly_output_tokens = 1e10
+            args.monthly_output_tokens = DEFAULT_MONTHLY_OUTPUT_TOKENS
     try:
         _print(args.func(args))
     except KeyError as exc:  # unknown names: the message lists the valid ones and the closest match

@@ -19,6 +19,9 @@ from planner.fleet import SHAPES
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Efficiency
 
 NO_SPEC = "none"  # "current method": no speculative decoding today
+# Output tokens a month when nobody gave a volume and no traffic profile brings its own: the CLI, the app's sidebar
+# and PlanRequest all start from this one number.
+DEFAULT_MONTHLY_OUTPUT_TOKENS = 1e10
 MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
 TP_OPTIONS = (1, 2, 4, 8)
 MAX_K = 32  # draft tokens per step a single-point evaluation accepts
@@ -109,7 +112,7 @@ class PlanRequest:
     kv_dtype: str | None = None  # KV cache: bf16 or fp8; None: fp8 with fp8 weights, else bf16
     usd_per_gpu_hour: float | None = None  # None: the hardware's list-price midpoint
     tpot_slo_ms: float = 50.0
-    monthly_output_tokens: float = 1e10
+    monthly_output_tokens: float = DEFAULT_MONTHLY_OUTPUT_TOKENS
     volume_source: str = "entered"  # where the monthly volume comes from (shown beside it)
     segments: tuple[TrafficSegment, ...] = ()  # empty: one segment of `workload` / `language`
     workload: str = "chat"

@@ -7,6 +7,7 @@ prefixed with a single quote (OWASP "CSV injection").
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import html
 import io
@@ -51,7 +52,178 @@ def _cell(v: Any) -> Any:
     return v
 
 
-def scenario_rows(p: Plan, levers: list[LeverStep]) -> list[dict]:
+# Plan fields the report shows in its own sections (below); any other field the Plan carries (added by other parts of
+# the planner) is shown by `extra_rows` / `_extra_html`, so it reaches the board without a change here.
+SHOWN_PLAN_FIELDS = frozenset({"request", "segments", "usd_per_gpu_hour", "baseline", "reference", "reference_note",
+                               "methods", "best", "recommendation", "verdict", "economics", "levers", "deploy",
+                               "assumptions", "costs", "alternatives", "fleet"})
+SHOWN_ECONOMICS_FIELDS = frozenset({"reference_usd_per_mtok", "new_usd_per_mtok", "monthly_output_tokens",
+                                    "monthly_saving_usd", "monthly_saving_low_usd", "monthly_saving_high_usd",
+                                    "one_time_usd", "one_time_low_usd", "one_time_high_usd", "payback_months",
+                                    "payback_low_months", "payback_high_months", "npv_usd", "horizon_months",
+                                    "annual_discount_rate"})
+# Fields read for the headline when the plan carries them (getattr, None when absent): the month's bills, effective
+# CPMs, peak GPUs and the chance that switching pays, on the economics (or the Plan); the confidence a recommendation
+# requires, on the request.
+HEADLINE_FIELDS = (("billing", "billing", ""),
+                   ("reference_bill_usd_per_month", "bill today", "$/month"),
+                   ("new_bill_usd_per_month", "bill with the best method", "$/month"),
+                   ("reference_effective_usd_per_mtok", "effective CPM today (bill / output tokens)", "$/Mtok output"),
+                   ("new_effective_usd_per_mtok", "effective CPM with the best method (bill / output tokens)",
+                    "$/Mtok output"),
+                   ("reference_peak_gpus", "peak GPUs today", "GPUs"),
+                   ("new_peak_gpus", "peak GPUs with the best method", "GPUs"),
+                   ("p_saving_positive", "P(saving > 0)", "probability"),
+                   ("p_payback_within_horizon", "P(payback within the horizon)", "probability"))
+REQUEST_FIELDS = (("confidence", "confidence a recommendation requires", "probability"),)
+HARDWARE_FIELD = "hardware_choice"  # the cheapest fleet per GPU type, with and without speculation
+
+
+def fleet_pair(p: Plan):
+    """(today's fleet, the best method's fleet or None) from the plan's fleet by hour, the pair the Plan page draws;
+    (None, None) without a fleet."""
+    f = p.fleet
+    if f is None or not f.configs:
+        return None, None
+    by_method = {c.method: c for c in f.configs}
+    today = by_method.get(p.reference.method) if p.reference is not None else None
+    today = today or f.configs[0]
+    best = by_method.get(p.best.method) if p.best is not None else None
+    return today, (best if best is not today else None)
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, (int, float, str, bool))
+
+
+def _records(value: Any) -> list[dict] | None:
+    """A tuple of dataclass records as plain rows (scalar fields only); None when `value` is not one."""
+    if not isinstance(value, (tuple, list)) or not value or not all(dataclasses.is_dataclass(v) for v in value):
+        return None
+    return [{f.name: getattr(v, f.name) for f in dataclasses.fields(v) if _scalar(getattr(v, f.name))} for v in value]
+
+
+def bill_rows(p: Plan) -> list[dict]:
+    """The fleet by hour and its month's bills, today and with the best method (autoscaled and fixed at the peak),
+    every configuration's bills, as report rows."""
+    rows: list[dict] = []
+    today, best = fleet_pair(p)
+    if today is None:
+        return rows
+    f = p.fleet
+
+    def add(section, item, value, unit, basis=""):
+        rows.append({"section": section, "item": item, "value": value, "unit": unit, "basis": basis})
+
+    add("fleet", "hours", f.shape_source, "", "where the hourly load comes from")
+    add("fleet", "price", f.usd_per_gpu_hour, "$/GPU-hour", "")
+    add("fleet", "GPUs per replica", f.tp, "GPUs", "tensor parallel")
+    for role, cfg in (("today", today), ("with speculation", best)):
+        if cfg is None:
+            continue
+        basis = f"{cfg.label}" + (f", K={cfg.k}" if cfg.k else "")
+        add("bill", f"{role}: autoscaled", cfg.usd_per_month_autoscaled, "$/month",
+            f"{basis}; {cfg.gpu_hours_per_month_autoscaled:,.0f} GPU-hours/month")
+        add("bill", f"{role}: fixed at the peak", cfg.usd_per_month_fixed, "$/month",
+            f"{basis}; {cfg.gpu_hours_per_month_fixed:,.0f} GPU-hours/month")
+        add("bill", f"{role}: peak GPUs", cfg.peak_gpus, "GPUs", basis)
+        for h in cfg.hours:
+            add(f"fleet by hour, {role}", f"hour {h.hour:02d}", h.gpus, "GPUs",
+                f"{basis}; {h.replicas} replicas, {h.requests_per_s:.4g} requests/s, batch {h.batch:.1f}, "
+                f"TPOT {h.tpot_ms:.1f} ms, prefill {h.prefill_share * 100:.0f} % of the time"
+                + ("" if h.feasible else "; misses the SLO"))
+    for cfg in f.configs:
+        add("bills by configuration", cfg.label, cfg.usd_per_month_autoscaled, "$/month autoscaled",
+            f"fixed at the peak {cfg.usd_per_month_fixed:.2f} $/month; peak {cfg.peak_gpus} GPUs")
+    return rows
+
+
+def uncertainty_rows(mc) -> list[dict]:
+    """The Monte Carlo (planner.sensitivity.monte_carlo, the Sensitivity page's call) as report rows."""
+    if mc is None:
+        return []
+    basis = f"{mc.method} at K={mc.k}; {mc.samples} draws, seed {mc.seed}"
+    return [{"section": "uncertainty", "item": item, "value": value, "unit": unit, "basis": b}
+            for item, value, unit, b in (
+                ("P(saving > 0)", mc.p_saves, "probability", basis),
+                (f"P(payback within {mc.horizon_months} months)", mc.p_payback_within_horizon, "probability", basis),
+                ("monthly saving p5", mc.saving_p05, "$/month", basis),
+                ("monthly saving median", mc.saving_p50, "$/month", basis),
+                ("monthly saving p95", mc.saving_p95, "$/month", basis),
+                ("draws", mc.source, "", ""))]
+
+
+def _headline_value(p: Plan, name: str) -> Any:
+    v = getattr(p.economics, name, None)
+    return getattr(p, name, None) if v is None else v
+
+
+def hardware_rows(p: Plan) -> list[dict]:
+    """The hardware comparison (the cheapest fleet per GPU type, without and with speculation) when the plan has
+    one."""
+    hc = getattr(p, HARDWARE_FIELD, None)
+    rows: list[dict] = []
+    if hc is None:
+        return rows
+
+    def option(section, item, opt, note=""):
+        if opt is None:
+            rows.append({"section": section, "item": item, "value": "none", "unit": "", "basis": note})
+            return
+        k = getattr(opt, "k", 0)
+        rows.append({"section": section, "item": item, "value": getattr(opt, "usd_per_month", None), "unit": "$/month",
+                     "basis": f"{getattr(opt, 'tp', '?')} x {getattr(opt, 'hardware_label', '?')} "
+                              f"({getattr(opt, 'dtype', '?')}), {getattr(opt, 'method_label', '?')}"
+                              + (f" K={k}" if k else "") + f", peak {getattr(opt, 'peak_gpus', '?')} GPUs at "
+                              f"${getattr(opt, 'usd_per_gpu_hour', math.nan):.2f}/GPU-hour, "
+                              f"{getattr(opt, 'billing', '')}"})
+
+    for ch in getattr(hc, "choices", ()):
+        label = getattr(ch, "label", getattr(ch, "hardware", "?"))
+        option("hardware comparison", f"{label}: no speculation", getattr(ch, "no_speculation", None),
+               getattr(ch, "note", ""))
+        option("hardware comparison", f"{label}: with speculation", getattr(ch, "speculation", None),
+               getattr(ch, "note", ""))
+    option("hardware comparison", "cheapest", getattr(hc, "cheapest", None), getattr(hc, "note", ""))
+    option("hardware comparison", "requested hardware", getattr(hc, "requested", None))
+    return rows
+
+
+def extra_rows(p: Plan) -> list[dict]:
+    """The bill and probability fields the plan carries when present, the hardware comparison, and any other Plan
+    or economics field the report's own sections do not show (scalars, records and tuples of records)."""
+    rows: list[dict] = []
+
+    def add(section, item, value, unit="", basis=""):
+        rows.append({"section": section, "item": item, "value": value, "unit": unit, "basis": basis})
+
+    for name, label, unit in HEADLINE_FIELDS:
+        if _headline_value(p, name) is not None:
+            add("headline", label, _headline_value(p, name), unit, name)
+    for name, label, unit in REQUEST_FIELDS:
+        if getattr(p.request, name, None) is not None:
+            add("headline", label, getattr(p.request, name), unit, f"request.{name}")
+    named = {n for n, _, _ in HEADLINE_FIELDS}
+    for f in dataclasses.fields(p.economics):
+        v = getattr(p.economics, f.name)
+        if f.name not in SHOWN_ECONOMICS_FIELDS | named and _scalar(v) and v is not None:
+            add("economics", f.name, v)
+    rows += hardware_rows(p)
+    for f in dataclasses.fields(p):
+        if f.name in SHOWN_PLAN_FIELDS | named | {HARDWARE_FIELD}:
+            continue
+        v = getattr(p, f.name)
+        recs = _records(v if isinstance(v, (tuple, list)) else [v])
+        if recs is not None:
+            for i, r in enumerate(recs, 1):
+                for k, x in r.items():
+                    add(f.name, k if len(recs) == 1 else f"{i}: {k}", x)
+        elif _scalar(v) and v is not None:
+            add("plan", f.name, v)
+    return rows
+
+
+def scenario_rows(p: Plan, levers: list[LeverStep], mc=None) -> list[dict]:
     """Every number behind the report, one row per quantity (section, item, value, unit, basis)."""
     rows: list[dict] = []
 
@@ -90,12 +262,63 @@ def scenario_rows(p: Plan, levers: list[LeverStep]) -> list[dict]:
     for s_ in levers:
         add(f"lever {s_.number}", s_.label, s_.usd_per_mtok_after, "$/Mtok after", s_.reason)
         add(f"lever {s_.number}", "one-time high", s_.one_time_usd_high, "$", s_.source)
+        add(f"lever {s_.number}", "monthly saving", s_.monthly_saving_usd, "$/month", "")
         add(f"lever {s_.number}", "payback", s_.payback_months, "months", "")
-    return rows
+    return rows + bill_rows(p) + uncertainty_rows(mc) + extra_rows(p)
+
+
+def _fmt(v: Any, unit: str) -> str:
+    if isinstance(v, float) and unit.startswith("$"):
+        return fmt_cpm(v) if "Mtok" in unit else fmt_usd(v, 2 if "hour" in unit else 0)
+    if isinstance(v, float) and unit == "probability":
+        return f"{v * 100:.0f} %"
+    if isinstance(v, float):
+        return f"{v:,.4g}"
+    return str(v)
+
+
+def _rows_html(rows: list[dict]) -> str:
+    e = html.escape
+    return ("<table><tr><th>quantity</th><th>value</th><th>unit</th><th>basis</th></tr>"
+            + "".join(f"<tr><td>{e(str(r['item']))}</td><td>{e(_fmt(r['value'], r['unit']))}</td><td>{e(r['unit'])}"
+                      f"</td><td>{e(str(r['basis']))}</td></tr>" for r in rows) + "</table>")
+
+
+def _fleet_html(p: Plan) -> str:
+    """The bills and the fleet by hour (today and with the best method) as HTML tables."""
+    today, best = fleet_pair(p)
+    if today is None:
+        return "<h2>The bill</h2><p>No configuration meets the SLO, so no fleet can be sized.</p>"
+    e = html.escape
+    rows = bill_rows(p)
+    out = [f"<h2>The bill: the fleet by hour</h2><p>{e(p.fleet.shape_source)}. Autoscaled: each hour's replicas; "
+           "fixed: a fleet sized for the busiest hour, all month.</p>",
+           _rows_html([r for r in rows if r["section"] == "bill"]),
+           "<h3>GPUs by hour</h3><table><tr><th>hour</th><th>requests/s</th>"
+           f"<th>GPUs today ({e(today.label)})</th>" + (f"<th>GPUs with {e(best.label)}</th>" if best else "") + "</tr>"]
+    for i, h in enumerate(today.hours):
+        out.append(f"<tr><td>{h.hour:02d}</td><td>{h.requests_per_s:.4g}</td><td>{h.gpus}</td>"
+                   + (f"<td>{best.hours[i].gpus}</td>" if best else "") + "</tr>")
+    out.append("</table><h3>Every configuration</h3>")
+    out.append(_rows_html([r for r in rows if r["section"] == "bills by configuration"]))
+    return "".join(out)
+
+
+def _extra_html(p: Plan) -> str:
+    """The hardware comparison and any other Plan field the report's own sections do not show."""
+    rows = [r for r in extra_rows(p) if r["section"] != "headline"]
+    hw = [r for r in rows if r["section"] == "hardware comparison"]
+    rest = [r for r in rows if r["section"] != "hardware comparison"]
+    out = []
+    if hw:
+        out.append("<h2>Which hardware for this traffic: the cheapest fleet per GPU type</h2>" + _rows_html(hw))
+    if rest:
+        out.append("<h2>More from the plan</h2>" + _rows_html(rest))
+    return "".join(out)
 
 
 def html_report(*, p: Plan, catalog, figures: list[tuple[str, go.Figure]], levers: list[LeverStep],
-                today: str | None = None) -> str:
+                today: str | None = None, mc=None) -> str:
     """One self-contained HTML file: plotly.js inlined, no network needed to open it."""
     today = today or dt.date.today().isoformat()
     e = html.escape
@@ -129,9 +352,15 @@ def html_report(*, p: Plan, catalog, figures: list[tuple[str, go.Figure]], lever
         ("NPV", fmt_usd(ec.npv_usd), "", f"over {ec.horizon_months} months at {ec.annual_discount_rate * 100:g} "
                                             "%/year"),
     ]
+    rows += [(r["item"], _fmt(r["value"], r["unit"]), "", r["basis"]) for r in extra_rows(p)
+             if r["section"] == "headline"]
     parts.append("<h2>Headline</h2><table><tr><th>quantity</th><th>value</th><th>range</th><th>unit / basis</th></tr>")
     parts += [f"<tr><td>{e(a)}</td><td>{e(m)}</td><td>{e(r)}</td><td>{e(u)}</td></tr>" for a, m, r, u in rows]
     parts.append("</table>")
+    parts.append(_fleet_html(p))
+    parts.append("<h2>How sure: Monte Carlo</h2>" + (
+        _rows_html(uncertainty_rows(mc)) if mc is not None else "<p>No feasible method to draw.</p>"))
+    parts.append(_extra_html(p))
     if p.deploy:
         parts.append("<h2>Deployment (vLLM)</h2><pre>" + e(p.deploy["command"]) + "</pre><ul>"
                      + "".join(f"<li>{e(n)}</li>" for n in p.deploy["notes"]) + "</ul>")

@@ -22,6 +22,7 @@ from calibration import kept_traffic
 from calibration.calibrated_catalog import calibrated_files, with_calibrated
 from planner import plan as P
 from planner import sensitivity as sens
+from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
 from profiles.request import request_from_traffic, with_fleet
@@ -67,8 +68,10 @@ def _finite(lo: float, hi: float) -> Callable[[Any], bool]:
     return lambda v: math.isfinite(v) and lo <= v <= hi
 
 
+# The sidebar's volume with no trace loaded is the CLI's default (planner.request.DEFAULT_MONTHLY_OUTPUT_TOKENS).
 DEFAULTS = {"model": "llama-3.3-70b", "hardware": "h100-sxm", "tp": 4, "dtype": "bf16", "slo": 50.0,
-            "volume_b": 20.0, "workload": "chat", "language": "english"}
+            "volume_b": DEFAULT_MONTHLY_OUTPUT_TOKENS / 1e9, "workload": "chat", "language": "english"}
+VOLUME_SOURCES = {"profile": "the trace's own", "manual": "the number I type"}
 
 
 def _params() -> dict[str, Param]:
@@ -86,7 +89,8 @@ def _params() -> dict[str, Param]:
         "kv": Param("auto", str, lambda v: v == "auto" or v in KV_CACHE_DTYPES),
         "slo": Param(DEFAULTS["slo"], float, _finite(1.0, 60_000.0)),
         "volume_b": Param(DEFAULTS["volume_b"], float, _finite(0.0, 1e7)),
-        "volume_source": Param("manual", str, lambda v: v in ("manual", "profile")),
+        # "profile": a loaded trace's own volume (the typed number without one); "manual": the typed number always
+        "volume_source": Param("profile", str, lambda v: v in VOLUME_SOURCES),
         "current": Param(P.NO_SPEC, str, lambda v: v == P.NO_SPEC or v in cat.methods),
         "workload": Param(DEFAULTS["workload"], str, lambda v: v in cat.workloads),
         "language": Param(DEFAULTS["language"], str, lambda v: v in cat.languages),
@@ -209,9 +213,14 @@ def sidebar() -> None:
                              "method is compared at its own best batch under this target.")
         prof: TrafficProfile | None = ss.get(PROFILE_KEY)
         has_volume = prof is not None and prof.monthly_output_tokens is not None
-        st.radio("Monthly output-token volume", ["manual", "profile"], key="volume_source", horizontal=True,
-                 format_func=lambda v: "enter it" if v == "manual" else "from my traffic profile")
-        if ss["volume_source"] == "profile" and not has_volume:
+        st.radio("Monthly output-token volume", list(VOLUME_SOURCES), key="volume_source", horizontal=True,
+                 format_func=VOLUME_SOURCES.get,
+                 help="A loaded trace's own volume is used unless you pick 'the number I type'; with no trace "
+                      "(or one without a volume) the number below is used.")
+        if ss["volume_source"] == "profile" and has_volume:
+            st.caption(f"Using the trace's own {prof.monthly_output_tokens / 1e9:,.3g}B output tokens/month "
+                       f"('{prof.name}'); pick 'the number I type' to plan another volume.")
+        elif ss["volume_source"] == "profile":
             st.caption("No traffic profile with a monthly volume is loaded (Traffic page): the number below "
                        "is used.")
         st.number_input("Output tokens per month, billions", min_value=0.0, max_value=1e7, step=1.0,
@@ -395,8 +404,40 @@ def lever_waterfall(req: P.PlanRequest, start: str, order: tuple[str, ...] | Non
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
+def _monte_carlo(req: P.PlanRequest, method: str, k: int, samples: int, seed: int, sample_price: bool,
+                 sample_hw: bool) -> sens.MonteCarlo:
+    return sens.monte_carlo(req, catalog(), method, k=k, samples=samples, seed=seed, sample_price=sample_price,
+                            sample_hardware=sample_hw)
+
+
+def monte_carlo(req: P.PlanRequest, method: str, k: int) -> sens.MonteCarlo:
+    """planner.sensitivity.monte_carlo for `method` at K=`k` with the Sensitivity page's draws (samples, seed,
+    what is sampled): the Sensitivity page and the report show this one call's numbers."""
+    ss = st.session_state
+    return _monte_carlo(req, method, k, int(ss["mc_samples"]), int(ss["mc_seed"]), bool(ss["mc_price"]),
+                        bool(ss["mc_hw"]))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
 def batch_sweep(req: P.PlanRequest, method: str) -> sens.BatchSweep:
     return sens.batch_sweep(req, catalog(), method)
+
+
+TEXT_COLUMN_PX = 200  # a column of long text is this wide (its cells show the start; hover shows the rest)
+LONG_TEXT_CHARS = 28  # a column whose longest cell is longer than this is long text
+
+
+def table(rows: list[dict], *, key: str, first: tuple[str, ...] = (), widths: dict[str, int] | None = None) -> None:
+    """st.dataframe readable on a 1280 px laptop with the sidebar open: the `first` columns (those present) lead, in
+    that order, so the numbers a reader came for are in view without scrolling; a column of long text gets a fixed
+    width instead of growing to its longest cell; `widths` (px) overrides per column; no index column."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    order = [c for c in first if c in cols] + [c for c in cols if c not in first]
+    px = {c: TEXT_COLUMN_PX for c in cols
+          if max((len(str(r.get(c, ""))) for r in rows), default=0) > LONG_TEXT_CHARS}
+    px.update({c: w for c, w in (widths or {}).items() if c in cols})
+    st.dataframe(rows, key=key, hide_index=True, column_order=order,
+                 column_config={c: st.column_config.Column(width=w) for c, w in px.items()})
 
 
 fmt_usd = P.fmt_usd

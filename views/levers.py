@@ -79,7 +79,8 @@ def render() -> None:
     title = "Article order" if order == "article" else "Re-ordered by return on one-time cost"
     st.plotly_chart(waterfall_figure(steps, f"today ({cat.methods[start].label})", start_cpm, title),
                     key="levers_chart", width="stretch")
-    st.dataframe(step_rows(steps), key="levers_table", hide_index=True)
+    S.table(step_rows(steps), key="levers_table", first=("#", "lever", "applied", "monthly saving", "payback",
+                                                          "one-time $", "CPM before -> after $/Mtok"), widths={"#": 40})
     if order == "return":
         st.caption("Order by return: free levers first (largest CPM cut), then CPM cut per one-time dollar; "
                    "levers that do not cut CPM here go last. Order: " + " -> ".join(by_return))

@@ -11,6 +11,9 @@ from planner.formatting import fmt_cpm, fmt_pct, fmt_usd
 from views import _state as S
 from views.plan import CONVENTION
 
+# What a reader compares first, in view at 1280 px; the rest of the columns follow (scroll right)
+FIRST_COLUMNS = ("method", "CPM $/Mtok", "vs today", "speedup (same batch)", "K", "best batch", "TPOT ms", "feasible")
+
 
 def table_rows(p: Plan) -> list[dict]:
     out = []
@@ -23,7 +26,7 @@ def table_rows(p: Plan) -> list[dict]:
                 "alpha (per-token, pos. 1)": round(m.alpha_position_1, 3),
                 "tau (acceptance length, tokens/step)": round(m.acceptance_length, 3),
                 "vLLM draft acceptance rate": f"{m.draft_acceptance_rate * 100:.1f} %",
-                "speedup vs no spec. at same batch": round(m.speedup, 2),
+                "speedup (same batch)": round(m.speedup, 2),
                 "tokens/s per replica (decode)": round(m.output_tokens_per_s),
                 "TPOT ms": round(m.tpot_ms, 1),
                 "CPM $/Mtok": round(m.usd_per_mtok, 4),
@@ -61,8 +64,8 @@ def render() -> None:
     for m in p.methods:
         if not m.available:
             st.info(f"{m.label} is {m.reason}.")
-    st.dataframe(table_rows(p), key="methods_table", hide_index=True)
-    st.caption(CONVENTION + " Speedup is against no speculation at the same batch; CPM compares each method at "
+    S.table(table_rows(p), key="methods_table", first=FIRST_COLUMNS, widths={"method": 170})
+    st.caption(CONVENTION + " Speedup (same batch): against no speculation at the same batch; CPM compares each method at "
                "its own best batch (the honest comparison). "
                + ("Numbers are blended over the traffic profile's workload and language mix, weighted by output "
                   "tokens." if S.is_profile() else ""))

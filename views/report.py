@@ -1,5 +1,6 @@
 """Report: a self-contained HTML report and a CSV of all scenario numbers, plus the vLLM command for the
-recommended method; everything from the same plan() call as the Plan page."""
+recommended method; everything from the same calls as the pages: the Plan page's plan() (the fleet by hour and its
+bills included) and the Sensitivity page's Monte Carlo."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import datetime as dt
 
 import streamlit as st
 
+from planner.formatting import fmt_usd
 from views import _report as rep
 from views import _state as S
 from views.levers import waterfall_figure
@@ -18,8 +20,21 @@ def render() -> None:
     if req is None:
         return
     cat = S.catalog()
-    p = S.plan(req, levers=True)
+    p = S.plan(S.fleet_request(req), levers=True)
+    mc = S.monte_carlo(req, p.best.method, p.best.k) if p.best is not None else None
     st.markdown(f"**Recommendation:** {p.verdict}")
+    today, best = rep.fleet_pair(p)
+    if today is not None:
+        line = f"**The bill today ({today.label}):** {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, " \
+               f"{fmt_usd(today.usd_per_month_fixed)}/month fixed at the peak ({today.peak_gpus:,} GPUs)"
+        if best is not None:
+            line += (f"; **with {best.label}:** {fmt_usd(best.usd_per_month_autoscaled)}/month autoscaled, "
+                     f"{fmt_usd(best.usd_per_month_fixed)}/month fixed ({best.peak_gpus:,} GPUs)")
+        st.markdown(line + ".")
+    if mc is not None:
+        st.markdown(f"**How sure:** {cat.methods[mc.method].label} (K={mc.k}) saves money in {mc.p_saves * 100:.0f} % "
+                    f"of {mc.samples} draws (monthly saving p5 {fmt_usd(mc.saving_p05)}, median "
+                    f"{fmt_usd(mc.saving_p50)}, p95 {fmt_usd(mc.saving_p95)}; the Sensitivity page's Monte Carlo).")
     if p.deploy is not None:
         title = ("Deployment command for the recommended method" if p.recommendation is not None
                  else f"Deployment command for the cheapest method ({p.best.label}; not recommended here)")
@@ -33,16 +48,17 @@ def render() -> None:
     if levers:
         figures.append(("Levers in the article's order", waterfall_figure(
             levers, f"today ({cat.methods[levers[0].method].label})", levers[0].usd_per_mtok_before, "Article order")))
-    today = dt.date.today().isoformat()
-    html_doc = rep.html_report(p=p, catalog=cat, figures=figures, levers=levers, today=today)
-    csv_doc = rep.to_csv(rep.scenario_rows(p, levers))
+    day = dt.date.today().isoformat()
+    html_doc = rep.html_report(p=p, catalog=cat, figures=figures, levers=levers, today=day, mc=mc)
+    csv_doc = rep.to_csv(rep.scenario_rows(p, levers, mc))
     c = st.columns(2)
-    c[0].download_button("Download the HTML report", html_doc.encode("utf-8"), file_name=f"specplan-{today}.html",
+    c[0].download_button("Download the HTML report", html_doc.encode("utf-8"), file_name=f"specplan-{day}.html",
                          mime="text/html", key="report_html")
-    c[1].download_button("Download all numbers (CSV)", csv_doc.encode("utf-8"), file_name=f"specplan-{today}.csv",
+    c[1].download_button("Download all numbers (CSV)", csv_doc.encode("utf-8"), file_name=f"specplan-{day}.csv",
                          mime="text/csv", key="report_csv")
-    st.caption(f"HTML: {len(html_doc) / 1e6:.1f} MB, self-contained (plotly.js inlined), assumptions with sources and "
-               f"dates. CSV: {csv_doc.count(chr(10)) - 1} rows; cells starting with = + - @ (or tab / CR) are "
+    st.caption(f"HTML: {len(html_doc) / 1e6:.1f} MB, self-contained (plotly.js inlined): the headline, the bills and "
+               "the fleet by hour, the Monte Carlo, methods, levers and assumptions with sources and dates. CSV: "
+               f"{csv_doc.count(chr(10)) - 1} rows; cells starting with = + - @ (or tab / CR) are "
                "prefixed with a single quote so spreadsheets do not run them as formulas.")
     with st.expander("Assumptions (sources and dates)"):
         st.dataframe([a.__dict__ for a in p.assumptions], key="report_assumptions", hide_index=True)

@@ -28,12 +28,6 @@ def _tornado(req, method):
     return sens.tornado(req, S.catalog(), method)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def _mc_run(req, method, k, samples, seed, sample_price, sample_hw):
-    return sens.monte_carlo(req, S.catalog(), method, k=k, samples=samples, seed=seed, sample_price=sample_price,
-                            sample_hardware=sample_hw)
-
-
 def sweep_figure(sw: sens.BatchSweep, label: str, slo_ms: float) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Speedup vs no speculation (same batch)",
                                                         "CPM, $ per million output tokens"))
@@ -159,8 +153,7 @@ def render() -> None:
     if not pt.feasible:
         st.info(f"{label} {pt.reason}: no Monte Carlo.")
         return
-    mc = _mc_run(req, method, pt.k, int(st.session_state["mc_samples"]), int(st.session_state["mc_seed"]),
-                 bool(st.session_state["mc_price"]), bool(st.session_state["mc_hw"]))
+    mc = S.monte_carlo(req, method, pt.k)
     st.markdown(
         f"**{label} (K={mc.k}): monthly saving p5 {fmt_usd(mc.saving_p05)}, median {fmt_usd(mc.saving_p50)}, "
         f"p95 {fmt_usd(mc.saving_p95)}; saves money in {mc.p_saves * 100:.0f} % and pays back within "

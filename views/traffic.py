@@ -333,8 +333,8 @@ def render() -> None:
         return
     origin = st.session_state.get(S.PROFILE_ORIGIN_KEY) or ""
     st.subheader(f"Profile in use: {prof.name}")
-    st.caption(f"Origin: {origin}. It drives the workload and language mix, the batch cap and (if chosen in "
-               "the sidebar) the monthly volume on every page.")
+    st.caption(f"Origin: {origin}. It drives the workload and language mix, the batch cap and the monthly "
+               "volume on every page (unless 'the number I type' is picked in the sidebar).")
     if st.button("Stop using this profile", key="traffic_clear"):
         S.clear_profile()
         st.rerun()

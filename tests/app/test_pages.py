@@ -17,7 +17,7 @@ from views import _report as rep
 
 PAGES = ["views/plan.py", "views/methods.py", "views/levers.py", "views/sensitivity.py", "views/traffic.py",
          "views/claims.py", "views/report.py"]
-DEFAULT = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=50.0, monthly_output_tokens=2e10,
+DEFAULT = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=50.0, monthly_output_tokens=1e10,
                volume_source="entered in the sidebar")
 
 
@@ -166,44 +166,140 @@ def test_levers_page_orders(app, cat):
     assert start == pytest.approx(planned(cat).method("eagle3").usd_per_mtok, abs=6e-4)
 
 
-def test_one_answer_everywhere(app, cat, tmp_path):
-    """The CLI's plan JSON, the Plan headline, the Levers start, the Methods table and the Report CSV show the
-    same CPM, K, batch and saving for one scenario."""
-    q = {"model": "llama-3.1-8b", "tp": "1", "current": "eagle3", "volume_b": "30"}
+@pytest.fixture
+def media(monkeypatch) -> dict[str, bytes]:
+    """The files the app hands to the browser (download buttons), by media file id."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    files: dict[str, bytes] = {}
+    real = MemoryMediaFileStorage.load_and_get_id
+
+    def keep(self, path_or_data, mimetype, kind, filename=None):
+        file_id = real(self, path_or_data, mimetype, kind, filename)
+        files[file_id] = path_or_data if isinstance(path_or_data, bytes) else path_or_data.encode()
+        return file_id
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", keep)
+    return files
+
+
+def downloaded(at, media: dict[str, bytes], key: str) -> bytes:
+    """The bytes the download button `key` on the page gives."""
+    url = next(b.proto.url for b in at.get("download_button") if b.proto.id.endswith(key))
+    return media[url.rsplit("/", 1)[1].split(".", 1)[0]]
+
+
+def chart(at, key: str) -> dict:
+    return json.loads(next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith(key)))
+
+
+def cli_plan(*flags: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "planner", "plan", *flags], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_one_answer_everywhere(app, cat, media):
+    """The CLI's plan JSON, the Plan headline, the Fleet chart, the Levers start, the Methods table, the Report CSV
+    (the page's own download) and the Sensitivity page show the same CPM, K, batch, saving, payback, bills and
+    P(saving > 0) for one scenario."""
+    q = {"model": "llama-3.1-8b", "tp": "1", "current": "eagle3", "volume_b": "30", "fleet_shape": "business_hours"}
     kw = dict(model="llama-3.1-8b", tp=1, current_method="eagle3", monthly_output_tokens=3e10)
     p = planned(cat, **kw)
-    cli = subprocess.run([sys.executable, "-m", "planner", "plan", "--model", "llama-3.1-8b", "--hardware",
-                          "h100-sxm", "--current-method", "eagle3", "--monthly-output-tokens", "3e10"],
-                         capture_output=True, text=True, timeout=120)
-    assert cli.returncode == 0, cli.stderr
-    js = json.loads(cli.stdout)
+    js = cli_plan("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--current-method", "eagle3",
+                  "--monthly-output-tokens", "3e10", "--daily-shape", "business_hours")
     best = p.best
     js_best = next(m for m in js["methods"] if m["method"] == best.method)
     assert js_best["usd_per_mtok"] == pytest.approx(best.usd_per_mtok)
     assert (js_best["k"], js_best["batch"]) == (best.k, best.batch)
-    assert js["economics"]["monthly_saving_usd"] == pytest.approx(p.economics.monthly_saving_usd)
+    e = js["economics"]
+    assert e["monthly_saving_usd"] == pytest.approx(p.economics.monthly_saving_usd)
     assert js["reference"]["usd_per_mtok"] == pytest.approx(p.reference.usd_per_mtok)
+    configs = {c["method"]: c for c in js["fleet"]["configs"]}
+    today_bill, best_bill = configs[js["reference"]["method"]], configs[best.method]
+    assert best.method != js["reference"]["method"]  # the scenario shows both fleets
+    # the Plan page: headline and fleet
     at = app(q)
     assert money(metric(at, "Best method CPM").value) == pytest.approx(best.usd_per_mtok, abs=6e-4)
     assert money(metric(at, "CPM today").value) == pytest.approx(p.reference.usd_per_mtok, abs=6e-4)
-    assert money(metric(at, "Monthly saving").value) == pytest.approx(p.economics.monthly_saving_usd, abs=1)
+    assert money(metric(at, "Monthly saving").value) == pytest.approx(e["monthly_saving_usd"], abs=1)
+    assert metric(at, "Payback").value == P.fmt_months(e["payback_months"])
+    assert int(metric(at, "Peak GPUs today").value.replace(",", "")) == today_bill["peak_gpus"]
+    assert money(metric(at, "Monthly bill, autoscaled").value) == pytest.approx(best_bill["usd_per_month_autoscaled"],
+                                                                                 abs=1)
+    fleet = chart(at, "plan_fleet_chart")["data"]
+    assert list(fleet[0]["y"]) == [h["gpus"] for h in today_bill["hours"]]
+    assert list(fleet[1]["y"]) == [h["gpus"] for h in best_bill["hours"]]
+    # Methods
     at.switch_page("views/methods.py").run()
     df = at.dataframe[0].value
     row = df[df["method"] == best.label].iloc[0]
     assert row["CPM $/Mtok"] == pytest.approx(best.usd_per_mtok, abs=1e-4)
     assert (row["K"], row["best batch"]) == (best.k, best.batch)
+    # Levers
     at.switch_page("views/levers.py").run()
     start = money(next(m.value for m in at.markdown if m.value.startswith("**From")))
     assert start == pytest.approx(p.method("eagle3").usd_per_mtok, abs=6e-4) == pytest.approx(
         p.reference.usd_per_mtok, abs=6e-4)
+    # Report: the CSV the page offers
     at.switch_page("views/report.py").run()
     assert not at.exception
-    csv_text = rep.to_csv(rep.scenario_rows(P.plan(P.PlanRequest(**{**DEFAULT, **kw}, levers_start="auto"), cat), []))
-    rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(csv_text))}
-    assert float(rows[("headline", "best method CPM")]["value"]) == pytest.approx(best.usd_per_mtok, abs=1e-6)
-    assert float(rows[("headline", "monthly saving")]["value"]) == pytest.approx(p.economics.monthly_saving_usd,
-                                                                                  abs=1e-3)
-    assert int(rows[(f"method {best.method}", "k")]["value"]) == best.k
+    rows = {(r["section"], r["item"]): r["value"]
+            for r in csv.DictReader(io.StringIO(downloaded(at, media, "report_csv").decode("utf-8")))}
+    assert float(rows[("headline", "best method CPM")]) == pytest.approx(best.usd_per_mtok, abs=1e-6)
+    assert float(rows[("headline", "monthly saving")]) == pytest.approx(e["monthly_saving_usd"], abs=1e-3)
+    assert float(rows[("headline", "payback")]) == pytest.approx(e["payback_months"], rel=1e-6)
+    assert int(rows[(f"method {best.method}", "k")]) == best.k
+    for role, cfg in (("today", today_bill), ("with speculation", best_bill)):
+        assert float(rows[("bill", f"{role}: autoscaled")]) == pytest.approx(cfg["usd_per_month_autoscaled"], abs=1e-3)
+        assert float(rows[("bill", f"{role}: fixed at the peak")]) == pytest.approx(cfg["usd_per_month_fixed"],
+                                                                                   abs=1e-3)
+        assert [int(rows[(f"fleet by hour, {role}", f"hour {h['hour']:02d}")]) for h in cfg["hours"]] == [
+            h["gpus"] for h in cfg["hours"]]
+    p_saves = float(rows[("uncertainty", "P(saving > 0)")])
+    # Sensitivity: the same Monte Carlo
+    at.switch_page("views/sensitivity.py").run()
+    mc = next(m.value for m in at.markdown if "monthly saving p5" in m.value)
+    assert f"saves money in {p_saves * 100:.0f} %" in mc
+    assert P.fmt_usd(float(rows[("uncertainty", "monthly saving median")])) in mc
+
+
+def test_the_app_and_the_cli_default_to_the_same_volume(app):
+    from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
+
+    js = cli_plan("--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4")
+    at = app()
+    caption = " ".join(c.value for c in at.caption)
+    assert at.number_input(key="volume_b").value * 1e9 == js["economics"]["monthly_output_tokens"] == \
+        DEFAULT_MONTHLY_OUTPUT_TOKENS
+    assert f"{DEFAULT_MONTHLY_OUTPUT_TOKENS / 1e9:,.2f}B output tokens/month (entered in the sidebar)" in caption
+
+
+def uploaded(app):
+    """The app after uploading a 50-minute code trace ('mine.csv') on the Traffic page."""
+    data = (b"timestamp,workload,language,prompt_tokens,output_tokens\n"
+            + b"".join(f"2026-11-01T00:{i:02d}:00Z,code,english,{1500 + i},{250 + i}\n".encode() for i in range(50)))
+    at = app()
+    at.switch_page("views/traffic.py").run()
+    at.file_uploader(key="traffic_upload").set_value(("mine.csv", data, "text/csv")).run()
+    assert not at.exception and not at.error
+    return at
+
+
+def test_a_loaded_trace_plans_its_own_volume_unless_the_user_types_one(app, cat):
+    at = uploaded(app)
+    own = at.session_state["traffic_profile"].monthly_output_tokens
+    assert own is not None and abs(own - at.number_input(key="volume_b").value * 1e9) > 1e6
+    at.switch_page("views/plan.py").run()
+    assert at.number_input(key="volume_b").disabled
+    text = " ".join(c.value for c in at.caption)
+    assert f"{own / 1e9:,.2f}B output tokens/month (traffic profile 'mine.csv')" in text
+    assert "Using the trace's own" in text
+    # the user overrides it: the typed number is planned, and the page says it replaces the trace's
+    at.radio(key="volume_source").set_value("manual").run()
+    at.number_input(key="volume_b").set_value(42.0).run()
+    text = " ".join(c.value for c in at.caption)
+    assert "42.00B output tokens/month (entered in the sidebar; it replaces the" in text
 
 
 def test_sensitivity_monte_carlo_is_seeded(app):
@@ -377,12 +473,7 @@ def test_fleet_on_the_plan_page_equals_plan(app, cat):
 
 
 def test_a_link_carries_an_uploaded_profile(app):
-    data = (b"timestamp,workload,language,prompt_tokens,output_tokens\n"
-            + b"".join(f"2026-11-01T00:{i:02d}:00Z,code,english,{1500 + i},{250 + i}\n".encode() for i in range(50)))
-    at = app()
-    at.switch_page("views/traffic.py").run()
-    at.file_uploader(key="traffic_upload").set_value(("mine.csv", data, "text/csv")).run()
-    assert not at.exception and not at.error
+    at = uploaded(app)
     digest = at.query_params["profile"]
     assert len(digest) == 64
     at.radio(key="volume_source").set_value("profile").run()
@@ -396,3 +487,41 @@ def test_a_link_carries_an_uploaded_profile(app):
     gone = app({**dict(at.query_params), "profile": "0" * 64})
     assert "not in this server's store" in " ".join(w.value for w in gone.warning)
     assert "traffic_profile" not in gone.session_state or gone.session_state["traffic_profile"] is None
+
+
+def test_report_shows_the_fields_other_parts_of_the_planner_add(cat):
+    """The bills, effective CPMs and probabilities on the economics, the hardware comparison and any other record on
+    the Plan reach the CSV and the HTML when a plan carries them (fields named in views._report)."""
+    import dataclasses as dc
+    from types import SimpleNamespace as NS
+    from typing import Any
+
+    from planner.answer import PlanEconomics
+
+    p = planned(cat, model="llama-3.1-8b", tp=1, daily_shape="business_hours")
+    econ_t = dc.make_dataclass("Econ", [("reference_bill_usd_per_month", Any, None), ("p_saving_positive", Any, None),
+                                        ("new_effective_usd_per_mtok", Any, None), ("new_tpot_ms", Any, None)],
+                               bases=(PlanEconomics,), frozen=True)
+    spend_t = dc.make_dataclass("Spend", [("usd_per_month", float), ("gpus", int)], frozen=True)
+    plan_t = dc.make_dataclass("PlanPlus", [("hardware_choice", Any, None), ("spend", Any, None)],
+                               bases=(P.Plan,), frozen=True)
+    econ = econ_t(**dc.asdict(p.economics), reference_bill_usd_per_month=12345.0, p_saving_positive=0.83,
+                  new_effective_usd_per_mtok=0.456, new_tpot_ms=31.5)
+    opt = NS(hardware_label="NVIDIA H200", tp=2, dtype="fp8", method_label="EAGLE-3", k=3, peak_gpus=6,
+             usd_per_gpu_hour=3.5, usd_per_month=9876.0, billing="autoscaled")
+    hc = NS(choices=(NS(label="NVIDIA H200", no_speculation=None, speculation=opt, note="too big without"),),
+            cheapest=opt, requested=None, note="")
+    pp = plan_t(**{f.name: getattr(p, f.name) for f in dc.fields(p)} | {"economics": econ},
+                hardware_choice=hc, spend=spend_t(usd_per_month=100000.0, gpus=32))
+    rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(rep.to_csv(rep.scenario_rows(pp, []))))}
+    assert float(rows[("headline", "bill today")]["value"]) == 12345.0
+    assert float(rows[("headline", "P(saving > 0)")]["value"]) == 0.83
+    assert float(rows[("headline", "effective CPM with the best method (bill / output tokens)")]["value"]) == 0.456
+    assert float(rows[("economics", "new_tpot_ms")]["value"]) == 31.5
+    assert float(rows[("hardware comparison", "NVIDIA H200: with speculation")]["value"]) == 9876.0
+    assert "2 x NVIDIA H200 (fp8), EAGLE-3 K=3" in rows[("hardware comparison", "cheapest")]["basis"]
+    assert rows[("hardware comparison", "NVIDIA H200: no speculation")]["value"] == "none"
+    assert float(rows[("spend", "usd_per_month")]["value"]) == 100000.0
+    html = rep.html_report(p=pp, catalog=cat, figures=[], levers=[], today="2026-12-02")
+    assert "Which hardware for this traffic" in html and "$9,876" in html and "83 %" in html and "$12,345" in html
+    assert "GPUs by hour" in html

@@ -252,6 +252,7 @@ def test_cli_and_plan_page_agree_on_a_traffic_profile(app, tmp_path, name, trace
     if volume is None:
         at.radio(key="volume_source").set_value("profile").run()
     else:
+        at.radio(key="volume_source").set_value("manual").run()
         at.number_input(key="volume_b").set_value(volume / 1e9).run()
     at.switch_page("views/plan.py").run()
     assert not at.exception, at.exception
