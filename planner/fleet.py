@@ -1,7 +1,8 @@
 """Traffic by hour -> the fleet it needs, with and without speculation, and the month's bill.
 
 Per hour h with arrival rate lambda_h (requests/s), mean output tokens O_h and prompt tokens P_h, one
-configuration (a method at its K, or no speculation) on R replicas of `tp` GPUs each:
+configuration (a method at its K, or no speculation) on R replicas of `tp` GPUs each (planner.replica, the model
+of a replica the CPM search uses too):
     prefill share of a replica's time   rho = (lambda_h / R) * t_prefill(P_h)          (must be < 1)
     TPOT a user sees at decode batch b   TPOT_eff(b) = TPOT(b) / (1 - rho)            (decode gets 1 - rho)
     Little's law (sequences in flight)   b = (lambda_h / R) * O_h * TPOT_eff(b)       (a fixed point in b)
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from planner.replica import replica_load
 
 DAYS_PER_MONTH = 365.25 / 12.0  # 30.4375: the average Gregorian month (the traffic volumes use it too)
 HOURS_PER_DAY = 24
@@ -157,8 +160,9 @@ def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefi
         allowed = (tp <= slo_dec[:, None]) & (batches[None, :] <= mb[:, None])
         b_lim = allowed.sum(axis=1).astype(float)  # TPOT grows with batch: the allowed batches are 1..b_lim
         t_lim = tp[np.arange(h), np.maximum(b_lim, 1).astype(int) - 1]
-        need = sequences_in_flight(requests_per_s=lam_r, output_tokens=out,
-                                   tpot_s=t_lim / np.where(live, 1.0 - rho, 1.0))
+        seen = replica_load(tpot_s=t_lim, batch=b_lim, prefill_s=pre, output_tokens=out,
+                            requests_per_s=np.where(live, lam_r, 0.0)).tpot_seen_s
+        need = sequences_in_flight(requests_per_s=lam_r, output_tokens=out, tpot_s=seen)
         return live & (b_lim >= 1) & (need <= b_lim)
 
     hi = np.full(h, float(MAX_REPLICAS))
@@ -172,8 +176,9 @@ def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefi
     r = np.where(feasible, np.maximum(hi, 1.0), 0.0)
     # the fixed point at R: the smallest batch b with lambda_r * O * TPOT_eff(b) <= b
     lam_r = lam / np.maximum(r, 1.0)
-    rho = np.where(feasible, lam_r * pre, 0.0)
-    eff = tp / (1.0 - np.minimum(rho, 0.999999))[:, None]
+    load = replica_load(tpot_s=tp, batch=batches[None, :], prefill_s=pre[:, None], output_tokens=out[:, None],
+                        requests_per_s=np.where(feasible, lam_r, 0.0)[:, None])
+    rho, eff = load.prefill_share[:, 0], load.tpot_seen_s
     fixed = (lam_r * out)[:, None] * eff <= batches[None, :]
     b_star = np.where(fixed.any(axis=1), np.argmax(fixed, axis=1) + 1.0, np.nan)
     # a fractional fixed point reads better than an integer ceiling at low load: interpolate lambda_r * O * TPOT

@@ -94,7 +94,7 @@ def plan(req: PlanRequest, catalog) -> Plan:
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     return Plan(
-        fleet=plan_fleet(ctx, [baseline, *methods]) if req.daily_shape is not None or req.hours else None,
+        fleet=plan_fleet(ctx, [baseline, *methods]),
         request=req,
         segments=segs,
         usd_per_gpu_hour=ctx.price,

@@ -42,7 +42,7 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
         spec, base = getattr(res, name), getattr(res, "baseline_" + name)
         return np.where(r5(is_base, 1), base, spec)[n, ..., 0]  # (C, K, S)
 
-    cpm, tpot, thr = arr("usd_per_mtok"), arr("tpot_s"), arr("output_tokens_per_s")
+    cpm, tpot, thr = arr("usd_per_mtok"), arr("tpot_seen_s"), arr("output_tokens_per_s")
     bound = arr("compute_bound")
     ok = sr.ok[n, ..., 0] & sr.valid_k[:, :, None]
     mb = sr.max_batch[n, ..., 0] if sr.max_batch.shape[0] > 1 else sr.max_batch[0, ..., 0]

@@ -16,19 +16,25 @@ from planner.request import MAX_BATCH, NO_SPEC
 from planner.search import engine_args, evaluation_grid, max_batch
 from planner.serving import evaluate_arrays, prefill_time_s
 
+# The daily shape when a request gives neither one nor a trace's hours: the same rate every hour (planner assumption,
+# 2026-12-02; the app's default shape too). A stated shape or a trace's own hours replace it.
+DEFAULT_SHAPE = "flat"
+
 
 def traffic_hours(ctx: Context) -> tuple[tuple, str]:
     """(the day's HourLoads, where they come from): a trace's own hours, or a daily shape on the monthly volume."""
     req = ctx.req
     if req.hours:
         return tuple(req.hours), req.hours_source or "traffic trace"
-    shape = req.daily_shape or "flat"
+    shape = req.daily_shape or DEFAULT_SHAPE
     # requests: output-token shares / mean output per segment -> request-weighted mean prompt
     req_w = np.array([s.share / s.output_tokens for s in ctx.segs])
     mean_prompt = float(np.dot(req_w / req_w.sum(), [s.prompt_tokens for s in ctx.segs]))
     mean_out = float(1.0 / req_w.sum())
     hours = hours_from_volume(req.monthly_output_tokens, mean_prompt, mean_out, shape)
-    return hours, f"'{shape}' daily shape applied to {req.monthly_output_tokens / 1e9:,.2f}B output tokens/month"
+    how = "" if req.daily_shape else " (no daily shape given: the default)"
+    return hours, (f"'{shape}' daily shape{how} applied to {req.monthly_output_tokens / 1e9:,.2f}B output "
+                   "tokens/month")
 
 
 def plan_fleet(ctx: Context, points: Sequence[OperatingPoint]) -> Fleet | None:
@@ -49,7 +55,7 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint]) -> Fleet | None:
         prompt_tokens=[h.prompt_tokens for h in hours], output_tokens=[h.output_tokens for h in hours])
     smp = ctx.mid_samples()
     drafts = draft_arrays(ctx, cands)
-    mb = max_batch(ctx, cands, grid, drafts)[0, :, 0, :, 0]  # (C, H)
+    mb = np.minimum(max_batch(ctx, cands, grid, drafts)[0, :, 0, :, 0], MAX_BATCH)  # (C, H): the search's bound too
     # Batches beyond Little's bound lambda * O * SLO never decide the fleet (planner.fleet.replicas_for): a light
     # load needs the TPOT curve only up to its few sequences in flight.
     in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * req.tpot_slo_ms / 1e3
