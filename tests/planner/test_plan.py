@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from planner import plan as P
 from planner.candidates import method_candidates
 from planner.context import BASELINE, make_context, r5
-from planner.economics import economics
+from planner.economics import economics_of_bills
 from planner.roofline import head_net, hw_params, target_net
 from planner.search import candidate_grid, evaluate_at, search
 from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays
@@ -183,12 +183,16 @@ def test_segment_shares_must_sum_to_one(catalog):
 
 
 def test_economics_come_from_the_one_economics_function(catalog):
-    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=3e10)
+    """The saving, payback and NPV come from the two fleets' bills (the money number), through economics()."""
+    # 1e11 tokens/month: the fleets differ (at 3e10 one replica serves the traffic with or without speculation)
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=1e11)
     p = P.plan(req, catalog)
     assert p.recommendation is not None
-    e = economics(baseline_usd_per_mtok=p.reference.usd_per_mtok, new_usd_per_mtok=p.best.usd_per_mtok,
-                  monthly_output_tokens=3e10, one_time_usd=0.5 * (p.best.one_time_usd_low + p.best.one_time_usd_high),
-                  horizon_months=p.costs.horizon_months, annual_discount_rate=p.costs.annual_discount_rate)
+    e = economics_of_bills(baseline_monthly_usd=p.bill(p.reference.method).usd_per_month,
+                           new_monthly_usd=p.bill(p.best.method).usd_per_month,
+                           one_time_usd=0.5 * (p.best.one_time_usd_low + p.best.one_time_usd_high),
+                           horizon_months=p.costs.horizon_months, annual_discount_rate=p.costs.annual_discount_rate)
+    assert float(e.monthly_saving_usd) > 0
     assert p.economics.monthly_saving_usd == pytest.approx(float(e.monthly_saving_usd))
     assert p.economics.payback_months == pytest.approx(float(e.payback_months))
     assert p.economics.npv_usd == pytest.approx(float(e.npv_usd))
@@ -196,7 +200,7 @@ def test_economics_come_from_the_one_economics_function(catalog):
 
 
 def test_cost_assumptions_move_the_payback(catalog):
-    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm")
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=1e11)
     p = P.plan(req, catalog)
     dear = dataclasses.replace(p.costs, engineering_usd_per_week=20_000)
     p2 = P.plan(dataclasses.replace(req, costs=dear), catalog)
