@@ -53,6 +53,7 @@ from planner.request import (
     validate,
 )
 from planner.roofline import default_kv_dtype
+from planner.sensitivity import how_sure
 from planner.sizing import plan_fleet
 
 # plan() and, re-exported for the pages, the CLI and the report, the records and helpers of the rooms it calls.
@@ -101,6 +102,9 @@ def plan(req: PlanRequest, catalog) -> Plan:
     econ = plan_economics(monthly_output_tokens=req.monthly_output_tokens, costs=ctx.costs, reference=reference,
                           best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
                           best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing))
+    if switching and econ.monthly_saving_usd is not None:
+        p_save, p_pay = how_sure(ctx, reference=reference, best=best, fleet=fleet)
+        econ = dataclasses.replace(econ, p_saving_positive=p_save, p_payback_within_horizon=p_pay)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     return Plan(

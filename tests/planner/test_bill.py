@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from planner import plan as P
@@ -154,3 +155,62 @@ def test_billing_is_validated(catalog):
     with pytest.raises(P.PlanError, match="confidence=1.5"):
         P.plan(dataclasses.replace(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm"), confidence=1.5),
                catalog)
+
+
+MC_REQ = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=1e11)
+
+
+def test_monte_carlo_draws_the_price_only_when_asked_and_never_over_an_entered_one(catalog):
+    from planner import sensitivity as S
+
+    kw = dict(k=2, samples=60, seed=4)
+    plain = S.monte_carlo(MC_REQ, catalog, "p_eagle", **kw)
+    assert not plain.price_drawn
+    ranged = S.monte_carlo(dataclasses.replace(MC_REQ, price_range=True), catalog, "p_eagle", **kw)
+    assert ranged.price_drawn
+    entered = dataclasses.replace(MC_REQ, price_range=True, usd_per_gpu_hour=2.5)
+    for sample_price in (None, True):
+        mc = S.monte_carlo(entered, catalog, "p_eagle", sample_price=sample_price, **kw)
+        assert not mc.price_drawn
+        # every bill is whole GPU-hours at the entered $2.50: GPUs per hour x 1 h x 30.4375 days x $2.50
+        slots = mc.reference_bill_usd_per_month / (2.5 * DAYS_PER_MONTH)
+        assert np.allclose(slots, np.round(slots), atol=1e-6)
+
+
+def test_monte_carlo_saving_is_the_fleets_bills_and_its_middle_is_the_plans(catalog):
+    from planner import sensitivity as S
+
+    p = P.plan(MC_REQ, catalog)
+    mc = S.monte_carlo(MC_REQ, catalog, p.best.method, k=p.best.k, samples=80, seed=2, sample_hardware=False)
+    assert np.array_equal(mc.monthly_saving_usd, mc.reference_bill_usd_per_month - mc.method_bill_usd_per_month)
+    # whole replicas every hour: each bill is a whole number of GPU-hour slots at the plan's price
+    slots = mc.method_bill_usd_per_month / (p.usd_per_gpu_hour * DAYS_PER_MONTH)
+    assert np.allclose(slots, np.round(slots), atol=1e-6) and slots.min() >= 24  # at least one GPU every hour
+    # the plan's own bills lie within the draws' range (the plan is the middle of every range)
+    assert mc.method_bill_usd_per_month.min() <= p.bill(p.best.method).usd_per_month
+    assert p.bill(p.best.method).usd_per_month <= mc.method_bill_usd_per_month.max()
+    # the plan states how sure: P(saving > 0) and P(payback within the horizon), from the same kind of draws
+    e = p.economics
+    assert e.p_saving_positive is not None and 0 <= e.p_payback_within_horizon <= e.p_saving_positive <= 1
+
+
+def test_the_recommendation_requires_the_stated_confidence(catalog):
+    """P(saving > 0) is 0.91 here (100 seeded draws): 80 % deploys, 95 % says calibrate first, with the command."""
+    p = P.plan(MC_REQ, catalog)
+    assert p.recommendation is not None and 0.8 <= p.economics.p_saving_positive < 0.95
+    assert f"P(saving > 0) = {p.economics.p_saving_positive * 100:.0f} %" in p.verdict
+    strict = P.plan(dataclasses.replace(MC_REQ, confidence=0.95), catalog)
+    assert strict.recommendation is None
+    assert strict.verdict.startswith("Calibrate first")
+    assert "python -m calibration run --model llama-3.1-8b --workloads chat" in strict.verdict
+
+
+def test_deploy_never_with_a_negative_npv_or_a_payback_beyond_the_horizon(catalog):
+    """A 3-month horizon: the same saving (about $3.2k a month against a ~$10k setup) no longer pays back."""
+    base = P.plan(MC_REQ, catalog)
+    short = dataclasses.replace(base.costs, horizon_months=3)
+    p = P.plan(dataclasses.replace(MC_REQ, costs=short), catalog)
+    e = p.economics
+    assert e.monthly_saving_usd == pytest.approx(base.economics.monthly_saving_usd)
+    assert e.payback_months > 3 and e.npv_usd < 0
+    assert p.recommendation is None and p.verdict.startswith("Stay with")
