@@ -136,6 +136,11 @@ class LeverStep:
     breakeven_monthly_spend_usd: float
     note: str = ""
     source: str = ""
+    # the money (planner.bill): the fleet's month before and after the step under the request's billing; the
+    # monthly saving and payback above come from these bills; NPV of the step over the horizon
+    bill_usd_per_month_before: float = math.nan
+    bill_usd_per_month_after: float = math.nan
+    npv_usd: float = math.nan
 
 
 @dataclass(frozen=True)

@@ -157,13 +157,15 @@ def test_levers_page_orders(app, cat):
     at = app()
     at.switch_page("views/levers.py").run()
     df = at.dataframe[0].value
-    assert list(df["#"]) == sorted(df["#"]) and len(df) == len(cat.levers)
+    # today runs no speculation: step 0 adopts EAGLE-3 (if it pays), then the seven levers
+    assert list(df["#"]) == sorted(df["#"]) and len(df) == len(cat.levers) + 1 and df["#"].iloc[0] == 0
     at.radio(key="levers_order").set_value("return").run()
     assert not at.exception
     df2 = at.dataframe[0].value
     assert sorted(df2["#"]) == sorted(df["#"])
+    # the waterfall starts from today's bill (no speculation), the Plan's reference bill
     start = money(next(m.value for m in at.markdown if m.value.startswith("**From")))
-    assert start == pytest.approx(planned(cat).method("eagle3").usd_per_mtok, abs=6e-4)
+    assert start == pytest.approx(planned(cat).economics.reference_bill_usd_per_month, abs=1)
 
 
 def test_one_answer_everywhere(app, cat, tmp_path):
@@ -194,8 +196,8 @@ def test_one_answer_everywhere(app, cat, tmp_path):
     assert (row["K"], row["best batch"]) == (best.k, best.batch)
     at.switch_page("views/levers.py").run()
     start = money(next(m.value for m in at.markdown if m.value.startswith("**From")))
-    assert start == pytest.approx(p.method("eagle3").usd_per_mtok, abs=6e-4) == pytest.approx(
-        p.reference.usd_per_mtok, abs=6e-4)
+    assert start == pytest.approx(p.bill("eagle3").usd_per_month, abs=1) == pytest.approx(
+        p.economics.reference_bill_usd_per_month, abs=1)
     at.switch_page("views/report.py").run()
     assert not at.exception
     csv_text = rep.to_csv(rep.scenario_rows(P.plan(P.PlanRequest(**{**DEFAULT, **kw}, levers_start="auto"), cat), []))
