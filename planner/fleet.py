@@ -140,7 +140,8 @@ def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefi
 
 
 def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefill_s: np.ndarray,
-                          tpot_s: np.ndarray, max_batch: np.ndarray, slo_s: float) -> tuple[np.ndarray, ...]:
+                          tpot_s: np.ndarray, max_batch: np.ndarray, slo_s: float,
+                          capacity: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Per hour: (replicas, batch at the fixed point, TPOT seen, prefill share, one replica's capacity in
     requests/s), vectorised over hours.
 
@@ -154,7 +155,7 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
 
     B may stop below max_batch once B >= lambda_h * O_h * SLO for every hour: at batch B a full replica serves
     B / (O TPOT seen) >= B / (O SLO) >= lambda_h requests/s, so one replica holds the hour, as with the whole
-    curve."""
+    curve; `capacity` (H,) then gives the true capacity past B where the caller found it (NaN: the curve's)."""
     lam = np.asarray(requests_per_s, float)
     out = np.asarray(output_tokens, float)
     pre = np.asarray(prefill_s, float)
@@ -171,6 +172,8 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
     allowed = (full.tpot_seen_s <= slo_s) & (batches[None, :] <= mb[:, None])
     b_lim = allowed.sum(axis=1)
     cap = np.where(b_lim >= 1, full.requests_per_s[np.arange(h), np.maximum(b_lim, 1) - 1], 0.0)
+    if capacity is not None:  # the capacity past the curve's end, where the caller found it (NaN: the curve's)
+        cap = np.where(np.isfinite(capacity), capacity, cap)
     feasible = (cap > 0) | (lam == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         need = np.ceil(lam / np.where(cap > 0, cap, 1.0) * (1.0 - 1e-12))
@@ -191,7 +194,8 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
 
 def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.ndarray, max_batch: np.ndarray,
                       prefill_s: np.ndarray, hours: Sequence[HourLoad], tp: int, usd_per_gpu_hour: float,
-                      slo_ms: float, shape_source: str, slot_hours: float = 1.0) -> Fleet:
+                      slo_ms: float, shape_source: str, slot_hours: float = 1.0,
+                      capacity_requests_per_s: np.ndarray | None = None) -> Fleet:
     """configs: (method, label, K) per configuration; tpot_s: (C, H, B) decode TPOT per replica at batch 1..B;
     max_batch: (C, H); prefill_s: (H,) prefill GPU-seconds per request on one replica. slot_hours: length of one
     slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day)."""
@@ -203,7 +207,8 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
         requests_per_s=np.tile(lam, n_c), output_tokens=np.tile(out, n_c),
         prefill_s=np.tile(np.broadcast_to(np.asarray(prefill_s, float), (n_h,)), n_c),
         tpot_s=np.asarray(tpot_s, float)[:n_c].reshape(n_c * n_h, -1),
-        max_batch=np.asarray(max_batch, float)[:n_c].reshape(n_c * n_h), slo_s=slo_ms / 1e3))
+        max_batch=np.asarray(max_batch, float)[:n_c].reshape(n_c * n_h), slo_s=slo_ms / 1e3,
+        capacity=None if capacity_requests_per_s is None else np.asarray(capacity_requests_per_s, float).reshape(-1)))
     plans = []
     for c, (method, label, k) in enumerate(configs):
         r, b, t, rho, cap = r_all[c], b_all[c], t_all[c], rho_all[c], cap_all[c]

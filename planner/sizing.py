@@ -12,6 +12,7 @@ from planner.answer import OperatingPoint
 from planner.context import Candidate, Context, r5
 from planner.drafting import drafts as draft_arrays
 from planner.fleet import Fleet, fleet_for_configs, hours_from_volume
+from planner.replica import full_load_requests_per_s, replica_load
 from planner.request import MAX_BATCH, NO_SPEC
 from planner.search import engine_args, evaluation_grid, max_batch
 from planner.serving import evaluate_arrays, prefill_time_s
@@ -60,13 +61,39 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint]) -> Fleet | None:
     # load needs the TPOT curve only up to its few sequences in flight.
     in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * req.tpot_slo_ms / 1e3
     bmax = int(min(MAX_BATCH, max(1.0, float(mb.max())), math.ceil(in_flight) + 1))
-    res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4),
-                          **engine_args(ctx, cands, smp, grid, drafts))
+    eng = engine_args(ctx, cands, smp, grid, drafts)
+    res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), **eng)
     is_base = r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
     tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(hours), bmax))
-    pre_s = np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params,
-                                           prompt_tokens=np.array([h.prompt_tokens for h in hours]), tp=ctx.tp),
-                            (len(hours),))
+    pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params,
+                                                      prompt_tokens=np.array([h.prompt_tokens for h in hours]),
+                                                      tp=ctx.tp), (len(hours),)), float)
+    out = np.array([h.output_tokens for h in hours])
+    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, out, req.tpot_slo_ms / 1e3)
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
-                             prefill_s=np.asarray(pre_s, float), hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
-                             slo_ms=req.tpot_slo_ms, shape_source=source)
+                             prefill_s=pre_s, hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
+                             slo_ms=req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap)
+
+
+def _capacity_beyond(eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.ndarray, pre: np.ndarray,
+                     out: np.ndarray, slo_s: float) -> np.ndarray:
+    """(C, H) one replica's capacity (requests/s at full load, planner.replica) where the TPOT curve stops below
+    the batch limit while still meeting the SLO (a light load needs no more of it to size the fleet); NaN where the
+    curve itself decides. The largest batch whose TPOT seen at full load meets the SLO is bisected up to the memory
+    limit (the TPOT seen grows with the batch), as the CPM search finds it."""
+    n_c, n_h, bmax = tpot.shape
+    end = replica_load(tpot_s=tpot[..., -1], batch=float(bmax), prefill_s=pre, output_tokens=out).tpot_seen_s
+    need = (end <= slo_s) & (mb > bmax)
+    if not need.any():
+        return np.full((n_c, n_h), np.nan)
+    lo, lo_t, hi = np.full((n_c, n_h), float(bmax)), tpot[..., -1].copy(), np.where(need, mb + 1.0, float(bmax))
+    while np.any(hi - lo > 1):
+        open_ = hi - lo > 1
+        mid = np.where(open_, np.floor((lo + hi) / 2), lo)
+        r = evaluate_arrays(batch=mid[None, :, None, :, None], with_memory=False, **eng)
+        t = np.where(is_base, r.baseline_tpot_s, r.tpot_s)[0, :, 0, :, 0]
+        ok = replica_load(tpot_s=t, batch=mid, prefill_s=pre, output_tokens=out).tpot_seen_s <= slo_s
+        lo_t = np.where(ok & open_, t, lo_t)
+        lo, hi = np.where(ok & open_, mid, lo), np.where(~ok & open_, mid, hi)
+    cap = full_load_requests_per_s(tpot_s=lo_t, batch=lo, prefill_s=pre, output_tokens=out)
+    return np.where(need, cap, np.nan)

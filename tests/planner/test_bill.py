@@ -214,3 +214,22 @@ def test_deploy_never_with_a_negative_npv_or_a_payback_beyond_the_horizon(catalo
     assert e.monthly_saving_usd == pytest.approx(base.economics.monthly_saving_usd)
     assert e.payback_months > 3 and e.npv_usd < 0
     assert p.recommendation is None and p.verdict.startswith("Stay with")
+
+
+@pytest.mark.parametrize("volume", [1e9, 1e10, 1e11])
+@pytest.mark.parametrize("model, tp", [("llama-3.3-70b", 4), ("llama-3.1-8b", 1)])
+def test_the_fleets_replica_is_the_searchs_replica_at_any_load(catalog, volume, model, tp):
+    """One model of a replica: the fleet's capacity per replica (light load or heavy) is the arrival rate that keeps
+    the CPM search's replica full at its batch and TPOT seen, so the full-load CPM is that replica's cost per token
+    and the fleet needs ceil(arrivals / capacity) replicas."""
+    seg = P.TrafficSegment("chat", "english", 1.0, 800, 400)
+    p = P.plan(P.PlanRequest(model=model, hardware="h100-sxm", tp=tp, segments=(seg,), monthly_output_tokens=volume),
+               catalog)
+    for pt in (p.baseline, *[m for m in p.methods if m.feasible]):
+        cfg = p.fleet.config(pt.method)
+        full = pt.batch / (pt.tpot_ms / 1e3) / 400  # requests/s of one replica kept full (Little's law)
+        for h in cfg.hours:
+            assert h.capacity_requests_per_s == pytest.approx(full, rel=1e-9)
+            assert h.replicas == max(1, math.ceil(h.requests_per_s / full - 1e-9))
+        cpm = tp * p.usd_per_gpu_hour * 1e6 / (3600 * full * 400)
+        assert pt.usd_per_mtok == pytest.approx(cpm, rel=1e-9)
