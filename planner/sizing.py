@@ -49,14 +49,18 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint]) -> Fleet | None:
     cands = [Candidate(p.method, (max(p.k, 1),), tree=req.tree_shape is not None and p.method != NO_SPEC
                        and cat.methods[p.method].tree, tree_shape=req.tree_shape if p.method != NO_SPEC
                        and cat.methods[p.method].tree else None) for p in cfgs]
+    # the step model depends on an hour's lengths only: evaluate each distinct (prompt, output) pair once
+    lengths = np.array([(h.prompt_tokens, h.output_tokens) for h in hours], float)
+    uniq, of_hour = np.unique(lengths, axis=0, return_inverse=True)
+    of_hour = np.asarray(of_hour).reshape(-1)
     grid = evaluation_grid(
         k=r5([max(p.k, 1) for p in cfgs], 1), tau=r5([p.acceptance_length for p in cfgs], 1),
         verify_tokens=r5([c.tree_shape.verify_tokens_per_seq if c.tree_shape is not None else max(p.k, 1) + 1
                           for c, p in zip(cands, cfgs, strict=True)], 1),
-        prompt_tokens=[h.prompt_tokens for h in hours], output_tokens=[h.output_tokens for h in hours])
+        prompt_tokens=uniq[:, 0], output_tokens=uniq[:, 1])
     smp = ctx.mid_samples()
     drafts = draft_arrays(ctx, cands)
-    mb = np.minimum(max_batch(ctx, cands, grid, drafts)[0, :, 0, :, 0], MAX_BATCH)  # (C, H): the search's bound too
+    mb = np.minimum(max_batch(ctx, cands, grid, drafts)[0, :, 0, :, 0], MAX_BATCH)  # (C, U): the search's bound too
     # Batches beyond Little's bound lambda * O * SLO never decide the fleet (planner.fleet.replicas_for): a light
     # load needs the TPOT curve only up to its few sequences in flight.
     in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * req.tpot_slo_ms / 1e3
@@ -64,15 +68,14 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint]) -> Fleet | None:
     eng = engine_args(ctx, cands, smp, grid, drafts)
     res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), **eng)
     is_base = r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
-    tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(hours), bmax))
-    pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params,
-                                                      prompt_tokens=np.array([h.prompt_tokens for h in hours]),
-                                                      tp=ctx.tp), (len(hours),)), float)
-    out = np.array([h.output_tokens for h in hours])
-    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, out, req.tpot_slo_ms / 1e3)
-    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
-                             prefill_s=pre_s, hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
-                             slo_ms=req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap)
+    tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(uniq), bmax))
+    pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=uniq[:, 0], tp=ctx.tp),
+                                       (len(uniq),)), float)
+    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3)
+    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0][:, of_hour],
+                             max_batch=mb[:, of_hour], prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp,
+                             usd_per_gpu_hour=ctx.price, slo_ms=req.tpot_slo_ms, shape_source=source,
+                             capacity_requests_per_s=cap[:, of_hour])
 
 
 def _capacity_beyond(eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.ndarray, pre: np.ndarray,
