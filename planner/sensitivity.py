@@ -235,10 +235,25 @@ def _samples(*, alpha_u, eta_bw, eta_flops, t_fixed_s, price, spec=None) -> Samp
                      **{k: full(v) for k, v in spec.items()})
 
 
-def _cut_pct(ctx: Context, cands, smp: Samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(method CPM, baseline CPM, CPM change % vs baseline) per sample; nan where either is infeasible."""
-    cpm, _ = blended_cpm(ctx, cands, search(ctx, cands, smp))
-    return cpm[:, 1], cpm[:, 0], (cpm[:, 1] / cpm[:, 0] - 1.0) * 100.0
+def _cut_and_saving(ctx: Context, cands, smp: Samples) -> tuple[np.ndarray, np.ndarray]:
+    """(the method's CPM change % vs no speculation, the monthly saving of its fleet's bill vs no speculation's
+    under the request's billing) per sample; sample 0 (the middle) sizes both fleets, the other samples scale their
+    replica capacity (bill_draws). nan where either cannot serve."""
+    sr = search(ctx, cands, smp)
+    cpm, _ = blended_cpm(ctx, cands, sr)
+    pts = points(ctx, cands, sr, n=0)
+    fleet = plan_fleet(ctx, pts)
+    have = {c.method for c in fleet.configs} if fleet is not None else set()
+    cfgs = [fleet.config(p.method) if p.method in have else None for p in pts]
+    fixed = ctx.req.billing == "fixed"
+    first = [(c.usd_per_month_fixed if fixed else c.usd_per_month_autoscaled) if c is not None and c.feasible
+             else np.inf for c in cfgs]
+    draws = bill_draws(cfgs, gpus_per_replica=ctx.tp, billing=ctx.req.billing, cpm=cpm,
+                       price=np.asarray(smp.usd_per_gpu_hour, float))
+    ref, new = np.r_[first[0], draws[0]], np.r_[first[1], draws[1]]
+    with np.errstate(invalid="ignore"):
+        saving = np.where(np.isfinite(ref) & np.isfinite(new), ref - new, np.nan)
+    return (cpm[:, 1] / cpm[:, 0] - 1.0) * 100.0, saving
 
 
 @dataclass(frozen=True)
@@ -249,11 +264,18 @@ class TornadoBar:
     high_cpm_change_pct: float
     mid_cpm_change_pct: float
     swing_pct: float
+    # the money: the method's fleet bill saving vs no speculation's (planner.bill, the request's billing), $/month
+    low_saving_usd: float = math.nan
+    high_saving_usd: float = math.nan
+    mid_saving_usd: float = math.nan
+    saving_swing_usd: float = math.nan
 
 
 def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
-    """The method's CPM change against no speculation (both at their own best batch under the SLO) when one
-    driver moves to its low / high end, the others at their middle; sorted by swing (smallest first)."""
+    """The method's CPM change against no speculation (both at their own best batch under the SLO), and the monthly
+    saving of its fleet's bill against no speculation's, when one driver moves to its low / high end, the others at
+    their middle; sorted by the CPM swing (smallest first). The price moves only when the request asks for the list
+    range and never over an entered price."""
     ctx = make_context(req, catalog)
     hw, eff = ctx.hw, ctx.eff
     cands = _cands(ctx, method)
@@ -279,29 +301,30 @@ def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
         u, bw, fl, tf, pr = (x + [x[0]] * 2 for x in (u, bw, fl, tf, pr))
         spec = {n: [getattr(eff, n)] * 11 + [max(0.0, getattr(eff, n) - 2 * ssig[n]), getattr(eff, n) + 2 * ssig[n]]
                 for n in ssig}
-    _, _, cut = _cut_pct(ctx, cands, _samples(alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr,
-                                               spec=spec))
-    mid = float(cut[0])
+    cut, sav = _cut_and_saving(ctx, cands, _samples(alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr,
+                                                    spec=spec))
+    mid, mid_sav = float(cut[0]), float(sav[0])
     rng = catalog.methods[method].alpha_tuned if req.tuned else catalog.methods[method].alpha_default
     bars = [
-        ("Acceptance (method's alpha range)", f"alpha {rng.low:.2f} .. {rng.high:.2f}", cut[1], cut[2]),
+        ("Acceptance (method's alpha range)", f"alpha {rng.low:.2f} .. {rng.high:.2f}", 1, 2),
         ("Weight-streaming efficiency eta_bw", f"{bw[3]:.2f} .. {bw[4]:.2f}" + (
-            "" if sigma is None else f" (fit +-2 sigma, {sigma * 100:.0f} % each)"), cut[3], cut[4]),
-        ("GEMM efficiency eta_flops", f"{fl[5]:.2f} .. {fl[6]:.2f}", cut[5], cut[6]),
+            "" if sigma is None else f" (fit +-2 sigma, {sigma * 100:.0f} % each)"), 3, 4),
+        ("GEMM efficiency eta_flops", f"{fl[5]:.2f} .. {fl[6]:.2f}", 5, 6),
         (
             "Fixed time per step",
             f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[0]:.2g} .. "
             f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[1]:.2g} ms",
-            cut[7],
-            cut[8],
+            7,
+            8,
         ),
         (
             "$/GPU-hour (list range)",
             f"${hw.usd_per_gpu_hour_low:.2f} .. ${hw.usd_per_gpu_hour_high:.2f}",
-            cut[9],
-            cut[10],
+            9,
+            10,
         ),
     ]
+    bars = [(d, r, (cut[i], sav[i]), (cut[j], sav[j])) for d, r, i, j in bars]
     if not (req.price_range and req.usd_per_gpu_hour is None):  # the price moves only when asked, never if entered
         bars = [b for b in bars if not b[0].startswith("$/GPU-hour")]
     if sigma is not None:  # the fit's error covers the fixed time (fitted near 0 where a per-layer cost took it)
@@ -310,14 +333,15 @@ def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
         fmt = {"t_spec_s": lambda lo, hi: f"{lo * 1e3:.2f} .. {hi * 1e3:.2f} ms per step",
                "sampler_vocab_passes": lambda lo, hi: f"{lo:.0f} .. {hi:.0f} vocabulary passes per drafted token"}
         rng = ", ".join(fmt[n](spec[n][11], spec[n][12]) for n in ssig)
-        bars.append(("Speculation overheads (published fit +-2 sigma)", rng, cut[11], cut[12]))
+        bars.append(("Speculation overheads (published fit +-2 sigma)", rng, (cut[11], sav[11]), (cut[12], sav[12])))
     one = _samples(
         alpha_u=0.5, eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=eff.t_fixed_s, price=ctx.price
     )
 
-    def cut_for(req2: PlanRequest, tuned: bool | None = None) -> float:
+    def cut_for(req2: PlanRequest, tuned: bool | None = None) -> tuple[float, float]:
         c2 = make_context(req2, catalog)
-        return float(_cut_pct(c2, _cands(c2, method, tuned=tuned), one)[2][0])
+        c, v = _cut_and_saving(c2, _cands(c2, method, tuned=tuned), one)
+        return float(c[0]), float(v[0])
 
     segs = ctx.segs
 
@@ -347,8 +371,10 @@ def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
         ("Draft heads tuned on the domain", "default .. tuned", cut_for(req, tuned=False), cut_for(req, tuned=True)),
     ]
     out = [
-        TornadoBar(d, r, float(lo), float(hi), mid, float(abs(hi - lo)) if np.isfinite(hi - lo) else math.inf)
-        for d, r, lo, hi in bars
+        TornadoBar(d, r, float(lo), float(hi), mid, float(abs(hi - lo)) if np.isfinite(hi - lo) else math.inf,
+                   float(lo_s), float(hi_s), mid_sav,
+                   float(abs(hi_s - lo_s)) if np.isfinite(hi_s - lo_s) else math.inf)
+        for d, r, (lo, lo_s), (hi, hi_s) in bars
     ]
     return sorted(out, key=lambda t: t.swing_pct if math.isfinite(t.swing_pct) else 1e9)
 

@@ -233,3 +233,21 @@ def test_the_fleets_replica_is_the_searchs_replica_at_any_load(catalog, volume, 
             assert h.replicas == max(1, math.ceil(h.requests_per_s / full - 1e-9))
         cpm = tp * p.usd_per_gpu_hour * 1e6 / (3600 * full * 400)
         assert pt.usd_per_mtok == pytest.approx(cpm, rel=1e-9)
+
+
+def test_tornado_bars_carry_the_fleets_bill_saving(catalog):
+    """Each tornado bar also gives the monthly saving of the method's fleet bill against no speculation's; at the
+    middle of every range it is the plan's own saving (no speculation today, the best method)."""
+    from planner import sensitivity as S
+
+    req = P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=30, monthly_output_tokens=5e11,
+                        daily_shape="business_hours")
+    p = P.plan(req, catalog)
+    bars = {b.driver: b for b in S.tornado(req, catalog, p.best.method)}
+    acc = bars["Acceptance (method's alpha range)"]
+    assert acc.mid_saving_usd == pytest.approx(p.economics.monthly_saving_usd)
+    # more acceptance never costs more GPUs: the saving grows (or stays) from the low to the high end
+    assert acc.low_saving_usd <= acc.mid_saving_usd <= acc.high_saving_usd
+    assert acc.saving_swing_usd == pytest.approx(acc.high_saving_usd - acc.low_saving_usd)
+    # a looser SLO (60 ms) lets every replica run a larger batch: the fleets and their saving are re-sized
+    assert np.isfinite(bars["TPOT SLO"].high_saving_usd)
