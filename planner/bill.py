@@ -65,14 +65,15 @@ def bills(fleet: Fleet, *, billing: str, monthly_output_tokens: float) -> dict[s
             for c in fleet.configs}
 
 
-def point_bill(ctx, pt, *, billing: str) -> Bill:
-    """One operating point's bill on the plan's traffic, at the point's own TP (an alternative's may differ)."""
+def point_bill(ctx, pt, *, billing: str, cand=None) -> Bill:
+    """One operating point's bill on the plan's traffic, at the point's own TP (an alternative's may differ); cand:
+    the candidate it came from (a lever's tree, draft cost), None: the method as the request deploys it."""
     from planner.context import make_context
     from planner.sizing import plan_fleet
 
     if pt.tp and pt.tp != ctx.tp:
         ctx = make_context(dataclasses.replace(ctx.req, tp=pt.tp), ctx.catalog, ctx.segs)
-    fleet = plan_fleet(ctx, [pt])
+    fleet = plan_fleet(ctx, [pt], cands=None if cand is None else [cand])
     if fleet is None:
         return Bill(pt.method, pt.label, pt.k, billing, math.inf, math.inf, 0, ctx.tp, ctx.price,
                     ctx.req.monthly_output_tokens, math.inf, False)

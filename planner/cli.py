@@ -322,14 +322,19 @@ def cmd_compare(args) -> Any:
 
 
 def cmd_levers(args) -> Any:
-    from planner.plan import levers, order_by_return
+    from planner.levers import summarize
+    from planner.plan import default_costs, levers, order_by_return
 
     cat = _catalog()
     req = _plan_request(args, cat)
-    start = args.method or "eagle3"
+    start = args.method or "none"  # the starting (today's) method; none: step 0 adopts EAGLE-3 if it pays
     steps = levers(req, cat, start)
     order = order_by_return(steps)
-    return {"start": start, "article_order": [st.__dict__ for st in steps],
+    costs = req.costs or default_costs(cat)
+    total = summarize(steps, req.monthly_output_tokens, horizon_months=costs.horizon_months,
+                      annual_discount_rate=costs.annual_discount_rate)
+    return {"start": start, "billing": req.billing, "applied_set": total.__dict__,
+            "article_order": [st.__dict__ for st in steps],
             "by_return": [st.__dict__ for st in levers(req, cat, start, order)]}
 
 

@@ -37,13 +37,13 @@ def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None
     if start == NO_SPEC or cat.methods[start].drafting == "ngram":  # today has no draft network: adopt one first
         today = BASELINE if start == NO_SPEC else _candidate(ctx, start)
         pt = one_point(ctx, today)
-        bill = point_bill(ctx, pt, billing=ctx.req.billing).usd_per_month
+        bill = point_bill(ctx, pt, billing=ctx.req.billing, cand=today).usd_per_month
         step0, cur, pt, bill = _adopt(ctx, today, pt, bill)
         steps.append(step0)
     else:
         cur = _candidate(ctx, start)  # the plan's operating point
         pt = one_point(ctx, cur)
-        bill = point_bill(ctx, pt, billing=ctx.req.billing).usd_per_month
+        bill = point_bill(ctx, pt, billing=ctx.req.billing, cand=cur).usd_per_month
     eng = ctx.costs.engineering_usd_per_week
     n_segs = len({(s.workload, s.language) for s in ctx.segs})
     for name in names:
@@ -169,7 +169,7 @@ def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Cand
     """(the step, applied?, its fleet's bill after): applied when the bill it saves pays back its one-time cost
     (high end) within the horizon with a positive NPV."""
     costs = ctx.costs
-    after_bill = point_bill(ctx, after, billing=ctx.req.billing).usd_per_month
+    after_bill = point_bill(ctx, after, billing=ctx.req.billing, cand=new).usd_per_month
     saving = bill - after_bill if math.isfinite(bill) else (math.inf if math.isfinite(after_bill) else 0.0)
     annuity = annuity_factor(costs.horizon_months, costs.annual_discount_rate)
     payback = high / saving if saving > 0 else math.inf

@@ -3,12 +3,14 @@ need, handed to planner.fleet (replicas per hour, GPUs, the month's bills)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from planner.answer import OperatingPoint
+from planner.candidates import candidate_taus
 from planner.context import Candidate, Context, r5
 from planner.drafting import drafts as draft_arrays
 from planner.fleet import Fleet, fleet_for_configs, hours_from_volume
@@ -38,25 +40,31 @@ def traffic_hours(ctx: Context) -> tuple[tuple, str]:
                    "tokens/month")
 
 
-def plan_fleet(ctx: Context, points: Sequence[OperatingPoint]) -> Fleet | None:
-    """The fleet by hour for no speculation and every feasible method at the plan's K (None: none is feasible)."""
+def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[Candidate] | None = None
+               ) -> Fleet | None:
+    """The fleet by hour for no speculation and every feasible method at the plan's K (None: none is feasible).
+    cands: the candidate each point came from (a lever's tree, draft cost or acceptance shift), one per point; None:
+    each method as the request deploys it."""
     req = ctx.req
     hours, source = traffic_hours(ctx)
-    cfgs = [p for p in points if p.available and p.feasible]
+    keep = [i for i, p in enumerate(points) if p.available and p.feasible]
+    cfgs = [points[i] for i in keep]
     if not cfgs:
         return None
     cat = ctx.catalog
-    cands = [Candidate(p.method, (max(p.k, 1),), tree=req.tree_shape is not None and p.method != NO_SPEC
-                       and cat.methods[p.method].tree, tree_shape=req.tree_shape if p.method != NO_SPEC
-                       and cat.methods[p.method].tree else None) for p in cfgs]
+    if cands is None:
+        cands = [Candidate(p.method, (max(p.k, 1),), tree=req.tree_shape is not None and p.method != NO_SPEC
+                           and cat.methods[p.method].tree, tree_shape=req.tree_shape if p.method != NO_SPEC
+                           and cat.methods[p.method].tree else None) for p in cfgs]
+    else:
+        cands = [dataclasses.replace(cands[i], ks=(max(points[i].k, 1),)) for i in keep]
     # the step model depends on an hour's lengths only: evaluate each distinct (prompt, output) pair once
     lengths = np.array([(h.prompt_tokens, h.output_tokens) for h in hours], float)
     uniq, of_hour = np.unique(lengths, axis=0, return_inverse=True)
     of_hour = np.asarray(of_hour).reshape(-1)
     grid = evaluation_grid(
         k=r5([max(p.k, 1) for p in cfgs], 1), tau=r5([p.acceptance_length for p in cfgs], 1),
-        verify_tokens=r5([c.tree_shape.verify_tokens_per_seq if c.tree_shape is not None else max(p.k, 1) + 1
-                          for c, p in zip(cands, cfgs, strict=True)], 1),
+        verify_tokens=r5(_verify_tokens(ctx, cands, cfgs), 1),
         prompt_tokens=uniq[:, 0], output_tokens=uniq[:, 1])
     smp = ctx.mid_samples()
     drafts = draft_arrays(ctx, cands)
@@ -76,6 +84,22 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint]) -> Fleet | None:
                              max_batch=mb[:, of_hour], prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp,
                              usd_per_gpu_hour=ctx.price, slo_ms=req.tpot_slo_ms, shape_source=source,
                              capacity_requests_per_s=cap[:, of_hour])
+
+
+def _verify_tokens(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[OperatingPoint]) -> list[float]:
+    """Tokens verified per sequence each step: a stated tree's, K + 1 for a chain, and for the planner's default
+    tree (a lever's) its node count as the search prices it (output-token share-weighted over the segments)."""
+    out = []
+    for c, p in zip(cands, cfgs, strict=True):
+        k = max(p.k, 1)
+        if c.tree_shape is not None:
+            out.append(float(c.tree_shape.verify_tokens_per_seq))
+        elif c.tree and c.method != NO_SPEC:
+            _, nver, _ = candidate_taus(ctx, [c], ctx.mid_samples(), np.array([float(k)]))
+            out.append(float(np.dot(ctx.share, nver[0, 0, 0])))
+        else:
+            out.append(k + 1.0)
+    return out
 
 
 def _capacity_beyond(eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.ndarray, pre: np.ndarray,

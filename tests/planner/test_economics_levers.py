@@ -214,3 +214,21 @@ def test_a_lever_that_does_not_pay_back_is_not_applied(catalog):
     vsd = from_head["vsd"]
     assert not vsd.applied and ("not the bill" in vsd.reason or "beyond the 36-month horizon" in vsd.reason
                                 or "raises CPM" in vsd.reason)
+
+
+def test_a_levers_candidate_is_billed_as_it_runs(catalog):
+    """The tree lever's fleet is sized with the tree's own step (its verified tokens), not as a chain with the
+    tree's acceptance: here the tree raises the CPM at full load, and its fleet costs at least the chain's."""
+    from planner.bill import point_bill
+    from planner.context import Candidate, make_context
+    from planner.points import one_point
+
+    ctx = make_context(_r(monthly_output_tokens=5e11), catalog)
+    chain = Candidate("eagle3", tuple(range(1, catalog.methods["eagle3"].max_k + 1)))
+    tree = dataclasses.replace(chain, tree=True)
+    pc, pt = one_point(ctx, chain), one_point(ctx, tree)
+    bc = point_bill(ctx, pc, billing="autoscaled", cand=chain).usd_per_month
+    bt = point_bill(ctx, pt, billing="autoscaled", cand=tree).usd_per_month
+    assert pt.usd_per_mtok > pc.usd_per_mtok and bt >= bc
+    # priced as a chain with the tree's acceptance, the same point would look cheaper than it runs
+    assert point_bill(ctx, pt, billing="autoscaled").usd_per_month < bt
