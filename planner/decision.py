@@ -95,7 +95,8 @@ def decide(ctx: Context, *, baseline: OperatingPoint, reference: OperatingPoint 
         return None, (
             f"Speculation changes latency, not the bill {traffic}: {best.label} at K={best.k} serves it at "
             f"{_ms(econ.new_tpot_ms)} TPOT instead of {_ms(econ.reference_tpot_ms)} on the same fleet "
-            f"({econ.new_peak_gpus} GPU{"" if econ.new_peak_gpus == 1 else "s"} at the peak, {fmt_usd(new_bill)}/month {econ.billing}); stay with "
+            f"({econ.new_peak_gpus} GPU{'' if econ.new_peak_gpus == 1 else 's'} at the peak, "
+            f"{fmt_usd(new_bill)}/month {econ.billing}); stay with "
             f"{ref_phrase} unless that latency is worth its {fmt_usd(econ.one_time_usd)} setup."
         )
     if saving < 0:
