@@ -45,7 +45,7 @@ class OperatingPoint:
     meets_slo: bool
     feasible: bool  # available, fits memory and meets the SLO
     tpot_ms: float
-    usd_per_mtok: float  # blended over the mix, prefill GPU time included
+    usd_per_mtok: float  # CPM at full load: one replica kept at this batch under the SLO (planner.replica)
     output_tokens_per_s: float
     acceptance_length: float  # tau, bonus token included (1 for no speculation)
     alpha_per_token: float  # i.i.d. per-token alpha with the same tau at this K
@@ -64,6 +64,9 @@ class OperatingPoint:
     alpha_source: str = ""
     usd_per_mtok_low: float = math.nan  # at the low / high end of the alpha range (uncertainty band)
     usd_per_mtok_high: float = math.nan
+    tp: int = 0  # GPUs per replica
+    # (K, acceptance length) at the two ends of the alpha range (the fleet's bills for the saving's band)
+    band_k_tau: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,8 @@ class Recommendation:
 
 @dataclass(frozen=True)
 class PlanEconomics:
-    reference_usd_per_mtok: float | None  # "CPM today" (None: no feasible reference)
-    new_usd_per_mtok: float | None
+    reference_usd_per_mtok: float | None  # "CPM today" at full load (None: no feasible reference)
+    new_usd_per_mtok: float | None  # the best method's CPM at full load
     monthly_output_tokens: float
     monthly_saving_usd: float | None
     monthly_saving_low_usd: float | None  # over the alpha range
@@ -94,6 +97,21 @@ class PlanEconomics:
     npv_usd: float | None
     horizon_months: int
     annual_discount_rate: float
+    # The money: the fleets' month under `billing` (planner.bill). The saving, payback and NPV above come from these
+    # bills; reference_/new_usd_per_mtok are CPMs at full load (one replica kept at its best batch), the effective
+    # CPMs are bill / output tokens.
+    billing: str = ""
+    reference_bill_usd_per_month: float | None = None
+    new_bill_usd_per_month: float | None = None
+    reference_effective_usd_per_mtok: float | None = None
+    new_effective_usd_per_mtok: float | None = None
+    reference_tpot_ms: float | None = None  # TPOT users see on each fleet over the day
+    new_tpot_ms: float | None = None
+    reference_peak_gpus: int | None = None
+    new_peak_gpus: int | None = None
+    # how sure (planner.sensitivity's Monte Carlo over fleet bills; None until computed)
+    p_saving_positive: float | None = None
+    p_payback_within_horizon: float | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +136,11 @@ class LeverStep:
     breakeven_monthly_spend_usd: float
     note: str = ""
     source: str = ""
+    # the money (planner.bill): the fleet's month before and after the step under the request's billing; the
+    # monthly saving and payback above come from these bills; NPV of the step over the horizon
+    bill_usd_per_month_before: float = math.nan
+    bill_usd_per_month_after: float = math.nan
+    npv_usd: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -147,6 +170,14 @@ class Plan:
     costs: CostAssumptions
     alternatives: tuple[OperatingPoint, ...] = ()  # no speculation at other TP (the way out of an infeasible baseline)
     fleet: Any = None  # planner.fleet.Fleet: GPUs by hour with and without speculation, the month's bills
+    bills: tuple[Any, ...] = ()  # planner.bill.Bill per fleet configuration under the request's billing
+
+    def bill(self, method: str) -> Any:
+        """The month's bill of one configuration's fleet (planner.bill.Bill) under the request's billing."""
+        for b in self.bills:
+            if b.method == method:
+                return b
+        raise KeyError(method)
 
     def method(self, name: str) -> OperatingPoint:
         for m in self.methods:

@@ -7,6 +7,7 @@ from planner.answer import Assumption
 from planner.context import Context
 from planner.formatting import fmt_usd
 from planner.serving import sampler_time_s
+from planner.sizing import DEFAULT_SHAPE
 
 
 def assumptions(ctx: Context) -> list[Assumption]:
@@ -82,6 +83,17 @@ def assumptions(ctx: Context) -> list[Assumption]:
                 m.source.date,
             )
         )
+    if req.hours:
+        shape = (f"the trace's own hours ({req.hours_source or 'traffic trace'})", "the uploaded trace", "")
+    elif req.daily_shape:
+        shape = (f"'{req.daily_shape}' daily shape", "entered by the user", "")
+    else:
+        shape = (f"'{DEFAULT_SHAPE}' daily shape (none given: the same arrival rate every hour)",
+                 "planner assumption", "2026-12-02")
+    out.append(Assumption("traffic by hour (fleet sizing)", *shape))
+    out.append(Assumption("billing", f"{req.billing}: " + ("each hour's replicas" if req.billing == "autoscaled"
+                                                           else "a fleet sized for the peak hour, all month"),
+                          "entered by the user" if req.billing != "autoscaled" else "planner default", ""))
     for w in sorted({s.workload for s in ctx.segs}):
         wl = cat.workloads[w]
         out.append(

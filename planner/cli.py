@@ -108,6 +108,14 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engineering-usd-per-week", type=float, help="engineering cost (default: prices.yaml)")
     p.add_argument("--discount-rate", type=float, help="annual discount rate for NPV, e.g. 0.10")
     p.add_argument("--horizon-months", type=int, help="NPV / payback horizon in months")
+    p.add_argument("--billing", choices=["autoscaled", "fixed"], default="autoscaled",
+                   help="the bill every saving comes from: each hour's replicas (autoscaled, default) or a fleet "
+                        "sized for the peak hour all month (fixed)")
+    p.add_argument("--confidence", type=float, default=0.8,
+                   help="the P(saving > 0) a recommendation to deploy requires (default 0.8)")
+    p.add_argument("--price-range", action="store_true",
+                   help="let the uncertainty draw $/GPU-hour from the hardware's list range (never over a "
+                        "--usd-per-gpu-hour you entered)")
     p.set_defaults(traffic=None, current_method="none")
 
 
@@ -238,7 +246,8 @@ def _plan_request(args, cat, *, levers: bool = False):
         workload=args.workload, language=args.language, current_method=getattr(args, "current_method", "none"),
         tuned=args.tuned, costs=costs, acceptance=acceptance,
         acceptance_method=method if acceptance is not None else None, acceptance_k=k_meas,
-        levers_start="auto" if levers else None)
+        levers_start="auto" if levers else None, billing=getattr(args, "billing", "autoscaled"),
+        confidence=getattr(args, "confidence", 0.8), price_range=getattr(args, "price_range", False))
 
 
 def plan_json(p) -> dict[str, Any]:
@@ -269,6 +278,7 @@ def plan_json(p) -> dict[str, Any]:
         "economics": p.economics.__dict__,
         "levers": [st.__dict__ for st in p.levers],
         "deploy": p.deploy,
+        "bills": [b.__dict__ for b in p.bills],
         "fleet": None if p.fleet is None else {
             "shape_source": p.fleet.shape_source, "usd_per_gpu_hour": p.fleet.usd_per_gpu_hour, "tp": p.fleet.tp,
             "configs": [{**{k: v for k, v in c.__dict__.items() if k != "hours"},
@@ -285,7 +295,10 @@ CONVENTIONS = {
     "alpha_position_1": "conditional per-token acceptance at draft position 1 (the profiles' ranges)",
     "draft_acceptance_rate": "vLLM: accepted / drafted = (acceptance_length - 1) / K",
     "acceptance_length": "tokens per verifier step, bonus token included",
-    "usd_per_mtok": "$ per million output tokens, prefill GPU time included",
+    "usd_per_mtok": "$ per million output tokens at full load: one replica kept at its best batch under the SLO, "
+                    "prefill sharing its time (planner.replica)",
+    "effective_usd_per_mtok": "the fleet's bill / the month's output tokens (bills, economics)",
+    "monthly_saving_usd": "the reference fleet's bill - the best method's fleet's bill, under economics.billing",
 }
 
 
@@ -311,14 +324,19 @@ def cmd_compare(args) -> Any:
 
 
 def cmd_levers(args) -> Any:
-    from planner.plan import levers, order_by_return
+    from planner.levers import summarize
+    from planner.plan import default_costs, levers, order_by_return
 
     cat = _catalog()
     req = _plan_request(args, cat)
-    start = args.method or "eagle3"
+    start = args.method or "none"  # the starting (today's) method; none: step 0 adopts EAGLE-3 if it pays
     steps = levers(req, cat, start)
     order = order_by_return(steps)
-    return {"start": start, "article_order": [st.__dict__ for st in steps],
+    costs = req.costs or default_costs(cat)
+    total = summarize(steps, req.monthly_output_tokens, horizon_months=costs.horizon_months,
+                      annual_discount_rate=costs.annual_discount_rate)
+    return {"start": start, "billing": req.billing, "applied_set": total.__dict__,
+            "article_order": [st.__dict__ for st in steps],
             "by_return": [st.__dict__ for st in levers(req, cat, start, order)]}
 
 

@@ -79,39 +79,78 @@ def decide(ctx: Context, *, baseline: OperatingPoint, reference: OperatingPoint 
             f"{fmt_cpm(best.usd_per_mtok)} per million output tokens where no configuration without speculation "
             f"does ({baseline.reason}).",
         )
-    cut = 1.0 - best.usd_per_mtok / reference.usd_per_mtok
-    within = econ.payback_months <= econ.horizon_months
-    bound = (
-        "the verifier is memory-bound, so drafting cuts CPM"
-        if best.verifier_bound == "memory"
-        else "the verifier is compute-bound, yet drafting still cuts CPM"
-    )
     ref_phrase = reference.label
     if not switching:
         return None, (
-            f"Keep {best.label} (K={best.k}, batch {best.batch}): no other method is cheaper under the {slo} "
-            f"({fmt_cpm(best.usd_per_mtok)} per million output tokens)."
+            f"Keep {best.label} (K={best.k}, batch {best.batch}): no other method's fleet costs less under the {slo} "
+            f"({fmt_usd(econ.new_bill_usd_per_month)}/month, {econ.billing}; {fmt_cpm(best.usd_per_mtok)} per million "
+            "output tokens at full load)."
         )
-    if cut >= ctx.costs.min_cpm_cut and within:
-        reason = (
-            f"at batch {best.batch} under the {slo} {bound} {cut * 100:.1f} % "
-            f"({fmt_cpm(reference.usd_per_mtok)} -> {fmt_cpm(best.usd_per_mtok)} per million output tokens "
-            f"vs {ref_phrase}); the {fmt_usd(econ.one_time_usd)} setup pays back in "
-            f"{fmt_months(econ.payback_months)}"
+    if econ.monthly_saving_usd is None:
+        return None, f"Stay with {ref_phrase} {traffic}: the fleet for this traffic could not be sized."
+    saving, ref_bill, new_bill = econ.monthly_saving_usd, econ.reference_bill_usd_per_month, econ.new_bill_usd_per_month
+    fleet = (f"{fmt_usd(ref_bill)} -> {fmt_usd(new_bill)} a month, {econ.billing} fleet, "
+             f"{econ.reference_peak_gpus} -> {econ.new_peak_gpus} GPUs at the peak")
+    if abs(saving) <= 1e-9 * max(ref_bill, 1.0):
+        return None, (
+            f"Speculation changes latency, not the bill {traffic}: {best.label} at K={best.k} serves it at "
+            f"{_ms(econ.new_tpot_ms)} TPOT instead of {_ms(econ.reference_tpot_ms)} on the same fleet "
+            f"({econ.new_peak_gpus} GPU{'' if econ.new_peak_gpus == 1 else 's'} at the peak, "
+            f"{fmt_usd(new_bill)}/month {econ.billing}); stay with "
+            f"{ref_phrase} unless that latency is worth its {fmt_usd(econ.one_time_usd)} setup."
         )
-        return (
-            _recommend(best, pct(best.usd_per_mtok, reference.usd_per_mtok), reason),
-            f"Deploy {best.label} with K={best.k} {traffic}: {reason}.",
-        )
+    if saving < 0:
+        return None, (f"Stay with {ref_phrase} {traffic}: {best.label}'s fleet costs more ({fleet}) under the {slo}.")
+    cut = saving / ref_bill
+    within = econ.payback_months <= econ.horizon_months
+    pays = within and econ.npv_usd is not None and econ.npv_usd > 0
     if cut < ctx.costs.min_cpm_cut:
         return None, (
-            f"Stay with {ref_phrase} {traffic}: the best method ({best.label}, K={best.k}, batch {best.batch}) "
-            f"changes CPM by {fmt_pct(-cut * 100)} under the {slo}, too little to pay for a change "
+            f"Stay with {ref_phrase} {traffic}: the best method ({best.label}, K={best.k}) cuts the bill "
+            f"{fmt_pct(-cut * 100)} ({fleet}) under the {slo}, too little to pay for a change "
             f"(threshold {ctx.costs.min_cpm_cut * 100:g} %)."
         )
-    return None, (
-        f"Stay with {ref_phrase} {traffic}: {best.label} would cut CPM {cut * 100:.1f} %, but at "
-        f"{req.monthly_output_tokens / 1e9:,.2f}B output tokens a month its {fmt_usd(econ.one_time_usd)} "
-        + (f"setup takes {fmt_months(econ.payback_months)} to pay back, beyond the {econ.horizon_months}-month "
-           "horizon." if math.isfinite(econ.payback_months) else "setup never pays back.")
+    if not pays:
+        return None, (
+            f"Stay with {ref_phrase} {traffic}: {best.label} would save {fmt_usd(saving)} a month ({fleet}), but its "
+            f"{fmt_usd(econ.one_time_usd)} setup "
+            + (f"takes {fmt_months(econ.payback_months)} to pay back, beyond the {econ.horizon_months}-month horizon"
+               if math.isfinite(econ.payback_months) and not within else "never pays back")
+            + f" (NPV {fmt_usd(econ.npv_usd)})."
+        )
+    sure = confidence_shortfall(ctx, econ)
+    if sure:
+        return None, f"Calibrate first {traffic}: {best.label} would save {fmt_usd(saving)} a month ({fleet}), {sure}"
+    bound = ("the verifier is memory-bound, so drafting frees replicas" if best.verifier_bound == "memory"
+             else "the verifier is compute-bound, yet drafting still frees replicas")
+    reason = (
+        f"under the {slo} {bound}: the bill falls {cut * 100:.1f} % ({fleet}, vs {ref_phrase}); "
+        f"the {fmt_usd(econ.one_time_usd)} setup pays back in {fmt_months(econ.payback_months)}"
+        + (f", P(saving > 0) = {econ.p_saving_positive * 100:.0f} %" if econ.p_saving_positive is not None else "")
     )
+    return (
+        _recommend(best, pct(best.usd_per_mtok, reference.usd_per_mtok), reason),
+        f"Deploy {best.label} with K={best.k} {traffic}: {reason}.",
+    )
+
+
+def _ms(v: float | None) -> str:
+    return f"{v:.1f} ms" if v is not None and math.isfinite(v) else "n/a"
+
+
+def confidence_shortfall(ctx: Context, econ: PlanEconomics) -> str:
+    """'' when the Monte Carlo's P(saving > 0) reaches the request's confidence (or was not computed); else why
+    not, with the command that calibrates the step time and acceptance."""
+    p = econ.p_saving_positive
+    if p is None or p >= ctx.req.confidence:
+        return ""
+    return (f"but only with P(saving > 0) = {p * 100:.0f} %, below the {ctx.req.confidence * 100:.0f} % asked: "
+            f"measure the step time and acceptance on your hardware first ({calibrate_command(ctx)}), then plan "
+            "again with the calibrated profile.")
+
+
+def calibrate_command(ctx: Context) -> str:
+    """The command that measures this plan's model and workloads (python -m calibration list registry names the
+    models it can run)."""
+    workloads = ",".join(sorted({s.workload for s in ctx.segs}))
+    return f"python -m calibration run --model {ctx.req.model} --workloads {workloads}"

@@ -1,6 +1,6 @@
 """Money: monthly spend, savings, one-time costs, payback and NPV. Vectorised over numpy arrays.
 
-monthly spend = monthly output tokens / 1e6 * CPM
+monthly spend = monthly output tokens / 1e6 * CPM (a plan's spend is its fleet's bill: planner.bill)
 payback months = one-time cost / monthly saving (inf when the saving is <= 0)
 NPV = sum_{m=1..H} saving / (1 + r)^(m/12) - one-time cost   (monthly cash flows, annual rate r)
 """
@@ -8,11 +8,13 @@ NPV = sum_{m=1..H} saving / (1 + r)^(m/12) - one-time cost   (monthly cash flows
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from planner.answer import OperatingPoint, PlanEconomics
+from planner.bill import Bill
 from planner.request import CostAssumptions
 
 TOKENS_PER_MTOK = 1e6
@@ -62,8 +64,18 @@ def economics(
         a = np.asarray(v, float)
         if np.any(np.isnan(a)) or np.any(a < 0):
             raise ValueError(f"{name}={v!r} must be a number >= 0")
-    base = monthly_spend_usd(baseline_usd_per_mtok, monthly_output_tokens)
-    new = monthly_spend_usd(new_usd_per_mtok, monthly_output_tokens)
+    return economics_of_bills(baseline_monthly_usd=monthly_spend_usd(baseline_usd_per_mtok, monthly_output_tokens),
+                              new_monthly_usd=monthly_spend_usd(new_usd_per_mtok, monthly_output_tokens),
+                              one_time_usd=one_time_usd, horizon_months=horizon_months,
+                              annual_discount_rate=annual_discount_rate)
+
+
+def economics_of_bills(*, baseline_monthly_usd, new_monthly_usd, one_time_usd, horizon_months: int = 36,
+                       annual_discount_rate: float = 0.10) -> Economics:
+    """Saving (baseline bill - new bill, below 0 when the new one costs more), payback and NPV from two monthly
+    bills (planner.bill) and a one-time cost."""
+    base = np.asarray(baseline_monthly_usd, float)
+    new = np.asarray(new_monthly_usd, float)
     saving = base - new
     one = np.asarray(one_time_usd, float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -90,60 +102,53 @@ def plan_economics(
     best: OperatingPoint | None,
     one_low: float,
     one_high: float,
+    reference_bill: Bill | None,
+    best_bill: Bill | None,
+    band_bills: Sequence[Bill] = (),
 ) -> PlanEconomics:
-    """Switching from the reference to the best method: saving (and its band over the best method's alpha range),
-    one-time cost, payback and NPV; blank where either is missing."""
+    """Switching from the reference to the best method, in fleet bills (planner.bill): monthly saving = the
+    reference fleet's bill - the best method's fleet's bill (its band: the best method's fleets at the ends of its
+    alpha range), one-time cost, payback and NPV; blank where either is missing. The CPMs are at full load; the
+    effective CPMs are bill / output tokens."""
     one_mid = 0.5 * (one_low + one_high)
     vol = monthly_output_tokens
     inf = math.inf
-    if reference is None or best is None:
+    billing = (reference_bill or best_bill).billing if (reference_bill or best_bill) else ""
+    bill_fields = dict(
+        billing=billing,
+        reference_bill_usd_per_month=reference_bill.usd_per_month if reference_bill else None,
+        new_bill_usd_per_month=best_bill.usd_per_month if best_bill else None,
+        reference_effective_usd_per_mtok=reference_bill.effective_usd_per_mtok if reference_bill else None,
+        new_effective_usd_per_mtok=best_bill.effective_usd_per_mtok if best_bill else None,
+        reference_tpot_ms=reference_bill.tpot_ms if reference_bill else None,
+        new_tpot_ms=best_bill.tpot_ms if best_bill else None,
+        reference_peak_gpus=reference_bill.peak_gpus if reference_bill else None,
+        new_peak_gpus=best_bill.peak_gpus if best_bill else None,
+    )
+    usable = (reference is not None and best is not None and reference_bill is not None and best_bill is not None
+              and math.isfinite(reference_bill.usd_per_month) and math.isfinite(best_bill.usd_per_month))
+    if not usable:
         return PlanEconomics(
             reference.usd_per_mtok if reference else None,
             best.usd_per_mtok if best else None,
-            vol,
-            None,
-            None,
-            None,
-            one_mid,
-            one_low,
-            one_high,
-            inf,
-            inf,
-            inf,
-            None,
-            costs.horizon_months,
-            costs.annual_discount_rate,
+            vol, None, None, None, one_mid, one_low, one_high, inf, inf, inf, None,
+            costs.horizon_months, costs.annual_discount_rate, **bill_fields,
         )
-    new = min(best.usd_per_mtok, reference.usd_per_mtok)
-    e = economics(
-        baseline_usd_per_mtok=reference.usd_per_mtok,
-        new_usd_per_mtok=new,
-        monthly_output_tokens=vol,
-        one_time_usd=one_mid,
-        horizon_months=costs.horizon_months,
-        annual_discount_rate=costs.annual_discount_rate,
-    )
-    # uncertainty band: the best method at the low / high end of its alpha range against the same reference
-    sav_lo = (
-        max(0.0, reference.usd_per_mtok - best.usd_per_mtok_low) * vol / 1e6
-        if math.isfinite(best.usd_per_mtok_low)
-        else None
-    )
-    sav_hi = (
-        max(0.0, reference.usd_per_mtok - best.usd_per_mtok_high) * vol / 1e6
-        if math.isfinite(best.usd_per_mtok_high)
-        else None
-    )
-    savings = sorted(s for s in (sav_lo, sav_hi, float(e.monthly_saving_usd)) if s is not None)
+    e = economics_of_bills(baseline_monthly_usd=reference_bill.usd_per_month, new_monthly_usd=best_bill.usd_per_month,
+                           one_time_usd=one_mid, horizon_months=costs.horizon_months,
+                           annual_discount_rate=costs.annual_discount_rate)
+    saving, npv = float(e.monthly_saving_usd), float(e.npv_usd)
+    ends = [reference_bill.usd_per_month - b.usd_per_month for b in band_bills if math.isfinite(b.usd_per_month)]
+    savings = sorted([saving, *ends])
 
     def payback(one, sav):
         return one / sav if sav > 0 else inf
 
     return PlanEconomics(
         reference_usd_per_mtok=reference.usd_per_mtok,
-        new_usd_per_mtok=new,
+        new_usd_per_mtok=best.usd_per_mtok,
         monthly_output_tokens=vol,
-        monthly_saving_usd=float(e.monthly_saving_usd),
+        monthly_saving_usd=saving,
         monthly_saving_low_usd=savings[0],
         monthly_saving_high_usd=savings[-1],
         one_time_usd=one_mid,
@@ -152,7 +157,8 @@ def plan_economics(
         payback_months=float(e.payback_months),
         payback_low_months=payback(one_low, savings[-1]),
         payback_high_months=payback(one_high, savings[0]),
-        npv_usd=float(e.npv_usd),
+        npv_usd=float(npv),
         horizon_months=costs.horizon_months,
         annual_discount_rate=costs.annual_discount_rate,
+        **bill_fields,
     )

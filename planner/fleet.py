@@ -1,13 +1,14 @@
 """Traffic by hour -> the fleet it needs, with and without speculation, and the month's bill.
 
 Per hour h with arrival rate lambda_h (requests/s), mean output tokens O_h and prompt tokens P_h, one
-configuration (a method at its K, or no speculation) on R replicas of `tp` GPUs each:
+configuration (a method at its K, or no speculation) on R replicas of `tp` GPUs each (planner.replica, the model
+of a replica the CPM search uses too):
     prefill share of a replica's time   rho = (lambda_h / R) * t_prefill(P_h)          (must be < 1)
     TPOT a user sees at decode batch b   TPOT_eff(b) = TPOT(b) / (1 - rho)            (decode gets 1 - rho)
     Little's law (sequences in flight)   b = (lambda_h / R) * O_h * TPOT_eff(b)       (a fixed point in b)
-R_h = the fewest replicas with a fixed point b* <= the memory limit and TPOT_eff(b*) <= the SLO. Because
-TPOT(b) / b falls with b, that holds iff (lambda_h / R) * O_h * TPOT_eff(b_lim) <= b_lim, with b_lim the largest
-batch meeting memory and the SLO at that R. At least one replica runs every hour (a service stays up).
+R_h = the fewest replicas whose share lambda_h / R stays within one replica's capacity: the arrival rate that keeps
+it full at the largest batch within memory whose TPOT seen at full load meets the SLO (planner.replica; the batch
+the CPM search keeps). At least one replica runs every hour (a service stays up).
 GPUs_h = R_h * tp. Month: autoscaled GPU-hours = sum_h GPUs_h * days; a fleet sized for the peak pays
 max_h GPUs_h * 24 * days. Bills = GPU-hours * $/GPU-hour.
 """
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from planner.replica import replica_load
 
 DAYS_PER_MONTH = 365.25 / 12.0  # 30.4375: the average Gregorian month (the traffic volumes use it too)
 HOURS_PER_DAY = 24
@@ -47,6 +50,7 @@ class FleetHour:
     tpot_ms: float  # TPOT a user sees, prefill interference included
     prefill_share: float
     feasible: bool  # False: no number of replicas meets the SLO (e.g. the configuration misses it at batch 1)
+    capacity_requests_per_s: float = 0.0  # one replica kept full under the SLO (planner.replica); replicas = ceil
 
 
 @dataclass(frozen=True)
@@ -129,14 +133,29 @@ def sequences_in_flight(*, requests_per_s, output_tokens, tpot_s):
 def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefill_s: np.ndarray,
                  tpot_s: np.ndarray, max_batch: np.ndarray, slo_s: float) -> tuple[np.ndarray, np.ndarray,
                                                                                    np.ndarray, np.ndarray]:
-    """Per hour: (replicas, batch at the fixed point, TPOT seen, prefill share), vectorised over hours.
+    """Per hour: (replicas, batch at the fixed point, TPOT seen, prefill share), vectorised over hours
+    (replicas_and_capacity without the capacity)."""
+    return replicas_and_capacity(requests_per_s=requests_per_s, output_tokens=output_tokens, prefill_s=prefill_s,
+                                 tpot_s=tpot_s, max_batch=max_batch, slo_s=slo_s)[:4]
+
+
+def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefill_s: np.ndarray,
+                          tpot_s: np.ndarray, max_batch: np.ndarray, slo_s: float,
+                          capacity: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """Per hour: (replicas, batch at the fixed point, TPOT seen, prefill share, one replica's capacity in
+    requests/s), vectorised over hours.
 
     tpot_s: (H, B) decode TPOT at batch 1..B per replica (non-decreasing in batch); max_batch: (H,) memory limit;
     requests_per_s, output_tokens, prefill_s: (H,). Replicas 0 mean infeasible (no R meets the SLO).
 
-    B may stop below max_batch once B >= lambda_h * O_h * SLO for every hour: a batch b the SLO allows has
-    lambda_r * O * TPOT_eff(b) <= lambda_r * O * SLO <= B, so every allowed batch from B on satisfies the fixed
-    point and the answer is the same as with the whole curve (Little's law bounds the sequences in flight)."""
+    One replica's capacity is the arrival rate that keeps it full at b_lim, the largest integer batch within memory
+    whose TPOT seen at full load meets the SLO (planner.replica: the batch the CPM search keeps); R_h = the fewest
+    replicas with lambda_h / R <= that capacity (at least one). At that load the fixed point b* <= b_lim and its TPOT
+    seen t(b*) / (1 - rho) <= t(b_lim) / (1 - rho_full) <= SLO (rho <= rho_full).
+
+    B may stop below max_batch once B >= lambda_h * O_h * SLO for every hour: at batch B a full replica serves
+    B / (O TPOT seen) >= B / (O SLO) >= lambda_h requests/s, so one replica holds the hour, as with the whole
+    curve; `capacity` (H,) then gives the true capacity past B where the caller found it (NaN: the curve's)."""
     lam = np.asarray(requests_per_s, float)
     out = np.asarray(output_tokens, float)
     pre = np.asarray(prefill_s, float)
@@ -148,44 +167,35 @@ def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefi
                          "to min(max_batch, requests_per_s * output_tokens * slo_s)")
     batches = np.arange(1, bmax + 1, dtype=float)
     mb = np.minimum(np.asarray(max_batch, float), bmax)
-
-    def ok(r: np.ndarray) -> np.ndarray:
-        lam_r = lam / r
-        rho = lam_r * pre
-        live = rho < 1
-        slo_dec = slo_s * np.where(live, 1.0 - rho, 0.0)  # decode TPOT allowed at this R
-        allowed = (tp <= slo_dec[:, None]) & (batches[None, :] <= mb[:, None])
-        b_lim = allowed.sum(axis=1).astype(float)  # TPOT grows with batch: the allowed batches are 1..b_lim
-        t_lim = tp[np.arange(h), np.maximum(b_lim, 1).astype(int) - 1]
-        need = sequences_in_flight(requests_per_s=lam_r, output_tokens=out,
-                                   tpot_s=t_lim / np.where(live, 1.0 - rho, 1.0))
-        return live & (b_lim >= 1) & (need <= b_lim)
-
-    hi = np.full(h, float(MAX_REPLICAS))
-    lo = np.zeros(h)  # invariant: ok(hi) (or hi is the cap), not ok(lo) (lo = 0 stands for "none")
-    feasible = ok(hi) | (lam == 0)
-    while np.any((hi - lo > 1) & feasible):
-        mid = np.floor((lo + hi) / 2)
-        good = ok(np.maximum(mid, 1.0))
-        hi = np.where(good & (hi - lo > 1), mid, hi)
-        lo = np.where(~good & (hi - lo > 1), mid, lo)
-    r = np.where(feasible, np.maximum(hi, 1.0), 0.0)
+    full = replica_load(tpot_s=tp, batch=batches[None, :], prefill_s=pre[:, None], output_tokens=out[:, None])
+    # the TPOT seen at full load grows with the batch (decode TPOT does, and so does b t_p / O): 1..b_lim allowed
+    allowed = (full.tpot_seen_s <= slo_s) & (batches[None, :] <= mb[:, None])
+    b_lim = allowed.sum(axis=1)
+    cap = np.where(b_lim >= 1, full.requests_per_s[np.arange(h), np.maximum(b_lim, 1) - 1], 0.0)
+    if capacity is not None:  # the capacity past the curve's end, where the caller found it (NaN: the curve's)
+        cap = np.where(np.isfinite(capacity), capacity, cap)
+    feasible = (cap > 0) | (lam == 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.ceil(lam / np.where(cap > 0, cap, 1.0) * (1.0 - 1e-12))
+    r = np.where(feasible, np.clip(need, 1.0, MAX_REPLICAS), 0.0)
     # the fixed point at R: the smallest batch b with lambda_r * O * TPOT_eff(b) <= b
     lam_r = lam / np.maximum(r, 1.0)
-    rho = np.where(feasible, lam_r * pre, 0.0)
-    eff = tp / (1.0 - np.minimum(rho, 0.999999))[:, None]
-    fixed = (lam_r * out)[:, None] * eff <= batches[None, :]
+    load = replica_load(tpot_s=tp, batch=batches[None, :], prefill_s=pre[:, None], output_tokens=out[:, None],
+                        requests_per_s=np.where(feasible, lam_r, 0.0)[:, None])
+    rho, eff = load.prefill_share[:, 0], load.tpot_seen_s
+    fixed = sequences_in_flight(requests_per_s=lam_r[:, None], output_tokens=out[:, None], tpot_s=eff) <= batches
     b_star = np.where(fixed.any(axis=1), np.argmax(fixed, axis=1) + 1.0, np.nan)
     # a fractional fixed point reads better than an integer ceiling at low load: interpolate lambda_r * O * TPOT
     b_idx = np.nan_to_num(b_star, nan=1.0).astype(int) - 1
     b_frac = np.minimum(b_star, (lam_r * out) * eff[np.arange(h), b_idx])
     tpot_seen = eff[np.arange(h), b_idx]
-    return r.astype(int), np.where(lam > 0, b_frac, 0.0), np.where(lam > 0, tpot_seen, np.nan), rho
+    return (r.astype(int), np.where(lam > 0, b_frac, 0.0), np.where(lam > 0, tpot_seen, np.nan), rho, cap)
 
 
 def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.ndarray, max_batch: np.ndarray,
                       prefill_s: np.ndarray, hours: Sequence[HourLoad], tp: int, usd_per_gpu_hour: float,
-                      slo_ms: float, shape_source: str, slot_hours: float = 1.0) -> Fleet:
+                      slo_ms: float, shape_source: str, slot_hours: float = 1.0,
+                      capacity_requests_per_s: np.ndarray | None = None) -> Fleet:
     """configs: (method, label, K) per configuration; tpot_s: (C, H, B) decode TPOT per replica at batch 1..B;
     max_batch: (C, H); prefill_s: (H,) prefill GPU-seconds per request on one replica. slot_hours: length of one
     slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day)."""
@@ -193,19 +203,21 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
     out = np.array([h.output_tokens for h in hours])
     n_c, n_h = len(configs), len(hours)
     # every configuration's hours in one vectorised call (rows c * H + h)
-    r_all, b_all, t_all, rho_all = (a.reshape(n_c, n_h) for a in replicas_for(
+    r_all, b_all, t_all, rho_all, cap_all = (a.reshape(n_c, n_h) for a in replicas_and_capacity(
         requests_per_s=np.tile(lam, n_c), output_tokens=np.tile(out, n_c),
         prefill_s=np.tile(np.broadcast_to(np.asarray(prefill_s, float), (n_h,)), n_c),
         tpot_s=np.asarray(tpot_s, float)[:n_c].reshape(n_c * n_h, -1),
-        max_batch=np.asarray(max_batch, float)[:n_c].reshape(n_c * n_h), slo_s=slo_ms / 1e3))
+        max_batch=np.asarray(max_batch, float)[:n_c].reshape(n_c * n_h), slo_s=slo_ms / 1e3,
+        capacity=None if capacity_requests_per_s is None else np.asarray(capacity_requests_per_s, float).reshape(-1)))
     plans = []
     for c, (method, label, k) in enumerate(configs):
-        r, b, t, rho = r_all[c], b_all[c], t_all[c], rho_all[c]
+        r, b, t, rho, cap = r_all[c], b_all[c], t_all[c], rho_all[c], cap_all[c]
         feasible = bool(np.all(r > 0))
         gpus = r * tp
         hrs = tuple(FleetHour(hr.hour, float(hr.requests_per_s), float(hr.prompt_tokens), float(hr.output_tokens),
                               int(r[i]), int(gpus[i]), float(b[i]),
-                              float(t[i] * 1e3) if math.isfinite(t[i]) else math.nan, float(rho[i]), bool(r[i] > 0))
+                              float(t[i] * 1e3) if math.isfinite(t[i]) else math.nan, float(rho[i]), bool(r[i] > 0),
+                              float(cap[i]))
                     for i, hr in enumerate(hours))
         # a day is len(hours) slots of slot_hours each, repeated to fill 24 hours
         day_gpu_hours = float(gpus.sum()) * slot_hours * (HOURS_PER_DAY / (slot_hours * len(hours)))

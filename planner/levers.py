@@ -1,6 +1,8 @@
-"""The seven levers as a waterfall over the whole mix: each applied cumulatively from a starting method at the
-plan's operating point, each step at its own best batch under the SLO; a lever that raises CPM is skipped.
-Payback and break-even spend come from planner.economics.
+"""The seven levers as a waterfall over the whole mix, from today's configuration: each step at its own best batch
+under the SLO, priced by its fleet's bill (planner.bill, the request's billing). A step is applied only when the bill
+it saves pays back its one-time cost within the horizon with a positive NPV; otherwise it is skipped and says why.
+When today runs no draft network (no speculation, or prompt lookup), step 0 adopts EAGLE-3 under the same rule, and
+the levers need it applied. Payback, NPV and break-even spend come from planner.economics.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.answer import LeverStep, OperatingPoint
+from planner.bill import point_bill
 from planner.candidates import vsd_alpha_shift
-from planner.context import Candidate, Context, make_context
+from planner.context import BASELINE, Candidate, Context, make_context
 from planner.drafting import availability
-from planner.economics import TOKENS_PER_MTOK, breakeven_monthly_spend_usd, economics
-from planner.formatting import fmt_cpm
+from planner.economics import TOKENS_PER_MTOK, annuity_factor, breakeven_monthly_spend_usd
+from planner.formatting import fmt_cpm, fmt_months, fmt_usd
 from planner.points import one_point
 from planner.request import NO_SPEC, PlanError, PlanRequest
 
@@ -29,15 +32,27 @@ def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None
     engineering weeks once. Payback and break-even spend use planner.economics.
     """
     cat = ctx.catalog
-    names = list(order or [n for n, _ in sorted(cat.levers.items(), key=lambda kv: kv[1].number)])
-    m0 = cat.methods[start]
-    cur = Candidate(start, tuple(range(1, m0.max_k + 1)), tuned=ctx.req.tuned)  # the plan's operating point
-    pt = one_point(ctx, cur)
+    names = [n for n in (order or sorted(cat.levers, key=lambda n: cat.levers[n].number)) if n != "adopt"]
+    steps = []
+    if start == NO_SPEC or cat.methods[start].drafting == "ngram":  # today has no draft network: adopt one first
+        today = BASELINE if start == NO_SPEC else _candidate(ctx, start)
+        pt = one_point(ctx, today)
+        bill = point_bill(ctx, pt, billing=ctx.req.billing, cand=today).usd_per_month
+        step0, cur, pt, bill = _adopt(ctx, today, pt, bill)
+        steps.append(step0)
+    else:
+        cur = _candidate(ctx, start)  # the plan's operating point
+        pt = one_point(ctx, cur)
+        bill = point_bill(ctx, pt, billing=ctx.req.billing, cand=cur).usd_per_month
     eng = ctx.costs.engineering_usd_per_week
     n_segs = len({(s.workload, s.language) for s in ctx.segs})
-    steps = []
     for name in names:
         lever = cat.levers[name]
+        src = f"{lever.source.source} ({lever.source.date})"
+        if cur.method == NO_SPEC:
+            steps.append(_skip(lever, f"needs a draft network deployed: step 0 ({steps[0].label}) does not pay here",
+                               cur, pt, src, bill))
+            continue
         method = cat.methods[cur.method]
         new, why = None, ""
         if lever.applies_to and cur.method not in lever.applies_to:
@@ -97,71 +112,99 @@ def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None
                 f"acceptance length x{lever.speedup_factor:g} at K={method.default_k} (alpha {shift:+.3f})",
             )
         before = pt
-        src = f"{lever.source.source} ({lever.source.date})"
         if new is None:
-            steps.append(_skip(lever, why, cur, before, src))
+            steps.append(_skip(lever, why, cur, before, src, bill))
             continue
         after = one_point(ctx, new)
-        if not (after.feasible and (not before.feasible or after.usd_per_mtok < before.usd_per_mtok)):
-            msg = (
-                (
-                    f"skipped: {why} raises CPM here ({fmt_cpm(before.usd_per_mtok)} -> {fmt_cpm(after.usd_per_mtok)}"
-                    f"/Mtok at its best batch {after.batch} under the SLO)"
-                )
-                if after.feasible
-                else f"skipped: {why} does not fit or meet the SLO here"
-            )
-            steps.append(_skip(lever, msg, cur, before, src))
+        if not after.feasible:
+            steps.append(_skip(lever, f"skipped: {why} does not fit or meet the SLO here", cur, before, src, bill))
             continue
         n_applied = n_segs if lever.kind == "alpha" else 1
         low = lever.one_time_usd.low * n_applied + lever.engineering_weeks * eng
         high = lever.one_time_usd.high * n_applied + lever.engineering_weeks * eng
-        e = economics(
-            baseline_usd_per_mtok=before.usd_per_mtok,
-            new_usd_per_mtok=min(after.usd_per_mtok, before.usd_per_mtok),
-            monthly_output_tokens=ctx.req.monthly_output_tokens,
-            one_time_usd=high,
-            horizon_months=ctx.costs.horizon_months,
-            annual_discount_rate=ctx.costs.annual_discount_rate,
-        )
-        frac = 1.0 - after.usd_per_mtok / before.usd_per_mtok if before.usd_per_mtok > 0 else 0.0
-        be = float(
-            breakeven_monthly_spend_usd(
-                cpm_reduction_fraction=frac,
-                one_time_usd=high,
-                horizon_months=ctx.costs.horizon_months,
-                annual_discount_rate=ctx.costs.annual_discount_rate,
-            )
-        )
-        steps.append(
-            LeverStep(
-                name,
-                lever.number,
-                lever.label,
-                True,
-                why,
-                new.method,
-                after.k,
-                after.batch,
-                new.tree,
-                before.alpha_position_1,
-                after.alpha_position_1,
-                before.usd_per_mtok,
-                after.usd_per_mtok,
-                low,
-                high,
-                float(e.monthly_saving_usd),
-                float(e.payback_months),
-                be,
-                lever.note,
-                src,
-            )
-        )
-        cur, pt = new, after
+        step, applied, after_bill = _judge(ctx, lever.name, lever.number, lever.label, why, new, before, after,
+                                           bill, low, high, lever.note, src, tree_before=cur.tree)
+        steps.append(step)
+        if applied:
+            cur, pt, bill = new, after, after_bill
     return steps
 
 
-def _skip(lever, why, cur: Candidate, pt: OperatingPoint, src: str) -> LeverStep:
+def _candidate(ctx: Context, method: str) -> Candidate:
+    m = ctx.catalog.methods[method]
+    return Candidate(method, tuple(range(1, m.max_k + 1)), tuned=ctx.req.tuned)
+
+
+ADOPT = "eagle3"  # the draft the levers build on when today has none (the seed article's levers are EAGLE-3's)
+
+
+def _adopt(ctx: Context, today: Candidate, pt: OperatingPoint, bill: float):
+    """Step 0 from a configuration without a draft network: adopt EAGLE-3 if it pays; (step, candidate, point,
+    bill) after it (today's when it does not pay)."""
+    cat = ctx.catalog
+    m = cat.methods[ADOPT]
+    label = f"Adopt {m.label}"
+    ok, why = availability(ctx.model, m)
+    if not ok:
+        return LeverStep("adopt", 0, label, False, f"unavailable: {why}", today.method, pt.k, pt.batch, False,
+                         pt.alpha_position_1, pt.alpha_position_1, pt.usd_per_mtok, pt.usd_per_mtok, 0.0, 0.0,
+                         0.0, math.inf, math.inf, "", "", bill, bill), today, pt, bill
+    new = _candidate(ctx, ADOPT)
+    after = one_point(ctx, new)
+    if not after.feasible:
+        return LeverStep("adopt", 0, label, False, f"skipped: {m.label} does not fit or meet the SLO here",
+                         today.method, pt.k, pt.batch, False, pt.alpha_position_1, pt.alpha_position_1,
+                         pt.usd_per_mtok, pt.usd_per_mtok, 0.0, 0.0, 0.0, math.inf, math.inf, "", "", bill,
+                         bill), today, pt, bill
+    low, high = ctx.costs.one_time_usd(m)
+    src = f"{m.source.source} ({m.source.date})"
+    step, applied, after_bill = _judge(ctx, "adopt", 0, label, f"from {pt.label} to {m.label}", new, pt, after,
+                                       bill, low, high, "", src)
+    return (step, new, after, after_bill) if applied else (step, today, pt, bill)
+
+
+def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Candidate, before: OperatingPoint,
+           after: OperatingPoint, bill: float, low: float, high: float, note: str, src: str, tree_before: bool = False
+           ) -> tuple[LeverStep, bool, float]:
+    """(the step, applied?, its fleet's bill after): applied when the bill it saves pays back its one-time cost
+    (high end) within the horizon with a positive NPV."""
+    costs = ctx.costs
+    after_bill = point_bill(ctx, after, billing=ctx.req.billing, cand=new).usd_per_month
+    saving = bill - after_bill if math.isfinite(bill) else (math.inf if math.isfinite(after_bill) else 0.0)
+    annuity = annuity_factor(costs.horizon_months, costs.annual_discount_rate)
+    payback = high / saving if saving > 0 else math.inf
+    npv = saving * annuity - high if math.isfinite(saving) else math.inf
+    frac = saving / bill if math.isfinite(bill) and bill > 0 else 0.0
+    be = float(breakeven_monthly_spend_usd(cpm_reduction_fraction=frac, one_time_usd=high,
+                                           horizon_months=costs.horizon_months,
+                                           annual_discount_rate=costs.annual_discount_rate))
+    cpm = f"{fmt_cpm(before.usd_per_mtok)} -> {fmt_cpm(after.usd_per_mtok)}/Mtok at full load"
+    applied = saving > 0 and payback <= costs.horizon_months and npv > 0
+    if applied:
+        reason = f"{why}: the bill falls {fmt_usd(saving)}/month ({cpm}); pays back in {fmt_months(payback)}"
+    elif saving <= 0 and after.usd_per_mtok < before.usd_per_mtok:
+        reason = (f"skipped: {why} cuts CPM ({cpm}) but not the bill ({fmt_usd(bill)}/month, "
+                  f"{ctx.req.billing}): the same replicas serve the traffic")
+    elif saving <= 0:
+        reason = f"skipped: {why} raises CPM here ({fmt_cpm(before.usd_per_mtok)} -> {fmt_cpm(after.usd_per_mtok)}" \
+                 f"/Mtok at its best batch {after.batch} under the SLO)"
+    else:
+        reason = (f"skipped: {why} saves {fmt_usd(saving)}/month on the bill, but its {fmt_usd(high)} one-time cost "
+                  f"pays back in {fmt_months(payback)}, beyond the {costs.horizon_months}-month horizon"
+                  if payback > costs.horizon_months else
+                  f"skipped: {why} saves {fmt_usd(saving)}/month, NPV {fmt_usd(npv)} over the horizon")
+    if not applied:
+        return (LeverStep(name, number, label, False, reason, before.method, before.k, before.batch, tree_before,
+                          before.alpha_position_1, before.alpha_position_1, before.usd_per_mtok, before.usd_per_mtok,
+                          0.0, 0.0, float(max(saving, 0.0)) if math.isfinite(saving) else 0.0, float(payback), be,
+                          note, src, bill, bill, float(npv)), False, after_bill)
+    return (LeverStep(name, number, label, True, reason, new.method, after.k, after.batch, new.tree,
+                      before.alpha_position_1, after.alpha_position_1, before.usd_per_mtok, after.usd_per_mtok, low,
+                      high, float(saving), float(payback), be, note, src, bill, after_bill, float(npv)),
+            True, after_bill)
+
+
+def _skip(lever, why, cur: Candidate, pt: OperatingPoint, src: str, bill: float = math.nan) -> LeverStep:
     return LeverStep(
         lever.name,
         lever.number,
@@ -183,21 +226,25 @@ def _skip(lever, why, cur: Candidate, pt: OperatingPoint, src: str) -> LeverStep
         math.inf,
         lever.note,
         src,
+        bill,
+        bill,
     )
 
 
 def levers(req: PlanRequest, catalog, start: str, order: Sequence[str] | None = None) -> list[LeverStep]:
-    """The waterfall for a request from a chosen starting method (the Levers page)."""
+    """The waterfall for a request from a chosen starting method (NO_SPEC: no speculation today; the Levers page)."""
     ctx = make_context(req, catalog)
-    m = catalog.methods[start]
-    ok, why = availability(ctx.model, m)
-    if not ok:
-        raise PlanError("levers_start", start, why)
+    if start != NO_SPEC:
+        m = catalog.methods[start]
+        ok, why = availability(ctx.model, m)
+        if not ok:
+            raise PlanError("levers_start", start, why)
     return lever_waterfall(ctx, start, order)
 
 
 def order_by_return(steps: Sequence[LeverStep]) -> list[str]:
-    """Lever names sorted by CPM cut per one-time dollar (free levers first, then the best ratio)."""
+    """Lever names sorted by CPM cut per one-time dollar (free levers first, then the best ratio); step 0 (adopting a
+    draft) is not a lever: the waterfall always starts with it."""
 
     def key(st: LeverStep):
         cut = st.usd_per_mtok_before - st.usd_per_mtok_after
@@ -207,7 +254,7 @@ def order_by_return(steps: Sequence[LeverStep]) -> list[str]:
             return (0, -cut, st.number)
         return (1, -cut / st.one_time_usd_high, st.number)
 
-    return [st.lever for st in sorted(steps, key=key)]
+    return [st.lever for st in sorted(steps, key=key) if st.number > 0]  # step 0 (adopt a draft) stays first
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -217,31 +264,42 @@ def order_by_return(steps: Sequence[LeverStep]) -> list[str]:
 
 @dataclass(frozen=True)
 class WaterfallSummary:
-    """A waterfall from end to end: CPM at the start and after the last applied lever, the applied levers' one-time
-    cost (high end) and the monthly saving at the request's volume."""
+    """A waterfall from end to end: CPM at full load at the start and after the last applied step, the fleet's bill
+    there, the applied steps' one-time cost (high end), the monthly saving (from the bills; from the CPMs at the
+    request's volume where no bill was sized), and the applied set's payback and NPV over the horizon."""
 
     start_usd_per_mtok: float
     end_usd_per_mtok: float
     one_time_usd_high: float
     monthly_saving_usd: float
+    start_bill_usd_per_month: float = math.nan
+    end_bill_usd_per_month: float = math.nan
+    payback_months: float = math.inf
+    npv_usd: float = math.nan
 
 
-def summarize(steps: Sequence[LeverStep], monthly_output_tokens: float) -> WaterfallSummary:
+def summarize(steps: Sequence[LeverStep], monthly_output_tokens: float, *, horizon_months: int = 36,
+              annual_discount_rate: float = 0.10) -> WaterfallSummary:
     start, end = steps[0].usd_per_mtok_before, steps[-1].usd_per_mtok_after
-    return WaterfallSummary(start_usd_per_mtok=start, end_usd_per_mtok=end,
-                            one_time_usd_high=sum(s.one_time_usd_high for s in steps),
-                            monthly_saving_usd=(start - end) * monthly_output_tokens / TOKENS_PER_MTOK)
+    b0, b1 = steps[0].bill_usd_per_month_before, steps[-1].bill_usd_per_month_after
+    one = sum(s.one_time_usd_high for s in steps if s.applied)
+    billed = math.isfinite(b0) and math.isfinite(b1)
+    saving = (b0 - b1) if billed else (start - end) * monthly_output_tokens / TOKENS_PER_MTOK
+    payback = one / saving if saving > 0 else (0.0 if one == 0 and saving == 0 else math.inf)
+    npv = saving * annuity_factor(horizon_months, annual_discount_rate) - one
+    return WaterfallSummary(start_usd_per_mtok=start, end_usd_per_mtok=end, one_time_usd_high=one,
+                            monthly_saving_usd=saving, start_bill_usd_per_month=b0, end_bill_usd_per_month=b1,
+                            payback_months=payback, npv_usd=npv)
 
 
 def plan_levers(ctx: Context) -> tuple[LeverStep, ...]:
-    """The plan's waterfall from the request's levers_start ("auto": today's method, EAGLE-3 when today has no
-    draft); none when levers_start is None or that method cannot run here."""
+    """The plan's waterfall from the request's levers_start ("auto": today's method, no speculation included: step 0
+    then adopts EAGLE-3 if it pays); none when levers_start is None or that method cannot run here."""
     start, cat = ctx.req.levers_start, ctx.catalog
     if start is None:
         return ()
-    cur = ctx.req.current_method
     if start == "auto":
-        start = cur if cur != NO_SPEC and cat.methods[cur].drafting != "ngram" else "eagle3"
-    if start in cat.methods and availability(ctx.model, cat.methods[start])[0]:
+        start = ctx.req.current_method
+    if start == NO_SPEC or (start in cat.methods and availability(ctx.model, cat.methods[start])[0]):
         return tuple(lever_waterfall(ctx, start))
     return ()

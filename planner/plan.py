@@ -32,6 +32,7 @@ from planner.answer import (
     SegmentPoint,
 )
 from planner.assumptions import assumptions
+from planner.bill import band_bills, bills, point_bill
 from planner.context import Context, make_context
 from planner.decision import choose_reference, decide
 from planner.deploy import vllm_deployment
@@ -52,6 +53,7 @@ from planner.request import (
     validate,
 )
 from planner.roofline import default_kv_dtype
+from planner.sensitivity import how_sure
 from planner.sizing import plan_fleet
 
 # plan() and, re-exported for the pages, the CLI and the report, the records and helpers of the rooms it calls.
@@ -84,17 +86,30 @@ def plan(req: PlanRequest, catalog) -> Plan:
     baseline = dataclasses.replace(
         baseline, cpm_change_pct=pct(baseline.usd_per_mtok, ref_cpm) if baseline.feasible else None
     )
-    feasible = [p for p in methods if p.feasible]
-    best = min(feasible, key=lambda p: p.usd_per_mtok) if feasible else None
+    fleet = plan_fleet(ctx, [baseline, *methods])
+    by_bill = bills(fleet, billing=req.billing, monthly_output_tokens=req.monthly_output_tokens) if fleet else {}
+    feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
+    # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
+    best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
+    ref_bill = None
+    if reference is not None:
+        ref_bill = by_bill.get(reference.method) if reference.tp == req.tp else None
+        ref_bill = ref_bill or point_bill(ctx, reference, billing=req.billing)
+    best_bill = by_bill[best.method] if best is not None else None
     # economics of switching from the reference to the best method
     switching = best is not None and best.method != (reference.method if reference is not None else None)
     one_low, one_high = (best.one_time_usd_low, best.one_time_usd_high) if best is not None and switching else (0, 0)
     econ = plan_economics(monthly_output_tokens=req.monthly_output_tokens, costs=ctx.costs, reference=reference,
-                          best=best, one_low=float(one_low), one_high=float(one_high))
+                          best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
+                          best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing))
+    if switching and econ.monthly_saving_usd is not None:
+        p_save, p_pay = how_sure(ctx, reference=reference, best=best, fleet=fleet)
+        econ = dataclasses.replace(econ, p_saving_positive=p_save, p_payback_within_horizon=p_pay)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     return Plan(
-        fleet=plan_fleet(ctx, [baseline, *methods]) if req.daily_shape is not None or req.hours else None,
+        fleet=fleet,
+        bills=tuple(by_bill.values()),
         request=req,
         segments=segs,
         usd_per_gpu_hour=ctx.price,

@@ -20,7 +20,7 @@ from planner.context import BASELINE, Candidate, Context, make_context, r5
 from planner.drafting import availability, draft_weight_bytes
 from planner.memory import memory_way_out
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest
-from planner.search import SearchResult, blended_cpm, search
+from planner.search import SearchResult, search
 
 
 def pct(new: float, ref: float | None) -> float | None:
@@ -42,7 +42,7 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
         spec, base = getattr(res, name), getattr(res, "baseline_" + name)
         return np.where(r5(is_base, 1), base, spec)[n, ..., 0]  # (C, K, S)
 
-    cpm, tpot, thr = arr("usd_per_mtok"), arr("tpot_s"), arr("output_tokens_per_s")
+    cpm, tpot, thr = arr("usd_per_mtok"), arr("tpot_seen_s"), arr("output_tokens_per_s")
     bound = arr("compute_bound")
     ok = sr.ok[n, ..., 0] & sr.valid_k[:, :, None]
     mb = sr.max_batch[n, ..., 0] if sr.max_batch.shape[0] > 1 else sr.max_batch[0, ..., 0]
@@ -124,6 +124,7 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
                 one_time_usd_high=one[1],
                 alpha_convention=m.alpha_convention if m else "",
                 alpha_source=f"{m.source.source} ({m.source.date})" if m else "",
+                tp=ctx.tp,
             )
         )
     # tau -> the i.i.d. per-token alpha with the same acceptance length, all candidates in one inversion
@@ -186,17 +187,23 @@ def methods_with_band(ctx: Context, names: Sequence[str]) -> list[OperatingPoint
     main = [BASELINE, *cands]
     allc = main + band
     sr = search(ctx, allc, ctx.mid_samples())
-    pts = {p.method: p for p in points(ctx, allc, sr, count=len(main))}
-    cpm, _ = blended_cpm(ctx, allc, sr)
-    ends = {name: (float(cpm[0, len(main) + 2 * i]), float(cpm[0, len(main) + 2 * i + 1]))
-            for i, name in enumerate(owner)}
+    every = points(ctx, allc, sr)
+    pts = {p.method: p for p in every[:len(main)]}
+    ends = {name: (every[len(main) + 2 * i], every[len(main) + 2 * i + 1]) for i, name in enumerate(owner)}
     out = [pts[NO_SPEC]]
     for name in names:
         if name not in pts:
             out.append(unavailable(ctx, name, missing[name]))
             continue
-        lo, hi = ends.get(name, (pts[name].usd_per_mtok, pts[name].usd_per_mtok))
-        out.append(dataclasses.replace(pts[name], usd_per_mtok_low=lo, usd_per_mtok_high=hi))
+        if name not in ends:
+            out.append(dataclasses.replace(pts[name], usd_per_mtok_low=pts[name].usd_per_mtok,
+                                           usd_per_mtok_high=pts[name].usd_per_mtok))
+            continue
+        lo, hi = ends[name]
+        out.append(dataclasses.replace(
+            pts[name], usd_per_mtok_low=lo.usd_per_mtok if lo.feasible else math.nan,
+            usd_per_mtok_high=hi.usd_per_mtok if hi.feasible else math.nan,
+            band_k_tau=tuple((e.k, e.acceptance_length) for e in (lo, hi) if e.feasible)))
     return out
 
 

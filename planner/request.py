@@ -25,6 +25,7 @@ DEFAULT_MONTHLY_OUTPUT_TOKENS = 1e10
 MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
 TP_OPTIONS = (1, 2, 4, 8)
 MAX_K = 32  # draft tokens per step a single-point evaluation accepts
+BILLINGS = ("autoscaled", "fixed")  # planner.bill
 
 
 class PlanError(ValueError):
@@ -127,7 +128,8 @@ class PlanRequest:
     acceptance_k: int | None = None
     methods: tuple[str, ...] | None = None  # None: every method in the catalogue
     efficiency: Efficiency | None = None  # None: the hardware's (or a calibrated profile's)
-    # Fleet by hour (planner.fleet): None = no fleet; else the day's shape. `hours` from a traffic trace wins over
+    # Fleet by hour (planner.fleet), always sized: None = the default shape (planner.sizing.DEFAULT_SHAPE); else
+    # the day's shape. `hours` from a traffic trace wins over
     # `daily_shape` (planner.fleet.SHAPES: 'flat', 'business_hours', 'consumer_evening') on the monthly volume.
     daily_shape: str | None = None
     hours: tuple = ()  # planner.fleet.HourLoad per hour of the day (a trace's own shape)
@@ -137,6 +139,12 @@ class PlanRequest:
     tree_shape: Any = None
     # the levers' starting method: "auto" = today's method (EAGLE-3 when today has no draft); None = no levers
     levers_start: str | None = None
+    # The money: "autoscaled" pays each hour's replicas, "fixed" a fleet sized for the peak (planner.bill)
+    billing: str = "autoscaled"
+    # the probability of a positive saving (Monte Carlo) a recommendation to deploy requires
+    confidence: float = 0.8
+    # True: the Monte Carlo and the tornado draw $/GPU-hour from the hardware's list range (never over an entered price)
+    price_range: bool = False
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -212,6 +220,12 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
     check_deployment(req, model, hw)
     if req.batch_cap is not None and not (is_number(req.batch_cap) and req.batch_cap > 0):
         raise PlanError("batch_cap", req.batch_cap, "a positive number of concurrent sequences, or none")
+    if req.billing not in BILLINGS:
+        raise PlanError("billing", req.billing, " or ".join(BILLINGS))
+    if not (is_number(req.confidence) and 0.5 <= req.confidence < 1):
+        raise PlanError("confidence", req.confidence, "a probability from 0.5 to below 1 (e.g. 0.8)")
+    if not isinstance(req.price_range, (bool, np.bool_)):
+        raise PlanError("price_range", req.price_range, "true or false")
     if req.daily_shape is not None and req.daily_shape not in SHAPES:
         raise PlanError("daily_shape", req.daily_shape, f"one of {', '.join(SHAPES)} (or hours from a traffic trace)")
     for i, h in enumerate(req.hours):

@@ -146,7 +146,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     coarse = _COARSE_BATCHES[_COARSE_BATCHES < ub.max()]
     grid = np.minimum(np.concatenate([np.broadcast_to(coarse, ub.shape[:-1] + coarse.shape), ub], axis=-1), ub)
     rg = ev(grid)
-    tg = pick(rg, "tpot_s")
+    tg = pick(rg, "tpot_seen_s")
     lead = tg.shape[:-1]
     seen_b, seen_c = [grid], [pick(rg, "usd_per_mtok")]
     tpot1 = tg[..., :1]
@@ -175,7 +175,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
         rt = ev(trial[rows], {name: _take_rows(a, rows, lead) for name, a in args.items()})
         base_rows = base_full[rows]
         tt = np.full(trial.shape, np.inf)
-        tt[rows] = pick(rt, "tpot_s", base_rows)
+        tt[rows] = pick(rt, "tpot_seen_s", base_rows)
         ct = np.full(trial.shape, np.inf)  # closed rows: not evaluated, never chosen
         ct[rows] = pick(rt, "usd_per_mtok", base_rows)
         seen_b.append(trial)
@@ -202,7 +202,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     j = np.argmin(cpm, axis=-1)[..., None]
     best_b = np.take_along_axis(cand_b, j, axis=-1)
     res = ev(best_b, with_memory=True)
-    meets = pick(res, "tpot_s") <= slo_s * (1 + 1e-12)
+    meets = pick(res, "tpot_seen_s") <= slo_s * (1 + 1e-12)
     fits = best_b <= mb
     n, c_, k_, s_ = smp.n, len(cands), len(ks), len(ctx.segs)
 

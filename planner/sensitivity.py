@@ -3,7 +3,8 @@ same vectorised search that plan() uses (planner.search), so they agree with the
 
 Uncertain inputs and their ranges (assumptions, dated):
 - acceptance: uniform over the method's alpha range (default or tuned; per-token, position 1) - seed article;
-- $/GPU-hour: uniform over the hardware's list range (profiles/data/hardware.yaml);
+- $/GPU-hour: uniform over the hardware's list range (profiles/data/hardware.yaml), only when the request asks for it
+  (price_range) and never over a price the user entered;
 - weight-streaming efficiency eta_bw 0.60-0.85 and GEMM efficiency eta_flops 0.45-0.75: the span NVIDIA's
   aiconfigurator kernel database measures on H100 from batch 256 to batch 1 (read 2026-11-30);
 - fixed time per step x0.5-x2 around the hardware's value (no measurement yet; an assumption).
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.candidates import alpha_position_1, candidate_taus
+from planner.candidates import alpha_position_1, candidate_taus, method_candidates
 from planner.context import (
     BASELINE,
     SAMPLED_SPEC_FIELDS,
@@ -28,8 +29,11 @@ from planner.context import (
     r5,
     single_segment,
 )
+from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY
+from planner.points import points
 from planner.request import NO_SPEC, PlanError, PlanRequest, TrafficSegment
 from planner.search import blended_cpm, candidate_grid, evaluate_at, evaluation_grid, search
+from planner.sizing import plan_fleet
 
 ETA_BW_RANGE = (0.60, 0.85)  # aiconfigurator GEMMs at batch 256 .. batch 1 on H100 (read 2026-11-30)
 ETA_FLOPS_RANGE = (0.45, 0.75)  # same source; compute efficiency of decode GEMMs
@@ -231,10 +235,25 @@ def _samples(*, alpha_u, eta_bw, eta_flops, t_fixed_s, price, spec=None) -> Samp
                      **{k: full(v) for k, v in spec.items()})
 
 
-def _cut_pct(ctx: Context, cands, smp: Samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(method CPM, baseline CPM, CPM change % vs baseline) per sample; nan where either is infeasible."""
-    cpm, _ = blended_cpm(ctx, cands, search(ctx, cands, smp))
-    return cpm[:, 1], cpm[:, 0], (cpm[:, 1] / cpm[:, 0] - 1.0) * 100.0
+def _cut_and_saving(ctx: Context, cands, smp: Samples) -> tuple[np.ndarray, np.ndarray]:
+    """(the method's CPM change % vs no speculation, the monthly saving of its fleet's bill vs no speculation's
+    under the request's billing) per sample; sample 0 (the middle) sizes both fleets, the other samples scale their
+    replica capacity (bill_draws). nan where either cannot serve."""
+    sr = search(ctx, cands, smp)
+    cpm, _ = blended_cpm(ctx, cands, sr)
+    pts = points(ctx, cands, sr, n=0)
+    fleet = plan_fleet(ctx, pts)
+    have = {c.method for c in fleet.configs} if fleet is not None else set()
+    cfgs = [fleet.config(p.method) if p.method in have else None for p in pts]
+    fixed = ctx.req.billing == "fixed"
+    first = [(c.usd_per_month_fixed if fixed else c.usd_per_month_autoscaled) if c is not None and c.feasible
+             else np.inf for c in cfgs]
+    draws = bill_draws(cfgs, gpus_per_replica=ctx.tp, billing=ctx.req.billing, cpm=cpm,
+                       price=np.asarray(smp.usd_per_gpu_hour, float))
+    ref, new = np.r_[first[0], draws[0]], np.r_[first[1], draws[1]]
+    with np.errstate(invalid="ignore"):
+        saving = np.where(np.isfinite(ref) & np.isfinite(new), ref - new, np.nan)
+    return (cpm[:, 1] / cpm[:, 0] - 1.0) * 100.0, saving
 
 
 @dataclass(frozen=True)
@@ -245,11 +264,18 @@ class TornadoBar:
     high_cpm_change_pct: float
     mid_cpm_change_pct: float
     swing_pct: float
+    # the money: the method's fleet bill saving vs no speculation's (planner.bill, the request's billing), $/month
+    low_saving_usd: float = math.nan
+    high_saving_usd: float = math.nan
+    mid_saving_usd: float = math.nan
+    saving_swing_usd: float = math.nan
 
 
 def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
-    """The method's CPM change against no speculation (both at their own best batch under the SLO) when one
-    driver moves to its low / high end, the others at their middle; sorted by swing (smallest first)."""
+    """The method's CPM change against no speculation (both at their own best batch under the SLO), and the monthly
+    saving of its fleet's bill against no speculation's, when one driver moves to its low / high end, the others at
+    their middle; sorted by the CPM swing (smallest first). The price moves only when the request asks for the list
+    range and never over an entered price."""
     ctx = make_context(req, catalog)
     hw, eff = ctx.hw, ctx.eff
     cands = _cands(ctx, method)
@@ -275,43 +301,47 @@ def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
         u, bw, fl, tf, pr = (x + [x[0]] * 2 for x in (u, bw, fl, tf, pr))
         spec = {n: [getattr(eff, n)] * 11 + [max(0.0, getattr(eff, n) - 2 * ssig[n]), getattr(eff, n) + 2 * ssig[n]]
                 for n in ssig}
-    _, _, cut = _cut_pct(ctx, cands, _samples(alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr,
-                                               spec=spec))
-    mid = float(cut[0])
+    cut, sav = _cut_and_saving(ctx, cands, _samples(alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=pr,
+                                                    spec=spec))
+    mid, mid_sav = float(cut[0]), float(sav[0])
     rng = catalog.methods[method].alpha_tuned if req.tuned else catalog.methods[method].alpha_default
     bars = [
-        ("Acceptance (method's alpha range)", f"alpha {rng.low:.2f} .. {rng.high:.2f}", cut[1], cut[2]),
+        ("Acceptance (method's alpha range)", f"alpha {rng.low:.2f} .. {rng.high:.2f}", 1, 2),
         ("Weight-streaming efficiency eta_bw", f"{bw[3]:.2f} .. {bw[4]:.2f}" + (
-            "" if sigma is None else f" (fit +-2 sigma, {sigma * 100:.0f} % each)"), cut[3], cut[4]),
-        ("GEMM efficiency eta_flops", f"{fl[5]:.2f} .. {fl[6]:.2f}", cut[5], cut[6]),
+            "" if sigma is None else f" (fit +-2 sigma, {sigma * 100:.0f} % each)"), 3, 4),
+        ("GEMM efficiency eta_flops", f"{fl[5]:.2f} .. {fl[6]:.2f}", 5, 6),
         (
             "Fixed time per step",
             f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[0]:.2g} .. "
             f"{eff.t_fixed_s * 1e3 * T_FIXED_FACTOR_RANGE[1]:.2g} ms",
-            cut[7],
-            cut[8],
+            7,
+            8,
         ),
         (
             "$/GPU-hour (list range)",
             f"${hw.usd_per_gpu_hour_low:.2f} .. ${hw.usd_per_gpu_hour_high:.2f}",
-            cut[9],
-            cut[10],
+            9,
+            10,
         ),
     ]
+    bars = [(d, r, (cut[i], sav[i]), (cut[j], sav[j])) for d, r, i, j in bars]
+    if not (req.price_range and req.usd_per_gpu_hour is None):  # the price moves only when asked, never if entered
+        bars = [b for b in bars if not b[0].startswith("$/GPU-hour")]
     if sigma is not None:  # the fit's error covers the fixed time (fitted near 0 where a per-layer cost took it)
         bars = [b for b in bars if not b[0].startswith("Fixed time per step")]
     if ssig:
         fmt = {"t_spec_s": lambda lo, hi: f"{lo * 1e3:.2f} .. {hi * 1e3:.2f} ms per step",
                "sampler_vocab_passes": lambda lo, hi: f"{lo:.0f} .. {hi:.0f} vocabulary passes per drafted token"}
         rng = ", ".join(fmt[n](spec[n][11], spec[n][12]) for n in ssig)
-        bars.append(("Speculation overheads (published fit +-2 sigma)", rng, cut[11], cut[12]))
+        bars.append(("Speculation overheads (published fit +-2 sigma)", rng, (cut[11], sav[11]), (cut[12], sav[12])))
     one = _samples(
         alpha_u=0.5, eta_bw=eff.eta_bw, eta_flops=eff.eta_flops, t_fixed_s=eff.t_fixed_s, price=ctx.price
     )
 
-    def cut_for(req2: PlanRequest, tuned: bool | None = None) -> float:
+    def cut_for(req2: PlanRequest, tuned: bool | None = None) -> tuple[float, float]:
         c2 = make_context(req2, catalog)
-        return float(_cut_pct(c2, _cands(c2, method, tuned=tuned), one)[2][0])
+        c, v = _cut_and_saving(c2, _cands(c2, method, tuned=tuned), one)
+        return float(c[0]), float(v[0])
 
     segs = ctx.segs
 
@@ -341,8 +371,10 @@ def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
         ("Draft heads tuned on the domain", "default .. tuned", cut_for(req, tuned=False), cut_for(req, tuned=True)),
     ]
     out = [
-        TornadoBar(d, r, float(lo), float(hi), mid, float(abs(hi - lo)) if np.isfinite(hi - lo) else math.inf)
-        for d, r, lo, hi in bars
+        TornadoBar(d, r, float(lo), float(hi), mid, float(abs(hi - lo)) if np.isfinite(hi - lo) else math.inf,
+                   float(lo_s), float(hi_s), mid_sav,
+                   float(abs(hi_s - lo_s)) if np.isfinite(hi_s - lo_s) else math.inf)
+        for d, r, (lo, lo_s), (hi, hi_s) in bars
     ]
     return sorted(out, key=lambda t: t.swing_pct if math.isfinite(t.swing_pct) else 1e9)
 
@@ -369,6 +401,10 @@ class MonteCarlo:
     p_payback_within_horizon: float
     horizon_months: int
     source: str = UNCERTAINTY_SOURCE
+    reference_bill_usd_per_month: np.ndarray | None = None  # per draw, the fleets' bills the saving comes from
+    method_bill_usd_per_month: np.ndarray | None = None
+    price_drawn: bool = False  # $/GPU-hour drawn from the list range (only when asked, never over an entered price)
+    billing: str = "autoscaled"
 
 
 def monte_carlo(
@@ -379,45 +415,45 @@ def monte_carlo(
     k: int,
     samples: int = 400,
     seed: int = 7,
-    sample_price: bool = True,
+    sample_price: bool | None = None,
     sample_hardware: bool = True,
 ) -> MonteCarlo:
-    """Seeded draws of acceptance, price and (optionally) step-time efficiencies; the method at the plan's K
-    (a deployment fixes K) and today's configuration both re-evaluated at their own best batch per draw."""
+    """Seeded draws of acceptance, step-time efficiencies (optionally) and the price (only when asked: sample_price,
+    None = the request's price_range; never over a price the user entered); the method at the plan's K (a
+    deployment fixes K) and today's configuration both re-evaluated at their own best batch per draw, and the
+    monthly saving from their fleets' bills (planner.bill) under the request's billing: each draw's replica
+    capacity is the plan's, scaled by that draw's full-load throughput, so the draw at the middle of every range
+    is the plan's own fleet."""
     if not (10 <= samples <= 20_000):
         raise PlanError("samples", samples, "10 to 20,000 draws")
     ctx = make_context(req, catalog)
-    hw, eff = ctx.hw, ctx.eff
+    eff = ctx.eff
     gen = np.random.default_rng(seed)
     n = int(samples)
-    u = gen.uniform(0.0, 1.0, n)
-    price = gen.uniform(hw.usd_per_gpu_hour_low, hw.usd_per_gpu_hour_high, n) if sample_price else np.full(n, ctx.price)
-    sigma = fit_sigma(catalog, req.hardware, req.dtype)
-    if sample_hardware and sigma is not None:
-        # fitted step time: the bandwidth and compute terms drawn from the fit's held-out error (log-normal)
-        f = np.exp(gen.normal(0.0, sigma, n))
-        bw, fl = np.minimum(1.0, eff.eta_bw / f), np.minimum(1.0, eff.eta_flops / f)
-        tf = np.full(n, eff.t_fixed_s)
-    elif sample_hardware:
-        bw = gen.uniform(*ETA_BW_RANGE, n)
-        fl = gen.uniform(*ETA_FLOPS_RANGE, n)
-        tf = eff.t_fixed_s * np.exp(gen.uniform(*np.log(T_FIXED_FACTOR_RANGE), n))
-    else:
-        bw, fl, tf = (np.full(n, v) for v in (eff.eta_bw, eff.eta_flops, eff.t_fixed_s))
-    # the speculation overheads from their published fit's standard errors (independent normals, cut at 0)
-    spec = ({k: np.maximum(0.0, gen.normal(getattr(eff, k), se, n)) for k, se in spec_sigma(catalog, eff).items()}
-            if sample_hardware else {})
+    u, bw, fl, tf, price, spec, draw_price = _draws(ctx, gen, n, sample_price=sample_price,
+                                                    sample_hardware=sample_hardware)
     cur = req.current_method
     cands = [BASELINE, Candidate(method, (k,), tuned=req.tuned)]
     if cur != NO_SPEC and cur != method:
         cands.append(Candidate(cur, tuple(range(1, catalog.methods[cur].max_k + 1)), tuned=req.tuned))
-    smp = _samples(alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=price, spec=spec)
-    cpm, _ = blended_cpm(ctx, cands, search(ctx, cands, smp))
-    b_cpm, m_cpm = cpm[:, 0], cpm[:, 1]
-    r_cpm = b_cpm if cur == NO_SPEC else (m_cpm if cur == method else cpm[:, 2])
+    # draw 0 is the plan's own (the middle of every range): the fleets are sized there
+    mid = ctx.mid_samples()
+    smp = _samples(alpha_u=np.r_[mid.alpha_u, u], eta_bw=np.r_[eff.eta_bw, bw], eta_flops=np.r_[eff.eta_flops, fl],
+                   t_fixed_s=np.r_[eff.t_fixed_s, tf], price=np.r_[ctx.price, price],
+                   spec={f: np.r_[getattr(eff, f), v] for f, v in spec.items()})
+    sr = search(ctx, cands, smp)
+    cpm, _ = blended_cpm(ctx, cands, sr)
+    ref_i = 0 if cur == NO_SPEC else (1 if cur == method else 2)
+    pts = points(ctx, cands, sr, n=0)
+    fleet = plan_fleet(ctx, [pts[ref_i], pts[1]])
+    cfgs = [fleet.config(cands[i].method) if fleet is not None and pts[i].feasible else None for i in (ref_i, 1)]
+    bills = bill_draws(cfgs, gpus_per_replica=ctx.tp, billing=req.billing, cpm=cpm[:, [ref_i, 1]],
+                       price=smp.usd_per_gpu_hour)
+    b_cpm, m_cpm, r_cpm = cpm[1:, 0], cpm[1:, 1], cpm[1:, ref_i]
     lo, hi = ctx.costs.one_time_usd(catalog.methods[method]) if method != cur else (0.0, 0.0)
     one = gen.uniform(lo, hi, n) if hi > lo else np.full(n, lo)
-    saving = np.nan_to_num((r_cpm - m_cpm) * req.monthly_output_tokens / 1e6, nan=0.0)
+    with np.errstate(invalid="ignore"):
+        saving = np.nan_to_num(bills[0] - bills[1], nan=0.0, posinf=0.0, neginf=0.0)
     horizon = ctx.costs.horizon_months
     months = np.arange(0, horizon + 1)
     cumulative = saving[None, :] * months[:, None] - one[None, :]
@@ -443,4 +479,95 @@ def monte_carlo(
         p_saves=float(np.mean(saving > 0)),
         p_payback_within_horizon=float(np.mean(payback <= horizon)),
         horizon_months=horizon,
+        reference_bill_usd_per_month=bills[0],
+        method_bill_usd_per_month=bills[1],
+        price_drawn=bool(draw_price),
+        billing=req.billing,
     )
+
+
+def _draws(ctx: Context, gen: np.random.Generator, n: int, *, sample_price: bool | None, sample_hardware: bool):
+    """(alpha position, eta_bw, eta_flops, fixed step time, $/GPU-hour, speculation overheads, price drawn?) for n
+    draws: the price only when asked (sample_price; None = the request's price_range), never over an entered one."""
+    req, hw, eff, catalog = ctx.req, ctx.hw, ctx.eff, ctx.catalog
+    u = gen.uniform(0.0, 1.0, n)
+    draw_price = bool((req.price_range if sample_price is None else sample_price) and req.usd_per_gpu_hour is None)
+    price = gen.uniform(hw.usd_per_gpu_hour_low, hw.usd_per_gpu_hour_high, n) if draw_price else np.full(n, ctx.price)
+    sigma = fit_sigma(catalog, req.hardware, req.dtype)
+    if sample_hardware and sigma is not None:
+        # fitted step time: the bandwidth and compute terms drawn from the fit's held-out error (log-normal)
+        f = np.exp(gen.normal(0.0, sigma, n))
+        bw, fl = np.minimum(1.0, eff.eta_bw / f), np.minimum(1.0, eff.eta_flops / f)
+        tf = np.full(n, eff.t_fixed_s)
+    elif sample_hardware:
+        bw = gen.uniform(*ETA_BW_RANGE, n)
+        fl = gen.uniform(*ETA_FLOPS_RANGE, n)
+        tf = eff.t_fixed_s * np.exp(gen.uniform(*np.log(T_FIXED_FACTOR_RANGE), n))
+    else:
+        bw, fl, tf = (np.full(n, v) for v in (eff.eta_bw, eff.eta_flops, eff.t_fixed_s))
+    # the speculation overheads from their published fit's standard errors (independent normals, cut at 0)
+    spec = ({k: np.maximum(0.0, gen.normal(getattr(eff, k), se, n)) for k, se in spec_sigma(catalog, eff).items()}
+            if sample_hardware else {})
+    return u, bw, fl, tf, price, spec, draw_price
+
+
+def bill_draws(cfgs, *, gpus_per_replica: int, billing: str, cpm: np.ndarray, price: np.ndarray
+               ) -> list[np.ndarray]:
+    """Per fleet configuration (planner.fleet.FleetPlan sized at draw 0, None: none) its bill per draw 1..N.
+    cpm: (N + 1, C) full-load CPM per draw and configuration; price: (N + 1,) $/GPU-hour. A draw's replica capacity
+    each hour is draw 0's times that draw's full-load throughput over draw 0's (throughput ~ $/GPU-hour / CPM, the
+    GPUs per replica being the same), the replicas ceil(arrivals / capacity), at least one; inf where the
+    configuration cannot serve the draw."""
+    out = []
+    for c, cfg in enumerate(cfgs):
+        thr = price / cpm[:, c]  # proportional to output tokens/s of one replica at full load
+        if cfg is None or not cfg.feasible or not np.isfinite(thr[0]):
+            out.append(np.full(len(price) - 1, np.inf))
+            continue
+        ratio = np.where(np.isfinite(thr[1:]), thr[1:] / thr[0], 0.0)  # 0: the draw cannot serve (infeasible)
+        lam = np.array([h.requests_per_s for h in cfg.hours])
+        cap = np.array([h.capacity_requests_per_s for h in cfg.hours])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.maximum(1.0, np.ceil(lam[None, :] / (cap[None, :] * ratio[:, None]) * (1.0 - 1e-12)))
+        gpus = r * gpus_per_replica
+        if billing == "fixed":
+            usd = gpus.max(axis=1) * HOURS_PER_DAY * DAYS_PER_MONTH * price[1:]
+        else:
+            usd = gpus.sum(axis=1) * (HOURS_PER_DAY / len(lam)) * DAYS_PER_MONTH * price[1:]
+        out.append(np.where(ratio > 0, usd, np.inf))
+    return out
+
+
+def how_sure(ctx: Context, *, reference, best, fleet, samples: int = 100, seed: int = 7
+             ) -> tuple[float | None, float | None]:
+    """(P(saving > 0), P(payback within the horizon)) of switching from `reference` to `best` (operating points
+    of the plan, at the request's TP) over seeded draws (monte_carlo's, the price as the request asks), from their
+    fleets' bills (the plan's fleet sizes draw 0). None where there is no such switch."""
+    if (reference is None or best is None or fleet is None or reference.method == best.method
+            or (reference.tp and reference.tp != ctx.tp)):
+        return None, None
+    gen = np.random.default_rng(seed)
+    u, bw, fl, tf, price, spec, _ = _draws(ctx, gen, samples, sample_price=None, sample_hardware=True)
+    cands = [_point_candidate(ctx, reference), _point_candidate(ctx, best)]
+    smp = _samples(alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=price, spec=spec)
+    cpm, _ = blended_cpm(ctx, cands, search(ctx, cands, smp))
+    cpm = np.vstack([[reference.usd_per_mtok, best.usd_per_mtok], cpm])
+    cfgs = [fleet.config(p.method) if p.method in {c.method for c in fleet.configs} else None
+            for p in (reference, best)]
+    ref_bill, best_bill = bill_draws(cfgs, gpus_per_replica=ctx.tp, billing=ctx.req.billing, cpm=cpm,
+                                     price=np.r_[ctx.price, price])
+    with np.errstate(invalid="ignore"):
+        saving = np.nan_to_num(ref_bill - best_bill, nan=0.0, posinf=0.0, neginf=0.0)
+    lo, hi = best.one_time_usd_low, best.one_time_usd_high
+    one = gen.uniform(lo, hi, samples) if hi > lo else np.full(samples, lo)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        payback = np.where(saving > 0, one / np.where(saving > 0, saving, 1.0), np.inf)
+    return float(np.mean(saving > 0)), float(np.mean(payback <= ctx.costs.horizon_months))
+
+
+def _point_candidate(ctx: Context, p) -> Candidate:
+    """The candidate an operating point came from (planner.candidates), at its K (no speculation: the baseline)."""
+    if p.method == NO_SPEC:
+        return BASELINE
+    (cand,), _ = method_candidates(ctx, [p.method])
+    return dataclasses.replace(cand, ks=(max(p.k, 1),))

@@ -11,9 +11,10 @@ memory-bound verifier this reduces to Leviathan's S = tau / (passes * c + 1).
 Prefill: each request's prompt is processed once; we charge its GPU time to the request's output tokens.
 Prefill is taken compute-bound (chunked prefill batches thousands of tokens per step):
     t_prefill = P * (2 * active_params + 2 * attn_dim * P) / (F * eta_flops * tp)
-(attention over a causal prompt averages P/2 context tokens: 4 * attn_dim * P/2 per token). CPM adds it:
-    GPU-seconds per output token = T_step / (B * tau) + t_prefill / O.
-TPOT is decode-only (interference of chunked prefill on decode steps is not modelled).
+(attention over a causal prompt averages P/2 context tokens: 4 * attn_dim * P/2 per token). The replica at full
+load shares its time between decode and prefill (planner.replica):
+    GPU-seconds per output token = TPOT seen / B = T_step / (B * tau) + t_prefill / O.
+tpot_s is the decode TPOT; tpot_seen_s the TPOT a user sees at full load (decode / (1 - prefill share)).
 CPM = GPUs * $/GPU-hour * 1e6 / (3600 * output tokens/s).
 """
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.replica import replica_load
 from planner.roofline import (
     HwParams,
     Net,
@@ -129,8 +131,12 @@ class SpecResult:
     verify_time_s: np.ndarray
     draft_time_s: np.ndarray
     draft_cost_ratio: np.ndarray
-    tpot_s: np.ndarray
+    tpot_s: np.ndarray  # decode only
     baseline_tpot_s: np.ndarray
+    tpot_seen_s: np.ndarray  # at full load with prefill sharing the replica (planner.replica): the SLO's TPOT
+    baseline_tpot_seen_s: np.ndarray
+    prefill_share: np.ndarray  # share of the replica's time on prefill at full load
+    baseline_prefill_share: np.ndarray
     output_tokens_per_s: np.ndarray  # decode only
     baseline_output_tokens_per_s: np.ndarray
     effective_output_tokens_per_s: np.ndarray  # prefill GPU time included
@@ -281,8 +287,10 @@ def evaluate_arrays(
     base_thr = b / base_t
     pre = prefill_time_s(target, hw, prompt_tokens=prompt_tokens, tp=tp)
     out = np.asarray(output_tokens, float)
-    eff = 1.0 / (1.0 / thr + pre / out)
-    base_eff = 1.0 / (1.0 / base_thr + pre / out)
+    # the replica at full load at this batch, prefill sharing its time (planner.replica): TPOT seen, tokens/s
+    full = replica_load(tpot_s=tpot, batch=b, prefill_s=pre, output_tokens=out)
+    base_full = replica_load(tpot_s=base_t, batch=b, prefill_s=pre, output_tokens=out)
+    eff, base_eff = full.output_tokens_per_s, base_full.output_tokens_per_s
     if with_memory:
         mb, base_mb = memory_max_batch(target=target, draft=scaled, hw=hw, mode=mode, prompt_tokens=prompt_tokens,
                                        output_tokens=out, tp=tp, draft_weight_bytes_total=draft_weight_bytes_total,
@@ -298,6 +306,10 @@ def evaluate_arrays(
         draft_cost_ratio=np.broadcast_to(c, thr.shape),
         tpot_s=tpot,
         baseline_tpot_s=np.broadcast_to(base_t, thr.shape),
+        tpot_seen_s=np.broadcast_to(full.tpot_seen_s, thr.shape),
+        baseline_tpot_seen_s=np.broadcast_to(base_full.tpot_seen_s, thr.shape),
+        prefill_share=np.broadcast_to(full.prefill_share, thr.shape),
+        baseline_prefill_share=np.broadcast_to(base_full.prefill_share, thr.shape),
         output_tokens_per_s=thr,
         baseline_output_tokens_per_s=np.broadcast_to(base_thr, thr.shape),
         effective_output_tokens_per_s=eff,

@@ -99,7 +99,7 @@ def _params() -> dict[str, Param]:
         "disc_pct": Param(round(costs.annual_discount_rate * 100, 6), float, _finite(-49.0, 100.0)),
         "horizon": Param(costs.horizon_months, int, lambda v: 1 <= v <= 240),
         "methods_alpha": Param("default", str, lambda v: v in ("default", "tuned")),
-        "levers_start": Param("eagle3", str, lambda v: v in cat.methods),
+        "levers_start": Param("auto", str, lambda v: v in ("auto", "none") or v in cat.methods),
         "levers_order": Param("article", str, lambda v: v in ("article", "return")),
         "sens_method": Param("auto", str, lambda v: v == "auto" or v in cat.methods),
         "sens_batch": Param(1, int, lambda v: 1 <= v <= 4096),

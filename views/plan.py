@@ -1,9 +1,11 @@
-"""Plan (landing page): the headline for a CFO, all of it from one planner.plan.plan() call: CPM today vs the
-best method, monthly saving, one-time cost, payback, each with its range, the recommendation in one sentence,
-and CPM by method."""
+"""Plan (landing page): the headline for a CFO, all of it from one planner.plan.plan() call: the CPM at full load
+today vs the best method (the effective CPM on the fleet beside it), the two fleets' bills under the chosen billing,
+the monthly saving they give, P(saving > 0), one-time cost, payback, each with its range, the recommendation in
+one sentence, and CPM by method."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import plotly.graph_objects as go
@@ -18,9 +20,17 @@ CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau coun
               "acceptance rate is (tau-1)/K.")
 
 
+BILLINGS = {"autoscaled": "autoscaled (each hour's replicas)", "fixed": "fixed (sized for the peak hour)"}
+
+
 def compute(req: PlanRequest | None = None) -> Plan:
-    """Everything the page shows: one cached plan() call, the fleet by hour included (benchmarks time this)."""
-    return S.plan(S.fleet_request(req or S.request()))
+    """Everything the page shows: one cached plan() call, the fleet by hour included (benchmarks time this), under
+    the billing chosen on the page."""
+    req = S.fleet_request(req or S.request())
+    billing = st.session_state.get("billing", "autoscaled")
+    if billing != req.billing and billing in BILLINGS:
+        req = dataclasses.replace(req, billing=billing)
+    return S.plan(req)
 
 
 def cpm_chart(p: Plan) -> go.Figure:
@@ -37,7 +47,7 @@ def cpm_chart(p: Plan) -> go.Figure:
         customdata=[[m.k, m.batch, m.acceptance_length, "meets the SLO" if m.feasible else m.reason] for m in rows],
         hovertemplate="%{x}<br>$%{y:.3f}/Mtok<br>K=%{customdata[0]}, batch %{customdata[1]}<br>"
                       "tau=%{customdata[2]:.2f} tokens/step<br>%{customdata[3]}<extra></extra>")
-    layout = {"yaxis_title": "$ per million output tokens (prefill included)", "height": 420,
+    layout = {"yaxis_title": "$ per million output tokens at full load", "height": 420,
               "margin": {"t": 60, "b": 40}, "showlegend": False}
     if p.reference is not None:  # today's CPM as a dashed line across the chart (a layout shape: add_hline is slow)
         y = p.reference.usd_per_mtok
@@ -58,31 +68,48 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
     best = p.best
     row1 = st.columns(3)
     if ref is not None:
-        row1[0].metric("CPM today", f"{fmt_cpm(ref.usd_per_mtok)} /Mtok",
-                       help=f"{ref.label} at its best batch under the SLO ({p.reference_note}); $ per million output "
-                            f"tokens, prefill GPU time included. Price ${p.usd_per_gpu_hour:.2f}/GPU-hour "
-                            f"({hw.price.source}, {hw.price.date}).")
-        row1[0].caption(f"{ref.label}, batch {ref.batch}")
+        row1[0].metric("CPM today at full load", f"{fmt_cpm(ref.usd_per_mtok)} /Mtok",
+                       help=f"{ref.label} at its best batch under the SLO ({p.reference_note}): one replica kept "
+                            f"full, prefill sharing its time; $ per million output tokens. Price "
+                            f"${p.usd_per_gpu_hour:.2f}/GPU-hour ({hw.price.source}, {hw.price.date}).")
+        row1[0].caption(f"{ref.label}, batch {ref.batch}; effective on the fleet "
+                        f"{fmt_cpm(e.reference_effective_usd_per_mtok)} /Mtok")
     else:
         row1[0].metric("CPM today", "not feasible", help=p.reference_note)
         row1[0].caption(p.baseline.reason)
     if best is not None:
         delta = None if best.cpm_change_pct is None else fmt_pct(best.cpm_change_pct)
-        row1[1].metric("Best method CPM", f"{fmt_cpm(best.usd_per_mtok)} /Mtok", delta=delta, delta_color="inverse",
+        row1[1].metric("Best method CPM at full load", f"{fmt_cpm(best.usd_per_mtok)} /Mtok", delta=delta,
+                       delta_color="inverse",
                        help=f"{best.label} at K={best.k}, its own best batch ({best.batch}) under the same SLO. alpha "
                             f"(per-token, position 1) {best.alpha_position_1:.2f}; tau {best.acceptance_length:.2f} "
                             f"tokens/step; vLLM draft acceptance rate {best.draft_acceptance_rate * 100:.0f} % "
                             f"({best.alpha_source}).")
-        row1[1].caption(f"{best.label}, K={best.k}; range {fmt_cpm(min(best.usd_per_mtok_low, best.usd_per_mtok_high))}"
-                        f"-{fmt_cpm(max(best.usd_per_mtok_low, best.usd_per_mtok_high))} over its alpha range")
+        row1[1].caption(f"{best.label}, K={best.k}; effective on the fleet {fmt_cpm(e.new_effective_usd_per_mtok)}"
+                        f" /Mtok; full-load range {fmt_cpm(min(best.usd_per_mtok_low, best.usd_per_mtok_high))}-"
+                        f"{fmt_cpm(max(best.usd_per_mtok_low, best.usd_per_mtok_high))} over its alpha range")
     else:
         row1[1].metric("Best method CPM", "none feasible")
     sav = e.monthly_saving_usd
     row1[2].metric("Monthly saving", "n/a" if sav is None else f"{fmt_usd(sav)}/month",
-                   help=f"(CPM today - best CPM) x {e.monthly_output_tokens / 1e9:,.2f}B output tokens/month "
-                        f"({req.volume_source}).")
+                   help=f"Today's fleet bill - the best method's fleet bill ({e.billing}) for "
+                        f"{e.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({req.volume_source}).")
     if sav is not None:
         row1[2].caption(f"range {fmt_usd(e.monthly_saving_low_usd)} to {fmt_usd(e.monthly_saving_high_usd)}/month")
+    bills = st.columns(3)
+    if e.reference_bill_usd_per_month is not None:
+        bills[0].metric(f"Bill today, {e.billing}", f"{fmt_usd(e.reference_bill_usd_per_month)}/month",
+                        help="The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by hour, below).")
+        bills[0].caption(f"{e.reference_peak_gpus} GPUs at the peak; TPOT {_ms(e.reference_tpot_ms)}")
+    if e.new_bill_usd_per_month is not None and best is not None:
+        bills[1].metric(f"Bill with {best.label}", f"{fmt_usd(e.new_bill_usd_per_month)}/month",
+                        help="The best method's fleet for the same traffic and SLO.")
+        bills[1].caption(f"{e.new_peak_gpus} GPUs at the peak; TPOT {_ms(e.new_tpot_ms)}")
+    if e.p_saving_positive is not None:
+        bills[2].metric("P(saving > 0)", f"{e.p_saving_positive * 100:.0f} %",
+                        help=f"Share of seeded draws (acceptance, step time; the price only if asked) whose fleet "
+                             f"bills save money. Deploying requires {req.confidence * 100:.0f} %.")
+        bills[2].caption(f"P(payback within {e.horizon_months} months) {e.p_payback_within_horizon * 100:.0f} %")
     row2 = st.columns(3)
     row2[0].metric("One-time cost", fmt_usd(e.one_time_usd),
                    help=f"Draft training GPU-hours at ${p.costs.training_usd_per_gpu_hour_low:.2f}-"
@@ -97,10 +124,17 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
                    help=f"Monthly savings discounted at {e.annual_discount_rate * 100:g} %/year, minus the one-time cost.")
 
 
+def _ms(v: float | None) -> str:
+    return f"{v:.1f} ms" if v is not None and math.isfinite(v) else "n/a"
+
+
 def render() -> None:
     req = S.page_header("Plan: does speculative decoding pay for you?")
     if req is None:
         return
+    st.radio("Billing", list(BILLINGS), key="billing", horizontal=True, format_func=lambda v: BILLINGS[v],
+             help="The bill every saving, payback and NPV comes from: GPUs paid hour by hour (autoscaled) or a fleet "
+                  "sized for the busiest hour all month (fixed).")
     p = compute(req)
     cat = S.catalog()
     hw = cat.hardware[req.hardware]
@@ -118,7 +152,7 @@ def render() -> None:
                    + (f"; batch capped at {cap:,.0f} concurrent sequences (median minute, Little's law)"
                       if cap is not None else "") + ".")
     S.glossary()
-    st.subheader("CPM by method, each at its own best K and batch under the SLO")
+    st.subheader("CPM at full load by method, each at its own best K and batch under the SLO")
     st.plotly_chart(cpm_chart(p), key="plan_cpm_chart", width="stretch")
     st.caption("Bars: the alpha range's midpoint; whiskers: the method's alpha range (low-high). Grey bars miss the "
                "SLO. " + CONVENTION)
@@ -157,9 +191,11 @@ def _fleet(p: Plan) -> None:
     if best is not None and best is not today:
         c[1].metric(f"Peak GPUs with {best.label}", f"{best.peak_gpus:,}",
                     delta=f"{best.peak_gpus - today.peak_gpus:+,} GPUs", delta_color="inverse")
-        c[2].metric("Monthly bill, autoscaled", f"{fmt_usd(best.usd_per_month_autoscaled)}/month",
-                    delta=fmt_usd(best.usd_per_month_autoscaled - today.usd_per_month_autoscaled) + "/month",
-                    delta_color="inverse",
+        fixed = p.request.billing == "fixed"
+        b_usd = best.usd_per_month_fixed if fixed else best.usd_per_month_autoscaled
+        t_usd = today.usd_per_month_fixed if fixed else today.usd_per_month_autoscaled
+        c[2].metric(f"Monthly bill, {p.request.billing}", f"{fmt_usd(b_usd)}/month",
+                    delta=fmt_usd(b_usd - t_usd) + "/month", delta_color="inverse",
                     help=f"GPUs per hour x {fmt_usd(f.usd_per_gpu_hour, 2)}/GPU-hour, summed over the month. A "
                          f"fleet sized for the peak: {fmt_usd(best.usd_per_month_fixed)}/month with "
                          f"{best.label}, {fmt_usd(today.usd_per_month_fixed)}/month today.")
@@ -190,9 +226,10 @@ def method_rows(p: Plan) -> list[dict]:
 
 def _row(m: OperatingPoint) -> dict:
     if not m.available:
-        return {"method": m.label, "K": None, "best batch": None, "CPM $/Mtok": None, "vs today": m.reason,
+        return {"method": m.label, "K": None, "best batch": None, "CPM at full load $/Mtok": None, "vs today": m.reason,
                 "tau (tokens/step)": None, "verifier": "", "meets SLO": None}
-    return {"method": m.label, "K": m.k or None, "best batch": m.batch, "CPM $/Mtok": round(m.usd_per_mtok, 4),
+    return {"method": m.label, "K": m.k or None, "best batch": m.batch,
+            "CPM at full load $/Mtok": round(m.usd_per_mtok, 4),
             "vs today": (fmt_pct(m.cpm_change_pct) if m.cpm_change_pct is not None else
                          (m.reason if not m.feasible else "n/a (no feasible reference)")),
             "tau (tokens/step)": round(m.acceptance_length, 2), "verifier": m.verifier_bound + "-bound",

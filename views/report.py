@@ -47,7 +47,8 @@ def render() -> None:
     figures = [("CPM by method (each at its own best batch under the SLO)", cpm_chart(p))]
     if levers:
         figures.append(("Levers in the article's order", waterfall_figure(
-            levers, f"today ({cat.methods[levers[0].method].label})", levers[0].usd_per_mtok_before, "Article order")))
+            levers, f"today ({cat.methods[levers[0].method].label if levers[0].method in cat.methods else 'no speculation'})",
+            levers[0].usd_per_mtok_before, "Article order")))
     day = dt.date.today().isoformat()
     html_doc = rep.html_report(p=p, catalog=cat, figures=figures, levers=levers, today=day, mc=mc)
     csv_doc = rep.to_csv(rep.scenario_rows(p, levers, mc))

@@ -59,3 +59,26 @@ def test_unknown_name_lists_valid_and_closest():
 def test_out_of_range_input_fails_with_field_and_value():
     p = run("convert", "--acceptance-length", "9", "--k", "3")
     assert p.returncode == 2 and "acceptance_length=9.0" in p.stderr
+
+
+def test_plan_prices_the_bill_it_is_asked_for_and_always_sizes_the_fleet(catalog):
+    """--billing fixed: the saving is the fixed fleets' bill difference, as plan() computes it; without a shape
+    the fleet is still sized (the default flat day, stated); the CPMs are labelled at full load."""
+    from planner import plan as P
+
+    args = ("plan", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--monthly-output-tokens", "1e11",
+            "--no-levers")
+    fixed = run(*args, "--billing", "fixed", "--confidence", "0.9")
+    assert fixed.returncode == 0, fixed.stderr
+    js = json.loads(fixed.stdout)
+    p = P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=1e11, billing="fixed",
+                             confidence=0.9), catalog)
+    e = js["economics"]
+    assert e["billing"] == "fixed" and e["monthly_saving_usd"] == pytest.approx(p.economics.monthly_saving_usd)
+    assert e["monthly_saving_usd"] == pytest.approx(e["reference_bill_usd_per_month"] - e["new_bill_usd_per_month"])
+    assert {b["method"]: b["usd_per_month"] for b in js["bills"]} == pytest.approx(
+        {b.method: b.usd_per_month for b in p.bills})
+    assert js["fleet"] is not None and "'flat' daily shape (no daily shape given" in js["fleet"]["shape_source"]
+    assert "at full load" in js["conventions"]["usd_per_mtok"]
+    bad = run(*args, "--billing", "monthly")
+    assert bad.returncode != 0 and "monthly" in bad.stderr

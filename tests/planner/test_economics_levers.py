@@ -114,7 +114,9 @@ def test_lever1_is_not_counted_twice_when_heads_are_tuned(catalog):
     tuned = {st.lever: st for st in waterfall(_r(tuned=True), catalog, start="eagle3")}
     assert not tuned["domain_finetune"].applied and "tuned" in tuned["domain_finetune"].reason
     assert tuned["domain_finetune"].alpha_after == tuned["domain_finetune"].alpha_before
-    default = {st.lever: st for st in waterfall(_r(tuned=False), catalog, start="eagle3")}
+    # 5e12 tokens a month: a fleet large enough that the fine-tune's CPM cut frees replicas and pays back
+    default = {st.lever: st for st in waterfall(_r(tuned=False, monthly_output_tokens=5e12), catalog,
+                                                 start="eagle3")}
     d = default["domain_finetune"]
     assert d.applied and d.alpha_after - d.alpha_before == pytest.approx(
         catalog.levers["domain_finetune"].alpha_gain.mid, abs=1e-9)
@@ -123,9 +125,10 @@ def test_lever1_is_not_counted_twice_when_heads_are_tuned(catalog):
 def test_vsd_is_an_acceptance_gain_that_shrinks_where_the_verifier_is_compute_bound(catalog):
     """VSD is modelled as the acceptance gain it is, not a flat throughput multiplier: its CPM gain at a large
     compute-bound batch is below its gain at batch 1."""
-    small = {st.lever: st for st in waterfall(_r(workload="chat", batch_cap=1, tpot_slo_ms=200), catalog,
-                                              start="eagle3")}["vsd"]
-    large = {st.lever: st for st in waterfall(_r(workload="chat", tpot_slo_ms=200), catalog, start="eagle3")}["vsd"]
+    # VSD's ~$90k one-time cost is applied only where its bill saving pays it back: 5e12 tokens a month
+    big = dict(workload="chat", tpot_slo_ms=200, monthly_output_tokens=5e12)
+    small = {st.lever: st for st in waterfall(_r(batch_cap=1, **big), catalog, start="eagle3")}["vsd"]
+    large = {st.lever: st for st in waterfall(_r(**big), catalog, start="eagle3")}["vsd"]
     assert small.applied and small.alpha_after > small.alpha_before
     gain_small = 1 - small.usd_per_mtok_after / small.usd_per_mtok_before
     gain_large = 1 - large.usd_per_mtok_after / large.usd_per_mtok_before if large.applied else 0.0
@@ -134,10 +137,12 @@ def test_vsd_is_an_acceptance_gain_that_shrinks_where_the_verifier_is_compute_bo
 
 
 def test_vsd_breakeven_is_computed_and_scales_with_its_cost(catalog):
-    steps = {st.lever: st for st in waterfall(_r(), catalog, start="eagle3")}
+    steps = {st.lever: st for st in waterfall(_r(monthly_output_tokens=5e12), catalog, start="eagle3")}
     vsd = steps["vsd"]
     assert vsd.applied
-    cut = 1 - vsd.usd_per_mtok_after / vsd.usd_per_mtok_before
+    # the spend above which it pays: from the cut it makes in the fleet's bill
+    cut = 1 - vsd.bill_usd_per_month_after / vsd.bill_usd_per_month_before
+    assert vsd.monthly_saving_usd == pytest.approx(vsd.bill_usd_per_month_before - vsd.bill_usd_per_month_after)
     assert vsd.breakeven_monthly_spend_usd == pytest.approx(
         float(breakeven_monthly_spend_usd(cpm_reduction_fraction=cut, one_time_usd=vsd.one_time_usd_high,
                                           horizon_months=36, annual_discount_rate=0.10)))
@@ -165,3 +170,65 @@ def test_waterfall_summary_runs_from_the_first_step_to_the_last():
     s = summarize([step(2.0, 1.5, 1_000.0), step(1.5, 1.5, 0.0, applied=False), step(1.5, 1.2, 500.0)], 1e10)
     assert (s.start_usd_per_mtok, s.end_usd_per_mtok, s.one_time_usd_high) == (2.0, 1.2, 1_500.0)
     assert s.monthly_saving_usd == pytest.approx((2.0 - 1.2) * 1e4)  # 1e10 tokens = 1e4 million
+
+
+def test_levers_start_from_today_and_apply_only_what_pays_back(catalog):
+    """No speculation today: step 0 adopts EAGLE-3 from no speculation's bill (the plan's reference bill), and every
+    applied step pays back within the horizon with a positive NPV; the others say why not."""
+    from planner.levers import summarize
+
+    req = _r(monthly_output_tokens=5e11, levers_start="auto")
+    p = plan(req, catalog)
+    steps = list(p.levers)
+    assert steps[0].lever == "adopt" and steps[0].number == 0
+    assert steps[0].usd_per_mtok_before == pytest.approx(p.baseline.usd_per_mtok)
+    assert steps[0].bill_usd_per_month_before == pytest.approx(p.economics.reference_bill_usd_per_month)
+    horizon = p.costs.horizon_months
+    for a, b in zip(steps, steps[1:]):
+        assert b.bill_usd_per_month_before == pytest.approx(a.bill_usd_per_month_after)
+    for st in steps:
+        if st.applied:
+            assert st.monthly_saving_usd == pytest.approx(st.bill_usd_per_month_before - st.bill_usd_per_month_after)
+            assert st.payback_months <= horizon and st.npv_usd > 0
+        else:
+            assert st.bill_usd_per_month_after == st.bill_usd_per_month_before and st.one_time_usd_high == 0
+    s = summarize(steps, req.monthly_output_tokens, horizon_months=horizon,
+                  annual_discount_rate=p.costs.annual_discount_rate)
+    one = sum(st.one_time_usd_high for st in steps if st.applied)
+    first, last = steps[0].bill_usd_per_month_before, steps[-1].bill_usd_per_month_after
+    assert s.monthly_saving_usd == pytest.approx(first - last)
+    assert s.payback_months == pytest.approx(one / s.monthly_saving_usd)
+    assert s.npv_usd == pytest.approx(s.monthly_saving_usd * annuity_factor(horizon, 0.10) - one)
+    assert s.payback_months <= horizon and s.npv_usd > 0
+
+
+def test_a_lever_that_does_not_pay_back_is_not_applied(catalog):
+    """10B tokens a month on one 4 x H100 replica: no lever frees a replica, so none is applied (nor EAGLE-3
+    itself), whatever it does to the CPM at full load; the waterfall says the bill does not change."""
+    req = _r(workload="chat", tpot_slo_ms=50, monthly_output_tokens=1e10, levers_start="auto")
+    p = plan(req, catalog)
+    assert p.levers and not any(st.applied for st in p.levers)
+    assert "not the bill" in p.levers[0].reason
+    assert all("draft network" in st.reason for st in p.levers[1:])
+    from_head = {st.lever: st for st in levers(req, catalog, "eagle3")}
+    vsd = from_head["vsd"]
+    assert not vsd.applied and ("not the bill" in vsd.reason or "beyond the 36-month horizon" in vsd.reason
+                                or "raises CPM" in vsd.reason)
+
+
+def test_a_levers_candidate_is_billed_as_it_runs(catalog):
+    """The tree lever's fleet is sized with the tree's own step (its verified tokens), not as a chain with the
+    tree's acceptance: here the tree raises the CPM at full load, and its fleet costs at least the chain's."""
+    from planner.bill import point_bill
+    from planner.context import Candidate, make_context
+    from planner.points import one_point
+
+    ctx = make_context(_r(monthly_output_tokens=5e11), catalog)
+    chain = Candidate("eagle3", tuple(range(1, catalog.methods["eagle3"].max_k + 1)))
+    tree = dataclasses.replace(chain, tree=True)
+    pc, pt = one_point(ctx, chain), one_point(ctx, tree)
+    bc = point_bill(ctx, pc, billing="autoscaled", cand=chain).usd_per_month
+    bt = point_bill(ctx, pt, billing="autoscaled", cand=tree).usd_per_month
+    assert pt.usd_per_mtok > pc.usd_per_mtok and bt >= bc
+    # priced as a chain with the tree's acceptance, the same point would look cheaper than it runs
+    assert point_bill(ctx, pt, billing="autoscaled").usd_per_month < bt

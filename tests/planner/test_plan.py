@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from planner import plan as P
 from planner.candidates import method_candidates
 from planner.context import BASELINE, make_context, r5
-from planner.economics import economics
+from planner.economics import economics_of_bills
 from planner.roofline import head_net, hw_params, target_net
 from planner.search import candidate_grid, evaluate_at, search
 from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays
@@ -30,7 +30,8 @@ def _brute_force_best_cpm(req, catalog):
     batches = np.arange(1, P.MAX_BATCH + 1, dtype=float)[None, None, None, None, :]
     r = evaluate_at(ctx, cands, smp, grid, batches)
     is_base = r5([c.method == P.NO_SPEC for c in cands], 1).astype(bool)
-    tpot = np.where(is_base, r.baseline_tpot_s, r.tpot_s)
+    # the SLO holds on the TPOT a user sees at full load, prefill sharing the replica (planner.replica)
+    tpot = np.where(is_base, r.baseline_tpot_seen_s, r.tpot_seen_s)
     cpm = np.where(is_base, r.baseline_usd_per_mtok, r.usd_per_mtok)
     mb = np.where(is_base, r.baseline_max_batch, r.max_batch)
     ok = (tpot <= req.tpot_slo_ms / 1e3) & (batches <= mb)
@@ -55,9 +56,13 @@ def test_batch_search_equals_an_exhaustive_integer_search(catalog, req):
 
 
 def test_default_baseline_reaches_its_memory_limit_not_a_grid_point(catalog):
-    """Loose SLO: no speculation's best batch is its own memory limit (351 here, not the old grid's 256)."""
+    """Loose SLO (500 ms): no speculation's best batch is its own memory limit (351 here, not the old grid's 256);
+    at 50 ms the TPOT seen at full load (prefill sharing the replica) bounds it below memory, at the SLO."""
+    p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=500), catalog)
+    assert p.baseline.feasible and p.baseline.batch == p.baseline.max_batch == 351
     p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4), catalog)
-    assert p.baseline.feasible and p.baseline.batch == p.baseline.max_batch
+    assert p.baseline.feasible and p.baseline.batch < p.baseline.max_batch
+    assert 49.5 < p.baseline.tpot_ms <= 50
     for m in p.methods:
         if m.feasible:
             assert m.batch <= m.max_batch and m.tpot_ms <= 50
@@ -178,12 +183,16 @@ def test_segment_shares_must_sum_to_one(catalog):
 
 
 def test_economics_come_from_the_one_economics_function(catalog):
-    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=3e10)
+    """The saving, payback and NPV come from the two fleets' bills (the money number), through economics()."""
+    # 1e11 tokens/month: the fleets differ (at 3e10 one replica serves the traffic with or without speculation)
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=1e11)
     p = P.plan(req, catalog)
     assert p.recommendation is not None
-    e = economics(baseline_usd_per_mtok=p.reference.usd_per_mtok, new_usd_per_mtok=p.best.usd_per_mtok,
-                  monthly_output_tokens=3e10, one_time_usd=0.5 * (p.best.one_time_usd_low + p.best.one_time_usd_high),
-                  horizon_months=p.costs.horizon_months, annual_discount_rate=p.costs.annual_discount_rate)
+    e = economics_of_bills(baseline_monthly_usd=p.bill(p.reference.method).usd_per_month,
+                           new_monthly_usd=p.bill(p.best.method).usd_per_month,
+                           one_time_usd=0.5 * (p.best.one_time_usd_low + p.best.one_time_usd_high),
+                           horizon_months=p.costs.horizon_months, annual_discount_rate=p.costs.annual_discount_rate)
+    assert float(e.monthly_saving_usd) > 0
     assert p.economics.monthly_saving_usd == pytest.approx(float(e.monthly_saving_usd))
     assert p.economics.payback_months == pytest.approx(float(e.payback_months))
     assert p.economics.npv_usd == pytest.approx(float(e.npv_usd))
@@ -191,7 +200,7 @@ def test_economics_come_from_the_one_economics_function(catalog):
 
 
 def test_cost_assumptions_move_the_payback(catalog):
-    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm")
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=1e11)
     p = P.plan(req, catalog)
     dear = dataclasses.replace(p.costs, engineering_usd_per_week=20_000)
     p2 = P.plan(dataclasses.replace(req, costs=dear), catalog)
@@ -259,11 +268,14 @@ def test_absolute_step_time_by_hand_llama_8b_on_one_h100_at_batch_1(catalog):
     assert not bool(compute_bound)
     assert float(t) == pytest.approx(by_hand_s, rel=1e-6)
     assert 4e-3 < by_hand_s < 8e-3  # ~5.7 ms: 15 GB at ~2.5 TB/s plus 1.5 ms fixed
-    # and the plan's TPOT for no speculation at batch 1 is that same step (tau = 1)
+    # and the plan's TPOT for no speculation at batch 1 is that same step (tau = 1) plus the prefill that shares
+    # the replica at full load: batch 1 x t_prefill / 800 output tokens, t_prefill = 800 prompt tokens x (2 x the
+    # streamed params + 2 x attn_dim (32 layers x 32 heads x 128) x 800) / (989 TFLOP/s x eta_flops) = 20.5 ms
     p = P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", batch_cap=1, efficiency=eff,
                              segments=(P.TrafficSegment("chat", "english", 1.0, 800.0, 800.0),)), catalog)
+    prefill_s = 800 * (2 * (8.03e9 - 128256 * 4096) + 2 * 32 * 32 * 128 * 800) / (989e12 * eff.eta_flops)
     assert p.baseline.batch == 1
-    assert p.baseline.tpot_ms == pytest.approx(by_hand_s * 1e3, rel=1e-6)
+    assert p.baseline.tpot_ms == pytest.approx((by_hand_s + prefill_s / 800) * 1e3, rel=1e-6)
 
 
 def test_kv_cache_format_is_its_own_choice_and_reaches_the_deploy_command(catalog):

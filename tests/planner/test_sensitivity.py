@@ -28,8 +28,15 @@ def test_tornado_moves_the_saving_with_the_step_time_and_names_its_ranges(catalo
     assert "fit +-2 sigma" in bw.range
     assert bw.swing_pct > 0
     assert all(np.isfinite(b.mid_cpm_change_pct) for b in bars.values())
+    # the price moves only when the request asks for the list range (and the user entered none)
+    assert "$/GPU-hour (list range)" not in bars
+    import dataclasses
+
+    ranged = {b.driver: b for b in S.tornado(dataclasses.replace(REQ, price_range=True), catalog, "eagle3")}
     # the price scales every configuration alike: it cannot move the relative saving
-    assert bars["$/GPU-hour (list range)"].swing_pct == pytest.approx(0.0, abs=1e-9)
+    assert ranged["$/GPU-hour (list range)"].swing_pct == pytest.approx(0.0, abs=1e-9)
+    entered = dataclasses.replace(REQ, price_range=True, usd_per_gpu_hour=2.5)
+    assert "$/GPU-hour (list range)" not in {b.driver for b in S.tornado(entered, catalog, "eagle3")}
 
 
 def test_monte_carlo_is_seeded_and_the_hardware_draws_widen_it(catalog):
