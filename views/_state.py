@@ -281,7 +281,8 @@ def request(**changes) -> P.PlanRequest:
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
-        costs=costs())
+        costs=costs(), fleet=True, shape=arrival_shape())
+    # every page plans the same fleet by hour (the bill is the money number): the daily shape is part of the request
     return dataclasses.replace(req, **changes) if changes else req
 
 

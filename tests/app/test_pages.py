@@ -205,11 +205,12 @@ def test_one_answer_everywhere(app, cat, media):
     """The CLI's plan JSON, the Plan headline, the Fleet chart, the Levers start, the Methods table, the Report CSV
     (the page's own download) and the Sensitivity page show the same CPM, K, batch, saving, payback, bills and
     P(saving > 0) for one scenario."""
-    q = {"model": "llama-3.1-8b", "tp": "1", "current": "eagle3", "volume_b": "30", "fleet_shape": "business_hours"}
-    kw = dict(model="llama-3.1-8b", tp=1, current_method="eagle3", monthly_output_tokens=3e10)
+    q = {"model": "llama-3.1-8b", "tp": "1", "current": "eagle3", "volume_b": "1000", "fleet_shape": "business_hours"}
+    kw = dict(model="llama-3.1-8b", tp=1, current_method="eagle3", monthly_output_tokens=1e12,
+              daily_shape="business_hours")
     p = planned(cat, **kw)
     js = cli_plan("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--current-method", "eagle3",
-                  "--monthly-output-tokens", "3e10", "--daily-shape", "business_hours")
+                  "--monthly-output-tokens", "1e12", "--daily-shape", "business_hours")
     best = p.best
     js_best = next(m for m in js["methods"] if m["method"] == best.method)
     assert js_best["usd_per_mtok"] == pytest.approx(best.usd_per_mtok)
@@ -220,6 +221,8 @@ def test_one_answer_everywhere(app, cat, media):
     configs = {c["method"]: c for c in js["fleet"]["configs"]}
     today_bill, best_bill = configs[js["reference"]["method"]], configs[best.method]
     assert best.method != js["reference"]["method"]  # the scenario shows both fleets
+    # at 1,000B tokens/month the fleets differ (60 -> 59 GPUs at the peak): saving and payback are bills'
+    assert e["monthly_saving_usd"] > 0 and e["payback_months"] is not None
     # the Plan page: headline and fleet
     at = app(q)
     assert money(metric(at, "Best method CPM").value) == pytest.approx(best.usd_per_mtok, abs=6e-4)
@@ -499,17 +502,12 @@ def test_report_shows_the_fields_other_parts_of_the_planner_add(cat):
     from types import SimpleNamespace as NS
     from typing import Any
 
-    from planner.answer import PlanEconomics
-
     p = planned(cat, model="llama-3.1-8b", tp=1, daily_shape="business_hours")
-    econ_t = dc.make_dataclass("Econ", [("reference_bill_usd_per_month", Any, None), ("p_saving_positive", Any, None),
-                                        ("new_effective_usd_per_mtok", Any, None), ("new_tpot_ms", Any, None)],
-                               bases=(PlanEconomics,), frozen=True)
     spend_t = dc.make_dataclass("Spend", [("usd_per_month", float), ("gpus", int)], frozen=True)
     plan_t = dc.make_dataclass("PlanPlus", [("hardware_choice", Any, None), ("spend", Any, None)],
                                bases=(P.Plan,), frozen=True)
-    econ = econ_t(**dc.asdict(p.economics), reference_bill_usd_per_month=12345.0, p_saving_positive=0.83,
-                  new_effective_usd_per_mtok=0.456, new_tpot_ms=31.5)
+    econ = dc.replace(p.economics, reference_bill_usd_per_month=12345.0, p_saving_positive=0.83,
+                      new_effective_usd_per_mtok=0.456, new_tpot_ms=31.5)
     opt = NS(hardware_label="NVIDIA H200", tp=2, dtype="fp8", method_label="EAGLE-3", k=3, peak_gpus=6,
              usd_per_gpu_hour=3.5, usd_per_month=9876.0, billing="autoscaled")
     hc = NS(choices=(NS(label="NVIDIA H200", no_speculation=None, speculation=opt, note="too big without"),),
