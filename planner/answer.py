@@ -147,6 +147,8 @@ class Plan:
     costs: CostAssumptions
     alternatives: tuple[OperatingPoint, ...] = ()  # no speculation at other TP (the way out of an infeasible baseline)
     fleet: Any = None  # planner.fleet.Fleet: GPUs by hour with and without speculation, the month's bills
+    spend: Any = None  # planner.spend.SpendVolume: how a stated spend became the volume (None: a volume was given)
+    hardware_choice: Any = None  # planner.hardware_choice.HardwareComparison (None: not asked for)
 
     def method(self, name: str) -> OperatingPoint:
         for m in self.methods:

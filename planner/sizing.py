@@ -42,14 +42,17 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint]) -> Fleet | None:
     cands = [Candidate(p.method, (max(p.k, 1),), tree=req.tree_shape is not None and p.method != NO_SPEC
                        and cat.methods[p.method].tree, tree_shape=req.tree_shape if p.method != NO_SPEC
                        and cat.methods[p.method].tree else None) for p in cfgs]
+    # hours of a daily shape share their mean lengths: the TPOT curves once per distinct (prompt, output) pair
+    lengths, inv = np.unique([[h.prompt_tokens, h.output_tokens] for h in hours], axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
     grid = evaluation_grid(
         k=r5([max(p.k, 1) for p in cfgs], 1), tau=r5([p.acceptance_length for p in cfgs], 1),
         verify_tokens=r5([c.tree_shape.verify_tokens_per_seq if c.tree_shape is not None else max(p.k, 1) + 1
                           for c, p in zip(cands, cfgs, strict=True)], 1),
-        prompt_tokens=[h.prompt_tokens for h in hours], output_tokens=[h.output_tokens for h in hours])
+        prompt_tokens=lengths[:, 0].tolist(), output_tokens=lengths[:, 1].tolist())
     smp = ctx.mid_samples()
     drafts = draft_arrays(ctx, cands)
-    mb = max_batch(ctx, cands, grid, drafts)[0, :, 0, :, 0]  # (C, H)
+    mb = np.minimum(max_batch(ctx, cands, grid, drafts)[0, :, 0, :, 0], MAX_BATCH)[:, inv]  # (C, H); as the search
     # Batches beyond Little's bound lambda * O * SLO never decide the fleet (planner.fleet.replicas_for): a light
     # load needs the TPOT curve only up to its few sequences in flight.
     in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * req.tpot_slo_ms / 1e3
@@ -57,10 +60,10 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint]) -> Fleet | None:
     res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4),
                           **engine_args(ctx, cands, smp, grid, drafts))
     is_base = r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
-    tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(hours), bmax))
-    pre_s = np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params,
-                                           prompt_tokens=np.array([h.prompt_tokens for h in hours]), tp=ctx.tp),
-                            (len(hours),))
-    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
+    tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s),
+                           (1, len(cands), 1, len(lengths), bmax))[0, :, 0][:, inv]
+    pre_s = np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=lengths[:, 0], tp=ctx.tp),
+                            (len(lengths),))[inv]
+    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot, max_batch=mb,
                              prefill_s=np.asarray(pre_s, float), hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
                              slo_ms=req.tpot_slo_ms, shape_source=source)
