@@ -228,5 +228,7 @@ def hardware_sentence(cmp: HardwareComparison, req: PlanRequest, catalog) -> str
     hw = catalog.hardware[req.hardware]
     against = (f"against {fmt_usd(own.usd_per_month)}/month on {own.peak_gpus:,} x {hw.label}" if own is not None
                else f"where {req.tp} x {hw.label} ({req.dtype}) cannot serve it under the SLO")
+    quality = (f"; its {c.dtype} weights may cost quality against {req.dtype}, which the planner does not price"
+               if c.dtype != req.dtype else "")
     return (f"A cheaper GPU for this traffic: {c.description} at ${c.usd_per_gpu_hour:.2f}/GPU-hour costs "
-            f"{fmt_usd(c.usd_per_month)}/month billed {c.billing}, {against}.")
+            f"{fmt_usd(c.usd_per_month)}/month billed {c.billing}, {against}{quality}.")

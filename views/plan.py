@@ -12,6 +12,7 @@ import streamlit as st
 from planner.answer import OperatingPoint, Plan
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.request import PlanRequest
+from views import _hardware
 from views import _state as S
 
 CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau counts the bonus token; vLLM's draft "
@@ -20,7 +21,7 @@ CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau coun
 
 def compute(req: PlanRequest | None = None) -> Plan:
     """Everything the page shows: one cached plan() call, the fleet by hour included (benchmarks time this)."""
-    return S.plan(S.fleet_request(req or S.request()))
+    return S.plan(_hardware.with_comparison(S.fleet_request(req or S.request())))
 
 
 def cpm_chart(p: Plan) -> go.Figure:
@@ -124,6 +125,7 @@ def render() -> None:
                "SLO. " + CONVENTION)
     st.dataframe(method_rows(p), key="plan_table", hide_index=True)
     _fleet(p)
+    _hardware.section(p)
     if p.deploy is not None:
         title = ("Deployment command" if p.recommendation is not None
                  else f"Deployment command for the cheapest method ({p.best.label}; not recommended here)")
