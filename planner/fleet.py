@@ -183,6 +183,13 @@ def replicas_for(*, requests_per_s: np.ndarray, output_tokens: np.ndarray, prefi
     return r.astype(int), np.where(lam > 0, b_frac, 0.0), np.where(lam > 0, tpot_seen, np.nan), rho
 
 
+def _first_rows(inv: np.ndarray, n: int) -> np.ndarray:
+    """For labels 0..n-1 in order of first appearance, the index of each label's first row."""
+    out = np.empty(n, int)
+    out[inv[::-1]] = np.arange(len(inv))[::-1]
+    return out
+
+
 def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.ndarray, max_batch: np.ndarray,
                       prefill_s: np.ndarray, hours: Sequence[HourLoad], tp: int, usd_per_gpu_hour: float,
                       slo_ms: float, shape_source: str, slot_hours: float = 1.0) -> Fleet:
@@ -192,12 +199,18 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
     lam = np.array([h.requests_per_s for h in hours])
     out = np.array([h.output_tokens for h in hours])
     n_c, n_h = len(configs), len(hours)
-    # every configuration's hours in one vectorised call (rows c * H + h)
-    r_all, b_all, t_all, rho_all = (a.reshape(n_c, n_h) for a in replicas_for(
-        requests_per_s=np.tile(lam, n_c), output_tokens=np.tile(out, n_c),
-        prefill_s=np.tile(np.broadcast_to(np.asarray(prefill_s, float), (n_h,)), n_c),
-        tpot_s=np.asarray(tpot_s, float)[:n_c].reshape(n_c * n_h, -1),
-        max_batch=np.asarray(max_batch, float)[:n_c].reshape(n_c * n_h), slo_s=slo_ms / 1e3))
+    # every configuration's hours in one vectorised call (rows c * H + h); rows alike in load, prefill, memory and
+    # TPOT curve (a daily shape repeats its levels) are solved once
+    rows = np.column_stack([np.tile(lam, n_c), np.tile(out, n_c),
+                            np.tile(np.broadcast_to(np.asarray(prefill_s, float), (n_h,)), n_c),
+                            np.asarray(max_batch, float)[:n_c].reshape(n_c * n_h),
+                            np.asarray(tpot_s, float)[:n_c].reshape(n_c * n_h, -1)])
+    first: dict[bytes, int] = {}
+    inv = np.array([first.setdefault(row.tobytes(), len(first)) for row in rows])
+    uniq = rows[_first_rows(inv, len(first))]
+    r_all, b_all, t_all, rho_all = (a[inv].reshape(n_c, n_h) for a in replicas_for(
+        requests_per_s=uniq[:, 0], output_tokens=uniq[:, 1], prefill_s=uniq[:, 2], max_batch=uniq[:, 3],
+        tpot_s=uniq[:, 4:], slo_s=slo_ms / 1e3))
     plans = []
     for c, (method, label, k) in enumerate(configs):
         r, b, t, rho = r_all[c], b_all[c], t_all[c], rho_all[c]

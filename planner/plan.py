@@ -101,8 +101,8 @@ def plan(req: PlanRequest, catalog) -> Plan:
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
-    if hw_cmp is not None and hardware_sentence(hw_cmp, req, catalog):
-        verdict = f"{verdict} {hardware_sentence(hw_cmp, req, catalog)}"
+    if hw_cmp is not None and (elsewhere := hardware_sentence(hw_cmp, req, catalog)):
+        verdict = f"{verdict} {elsewhere}"
     return Plan(
         fleet=plan_fleet(ctx, [baseline, *methods]) if req.daily_shape is not None or req.hours else None,
         request=req,

@@ -26,8 +26,9 @@ def with_comparison(req: PlanRequest) -> PlanRequest:
     if not ss.get(TOGGLE):
         return req
     cat = S.catalog()
-    prices = tuple((name, float(ss[PRICE_PREFIX + name])) for name in cat.hardware
-                   if name != req.hardware and PRICE_PREFIX + name in ss)
+    prices = tuple((name, float(ss[PRICE_PREFIX + name])) for name, hw in cat.hardware.items()
+                   if name != req.hardware and PRICE_PREFIX + name in ss
+                   and abs(float(ss[PRICE_PREFIX + name]) - hw.usd_per_gpu_hour_mid) > 1e-9)
     return dataclasses.replace(req, compare_hardware=True, hardware_prices=prices)
 
 

@@ -107,16 +107,18 @@ def cmp_request(**kw) -> P.PlanRequest:
     return P.PlanRequest(**{**base, **kw})
 
 
-@pytest.mark.parametrize("hardware", ["h100-sxm", "l40s"])
-def test_the_cheapest_fleet_per_gpu_equals_a_brute_force_over_tps_and_weights(catalog, hardware):
-    cmp = compare_hardware(cmp_request(), catalog)
+@pytest.mark.parametrize(("hardware", "volume"), [("h100-sxm", 1e10), ("l40s", 1e10), ("b200", 5e11)])
+def test_the_cheapest_fleet_per_gpu_equals_a_brute_force_over_tps_and_weights(catalog, hardware, volume):
+    # the comparison skips configurations by bounds (one replica every hour; the full-load CPM x volume): the
+    # cheapest it finds must be the cheapest of every TP and weight format sized by plan()
+    cmp = compare_hardware(cmp_request(monthly_output_tokens=volume), catalog)
     hw = catalog.hardware[hardware]
     best = {False: float("inf"), True: float("inf")}
     for tp in (t for t in TP_OPTIONS if t <= hw.max_tp):
         for dt in WEIGHT_DTYPES:
             try:
-                p = P.plan(cmp_request(hardware=hardware, tp=tp, dtype=dt, usd_per_gpu_hour=hw.usd_per_gpu_hour_mid),
-                           catalog)
+                p = P.plan(cmp_request(hardware=hardware, tp=tp, dtype=dt, usd_per_gpu_hour=hw.usd_per_gpu_hour_mid,
+                                       monthly_output_tokens=volume), catalog)
             except PlanError:
                 continue
             for c in (p.fleet.configs if p.fleet is not None else ()):
