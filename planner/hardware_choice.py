@@ -67,7 +67,7 @@ class HardwareChoice:
     @property
     def cheapest(self) -> HardwareOption | None:
         opts = [o for o in (self.no_speculation, self.speculation) if o is not None]
-        return min(opts, key=lambda o: o.usd_per_month) if opts else None
+        return min(opts, key=_cost) if opts else None
 
 
 @dataclass(frozen=True)
@@ -208,9 +208,14 @@ def compare_hardware(req: PlanRequest, catalog, *, prices: Mapping[str, float] |
         choices.append(HardwareChoice(name, hw.label, price, source, best.get(False), best.get(True), sized, skipped,
                                       note))
     every = [o for c in choices for o in (c.no_speculation, c.speculation) if o is not None]
-    cheapest = min(every, key=lambda o: o.usd_per_month) if every else None
-    own = min(requested, key=lambda o: o.usd_per_month) if requested else None
+    cheapest = min(every, key=_cost) if every else None
+    own = min(requested, key=_cost) if requested else None
     return HardwareComparison(tuple(choices), cheapest, own, billing, volume, NOTE)
+
+
+def _cost(o: HardwareOption) -> tuple[float, bool]:
+    """Cheapest first; at the same bill (to the cent), no speculation first: it needs no setup."""
+    return round(o.usd_per_month, 2), o.method != NO_SPEC
 
 
 def _keep(best: dict[bool, HardwareOption], o: HardwareOption) -> None:

@@ -129,6 +129,8 @@ def volume_for_spend(req: PlanRequest, catalog) -> SpendVolume:
     """The largest monthly output-token volume whose fleet (today's configuration, the request's GPU type, TP, weights,
     SLO, mix and daily shape or hours) costs at most req.spend_usd_per_month under req.billing, within
     req.spend_gpus GPUs at the peak when given (module docstring)."""
+    if req.spend_usd_per_month is None:
+        raise PlanError("spend_usd_per_month", None, "a monthly spend above $0 to derive the volume from")
     segs = validate(req, catalog)
     spend = float(req.spend_usd_per_month)
     price, price_source = spend_price(req, catalog)

@@ -21,6 +21,9 @@ def test_plan_page_compares_gpu_types_and_a_price_round_trips_in_the_url(app, ca
     assert at.toggle(key="hw_compare").value is True
     table = _table(at)
     assert list(table["GPU"]) == [hw.label for hw in cat.hardware.values()]
+    # another GPU type serves the default traffic for less (4-bit weights on a B200): the verdict names it
+    rec = next(m.value for m in at.markdown if m.value.startswith("**Recommendation:**"))
+    assert "A cheaper GPU for this traffic" in rec and cat.hardware["h100-sxm"].label in rec
     # a price entered for another GPU type reprices its fleets and goes to the link
     at.number_input(key="gpu_price_h200").set_value(1.5).run()
     assert not at.exception, at.exception
