@@ -45,6 +45,11 @@ class HardwareOption:
     billing: str
 
     @property
+    def short(self) -> str:
+        spec = "" if self.method == NO_SPEC else f", {self.method_label} K={self.k}"
+        return f"{self.peak_gpus:,} GPUs, TP {self.tp}, {self.dtype}{spec}"
+
+    @property
     def description(self) -> str:
         spec = "no speculation" if self.method == NO_SPEC else f"{self.method_label} K={self.k}"
         return f"{self.peak_gpus:,} x {self.hardware_label} (TP {self.tp}, {self.dtype} weights, {spec})"

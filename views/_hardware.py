@@ -54,11 +54,11 @@ def rows(cmp) -> list[dict]:
         off, on = c.no_speculation, c.speculation
         out.append({
             "GPU": c.label, "$/GPU-hour": round(c.usd_per_gpu_hour, 2),
-            "fleet without speculation": off.description if off else c.note or "none meets the SLO",
-            "$/month without": round(off.usd_per_month) if off else None,
-            "fleet with speculation": on.description if on else "none meets the SLO",
-            "$/month with": round(on.usd_per_month) if on else None,
-            "price source": c.price_source})
+            "price": c.price_source.split(" (")[0],
+            "$/month without speculation": round(off.usd_per_month) if off else None,
+            "fleet without": off.short if off else "none fits and meets the SLO",
+            "$/month with speculation": round(on.usd_per_month) if on else None,
+            "fleet with": on.short if on else "none fits and meets the SLO"})
     return out
 
 
@@ -91,6 +91,9 @@ def section(p: Plan) -> None:
         return
     st.plotly_chart(chart(cmp), key="plan_hardware_chart", width="stretch")
     st.dataframe(rows(cmp), key="plan_hardware_table", hide_index=True)
+    listed = next((c.price_source for c in cmp.choices if c.price_source != "entered"), "")
+    if listed:
+        st.caption(f"Prices not entered: {listed}.")
     best, own = cmp.cheapest, cmp.requested
     if best is not None:
         st.caption(f"Cheapest: {best.description} at {fmt_usd(best.usd_per_month)}/month"

@@ -36,7 +36,7 @@ def test_plan_page_compares_gpu_types_and_a_price_round_trips_in_the_url(app, ca
     # the table's bills are the planner's at that price, for the page's own request (sidebar defaults)
     req = dataclasses.replace(_default_request(cat), hardware_prices=(("h200", 1.5),))
     expect = compare_hardware(req, cat).choice("h200")
-    assert row["$/month without"] == pytest.approx(round(expect.no_speculation.usd_per_month))
+    assert row["$/month without speculation"] == pytest.approx(round(expect.no_speculation.usd_per_month))
 
 
 def _default_request(cat):
