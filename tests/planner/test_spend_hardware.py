@@ -176,3 +176,16 @@ def test_cli_refuses_gpus_without_a_spend():
     out = subprocess.run([sys.executable, "-m", "planner", "plan", "--model", "llama-3.3-70b", "--hardware",
                           "h100-sxm", "--tp", "4", "--gpus", "32"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "spend_gpus=32 is not allowed" in out.stderr
+
+
+def test_a_fleet_whose_memory_holds_more_than_the_search_cap_is_sized(catalog):
+    # 8 x H200 in fp8 hold more than MAX_BATCH sequences of this chat traffic and its busiest hours need them all: the
+    # fleet caps the batch where the search does (it used to refuse the TPOT curve as too short)
+    p = P.plan(cmp_request(hardware="h200", tp=8, dtype="fp8", monthly_output_tokens=5e11), catalog)
+    base = p.fleet.config(NO_SPEC)
+    assert base.feasible and max(h.batch for h in base.hours) <= P.MAX_BATCH
+
+
+def test_4bit_weights_that_do_not_fit_say_so(catalog):
+    p = P.plan(cmp_request(hardware="l40s", tp=1, dtype="nvfp4"), catalog)
+    assert not p.baseline.fits_memory and "does not fit" in p.verdict
