@@ -2,11 +2,12 @@
 catalogue, over its TPs and weight formats (those that fit memory and meet the SLO), without speculation and with
 each method at its best K; bills from the fleet functions (planner.spend.fleet_bills) at the user's prices.
 
-Pruning, exact: a fleet keeps at least one replica up every hour, so a configuration of TP t on a GPU at p $/GPU-hour
-costs at least t x 24 h x days x p a month whatever the load. Configurations are tried from the lowest such floor
-up; once the cheapest fleet found on a GPU type (with and without speculation) costs no more than a configuration's
-floor, that configuration cannot win and is not sized. Weights that do not fit the replica's memory are skipped
-before any search.
+Pruning: a fleet keeps at least one replica up every hour, so a configuration of TP t on a GPU at p $/GPU-hour costs
+at least t x 24 h x days x p a month whatever the load. Configurations are tried from the lowest such floor up; once
+the cheapest fleet found on a GPU type (with and without speculation) costs no more than a configuration's floor,
+that configuration cannot win and is not searched. Within one, a point is sized only when its floor and CPM_BOUND x
+its full-load CPM x the volume are below the best of its kind. Weights that do not fit the replica's memory are
+skipped before any search.
 """
 
 from __future__ import annotations
@@ -102,8 +103,9 @@ class HardwareComparison:
 
 
 # A fleet's bill is at least its full-load cost per token times the volume (idle capacity, whole replicas and prefill
-# sharing only add to it); sizing is skipped below this fraction of that bound, a margin for a mix's blended CPM and
-# the traffic's batch cap, which the fleet does not apply.
+# sharing only add to it); sizing is skipped above this fraction of that bound (a margin for a mix's blended CPM
+# against the fleet's mean lengths). Not applied when the batch is capped at the traffic's concurrency: the capped
+# CPM is above what the fleet, which is not capped, pays.
 CPM_BOUND = 0.8
 NOTE = ("Weight formats are compared on cost and speed only: 4-bit and fp8 weights may cost quality, which the planner "
         "does not price. Speculation does not change outputs.")
@@ -167,6 +169,8 @@ def compare_hardware(req: PlanRequest, catalog, *, prices: Mapping[str, float] |
         names.append(req.current_method)
     model = catalog.models[req.model]
     volume = req.monthly_output_tokens
+    # a batch capped at the traffic's concurrency raises the full-load CPM above what the fleet (uncapped) pays
+    bound = CPM_BOUND if req.batch_cap is None else 0.0
     own_price = priced[req.hardware][0]
     own_req = dataclasses.replace(req, usd_per_gpu_hour=own_price)
     own_ctx, own_pts = _search(own_req, catalog, segs, names)
@@ -201,7 +205,7 @@ def compare_hardware(req: PlanRequest, catalog, *, prices: Mapping[str, float] |
                 # size only the points whose bill could beat the best of their kind (CPM_BOUND x full-load CPM x
                 # volume, and the one-replica floor)
                 pts = [p for p in pts if not beaten(p.method != NO_SPEC,
-                                                    max(floor, CPM_BOUND * p.usd_per_mtok * volume / 1e6))]
+                                                    max(floor, bound * p.usd_per_mtok * volume / 1e6))]
                 if not pts:
                     skipped += 1
                     continue

@@ -107,18 +107,26 @@ def cmp_request(**kw) -> P.PlanRequest:
     return P.PlanRequest(**{**base, **kw})
 
 
-@pytest.mark.parametrize(("hardware", "volume"), [("h100-sxm", 1e10), ("l40s", 1e10), ("b200", 5e11)])
-def test_the_cheapest_fleet_per_gpu_equals_a_brute_force_over_tps_and_weights(catalog, hardware, volume):
+MIX = (P.TrafficSegment("chat", "english", 0.5, 900.0, 350.0), P.TrafficSegment("code", "mandarin", 0.3, 2500.0, 150.0),
+       P.TrafficSegment("rag_summarization", "english", 0.2, 12000.0, 400.0))
+
+
+@pytest.mark.parametrize(("hardware", "volume", "mix", "cap"), [
+    ("h100-sxm", 1e10, (), None), ("l40s", 1e10, (), None), ("b200", 5e11, (), None), ("h200", 1e11, MIX, 60.0),
+    ("mi300x", 1e11, MIX, None)])
+def test_the_cheapest_fleet_per_gpu_equals_a_brute_force_over_tps_and_weights(catalog, hardware, volume, mix, cap):
     # the comparison skips configurations by bounds (one replica every hour; the full-load CPM x volume): the
-    # cheapest it finds must be the cheapest of every TP and weight format sized by plan()
-    cmp = compare_hardware(cmp_request(monthly_output_tokens=volume), catalog)
+    # cheapest it finds must be the cheapest of every TP and weight format sized by plan(), for one workload and for
+    # a mix with a concurrency cap (which the CPM search applies and the fleet does not)
+    kw = dict(monthly_output_tokens=volume, segments=mix, batch_cap=cap)
+    cmp = compare_hardware(cmp_request(**kw), catalog)
     hw = catalog.hardware[hardware]
     best = {False: float("inf"), True: float("inf")}
     for tp in (t for t in TP_OPTIONS if t <= hw.max_tp):
         for dt in WEIGHT_DTYPES:
             try:
                 p = P.plan(cmp_request(hardware=hardware, tp=tp, dtype=dt, usd_per_gpu_hour=hw.usd_per_gpu_hour_mid,
-                                       monthly_output_tokens=volume), catalog)
+                                       **kw), catalog)
             except PlanError:
                 continue
             for c in (p.fleet.configs if p.fleet is not None else ()):
