@@ -2,29 +2,34 @@
 catalogue, over its TPs and weight formats (those that fit memory and meet the SLO), without speculation and with
 each method at its best K; bills from the fleet functions (planner.spend.fleet_bills) at the user's prices.
 
-Pruning: a fleet keeps at least one replica up every hour, so a configuration of TP t on a GPU at p $/GPU-hour costs
-at least t x 24 h x days x p a month whatever the load. Configurations are tried from the lowest such floor up; once
-the cheapest fleet found on a GPU type (with and without speculation) costs no more than a configuration's floor,
-that configuration cannot win and is not searched. Within one, a point is sized only when its floor and CPM_BOUND x
-its full-load CPM x the volume are below the best of its kind. Weights that do not fit the replica's memory are
-skipped before any search.
+Pruning, by floors no fleet of a configuration goes below: (1) a fleet keeps at least one replica up every hour, so TP
+t on a GPU at p $/GPU-hour costs at least t x 24 h x days x p a month whatever the load; (2) for dense models, every
+output token's verifier GEMMs and every prompt's prefill at the weight format's peak FLOP/s (_compute_floor). A
+configuration whose floor is no lower than the cheapest fleet already found on its GPU type, with and without
+speculation, cannot win and is not searched (configurations go from the lowest floor up). Within one, a point
+is sized only when CPM_BOUND x its full-load CPM x the volume is below the best of its kind. Weights that do not fit
+the replica's memory are skipped before any search.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 from planner.answer import OperatingPoint
 from planner.candidates import method_candidates
 from planner.context import BASELINE, make_context
+from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY
 from planner.formatting import fmt_usd
 from planner.points import points
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest, is_number, validate
 from planner.roofline import ACTIVATION_RESERVE_FRACTION, GPU_MEMORY_UTILIZATION, replica_weight_bytes
 from planner.search import search
+from planner.serving import prefill_time_s
+from planner.sizing import traffic_hours
 from planner.spend import HOURS_PER_MONTH, FleetBill, fleet_bills
 from planner.types import WEIGHT_DTYPES
 
@@ -167,59 +172,74 @@ def compare_hardware(req: PlanRequest, catalog, *, prices: Mapping[str, float] |
     names = list(req.methods or catalog.methods)
     if req.current_method != NO_SPEC and req.current_method not in names:
         names.append(req.current_method)
-    model = catalog.models[req.model]
-    volume = req.monthly_output_tokens
-    # a batch capped at the traffic's concurrency raises the full-load CPM above what the fleet (uncapped) pays
-    bound = CPM_BOUND if req.batch_cap is None else 0.0
     own_price = priced[req.hardware][0]
     own_req = dataclasses.replace(req, usd_per_gpu_hour=own_price)
     own_ctx, own_pts = _search(own_req, catalog, segs, names)
     requested = [_option(own_req, own_ctx.hw.label, b) for b in fleet_bills(own_ctx, own_pts, billing=billing).values()]
-    choices = []
-    for name, hw in catalog.hardware.items():
-        price, source = priced[name]
-        best: dict[bool, HardwareOption] = {}
-        if name == req.hardware:
-            for o in requested:
-                _keep(best, o)
-        sized = skipped = 0
-
-        def beaten(kind: bool, bound: float, best=best) -> bool:
-            return kind in best and best[kind].usd_per_month <= bound
-
-        # by TP: the one-replica floor rises with it; within a TP, every weight format searched, then sized best first
-        for tp in (t for t in TP_OPTIONS if t <= hw.max_tp):
-            floor = tp * HOURS_PER_MONTH * price
-            if beaten(False, floor) and beaten(True, floor):
-                skipped += sum(1 for t in TP_OPTIONS if tp <= t <= hw.max_tp) * len(WEIGHT_DTYPES)
-                break
-            found = []
-            for dt in WEIGHT_DTYPES:
-                if (name, tp, dt) == (req.hardware, req.tp, req.dtype):
-                    continue
-                r = dataclasses.replace(req, hardware=name, tp=tp, dtype=dt, usd_per_gpu_hour=price,
-                                        attention_dp=req.attention_dp and bool(model.experts))
-                ctx, pts = _search(r, catalog, segs, names)
-                found.append((min((p.usd_per_mtok for p in pts), default=math.inf), r, ctx, pts))
-            for _, r, ctx, pts in sorted(found, key=lambda f: f[0]):
-                # size only the points whose bill could beat the best of their kind (CPM_BOUND x full-load CPM x
-                # volume, and the one-replica floor)
-                pts = [p for p in pts if not beaten(p.method != NO_SPEC,
-                                                    max(floor, bound * p.usd_per_mtok * volume / 1e6))]
-                if not pts:
-                    skipped += 1
-                    continue
-                sized += 1
-                for b in fleet_bills(ctx, pts, billing=billing).values():
-                    _keep(best, _option(r, hw.label, b))
-        note = "" if best else (f"no TP up to {hw.max_tp} and no weight format fits {model.label} in memory and "
-                                f"meets the {req.tpot_slo_ms:g} ms TPOT SLO on {hw.label}")
-        choices.append(HardwareChoice(name, hw.label, price, source, best.get(False), best.get(True), sized, skipped,
-                                      note))
+    choices = [_gpu_choice(req, catalog, segs, names, name, priced[name], billing, requested)
+               for name in catalog.hardware]
     every = [o for c in choices for o in (c.no_speculation, c.speculation) if o is not None]
     cheapest = min(every, key=_cost) if every else None
     own = min(requested, key=_cost) if requested else None
-    return HardwareComparison(tuple(choices), cheapest, own, billing, volume, NOTE)
+    return HardwareComparison(tuple(choices), cheapest, own, billing, req.monthly_output_tokens, NOTE)
+
+
+def _compute_floor(req: PlanRequest, catalog, segs, hardware: str, dtype: str, price: float) -> float:
+    """A month's bill no fleet of this GPU type and weight format goes below, whatever its TP and method: every output
+    token's verifier GEMMs (2 x active parameters per token verified, and a step verifies at least the tokens it
+    emits) and every prompt's prefill, at the peak FLOP/s times the compute efficiency (planner.roofline: a step takes
+    at least its GEMM time). Dense models only (a MoE step's routed tokens share experts); 0 otherwise."""
+    if catalog.models[req.model].experts or req.attention_dp:
+        return 0.0
+    ctx = make_context(dataclasses.replace(req, hardware=hardware, tp=1, dtype=dtype, usd_per_gpu_hour=price),
+                       catalog, segs)
+    hours, _ = traffic_hours(ctx)
+    hp = ctx.hw_params
+    per_token_s = 2.0 * float(np.asarray(ctx.target.active_params)) / float(np.asarray(hp.peak_flops_s * hp.eta_flops))
+    gpu_s_per_s = sum(h.requests_per_s * (h.output_tokens * per_token_s + float(
+        prefill_time_s(ctx.target, hp, prompt_tokens=h.prompt_tokens, tp=1))) for h in hours)
+    return gpu_s_per_s * HOURS_PER_DAY / len(hours) * DAYS_PER_MONTH * price
+
+
+def _gpu_choice(req: PlanRequest, catalog, segs, names, name: str, priced: tuple[float, str], billing: str,
+                requested: list[HardwareOption]) -> HardwareChoice:
+    """One GPU type's cheapest fleet without and with speculation (module docstring: the bounds that skip work)."""
+    hw, model = catalog.hardware[name], catalog.models[req.model]
+    price, source = priced
+    volume = req.monthly_output_tokens
+    # a batch capped at the traffic's concurrency raises the full-load CPM above what the fleet (uncapped) pays
+    cpm_bound = CPM_BOUND if req.batch_cap is None else 0.0
+    best: dict[bool, HardwareOption] = {}
+    for o in requested if name == req.hardware else ():
+        _keep(best, o)
+    sized = skipped = 0
+
+    def beaten(kind: bool, bound: float) -> bool:
+        return kind in best and best[kind].usd_per_month <= bound * (1.0 - 1e-9)
+
+    compute = {dt: _compute_floor(req, catalog, segs, name, dt, price) for dt in WEIGHT_DTYPES}
+    # best first: from the lowest floor up; once the best of both kinds is at or below a floor, the rest cannot win
+    configs = sorted((max(tp * HOURS_PER_MONTH * price, compute[dt]), tp, dt)
+                     for tp in TP_OPTIONS if tp <= hw.max_tp for dt in WEIGHT_DTYPES)
+    for i, (floor, tp, dt) in enumerate(configs):
+        if beaten(False, floor) and beaten(True, floor):
+            skipped += len(configs) - i
+            break
+        if (name, tp, dt) == (req.hardware, req.tp, req.dtype):
+            continue
+        r = dataclasses.replace(req, hardware=name, tp=tp, dtype=dt, usd_per_gpu_hour=price)
+        ctx, pts = _search(r, catalog, segs, names)
+        # size only the points whose bill could beat the best of their kind
+        pts = [p for p in pts if not beaten(p.method != NO_SPEC, max(floor, cpm_bound * p.usd_per_mtok * volume / 1e6))]
+        if not pts:
+            skipped += 1
+            continue
+        sized += 1
+        for b in fleet_bills(ctx, pts, billing=billing).values():
+            _keep(best, _option(r, hw.label, b))
+    note = "" if best else (f"no TP up to {hw.max_tp} and no weight format fits {model.label} in memory and "
+                            f"meets the {req.tpot_slo_ms:g} ms TPOT SLO on {hw.label}")
+    return HardwareChoice(name, hw.label, price, source, best.get(False), best.get(True), sized, skipped, note)
 
 
 def _cost(o: HardwareOption) -> tuple[float, bool]:
