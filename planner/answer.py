@@ -170,6 +170,8 @@ class Plan:
     costs: CostAssumptions
     alternatives: tuple[OperatingPoint, ...] = ()  # no speculation at other TP (the way out of an infeasible baseline)
     fleet: Any = None  # planner.fleet.Fleet: GPUs by hour with and without speculation, the month's bills
+    spend: Any = None  # planner.spend.SpendVolume: how a stated spend became the volume (None: a volume was given)
+    hardware_choice: Any = None  # planner.hardware_choice.HardwareComparison (None: not asked for)
     bills: tuple[Any, ...] = ()  # planner.bill.Bill per fleet configuration under the request's billing
 
     def bill(self, method: str) -> Any:

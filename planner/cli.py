@@ -4,6 +4,8 @@
     python -m planner evaluate --model llama-3.1-8b --hardware h100-sxm --method eagle3 --k 4 --batch 8 --alpha 0.7
     python -m planner compare --model llama-3.3-70b --hardware h100-sxm --tp 4 --workload code
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 [--traffic FILE] [--current-method X]
+    python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --spend-usd-per-month 100000 --gpus 32
+    python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --compare-hardware [--gpu-price h200=3.1]
     python -m planner levers --model llama-3.3-70b --hardware h100-sxm --tp 4 --method draft_model
     python -m planner list models|hardware|methods|workloads|languages|levers
 """
@@ -287,7 +289,23 @@ def plan_json(p) -> dict[str, Any]:
         "segments": [s.__dict__ for s in p.segments],
         "assumptions": [a.__dict__ for a in p.assumptions],
         "conventions": CONVENTIONS,
+        **_spend_and_hardware_json(p),
     }
+
+
+def _spend_and_hardware_json(p) -> dict[str, Any]:
+    """The spend's derivation and the hardware comparison, when the request asked for them."""
+    out: dict[str, Any] = {}
+    if p.spend is not None:
+        out["volume_source"] = p.request.volume_source
+        out["spend"] = {**p.spend.__dict__, "volume_source": p.spend.volume_source}
+    if p.hardware_choice is not None:
+        import dataclasses
+
+        c = p.hardware_choice
+        out["hardware_comparison"] = {**dataclasses.asdict(c), "cheaper_elsewhere": None if c.cheaper_elsewhere is None
+                                      else dataclasses.asdict(c.cheaper_elsewhere)}
+    return out
 
 
 CONVENTIONS = {
@@ -302,11 +320,29 @@ CONVENTIONS = {
 }
 
 
+def _gpu_price(text: str) -> tuple[str, float]:
+    name, _, value = text.partition("=")
+    try:
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--gpu-price={text!r}: expected GPU=USD_PER_GPU_HOUR, e.g. h200=3.10") from None
+
+
+def with_spend_and_hardware(req, args):
+    """--spend-usd-per-month, --gpus, --billing, --compare-hardware and --gpu-price on a plan request."""
+    import dataclasses
+
+    return dataclasses.replace(req, spend_usd_per_month=args.spend_usd_per_month, spend_gpus=args.gpus,
+                               billing=args.billing, compare_hardware=args.compare_hardware,
+                               hardware_prices=tuple(args.gpu_price or ()))
+
+
 def cmd_plan(args) -> Any:
     from planner.plan import plan
 
     cat = _catalog()
-    return plan_json(plan(_plan_request(args, cat, levers=not args.no_levers), cat))
+    return plan_json(plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers), args), cat))
 
 
 def cmd_compare(args) -> Any:
@@ -376,6 +412,18 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--daily-shape", choices=["flat", "business_hours", "consumer_evening"],
                     help="the fleet by hour from the monthly volume and this daily shape (a --traffic file that "
                          "spans a day brings its own hours)")
+    pl.add_argument("--spend-usd-per-month", type=float,
+                    help="plan for what this monthly spend buys on --hardware x --tp (instead of a volume): the "
+                         "output tokens that fleet serves under the SLO")
+    pl.add_argument("--gpus", type=int, help="with --spend-usd-per-month: the fleet's GPUs (at the peak); with "
+                                             "--billing fixed and no --usd-per-gpu-hour the spend implies the price")
+    pl.add_argument("--billing", choices=["autoscaled", "fixed"], default="autoscaled",
+                    help="how the fleet is paid: GPUs per hour (autoscaled) or the peak all month (fixed)")
+    pl.add_argument("--compare-hardware", action="store_true",
+                    help="the cheapest fleet on every GPU type of the catalogue (TPs, weight formats, with and "
+                         "without speculation) for the same traffic and SLO")
+    pl.add_argument("--gpu-price", type=_gpu_price, action="append", metavar="GPU=USD",
+                    help="with --compare-hardware: a GPU type's $/GPU-hour (repeat it; default: list midpoints)")
     pl.set_defaults(func=cmd_plan)
     lv.set_defaults(func=cmd_levers)
     ls = sub.add_parser("list", help="names in the profiles")

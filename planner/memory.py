@@ -41,7 +41,7 @@ def memory_way_out(ctx: Context, extra_weight_bytes: float = 0.0) -> str:
     usable_per_gpu = hw.hbm_gb * GB * GPU_MEMORY_UTILIZATION * (1 - ACTIVATION_RESERVE_FRACTION)
     need = {}
     par = "DP" if ctx.req.attention_dp else "TP"
-    for dtype in ("bf16", "fp8"):
+    for dtype in dict.fromkeys(("bf16", "fp8", ctx.req.dtype)):  # 4-bit weights too: their own need
         net = target_net(model, dtype)
         extra = extra_weight_bytes * BYTES_PER_PARAM[dtype] / BYTES_PER_PARAM[ctx.req.dtype]
         # the replica's weights on t GPUs (every GPU holds the non-expert weights under attention DP)

@@ -16,6 +16,8 @@ How the answer is reached, one room per step:
    becomes the reference, or the plan says plainly that none exists and shows no percentage cut.
 5. planner.economics: saving, one-time cost, payback and NPV, once; planner.levers, planner.sizing (the fleet by
    hour) and planner.assumptions complete the answer.
+A monthly spend instead of a volume (planner.spend) is turned into the volume that fleet serves first; on request,
+planner.hardware_choice compares the cheapest fleet on every GPU type, and the verdict names a cheaper one.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from planner.decision import choose_reference, decide
 from planner.deploy import vllm_deployment
 from planner.economics import plan_economics
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
+from planner.hardware_choice import compare_hardware, hardware_sentence
 from planner.levers import levers, order_by_return, plan_levers
 from planner.points import alternatives, methods_with_band, operating_point, pct
 from planner.request import (
@@ -55,6 +58,7 @@ from planner.request import (
 from planner.roofline import default_kv_dtype
 from planner.sensitivity import how_sure
 from planner.sizing import plan_fleet
+from planner.spend import request_for_spend, volume_for_spend
 
 # plan() and, re-exported for the pages, the CLI and the report, the records and helpers of the rooms it calls.
 __all__ = [
@@ -68,6 +72,9 @@ __all__ = [
 def plan(req: PlanRequest, catalog) -> Plan:
     """The whole answer for one request (see the module docstring)."""
     segs = validate(req, catalog)
+    spent = volume_for_spend(req, catalog) if req.spend_usd_per_month is not None else None
+    if spent is not None:  # the plan answers for the volume the spend buys
+        req = request_for_spend(req, spent)
     ctx = make_context(req, catalog, segs)
     names = list(req.methods or catalog.methods.keys())
     cur = req.current_method
@@ -107,6 +114,9 @@ def plan(req: PlanRequest, catalog) -> Plan:
         econ = dataclasses.replace(econ, p_saving_positive=p_save, p_payback_within_horizon=p_pay)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
+    hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
+    if hw_cmp is not None and (elsewhere := hardware_sentence(hw_cmp, req, catalog)):
+        verdict = f"{verdict} {elsewhere}"
     return Plan(
         fleet=fleet,
         bills=tuple(by_bill.values()),
@@ -126,6 +136,8 @@ def plan(req: PlanRequest, catalog) -> Plan:
         assumptions=tuple(assumptions(ctx)),
         costs=ctx.costs,
         alternatives=tuple(alts),
+        spend=spent,
+        hardware_choice=hw_cmp,
     )
 
 

@@ -25,7 +25,7 @@ DEFAULT_MONTHLY_OUTPUT_TOKENS = 1e10
 MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
 TP_OPTIONS = (1, 2, 4, 8)
 MAX_K = 32  # draft tokens per step a single-point evaluation accepts
-BILLINGS = ("autoscaled", "fixed")  # planner.bill
+BILLINGS = ("autoscaled", "fixed")  # a fleet paid per GPU-hour used, or sized for the peak all month (planner.bill)
 
 
 class PlanError(ValueError):
@@ -145,6 +145,14 @@ class PlanRequest:
     confidence: float = 0.8
     # True: the Monte Carlo and the tornado draw $/GPU-hour from the hardware's list range (never over an entered price)
     price_range: bool = False
+    # Spend as an input (planner.spend): a monthly spend on the request's GPU type and TP replaces the volume by the
+    # volume that fleet serves under the SLO; spend_gpus: the fleet's GPUs at the peak (None: not stated)
+    spend_usd_per_month: float | None = None
+    spend_gpus: int | None = None
+    # the cheapest fleet over the catalogue's GPU types, TPs and weights (planner.hardware_choice), at these prices
+    # ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price)
+    compare_hardware: bool = False
+    hardware_prices: tuple[tuple[str, float], ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -208,6 +216,24 @@ def validate_scenario(s, model, hw, method) -> None:
         raise PlanError("k", s.k, f"the tree's depth {s.tree_shape.depth} (a stated tree fixes K)")
 
 
+def check_spend(req: PlanRequest, catalog) -> None:
+    """The spend and hardware-comparison fields (planner.spend, planner.hardware_choice)."""
+    s = req.spend_usd_per_month
+    if s is not None and not (is_number(s) and 0 < s <= 1e10):
+        raise PlanError("spend_usd_per_month", s, "a monthly spend above $0 and at most $10,000,000,000")
+    g = req.spend_gpus
+    if g is not None:
+        if s is None:
+            raise PlanError("spend_gpus", g, "none without a spend (spend_usd_per_month)")
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not req.tp <= g <= 1_000_000:
+            raise PlanError("spend_gpus", g, f"a whole number of GPUs from {req.tp} (one replica) to 1,000,000")
+    for name, price in req.hardware_prices:
+        if name not in catalog.hardware:
+            catalog.hardware[name]  # raises UnknownNameError listing the valid names
+        if not (is_number(price) and 0 < price <= 1000):
+            raise PlanError(f"hardware_prices[{name}]", price, "a price above $0 and at most $1000 per GPU-hour")
+
+
 def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
     """Check every field; return the traffic segments (the request's, or one from workload / language)."""
     models, hardware = catalog.models, catalog.hardware
@@ -234,6 +260,7 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
         for name in ("prompt_tokens", "output_tokens"):
             if not (is_number(getattr(h, name)) and getattr(h, name) >= 1):
                 raise PlanError(f"hours[{i}].{name}", getattr(h, name), "a mean of at least 1 token")
+    check_spend(req, catalog)
     if req.current_method != NO_SPEC and req.current_method not in catalog.methods:
         catalog.methods[req.current_method]
     for name in req.methods or ():

@@ -114,6 +114,9 @@ def _params() -> dict[str, Param]:
     }
     for name, m in cat.methods.items():  # setup GPU-hours per method (draft training)
         params[f"gpuh_{name}"] = Param(float(m.setup_gpu_hours), float, _finite(0.0, 1e6))
+    params["hw_compare"] = Param(False, _bool, lambda v: isinstance(v, bool))  # Plan page: compare GPU types
+    for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views._hardware)
+        params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
     return params
 
 

@@ -14,6 +14,7 @@ import streamlit as st
 from planner.answer import OperatingPoint, Plan
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.request import PlanRequest
+from views import _hardware
 from views import _state as S
 
 CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau counts the bonus token; vLLM's draft "
@@ -30,7 +31,7 @@ def compute(req: PlanRequest | None = None) -> Plan:
     billing = st.session_state.get("billing", "autoscaled")
     if billing != req.billing and billing in BILLINGS:
         req = dataclasses.replace(req, billing=billing)
-    return S.plan(req)
+    return S.plan(_hardware.with_comparison(req))
 
 
 def cpm_chart(p: Plan) -> go.Figure:
@@ -158,6 +159,7 @@ def render() -> None:
                "SLO. " + CONVENTION)
     st.dataframe(method_rows(p), key="plan_table", hide_index=True)
     _fleet(p)
+    _hardware.section(p)
     if p.deploy is not None:
         title = ("Deployment command" if p.recommendation is not None
                  else f"Deployment command for the cheapest method ({p.best.label}; not recommended here)")
