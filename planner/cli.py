@@ -417,8 +417,6 @@ def build_parser() -> argparse.ArgumentParser:
                          "output tokens that fleet serves under the SLO")
     pl.add_argument("--gpus", type=int, help="with --spend-usd-per-month: the fleet's GPUs (at the peak); with "
                                              "--billing fixed and no --usd-per-gpu-hour the spend implies the price")
-    pl.add_argument("--billing", choices=["autoscaled", "fixed"], default="autoscaled",
-                    help="how the fleet is paid: GPUs per hour (autoscaled) or the peak all month (fixed)")
     pl.add_argument("--compare-hardware", action="store_true",
                     help="the cheapest fleet on every GPU type of the catalogue (TPs, weight formats, with and "
                          "without speculation) for the same traffic and SLO")

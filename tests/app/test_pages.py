@@ -495,34 +495,29 @@ def test_a_link_carries_an_uploaded_profile(app):
     assert "traffic_profile" not in gone.session_state or gone.session_state["traffic_profile"] is None
 
 
-def test_report_shows_the_fields_other_parts_of_the_planner_add(cat):
-    """The bills, effective CPMs and probabilities on the economics, the hardware comparison and any other record on
-    the Plan reach the CSV and the HTML when a plan carries them (fields named in views._report)."""
-    import dataclasses as dc
-    from types import SimpleNamespace as NS
-    from typing import Any
-
-    p = planned(cat, model="llama-3.1-8b", tp=1, daily_shape="business_hours")
-    spend_t = dc.make_dataclass("Spend", [("usd_per_month", float), ("gpus", int)], frozen=True)
-    plan_t = dc.make_dataclass("PlanPlus", [("hardware_choice", Any, None), ("spend", Any, None)],
-                               bases=(P.Plan,), frozen=True)
-    econ = dc.replace(p.economics, reference_bill_usd_per_month=12345.0, p_saving_positive=0.83,
-                      new_effective_usd_per_mtok=0.456, new_tpot_ms=31.5)
-    opt = NS(hardware_label="NVIDIA H200", tp=2, dtype="fp8", method_label="EAGLE-3", k=3, peak_gpus=6,
-             usd_per_gpu_hour=3.5, usd_per_month=9876.0, billing="autoscaled")
-    hc = NS(choices=(NS(label="NVIDIA H200", no_speculation=None, speculation=opt, note="too big without"),),
-            cheapest=opt, requested=None, note="")
-    pp = plan_t(**{f.name: getattr(p, f.name) for f in dc.fields(p)} | {"economics": econ},
-                hardware_choice=hc, spend=spend_t(usd_per_month=100000.0, gpus=32))
-    rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(rep.to_csv(rep.scenario_rows(pp, []))))}
-    assert float(rows[("headline", "bill today")]["value"]) == 12345.0
-    assert float(rows[("headline", "P(saving > 0)")]["value"]) == 0.83
-    assert float(rows[("headline", "effective CPM with the best method (bill / output tokens)")]["value"]) == 0.456
-    assert float(rows[("economics", "new_tpot_ms")]["value"]) == 31.5
-    assert float(rows[("hardware comparison", "NVIDIA H200: with speculation")]["value"]) == 9876.0
-    assert "2 x NVIDIA H200 (fp8), EAGLE-3 K=3" in rows[("hardware comparison", "cheapest")]["basis"]
-    assert rows[("hardware comparison", "NVIDIA H200: no speculation")]["value"] == "none"
-    assert float(rows[("spend", "usd_per_month")]["value"]) == 100000.0
-    html = rep.html_report(p=pp, catalog=cat, figures=[], levers=[], today="2026-12-02")
-    assert "Which hardware for this traffic" in html and "$9,876" in html and "83 %" in html and "$12,345" in html
-    assert "GPUs by hour" in html
+def test_report_shows_the_bills_the_hardware_comparison_and_the_spend_of_the_plan(cat):
+    """The bills, effective CPMs and probabilities on the economics, the hardware comparison and the spend a plan
+    carries reach the CSV and the HTML, with the plan's own numbers."""
+    p = planned(cat, model="llama-3.1-8b", tp=1, daily_shape="business_hours", compare_hardware=True,
+                monthly_output_tokens=3e11)
+    e, hc = p.economics, p.hardware_choice
+    assert hc is not None and hc.cheapest is not None
+    rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(rep.to_csv(rep.scenario_rows(p, []))))}
+    assert float(rows[("headline", "bill today")]["value"]) == pytest.approx(e.reference_bill_usd_per_month)
+    assert float(rows[("headline", "P(saving > 0)")]["value"]) == pytest.approx(e.p_saving_positive)
+    assert float(rows[("headline", "effective CPM with the best method (bill / output tokens)")]["value"]) == \
+        pytest.approx(e.new_effective_usd_per_mtok)
+    for ch in hc.choices:
+        if ch.speculation is not None:
+            assert float(rows[("hardware comparison", f"{ch.label}: with speculation")]["value"]) == pytest.approx(
+                ch.speculation.usd_per_month)
+    c = hc.cheapest
+    assert f"{c.tp} x {c.hardware_label} ({c.dtype})" in rows[("hardware comparison", "cheapest")]["basis"]
+    html = rep.html_report(p=p, catalog=cat, figures=[], levers=[], today="2026-12-02")
+    assert "Which hardware for this traffic" in html and P.fmt_usd(c.usd_per_month) in html
+    assert P.fmt_usd(e.reference_bill_usd_per_month) in html and "GPUs by hour" in html
+    # a plan for a stated spend says how the spend became the volume
+    ps = planned(cat, model="llama-3.1-8b", tp=1, spend_usd_per_month=100000.0)
+    rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(rep.to_csv(rep.scenario_rows(ps, []))))}
+    assert float(rows[("spend", "spend_usd_per_month")]["value"]) == 100000.0
+    assert float(rows[("inputs", "monthly_output_tokens")]["value"]) == pytest.approx(ps.spend.monthly_output_tokens)
