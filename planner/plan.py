@@ -110,7 +110,7 @@ def plan(req: PlanRequest, catalog) -> Plan:
                           best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
                           best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing))
     if switching and econ.monthly_saving_usd is not None:
-        p_save, p_pay = how_sure(ctx, reference=reference, best=best, fleet=fleet)
+        p_save, p_pay = how_sure(req, catalog, reference=reference, best=best)
         econ = dataclasses.replace(econ, p_saving_positive=p_save, p_payback_within_horizon=p_pay)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.candidates import alpha_position_1, candidate_taus, method_candidates
+from planner.candidates import alpha_position_1, candidate_taus
 from planner.context import (
     BASELINE,
     SAMPLED_SPEC_FIELDS,
@@ -538,36 +538,18 @@ def bill_draws(cfgs, *, gpus_per_replica: int, billing: str, cpm: np.ndarray, pr
     return out
 
 
-def how_sure(ctx: Context, *, reference, best, fleet, samples: int = 100, seed: int = 7
+PLAN_MC_SAMPLES = 100  # the draws behind the Plan's P(saving > 0); the Sensitivity page starts from the same
+PLAN_MC_SEED = 7
+
+
+def how_sure(req: PlanRequest, catalog, *, reference, best, samples: int = PLAN_MC_SAMPLES, seed: int = PLAN_MC_SEED
              ) -> tuple[float | None, float | None]:
-    """(P(saving > 0), P(payback within the horizon)) of switching from `reference` to `best` (operating points
-    of the plan, at the request's TP) over seeded draws (monte_carlo's, the price as the request asks), from their
-    fleets' bills (the plan's fleet sizes draw 0). None where there is no such switch."""
-    if (reference is None or best is None or fleet is None or reference.method == best.method
-            or (reference.tp and reference.tp != ctx.tp)):
+    """(P(saving > 0), P(payback within the horizon)) of switching from today (`reference`, the request's current
+    method at its TP) to `best`: monte_carlo's, the one Monte Carlo the Sensitivity page and the report show, at
+    the plan's K. None where there is no such switch."""
+    if (reference is None or best is None or reference.method == best.method
+            or (reference.tp and reference.tp != req.tp) or reference.method != req.current_method):
         return None, None
-    gen = np.random.default_rng(seed)
-    u, bw, fl, tf, price, spec, _ = _draws(ctx, gen, samples, sample_price=None, sample_hardware=True)
-    cands = [_point_candidate(ctx, reference), _point_candidate(ctx, best)]
-    smp = _samples(alpha_u=u, eta_bw=bw, eta_flops=fl, t_fixed_s=tf, price=price, spec=spec)
-    cpm, _ = blended_cpm(ctx, cands, search(ctx, cands, smp))
-    cpm = np.vstack([[reference.usd_per_mtok, best.usd_per_mtok], cpm])
-    cfgs = [fleet.config(p.method) if p.method in {c.method for c in fleet.configs} else None
-            for p in (reference, best)]
-    ref_bill, best_bill = bill_draws(cfgs, gpus_per_replica=ctx.tp, billing=ctx.req.billing, cpm=cpm,
-                                     price=np.r_[ctx.price, price])
-    with np.errstate(invalid="ignore"):
-        saving = np.nan_to_num(ref_bill - best_bill, nan=0.0, posinf=0.0, neginf=0.0)
-    lo, hi = best.one_time_usd_low, best.one_time_usd_high
-    one = gen.uniform(lo, hi, samples) if hi > lo else np.full(samples, lo)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        payback = np.where(saving > 0, one / np.where(saving > 0, saving, 1.0), np.inf)
-    return float(np.mean(saving > 0)), float(np.mean(payback <= ctx.costs.horizon_months))
+    mc = monte_carlo(req, catalog, best.method, k=max(int(best.k), 1), samples=samples, seed=seed)
+    return mc.p_saves, mc.p_payback_within_horizon
 
-
-def _point_candidate(ctx: Context, p) -> Candidate:
-    """The candidate an operating point came from (planner.candidates), at its K (no speculation: the baseline)."""
-    if p.method == NO_SPEC:
-        return BASELINE
-    (cand,), _ = method_candidates(ctx, [p.method])
-    return dataclasses.replace(cand, ks=(max(p.k, 1),))

@@ -103,9 +103,11 @@ def _params() -> dict[str, Param]:
         "levers_order": Param("article", str, lambda v: v in ("article", "return")),
         "sens_method": Param("auto", str, lambda v: v == "auto" or v in cat.methods),
         "sens_batch": Param(1, int, lambda v: 1 <= v <= 4096),
-        "mc_samples": Param(400, int, lambda v: 50 <= v <= 5000),
-        "mc_seed": Param(7, int, lambda v: 0 <= v <= 2**31 - 1),
-        "mc_price": Param(True, _bool, lambda v: isinstance(v, bool)),
+        # the Plan's P(saving > 0) is this Monte Carlo at these defaults (planner.sensitivity.how_sure)
+        "mc_samples": Param(sens.PLAN_MC_SAMPLES, int, lambda v: 50 <= v <= 5000),
+        "mc_seed": Param(sens.PLAN_MC_SEED, int, lambda v: 0 <= v <= 2**31 - 1),
+        # $/GPU-hour drawn from the list range only when asked (the request's price_range), never over an entered one
+        "mc_price": Param(False, _bool, lambda v: isinstance(v, bool)),
         "mc_hw": Param(True, _bool, lambda v: isinstance(v, bool)),
         "traffic_cap": Param(True, _bool, lambda v: isinstance(v, bool)),
         "traffic": Param("", str, lambda v: v == "" or v in SAMPLES),
@@ -284,7 +286,7 @@ def request(**changes) -> P.PlanRequest:
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
-        costs=costs(), fleet=True, shape=arrival_shape())
+        costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)))
     # every page plans the same fleet by hour (the bill is the money number): the daily shape is part of the request
     return dataclasses.replace(req, **changes) if changes else req
 

@@ -262,6 +262,8 @@ def test_one_answer_everywhere(app, cat, media):
         assert [int(rows[(f"fleet by hour, {role}", f"hour {h['hour']:02d}")]) for h in cfg["hours"]] == [
             h["gpus"] for h in cfg["hours"]]
     p_saves = float(rows[("uncertainty", "P(saving > 0)")])
+    # one Monte Carlo: the Plan's P(saving > 0) (CLI JSON) is the report's and the Sensitivity page's at its defaults
+    assert e["p_saving_positive"] == pytest.approx(p_saves)
     # Sensitivity: the same Monte Carlo
     at.switch_page("views/sensitivity.py").run()
     mc = next(m.value for m in at.markdown if "monthly saving p5" in m.value)
