@@ -40,7 +40,7 @@ def step_rows(steps: list[LeverStep]) -> list[dict]:
         "CPM at full load before -> after $/Mtok": f"{s.usd_per_mtok_before:.3f} -> {s.usd_per_mtok_after:.3f}",
         "bill before -> after": f"{fmt_usd(s.bill_usd_per_month_before)} -> {fmt_usd(s.bill_usd_per_month_after)}",
         "one-time $": f"{fmt_usd(s.one_time_usd_low)} to {fmt_usd(s.one_time_usd_high)}",
-        "monthly saving (bill)": f"{fmt_usd(s.monthly_saving_usd)}/month",
+        "monthly saving": f"{fmt_usd(s.monthly_saving_usd)}/month",  # the fleet bill's, before -> after
         "payback": fmt_months(s.payback_months),
         "pays above spend $/month": fmt_usd(s.breakeven_monthly_spend_usd),
         "source": s.source,
@@ -93,7 +93,7 @@ def render() -> None:
     st.plotly_chart(waterfall_figure(steps, f"today ({label[start]})", start_cpm, title),
                     key="levers_chart", width="stretch")
     S.table(step_rows(steps), key="levers_table", first=("#", "lever", "applied", "monthly saving", "payback",
-                                                          "one-time $", "CPM before -> after $/Mtok"), widths={"#": 40})
+                                                          "one-time $", "bill before -> after"), widths={"#": 40})
     if order == "return":
         st.caption("Order by return: free levers first (largest CPM cut), then CPM cut per one-time dollar; "
                    "levers that do not cut CPM here go last. Order: " + " -> ".join(by_return))
