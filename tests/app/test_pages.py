@@ -564,6 +564,11 @@ def test_spend_as_the_volume_source_plans_what_the_cli_plans_and_travels_in_the_
     assert not at.exception
     start = money(next(m.value for m in at.markdown if m.value.startswith("**From")))
     assert start == pytest.approx(e["reference_bill_usd_per_month"], abs=1)
+    for page in PAGES:  # every page plans the spend (no page falls back to the typed volume silently)
+        at.switch_page(page).run()
+        assert not at.exception, page
+        caption = " ".join(c.value for c in at.caption)
+        assert page == "views/traffic.py" or "spend of $100,000/month" in caption, page
 
 
 @pytest.mark.parametrize(("query", "says"), [
