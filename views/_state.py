@@ -22,6 +22,7 @@ from calibration import kept_traffic
 from calibration.calibrated_catalog import calibrated_files, with_calibrated
 from planner import plan as P
 from planner import sensitivity as sens
+from planner import spend
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
@@ -71,7 +72,9 @@ def _finite(lo: float, hi: float) -> Callable[[Any], bool]:
 # The sidebar's volume with no trace loaded is the CLI's default (planner.request.DEFAULT_MONTHLY_OUTPUT_TOKENS).
 DEFAULTS = {"model": "llama-3.3-70b", "hardware": "h100-sxm", "tp": 4, "dtype": "bf16", "slo": 50.0,
             "volume_b": DEFAULT_MONTHLY_OUTPUT_TOKENS / 1e9, "workload": "chat", "language": "english"}
-VOLUME_SOURCES = {"profile": "the trace's own", "manual": "the number I type"}
+VOLUME_SOURCES = {"profile": "the trace's own", "manual": "the number I type", "spend": "what we spend a month"}
+SPEND_MAX_USD_PER_MONTH = 1e10  # planner.request.check_spend's upper bound
+SPEND_MAX_GPUS = 1_000_000
 
 
 def _params() -> dict[str, Param]:
@@ -91,6 +94,9 @@ def _params() -> dict[str, Param]:
         "volume_b": Param(DEFAULTS["volume_b"], float, _finite(0.0, 1e7)),
         # "profile": a loaded trace's own volume (the typed number without one); "manual": the typed number always
         "volume_source": Param("profile", str, lambda v: v in VOLUME_SOURCES),
+        # "spend": the volume the fleet this monthly spend buys serves under the SLO (planner.spend); 0 GPUs: not stated
+        "spend_usd": Param(100_000.0, float, lambda v: math.isfinite(v) and 0.0 < v <= SPEND_MAX_USD_PER_MONTH),
+        "spend_gpus": Param(0, int, lambda v: 0 <= v <= SPEND_MAX_GPUS),
         "current": Param(P.NO_SPEC, str, lambda v: v == P.NO_SPEC or v in cat.methods),
         "workload": Param(DEFAULTS["workload"], str, lambda v: v in cat.workloads),
         "language": Param(DEFAULTS["language"], str, lambda v: v in cat.languages),
@@ -221,15 +227,25 @@ def sidebar() -> None:
         st.radio("Monthly output-token volume", list(VOLUME_SOURCES), key="volume_source", horizontal=True,
                  format_func=VOLUME_SOURCES.get,
                  help="A loaded trace's own volume is used unless you pick 'the number I type'; with no trace "
-                      "(or one without a volume) the number below is used.")
-        if ss["volume_source"] == "profile" and has_volume:
+                      "(or one without a volume) the number below is used. 'What we spend a month': the volume "
+                      "that a fleet of this GPU type and TP costing that much serves under the SLO (today's method, "
+                      "the trace's mix and hourly shape).")
+        if ss["volume_source"] == "spend":
+            s1, s2 = st.columns(2)
+            s1.number_input("Spend, $/month", min_value=0.0, max_value=SPEND_MAX_USD_PER_MONTH, step=10_000.0,
+                            key="spend_usd", help="What the fleet costs a month today, at the price above.")
+            s2.number_input("GPUs (0: not stated)", min_value=0, max_value=SPEND_MAX_GPUS, step=8, key="spend_gpus",
+                            help="The fleet's GPUs at the peak: the volume is also limited to what they serve.")
+            st.caption("The plan derives the volume this spend buys (Plan page).")
+        elif ss["volume_source"] == "profile" and has_volume:
             st.caption(f"Using the trace's own {prof.monthly_output_tokens / 1e9:,.3g}B output tokens/month "
                        f"('{prof.name}'); pick 'the number I type' to plan another volume.")
         elif ss["volume_source"] == "profile":
             st.caption("No traffic profile with a monthly volume is loaded (Traffic page): the number below "
                        "is used.")
         st.number_input("Output tokens per month, billions", min_value=0.0, max_value=1e7, step=1.0,
-                        key="volume_b", disabled=ss["volume_source"] == "profile" and has_volume)
+                        key="volume_b", disabled=(ss["volume_source"] == "profile" and has_volume)
+                        or ss["volume_source"] == "spend")
         methods = [P.NO_SPEC] + list(cat.methods)
         st.selectbox("Current method (today)", methods, key="current",
                      format_func=lambda n: "none (no speculation)" if n == P.NO_SPEC else cat.methods[n].label)
@@ -287,6 +303,9 @@ def request(**changes) -> P.PlanRequest:
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
         costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)))
+    if ss["volume_source"] == "spend":  # the planner derives the volume from the spend (planner.spend)
+        gpus = int(ss["spend_gpus"])
+        req = dataclasses.replace(req, spend_usd_per_month=float(ss["spend_usd"]), spend_gpus=gpus or None)
     # every page plans the same fleet by hour (the bill is the money number): the daily shape is part of the request
     return dataclasses.replace(req, **changes) if changes else req
 
@@ -297,6 +316,21 @@ def fleet_request(req: P.PlanRequest) -> P.PlanRequest:
     return with_fleet(req, st.session_state.get(PROFILE_KEY), shape=arrival_shape())
 
 
+@st.cache_resource(max_entries=16, show_spinner=False, hash_funcs={P.PlanRequest: repr})
+def _spend_volume(req: P.PlanRequest) -> spend.SpendVolume:
+    return spend.volume_for_spend(req, catalog())
+
+
+def at_spend_volume(req: P.PlanRequest) -> P.PlanRequest:
+    """For the pages whose calls take a volume rather than a spend (levers, tornado, Monte Carlo): `req` at the volume
+    its spend buys (planner.spend.request_for_spend, the plan's own derivation), the spend fields cleared; `req`
+    itself without a spend."""
+    if req.spend_usd_per_month is None:
+        return req
+    return dataclasses.replace(spend.request_for_spend(req, _spend_volume(req)), spend_usd_per_month=None,
+                               spend_gpus=None)
+
+
 def is_profile() -> bool:
     return st.session_state.get(PROFILE_KEY) is not None
 
@@ -305,6 +339,11 @@ def scenario_caption(req: P.PlanRequest) -> str:
     cat = catalog()
     hw = cat.hardware[req.hardware]
     price = req.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid
+    if req.spend_usd_per_month is not None:
+        gpus = f" on at most {req.spend_gpus:,} GPUs" if req.spend_gpus is not None else ""
+        return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
+                f"TPOT SLO {req.tpot_slo_ms:g} ms, the volume a spend of {P.fmt_usd(req.spend_usd_per_month)}/month"
+                f"{gpus} serves (derived by the plan).")
     return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
             f"TPOT SLO {req.tpot_slo_ms:g} ms, {req.monthly_output_tokens / 1e9:,.2f}B output tokens/month "
             f"({req.volume_source}).")
@@ -476,6 +515,8 @@ def page_header(title: str) -> P.PlanRequest | None:
     try:
         req = request()
         P.validate(req, catalog())
+        if req.spend_usd_per_month is not None:  # a spend that buys no fleet is an input error too
+            _spend_volume(req)
     except (ValueError, KeyError) as exc:
         st.error(f"Check the inputs: {exc}")
         return None

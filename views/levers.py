@@ -54,6 +54,7 @@ def render() -> None:
     billing = st.session_state.get("billing", req.billing)  # the Plan page's billing choice
     if billing in ("autoscaled", "fixed") and billing != req.billing:
         req = dataclasses.replace(req, billing=billing)
+    req = S.at_spend_volume(req)  # the waterfall and its summary take the volume a stated spend buys
     cat = S.catalog()
     starts = [NO_SPEC] + [n for n in cat.methods]
     label = {NO_SPEC: "no speculation", **{n: m.label for n, m in cat.methods.items()}}

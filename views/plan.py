@@ -94,7 +94,7 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
     sav = e.monthly_saving_usd
     row1[2].metric("Monthly saving", "n/a" if sav is None else f"{fmt_usd(sav)}/month",
                    help=f"Today's fleet bill - the best method's fleet bill ({e.billing}) for "
-                        f"{e.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({req.volume_source}).")
+                        f"{e.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({p.request.volume_source}).")
     if sav is not None:
         row1[2].caption(f"range {fmt_usd(e.monthly_saving_low_usd)} to {fmt_usd(e.monthly_saving_high_usd)}/month")
     bills = st.columns(3)
@@ -140,6 +140,9 @@ def render() -> None:
     cat = S.catalog()
     hw = cat.hardware[req.hardware]
     st.markdown(f"**Recommendation:** {p.verdict}")
+    if p.spend is not None:  # the volume line: how the spend became the volume (planner.spend.SpendVolume)
+        st.caption(f"Volume: {p.request.monthly_output_tokens / 1e9:,.2f}B output tokens/month, "
+                   f"{p.spend.volume_source}.")
     if not p.baseline.feasible:
         msg = f"Without speculation, {p.baseline.reason}"
         if p.baseline.way_out:

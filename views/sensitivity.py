@@ -58,6 +58,7 @@ def render() -> None:
     req = S.page_header("Sensitivity")
     if req is None:
         return
+    req = S.at_spend_volume(req)  # the tornado and the Monte Carlo take the volume a stated spend buys
     cat = S.catalog()
     p = S.plan(req)
     avail = [m.method for m in p.methods if m.available]

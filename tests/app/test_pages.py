@@ -523,3 +523,73 @@ def test_report_shows_the_bills_the_hardware_comparison_and_the_spend_of_the_pla
     rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(rep.to_csv(rep.scenario_rows(ps, []))))}
     assert float(rows[("spend", "spend_usd_per_month")]["value"]) == 100000.0
     assert float(rows[("inputs", "monthly_output_tokens")]["value"]) == pytest.approx(ps.spend.monthly_output_tokens)
+
+
+def test_spend_as_the_volume_source_plans_what_the_cli_plans_and_travels_in_the_link(app):
+    """'What we spend a month' in the sidebar: $100,000 on 32 H100s (TP 4) gives the CLI's volume and bills."""
+    js = cli_plan("--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4", "--spend-usd-per-month", "100000",
+                  "--gpus", "32")
+    e = js["economics"]
+    at = app()
+    at.radio(key="volume_source").set_value("spend").run()
+    at.number_input(key="spend_usd").set_value(100000.0).run()
+    at.number_input(key="spend_gpus").set_value(32).run()
+    assert not at.exception and not at.error, (at.exception, [x.value for x in at.error])
+    assert at.number_input(key="volume_b").disabled
+    # the Plan page's volume line: the CLI's volume and how the spend became it
+    line = next(c.value for c in at.caption if c.value.startswith("Volume: "))
+    assert f"{e['monthly_output_tokens'] / 1e9:,.2f}B output tokens/month" in line
+    assert js["spend"]["volume_source"] in line
+    assert "spend of $100,000/month" in " ".join(c.value for c in at.caption if "TPOT SLO" in c.value)
+    assert money(metric(at, "Bill today").value) == pytest.approx(e["reference_bill_usd_per_month"], abs=1)
+    assert metric(at, "Bill today").value == f"{P.fmt_usd(e['reference_bill_usd_per_month'])}/month"
+    assert money(metric(at, "Monthly saving").value) == pytest.approx(e["monthly_saving_usd"], abs=1)
+    assert f"{e['monthly_output_tokens'] / 1e9:,.2f}B" in metric(at, "Monthly saving").help
+    # the link carries the spend; a fresh session from it shows the same numbers
+    q = dict(at.query_params)
+    assert (q["volume_source"], q["spend_gpus"]) == ("spend", "32")  # $100,000 is the default: not in the link
+    again = app(q)
+    assert (again.radio(key="volume_source").value, again.number_input(key="spend_usd").value) == ("spend", 100000.0)
+    assert [m.value for m in again.metric] == [m.value for m in at.metric]
+    at.number_input(key="spend_usd").set_value(250000.0).run()
+    q = dict(at.query_params)
+    assert (q["volume_source"], q["spend_usd"], q["spend_gpus"]) == ("spend", "250000.0", "32")
+    again = app(q)
+    assert again.number_input(key="spend_usd").value == 250000.0
+    assert [m.value for m in again.metric] == [m.value for m in at.metric]
+    assert "spend of $250,000/month" in next(c.value for c in again.caption if c.value.startswith("Volume: "))
+    at.number_input(key="spend_usd").set_value(100000.0).run()
+    # the pages that take a volume plan the same one: the Levers start is the Plan's bill today
+    at.switch_page("views/levers.py").run()
+    assert not at.exception
+    start = money(next(m.value for m in at.markdown if m.value.startswith("**From")))
+    assert start == pytest.approx(e["reference_bill_usd_per_month"], abs=1)
+    for page in PAGES:  # every page plans the spend (no page falls back to the typed volume silently)
+        at.switch_page(page).run()
+        assert not at.exception, page
+        caption = " ".join(c.value for c in at.caption)
+        assert page == "views/traffic.py" or "spend of $100,000/month" in caption, page
+
+
+@pytest.mark.parametrize(("query", "says"), [
+    ({"volume_source": "spend", "spend_usd": "-5"}, "spend_usd='-5'"),  # out of range in a link: ignored, named
+    ({"volume_source": "spend", "spend_usd": "1e11"}, "spend_usd='1e11'"),
+    ({"volume_source": "spend", "spend_gpus": "-1"}, "spend_gpus='-1'"),
+])
+def test_a_bad_spend_in_the_link_is_refused_by_name(app, query, says):
+    at = app(query)
+    assert any(says in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.number_input(key="spend_usd").value == pytest.approx(100000.0)
+
+
+@pytest.mark.parametrize(("usd", "gpus", "says"), [
+    (0.0, 0, "spend_usd_per_month=0.0"),  # no spend
+    (100.0, 0, "spend_usd_per_month=100.0"),  # less than one replica's month
+    (100000.0, 2, "spend_gpus=2"),  # fewer GPUs than one replica (TP 4)
+])
+def test_a_bad_spend_typed_in_the_sidebar_shows_an_error_naming_it(app, usd, gpus, says):
+    at = app({"volume_source": "spend"})
+    at.number_input(key="spend_usd").set_value(usd).run()
+    at.number_input(key="spend_gpus").set_value(gpus).run()
+    assert not at.exception, at.exception
+    assert any(says in x.value for x in at.error), [x.value for x in at.error]
