@@ -195,25 +195,33 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
 def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.ndarray, max_batch: np.ndarray,
                       prefill_s: np.ndarray, hours: Sequence[HourLoad], tp: int, usd_per_gpu_hour: float,
                       slo_ms: float, shape_source: str, slot_hours: float = 1.0,
-                      capacity_requests_per_s: np.ndarray | None = None) -> Fleet:
+                      capacity_requests_per_s: np.ndarray | None = None, curve_of_hour: np.ndarray | None = None
+                      ) -> Fleet:
     """configs: (method, label, K) per configuration; tpot_s: (C, H, B) decode TPOT per replica at batch 1..B;
     max_batch: (C, H); prefill_s: (H,) prefill GPU-seconds per request on one replica. slot_hours: length of one
-    slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day)."""
+    slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day). curve_of_hour: (H,)
+    when tpot_s, max_batch and capacity_requests_per_s are given per distinct curve (C, U, ...) instead of per
+    hour, the curve each hour uses."""
     lam = np.array([h.requests_per_s for h in hours])
     out = np.array([h.output_tokens for h in hours])
     n_c, n_h = len(configs), len(hours)
     pre = np.broadcast_to(np.asarray(prefill_s, float), (n_h,))
+    curve = np.arange(n_h) if curve_of_hour is None else np.asarray(curve_of_hour, int).reshape(n_h)
     tpot = np.asarray(tpot_s, float)[:n_c]
     mb = np.asarray(max_batch, float)[:n_c]
-    given = None if capacity_requests_per_s is None else np.asarray(capacity_requests_per_s, float).reshape(n_c, n_h)
-    # replicas_and_capacity works hour by hour: hours with the same inputs (a daily shape repeats its rates) are
-    # computed once, on every configuration's rows in one vectorised call (rows c * U + u), and copied back
-    u, of = _distinct_hours(lam, out, pre, tpot, mb, given)
-    n_u = len(u)
+    given = (None if capacity_requests_per_s is None
+             else np.asarray(capacity_requests_per_s, float).reshape(n_c, tpot.shape[1]))
+    # replicas_and_capacity works hour by hour: hours with the same rate, lengths, prefill and curve (a daily shape
+    # repeats its rates) are computed once, on every configuration's rows in one vectorised call (rows c * U + u),
+    # and copied back to their hours
+    _, first, of = np.unique(np.column_stack([lam, out, pre, curve]), axis=0, return_index=True,
+                             return_inverse=True)
+    of = np.asarray(of).reshape(-1)
+    u, cu, n_u = first, curve[first], len(first)
     r_all, b_all, t_all, rho_all, cap_all = (a.reshape(n_c, n_u)[:, of] for a in replicas_and_capacity(
         requests_per_s=np.tile(lam[u], n_c), output_tokens=np.tile(out[u], n_c), prefill_s=np.tile(pre[u], n_c),
-        tpot_s=tpot[:, u].reshape(n_c * n_u, -1), max_batch=mb[:, u].reshape(n_c * n_u), slo_s=slo_ms / 1e3,
-        capacity=None if given is None else given[:, u].reshape(-1)))
+        tpot_s=tpot[:, cu].reshape(n_c * n_u, -1), max_batch=mb[:, cu].reshape(n_c * n_u), slo_s=slo_ms / 1e3,
+        capacity=None if given is None else given[:, cu].reshape(-1)))
     plans = []
     for c, (method, label, k) in enumerate(configs):
         r, b, t, rho, cap = r_all[c], b_all[c], t_all[c], rho_all[c], cap_all[c]
@@ -233,14 +241,3 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
                                fixed * usd_per_gpu_hour, feasible))
     return Fleet(tuple(plans), shape_source, usd_per_gpu_hour, tp)
 
-
-def _distinct_hours(lam: np.ndarray, out: np.ndarray, pre: np.ndarray, tpot: np.ndarray, mb: np.ndarray,
-                    cap: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """(the first hour of each distinct set of inputs, each hour's set): hours whose arrival rate, lengths, prefill,
-    and every configuration's TPOT curve, memory limit and stated capacity are all equal."""
-    cols = [lam, out, pre, *mb] + ([] if cap is None else list(np.nan_to_num(cap, nan=-1.0)))
-    _, first, of = np.unique(np.column_stack(cols), axis=0, return_index=True, return_inverse=True)
-    of = np.asarray(of).reshape(-1)
-    if not np.array_equal(tpot[:, first][:, of], tpot, equal_nan=True):  # the curves differ: every hour on its own
-        return np.arange(len(lam)), np.arange(len(lam))
-    return first, of

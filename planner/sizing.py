@@ -80,10 +80,10 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
     pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=uniq[:, 0], tp=ctx.tp),
                                        (len(uniq),)), float)
     cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3)
-    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0][:, of_hour],
-                             max_batch=mb[:, of_hour], prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp,
-                             usd_per_gpu_hour=ctx.price, slo_ms=req.tpot_slo_ms, shape_source=source,
-                             capacity_requests_per_s=cap[:, of_hour])
+    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
+                             prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
+                             slo_ms=req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap,
+                             curve_of_hour=of_hour)
 
 
 def _verify_tokens(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[OperatingPoint]) -> list[float]:
