@@ -158,13 +158,27 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
     curve; `capacity` (H,) then gives the true capacity past B where the caller found it (NaN: the curve's)."""
     lam = np.asarray(requests_per_s, float)
     out = np.asarray(output_tokens, float)
-    pre = np.asarray(prefill_s, float)
-    tp = np.asarray(tpot_s, float)
-    h, bmax = tp.shape
+    _check_curve_length(lam, out, max_batch, np.shape(tpot_s)[1], slo_s)
+    cap = replica_capacity(output_tokens=out, prefill_s=prefill_s, tpot_s=tpot_s, max_batch=max_batch, slo_s=slo_s,
+                           capacity=capacity)
+    return _replicas_at_capacity(lam, out, np.asarray(prefill_s, float), np.asarray(tpot_s, float), cap)
+
+
+def _check_curve_length(lam: np.ndarray, out: np.ndarray, max_batch, bmax: int, slo_s: float) -> None:
     short = (np.asarray(max_batch, float) > bmax) & (lam * out * slo_s > bmax)
     if np.any(short):
         raise ValueError(f"tpot_s covers batches 1..{bmax}; hours {np.flatnonzero(short).tolist()} need the curve up "
                          "to min(max_batch, requests_per_s * output_tokens * slo_s)")
+
+
+def replica_capacity(*, output_tokens: np.ndarray, prefill_s: np.ndarray, tpot_s: np.ndarray, max_batch: np.ndarray,
+                     slo_s: float, capacity: np.ndarray | None = None) -> np.ndarray:
+    """Per row (an hour's lengths and TPOT curve): one replica's capacity in requests/s, the arrival rate that keeps
+    it full at b_lim (replicas_and_capacity); 0 where no batch meets the SLO."""
+    out = np.asarray(output_tokens, float)
+    pre = np.asarray(prefill_s, float)
+    tp = np.asarray(tpot_s, float)
+    h, bmax = tp.shape
     batches = np.arange(1, bmax + 1, dtype=float)
     mb = np.minimum(np.asarray(max_batch, float), bmax)
     full = replica_load(tpot_s=tp, batch=batches[None, :], prefill_s=pre[:, None], output_tokens=out[:, None])
@@ -174,6 +188,15 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
     cap = np.where(b_lim >= 1, full.requests_per_s[np.arange(h), np.maximum(b_lim, 1) - 1], 0.0)
     if capacity is not None:  # the capacity past the curve's end, where the caller found it (NaN: the curve's)
         cap = np.where(np.isfinite(capacity), capacity, cap)
+    return cap
+
+
+def _replicas_at_capacity(lam: np.ndarray, out: np.ndarray, pre: np.ndarray, tp: np.ndarray, cap: np.ndarray
+                          ) -> tuple[np.ndarray, ...]:
+    """replicas_and_capacity's answer per row from one replica's capacity `cap`: the fewest replicas, and the fixed
+    point on the TPOT curve `tp` (rows, B) at that load."""
+    h, bmax = tp.shape
+    batches = np.arange(1, bmax + 1, dtype=float)
     feasible = (cap > 0) | (lam == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         need = np.ceil(lam / np.where(cap > 0, cap, 1.0) * (1.0 - 1e-12))
@@ -211,27 +234,29 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
     mb = np.asarray(max_batch, float)[:n_c]
     given = (None if capacity_requests_per_s is None
              else np.asarray(capacity_requests_per_s, float).reshape(n_c, tpot.shape[1]))
-    # replicas_and_capacity works hour by hour: hours with the same rate, lengths, prefill and curve (a daily shape
-    # repeats its rates) are computed once, on every configuration's rows in one vectorised call (rows c * U + u),
-    # and copied back to their hours
-    _, first, of = np.unique(np.column_stack([lam, out, pre, curve]), axis=0, return_index=True,
-                             return_inverse=True)
-    of = np.asarray(of).reshape(-1)
-    u, cu, n_u = first, curve[first], len(first)
-    r_all, b_all, t_all, rho_all, cap_all = (a.reshape(n_c, n_u)[:, of] for a in replicas_and_capacity(
-        requests_per_s=np.tile(lam[u], n_c), output_tokens=np.tile(out[u], n_c), prefill_s=np.tile(pre[u], n_c),
-        tpot_s=tpot[:, cu].reshape(n_c * n_u, -1), max_batch=mb[:, cu].reshape(n_c * n_u), slo_s=slo_ms / 1e3,
-        capacity=None if given is None else given[:, cu].reshape(-1)))
+    slo_s = slo_ms / 1e3
+    _check_curve_length(np.tile(lam, n_c), np.tile(out, n_c), mb[:, curve].reshape(-1), tpot.shape[-1], slo_s)
+    # replicas_and_capacity, computed once per distinct set of inputs and copied back to the hours: one replica's
+    # capacity depends on a curve and the hour's lengths, the replicas also on its rate (a daily shape repeats its
+    # rates; plan_fleet hands one curve per distinct lengths); every configuration's rows in one vectorised call
+    k_first, k_of = _distinct(out, pre, curve)
+    u, u_of = _distinct(lam, out, pre, curve)
+    kc, cu, n_k, n_u = curve[k_first], curve[u], len(k_first), len(u)
+    cap = replica_capacity(output_tokens=np.tile(out[k_first], n_c), prefill_s=np.tile(pre[k_first], n_c),
+                           tpot_s=tpot[:, kc].reshape(n_c * n_k, -1), max_batch=mb[:, kc].reshape(n_c * n_k),
+                           slo_s=slo_s, capacity=None if given is None else given[:, kc].reshape(-1))
+    r_all, b_all, t_all, rho_all, cap_all = (a.reshape(n_c, n_u)[:, u_of] for a in _replicas_at_capacity(
+        np.tile(lam[u], n_c), np.tile(out[u], n_c), np.tile(pre[u], n_c), tpot[:, cu].reshape(n_c * n_u, -1),
+        cap.reshape(n_c, n_k)[:, k_of[u]].reshape(-1)))
     plans = []
     for c, (method, label, k) in enumerate(configs):
         r, b, t, rho, cap = r_all[c], b_all[c], t_all[c], rho_all[c], cap_all[c]
         feasible = bool(np.all(r > 0))
         gpus = r * tp
         hrs = tuple(FleetHour(hr.hour, float(hr.requests_per_s), float(hr.prompt_tokens), float(hr.output_tokens),
-                              int(r[i]), int(gpus[i]), float(b[i]),
-                              float(t[i] * 1e3) if math.isfinite(t[i]) else math.nan, float(rho[i]), bool(r[i] > 0),
-                              float(cap[i]))
-                    for i, hr in enumerate(hours))
+                              ri, gi, bi, ti * 1e3 if math.isfinite(ti) else math.nan, rhoi, ri > 0, ci)
+                    for hr, ri, gi, bi, ti, rhoi, ci in zip(hours, r.tolist(), gpus.tolist(), b.tolist(), t.tolist(),
+                                                             rho.tolist(), cap.tolist(), strict=True))
         # a day is len(hours) slots of slot_hours each, repeated to fill 24 hours
         day_gpu_hours = float(gpus.sum()) * slot_hours * (HOURS_PER_DAY / (slot_hours * len(hours)))
         auto = day_gpu_hours * DAYS_PER_MONTH
@@ -241,3 +266,9 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
                                fixed * usd_per_gpu_hour, feasible))
     return Fleet(tuple(plans), shape_source, usd_per_gpu_hour, tp)
 
+
+
+def _distinct(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the first row of each distinct set of values, each row's set) over columns of equal length."""
+    _, first, of = np.unique(np.column_stack(cols), axis=0, return_index=True, return_inverse=True)
+    return first, np.asarray(of).reshape(-1)
