@@ -161,7 +161,7 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
     _check_curve_length(lam, out, max_batch, np.shape(tpot_s)[1], slo_s)
     cap = replica_capacity(output_tokens=out, prefill_s=prefill_s, tpot_s=tpot_s, max_batch=max_batch, slo_s=slo_s,
                            capacity=capacity)
-    return _replicas_at_capacity(lam, out, np.asarray(prefill_s, float), np.asarray(tpot_s, float), cap)
+    return _replicas_at_capacity(lam, out, np.asarray(prefill_s, float), np.asarray(tpot_s, float), cap, slo_s)
 
 
 def _check_curve_length(lam: np.ndarray, out: np.ndarray, max_batch, bmax: int, slo_s: float) -> None:
@@ -191,28 +191,41 @@ def replica_capacity(*, output_tokens: np.ndarray, prefill_s: np.ndarray, tpot_s
     return cap
 
 
-def _replicas_at_capacity(lam: np.ndarray, out: np.ndarray, pre: np.ndarray, tp: np.ndarray, cap: np.ndarray
-                          ) -> tuple[np.ndarray, ...]:
+def _replicas_at_capacity(lam: np.ndarray, out: np.ndarray, pre: np.ndarray, tp: np.ndarray, cap: np.ndarray,
+                          slo_s: float) -> tuple[np.ndarray, ...]:
     """replicas_and_capacity's answer per row from one replica's capacity `cap`: the fewest replicas, and the fixed
     point on the TPOT curve `tp` (rows, B) at that load."""
-    h, bmax = tp.shape
+    bmax = tp.shape[1]
     batches = np.arange(1, bmax + 1, dtype=float)
     feasible = (cap > 0) | (lam == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         need = np.ceil(lam / np.where(cap > 0, cap, 1.0) * (1.0 - 1e-12))
     r = np.where(feasible, np.clip(need, 1.0, MAX_REPLICAS), 0.0)
-    # the fixed point at R: the smallest batch b with lambda_r * O * TPOT_eff(b) <= b
     lam_r = lam / np.maximum(r, 1.0)
+    on = np.where(feasible, lam_r, 0.0)
+    # the fixed point lies near lambda_r * O * SLO when its TPOT seen meets the SLO: it is looked for on the curve up
+    # to there, and on the whole curve for the rows where it is not found (the first batch that holds, either way)
+    m = int(min(bmax, max(1, math.ceil(float(np.max(lam_r * out, initial=0.0)) * slo_s) + 2)))
+    b_star, seen, rho = _fixed_point(lam_r, on, out, pre, tp[:, :m], batches[:m])
+    past = np.isnan(b_star) if m < bmax else np.zeros(len(lam), bool)
+    if past.any():
+        b_star[past], seen[past], _ = _fixed_point(lam_r[past], on[past], out[past], pre[past], tp[past], batches)
+    # a fractional fixed point reads better than an integer ceiling at low load: interpolate lambda_r * O * TPOT
+    b_frac = np.minimum(b_star, (lam_r * out) * seen)
+    return (r.astype(int), np.where(lam > 0, b_frac, 0.0), np.where(lam > 0, seen, np.nan), rho, cap)
+
+
+def _fixed_point(lam_r: np.ndarray, on: np.ndarray, out: np.ndarray, pre: np.ndarray, tp: np.ndarray,
+                 batches: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per row at R replicas: (the smallest batch b with lambda_r * O * TPOT_eff(b) <= b on the curve `tp`, NaN when
+    none; the TPOT seen there, at batch 1 when none; the prefill share) with `on` requests/s arriving per replica."""
     load = replica_load(tpot_s=tp, batch=batches[None, :], prefill_s=pre[:, None], output_tokens=out[:, None],
-                        requests_per_s=np.where(feasible, lam_r, 0.0)[:, None])
-    rho, eff = load.prefill_share[:, 0], load.tpot_seen_s
+                        requests_per_s=on[:, None])
+    eff = load.tpot_seen_s
     fixed = sequences_in_flight(requests_per_s=lam_r[:, None], output_tokens=out[:, None], tpot_s=eff) <= batches
     b_star = np.where(fixed.any(axis=1), np.argmax(fixed, axis=1) + 1.0, np.nan)
-    # a fractional fixed point reads better than an integer ceiling at low load: interpolate lambda_r * O * TPOT
     b_idx = np.nan_to_num(b_star, nan=1.0).astype(int) - 1
-    b_frac = np.minimum(b_star, (lam_r * out) * eff[np.arange(h), b_idx])
-    tpot_seen = eff[np.arange(h), b_idx]
-    return (r.astype(int), np.where(lam > 0, b_frac, 0.0), np.where(lam > 0, tpot_seen, np.nan), rho, cap)
+    return b_star, eff[np.arange(len(b_idx)), b_idx], load.prefill_share[:, 0]
 
 
 def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.ndarray, max_batch: np.ndarray,
@@ -247,7 +260,7 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
                            slo_s=slo_s, capacity=None if given is None else given[:, kc].reshape(-1))
     r_all, b_all, t_all, rho_all, cap_all = (a.reshape(n_c, n_u)[:, u_of] for a in _replicas_at_capacity(
         np.tile(lam[u], n_c), np.tile(out[u], n_c), np.tile(pre[u], n_c), tpot[:, cu].reshape(n_c * n_u, -1),
-        cap.reshape(n_c, n_k)[:, k_of[u]].reshape(-1)))
+        cap.reshape(n_c, n_k)[:, k_of[u]].reshape(-1), slo_s))
     plans = []
     for c, (method, label, k) in enumerate(configs):
         r, b, t, rho, cap = r_all[c], b_all[c], t_all[c], rho_all[c], cap_all[c]
