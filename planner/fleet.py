@@ -282,6 +282,13 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
 
 
 def _distinct(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the first row of each distinct set of values, each row's set) over columns of equal length."""
-    _, first, of = np.unique(np.column_stack(cols), axis=0, return_index=True, return_inverse=True)
-    return first, np.asarray(of).reshape(-1)
+    """(the first row of each distinct set of values, each row's set) over columns of equal length (a NaN matches
+    nothing: its row stands alone)."""
+    sets: dict[tuple, int] = {}
+    first, of = [], []
+    for i, key in enumerate(zip(*(np.asarray(c).tolist() for c in cols), strict=True)):
+        if key not in sets:
+            sets[key] = len(first)
+            first.append(i)
+        of.append(sets[key])
+    return np.array(first, int), np.array(of, int)

@@ -74,7 +74,7 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
     in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * req.tpot_slo_ms / 1e3
     bmax = int(min(MAX_BATCH, max(1.0, float(mb.max())), math.ceil(in_flight) + 1))
     eng = engine_args(ctx, cands, smp, grid, drafts)
-    res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), **eng)
+    res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), with_memory=False, **eng)  # mb: above
     is_base = r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
     tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(uniq), bmax))
     pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=uniq[:, 0], tp=ctx.tp),
