@@ -6,8 +6,9 @@ Pruning, by floors no fleet of a configuration goes below: (1) a fleet keeps at 
 t on a GPU at p $/GPU-hour costs at least t x 24 h x days x p a month whatever the load; (2) for dense models, every
 output token's verifier GEMMs and every prompt's prefill at the weight format's peak FLOP/s (_compute_floor). A
 configuration whose floor is no lower than the cheapest fleet already found on its GPU type, with and without
-speculation, cannot win and is not searched (configurations go from the lowest floor up). Within one, a point
-is sized only when CPM_BOUND x its full-load CPM x the volume is below the best of its kind. Weights that do not fit
+speculation, cannot win and is not searched (configurations go from the lowest floor up); one whose floor only one
+kind (no speculation, or the methods) has beaten is searched for the other kind only. Within one, a point is sized
+only when CPM_BOUND x its full-load CPM x the volume is below the best of its kind. Weights that do not fit
 the replica's memory are skipped before any search.
 """
 
