@@ -158,13 +158,27 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
     curve; `capacity` (H,) then gives the true capacity past B where the caller found it (NaN: the curve's)."""
     lam = np.asarray(requests_per_s, float)
     out = np.asarray(output_tokens, float)
-    pre = np.asarray(prefill_s, float)
-    tp = np.asarray(tpot_s, float)
-    h, bmax = tp.shape
+    _check_curve_length(lam, out, max_batch, np.shape(tpot_s)[1], slo_s)
+    cap = replica_capacity(output_tokens=out, prefill_s=prefill_s, tpot_s=tpot_s, max_batch=max_batch, slo_s=slo_s,
+                           capacity=capacity)
+    return _replicas_at_capacity(lam, out, np.asarray(prefill_s, float), np.asarray(tpot_s, float), cap, slo_s)
+
+
+def _check_curve_length(lam: np.ndarray, out: np.ndarray, max_batch, bmax: int, slo_s: float) -> None:
     short = (np.asarray(max_batch, float) > bmax) & (lam * out * slo_s > bmax)
     if np.any(short):
         raise ValueError(f"tpot_s covers batches 1..{bmax}; hours {np.flatnonzero(short).tolist()} need the curve up "
                          "to min(max_batch, requests_per_s * output_tokens * slo_s)")
+
+
+def replica_capacity(*, output_tokens: np.ndarray, prefill_s: np.ndarray, tpot_s: np.ndarray, max_batch: np.ndarray,
+                     slo_s: float, capacity: np.ndarray | None = None) -> np.ndarray:
+    """Per row (an hour's lengths and TPOT curve): one replica's capacity in requests/s, the arrival rate that keeps
+    it full at b_lim (replicas_and_capacity); 0 where no batch meets the SLO."""
+    out = np.asarray(output_tokens, float)
+    pre = np.asarray(prefill_s, float)
+    tp = np.asarray(tpot_s, float)
+    h, bmax = tp.shape
     batches = np.arange(1, bmax + 1, dtype=float)
     mb = np.minimum(np.asarray(max_batch, float), bmax)
     full = replica_load(tpot_s=tp, batch=batches[None, :], prefill_s=pre[:, None], output_tokens=out[:, None])
@@ -174,51 +188,88 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
     cap = np.where(b_lim >= 1, full.requests_per_s[np.arange(h), np.maximum(b_lim, 1) - 1], 0.0)
     if capacity is not None:  # the capacity past the curve's end, where the caller found it (NaN: the curve's)
         cap = np.where(np.isfinite(capacity), capacity, cap)
+    return cap
+
+
+def _replicas_at_capacity(lam: np.ndarray, out: np.ndarray, pre: np.ndarray, tp: np.ndarray, cap: np.ndarray,
+                          slo_s: float) -> tuple[np.ndarray, ...]:
+    """replicas_and_capacity's answer per row from one replica's capacity `cap`: the fewest replicas, and the fixed
+    point on the TPOT curve `tp` (rows, B) at that load."""
+    bmax = tp.shape[1]
+    batches = np.arange(1, bmax + 1, dtype=float)
     feasible = (cap > 0) | (lam == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         need = np.ceil(lam / np.where(cap > 0, cap, 1.0) * (1.0 - 1e-12))
     r = np.where(feasible, np.clip(need, 1.0, MAX_REPLICAS), 0.0)
-    # the fixed point at R: the smallest batch b with lambda_r * O * TPOT_eff(b) <= b
     lam_r = lam / np.maximum(r, 1.0)
+    on = np.where(feasible, lam_r, 0.0)
+    # the fixed point lies near lambda_r * O * SLO when its TPOT seen meets the SLO: it is looked for on the curve up
+    # to there, and on the whole curve for the rows where it is not found (the first batch that holds, either way)
+    m = int(min(bmax, max(1, math.ceil(float(np.max(lam_r * out, initial=0.0)) * slo_s) + 2)))
+    b_star, seen, rho = _fixed_point(lam_r, on, out, pre, tp[:, :m], batches[:m])
+    past = np.isnan(b_star) if m < bmax else np.zeros(len(lam), bool)
+    if past.any():
+        b_star[past], seen[past], _ = _fixed_point(lam_r[past], on[past], out[past], pre[past], tp[past], batches)
+    # a fractional fixed point reads better than an integer ceiling at low load: interpolate lambda_r * O * TPOT
+    b_frac = np.minimum(b_star, (lam_r * out) * seen)
+    return (r.astype(int), np.where(lam > 0, b_frac, 0.0), np.where(lam > 0, seen, np.nan), rho, cap)
+
+
+def _fixed_point(lam_r: np.ndarray, on: np.ndarray, out: np.ndarray, pre: np.ndarray, tp: np.ndarray,
+                 batches: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per row at R replicas: (the smallest batch b with lambda_r * O * TPOT_eff(b) <= b on the curve `tp`, NaN when
+    none; the TPOT seen there, at batch 1 when none; the prefill share) with `on` requests/s arriving per replica."""
     load = replica_load(tpot_s=tp, batch=batches[None, :], prefill_s=pre[:, None], output_tokens=out[:, None],
-                        requests_per_s=np.where(feasible, lam_r, 0.0)[:, None])
-    rho, eff = load.prefill_share[:, 0], load.tpot_seen_s
+                        requests_per_s=on[:, None])
+    eff = load.tpot_seen_s
     fixed = sequences_in_flight(requests_per_s=lam_r[:, None], output_tokens=out[:, None], tpot_s=eff) <= batches
     b_star = np.where(fixed.any(axis=1), np.argmax(fixed, axis=1) + 1.0, np.nan)
-    # a fractional fixed point reads better than an integer ceiling at low load: interpolate lambda_r * O * TPOT
     b_idx = np.nan_to_num(b_star, nan=1.0).astype(int) - 1
-    b_frac = np.minimum(b_star, (lam_r * out) * eff[np.arange(h), b_idx])
-    tpot_seen = eff[np.arange(h), b_idx]
-    return (r.astype(int), np.where(lam > 0, b_frac, 0.0), np.where(lam > 0, tpot_seen, np.nan), rho, cap)
+    return b_star, eff[np.arange(len(b_idx)), b_idx], load.prefill_share[:, 0]
 
 
 def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.ndarray, max_batch: np.ndarray,
                       prefill_s: np.ndarray, hours: Sequence[HourLoad], tp: int, usd_per_gpu_hour: float,
                       slo_ms: float, shape_source: str, slot_hours: float = 1.0,
-                      capacity_requests_per_s: np.ndarray | None = None) -> Fleet:
+                      capacity_requests_per_s: np.ndarray | None = None, curve_of_hour: np.ndarray | None = None
+                      ) -> Fleet:
     """configs: (method, label, K) per configuration; tpot_s: (C, H, B) decode TPOT per replica at batch 1..B;
     max_batch: (C, H); prefill_s: (H,) prefill GPU-seconds per request on one replica. slot_hours: length of one
-    slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day)."""
+    slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day). curve_of_hour: (H,)
+    when tpot_s, max_batch and capacity_requests_per_s are given per distinct curve (C, U, ...) instead of per
+    hour, the curve each hour uses."""
     lam = np.array([h.requests_per_s for h in hours])
     out = np.array([h.output_tokens for h in hours])
     n_c, n_h = len(configs), len(hours)
-    # every configuration's hours in one vectorised call (rows c * H + h)
-    r_all, b_all, t_all, rho_all, cap_all = (a.reshape(n_c, n_h) for a in replicas_and_capacity(
-        requests_per_s=np.tile(lam, n_c), output_tokens=np.tile(out, n_c),
-        prefill_s=np.tile(np.broadcast_to(np.asarray(prefill_s, float), (n_h,)), n_c),
-        tpot_s=np.asarray(tpot_s, float)[:n_c].reshape(n_c * n_h, -1),
-        max_batch=np.asarray(max_batch, float)[:n_c].reshape(n_c * n_h), slo_s=slo_ms / 1e3,
-        capacity=None if capacity_requests_per_s is None else np.asarray(capacity_requests_per_s, float).reshape(-1)))
+    pre = np.broadcast_to(np.asarray(prefill_s, float), (n_h,))
+    curve = np.arange(n_h) if curve_of_hour is None else np.asarray(curve_of_hour, int).reshape(n_h)
+    tpot = np.asarray(tpot_s, float)[:n_c]
+    mb = np.asarray(max_batch, float)[:n_c]
+    given = (None if capacity_requests_per_s is None
+             else np.asarray(capacity_requests_per_s, float).reshape(n_c, tpot.shape[1]))
+    slo_s = slo_ms / 1e3
+    _check_curve_length(np.tile(lam, n_c), np.tile(out, n_c), mb[:, curve].reshape(-1), tpot.shape[-1], slo_s)
+    # replicas_and_capacity, computed once per distinct set of inputs and copied back to the hours: one replica's
+    # capacity depends on a curve and the hour's lengths, the replicas also on its rate (a daily shape repeats its
+    # rates; plan_fleet hands one curve per distinct lengths); every configuration's rows in one vectorised call
+    k_first, k_of = _distinct(out, pre, curve)
+    u, u_of = _distinct(lam, out, pre, curve)
+    kc, cu, n_k, n_u = curve[k_first], curve[u], len(k_first), len(u)
+    cap = replica_capacity(output_tokens=np.tile(out[k_first], n_c), prefill_s=np.tile(pre[k_first], n_c),
+                           tpot_s=tpot[:, kc].reshape(n_c * n_k, -1), max_batch=mb[:, kc].reshape(n_c * n_k),
+                           slo_s=slo_s, capacity=None if given is None else given[:, kc].reshape(-1))
+    r_all, b_all, t_all, rho_all, cap_all = (a.reshape(n_c, n_u)[:, u_of] for a in _replicas_at_capacity(
+        np.tile(lam[u], n_c), np.tile(out[u], n_c), np.tile(pre[u], n_c), tpot[:, cu].reshape(n_c * n_u, -1),
+        cap.reshape(n_c, n_k)[:, k_of[u]].reshape(-1), slo_s))
     plans = []
     for c, (method, label, k) in enumerate(configs):
         r, b, t, rho, cap = r_all[c], b_all[c], t_all[c], rho_all[c], cap_all[c]
         feasible = bool(np.all(r > 0))
         gpus = r * tp
         hrs = tuple(FleetHour(hr.hour, float(hr.requests_per_s), float(hr.prompt_tokens), float(hr.output_tokens),
-                              int(r[i]), int(gpus[i]), float(b[i]),
-                              float(t[i] * 1e3) if math.isfinite(t[i]) else math.nan, float(rho[i]), bool(r[i] > 0),
-                              float(cap[i]))
-                    for i, hr in enumerate(hours))
+                              ri, gi, bi, ti * 1e3 if math.isfinite(ti) else math.nan, rhoi, ri > 0, ci)
+                    for hr, ri, gi, bi, ti, rhoi, ci in zip(hours, r.tolist(), gpus.tolist(), b.tolist(), t.tolist(),
+                                                             rho.tolist(), cap.tolist(), strict=True))
         # a day is len(hours) slots of slot_hours each, repeated to fill 24 hours
         day_gpu_hours = float(gpus.sum()) * slot_hours * (HOURS_PER_DAY / (slot_hours * len(hours)))
         auto = day_gpu_hours * DAYS_PER_MONTH
@@ -227,3 +278,17 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
         plans.append(FleetPlan(method, label, k, hrs, peak, auto, fixed, auto * usd_per_gpu_hour,
                                fixed * usd_per_gpu_hour, feasible))
     return Fleet(tuple(plans), shape_source, usd_per_gpu_hour, tp)
+
+
+
+def _distinct(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the first row of each distinct set of values, each row's set) over columns of equal length (a NaN matches
+    nothing: its row stands alone)."""
+    sets: dict[tuple, int] = {}
+    first, of = [], []
+    for i, key in enumerate(zip(*(np.asarray(c).tolist() for c in cols), strict=True)):
+        if key not in sets:
+            sets[key] = len(first)
+            first.append(i)
+        of.append(sets[key])
+    return np.array(first, int), np.array(of, int)

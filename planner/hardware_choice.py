@@ -6,8 +6,9 @@ Pruning, by floors no fleet of a configuration goes below: (1) a fleet keeps at 
 t on a GPU at p $/GPU-hour costs at least t x 24 h x days x p a month whatever the load; (2) for dense models, every
 output token's verifier GEMMs and every prompt's prefill at the weight format's peak FLOP/s (_compute_floor). A
 configuration whose floor is no lower than the cheapest fleet already found on its GPU type, with and without
-speculation, cannot win and is not searched (configurations go from the lowest floor up). Within one, a point
-is sized only when CPM_BOUND x its full-load CPM x the volume is below the best of its kind. Weights that do not fit
+speculation, cannot win and is not searched (configurations go from the lowest floor up); one whose floor only one
+kind (no speculation, or the methods) has beaten is searched for the other kind only. Within one, a point is sized
+only when CPM_BOUND x its full-load CPM x the volume is below the best of its kind. Weights that do not fit
 the replica's memory are skipped before any search.
 """
 
@@ -150,12 +151,20 @@ def _fits_weights(ctx) -> bool:
     return float(replica_weight_bytes(ctx.target, tp=ctx.tp, attention_dp=ctx.attention_dp)) < usable
 
 
-def _search(req: PlanRequest, catalog, segs, names) -> tuple[object, list[OperatingPoint]]:
-    """(context, the feasible points: no speculation and each method at its best K) of one configuration."""
+def _search(req: PlanRequest, catalog, segs, names, kinds: tuple[bool, ...] = (False, True)
+            ) -> tuple[object, list[OperatingPoint]]:
+    """(context, the feasible points: no speculation and each method at its best K) of one configuration; kinds:
+    which to search (False: no speculation, True: the methods). The search treats each candidate on its own (its
+    batch grid is the same set of batches whatever the other candidates), so leaving a kind out changes nothing of
+    the other's points."""
     ctx = make_context(req, catalog, segs)
     if not _fits_weights(ctx):
         return ctx, []
-    cands = [BASELINE, *method_candidates(ctx, names)[0]]
+    cands = [BASELINE] if False in kinds else []
+    if True in kinds:
+        cands += method_candidates(ctx, names)[0]
+    if not cands:
+        return ctx, []
     return ctx, [p for p in points(ctx, cands, search(ctx, cands, ctx.mid_samples())) if p.feasible]
 
 
@@ -228,7 +237,8 @@ def _gpu_choice(req: PlanRequest, catalog, segs, names, name: str, priced: tuple
         if (name, tp, dt) == (req.hardware, req.tp, req.dtype):
             continue
         r = dataclasses.replace(req, hardware=name, tp=tp, dtype=dt, usd_per_gpu_hour=price)
-        ctx, pts = _search(r, catalog, segs, names)
+        # a kind already beaten at this floor is not searched (its points would not be sized)
+        ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor)))
         # size only the points whose bill could beat the best of their kind
         pts = [p for p in pts if not beaten(p.method != NO_SPEC, max(floor, cpm_bound * p.usd_per_mtok * volume / 1e6))]
         if not pts:

@@ -74,16 +74,16 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
     in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * req.tpot_slo_ms / 1e3
     bmax = int(min(MAX_BATCH, max(1.0, float(mb.max())), math.ceil(in_flight) + 1))
     eng = engine_args(ctx, cands, smp, grid, drafts)
-    res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), **eng)
+    res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), with_memory=False, **eng)  # mb: above
     is_base = r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
     tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(uniq), bmax))
     pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=uniq[:, 0], tp=ctx.tp),
                                        (len(uniq),)), float)
     cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3)
-    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0][:, of_hour],
-                             max_batch=mb[:, of_hour], prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp,
-                             usd_per_gpu_hour=ctx.price, slo_ms=req.tpot_slo_ms, shape_source=source,
-                             capacity_requests_per_s=cap[:, of_hour])
+    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
+                             prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
+                             slo_ms=req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap,
+                             curve_of_hour=of_hour)
 
 
 def _verify_tokens(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[OperatingPoint]) -> list[float]:

@@ -144,3 +144,33 @@ def test_a_curve_cut_at_littles_bound_gives_the_same_fleet(rate):
     if cut > 2:
         with pytest.raises(ValueError, match="need the curve"):
             F.replicas_for(tpot_s=np.tile(tpot[:cut - 2], (3, 1)), **kw)
+
+
+def test_hours_that_share_a_curve_give_the_fleet_of_each_hour_on_its_own():
+    """fleet_for_configs computes each distinct hour once (a daily shape repeats its rates; plan_fleet hands one TPOT
+    curve per distinct lengths): the fleet equals the one from every hour's own curve, and each hour equals
+    replicas_and_capacity on that hour alone."""
+    b = np.arange(1, 301, dtype=float)
+    curves = np.stack([np.stack([0.012 + 4e-5 * b, 0.015 + 9e-5 * b]),  # (config, distinct lengths, batch)
+                       np.stack([0.010 + 6e-5 * b, 0.011 + 2e-4 * b])])
+    mb = np.array([[300.0, 250.0], [280.0, 300.0]])
+    cap = np.array([[np.nan, 0.9], [np.nan, np.nan]])  # a stated capacity past the curve for one (config, lengths)
+    lengths = [(900.0, 350.0), (2500.0, 150.0)]
+    pre_of = np.array([0.03, 0.08])
+    of = np.array([h % 2 for h in range(24)])
+    rates = 6.0 * F.daily_shape("business_hours")
+    hours = tuple(F.HourLoad(h, float(rates[h]), *lengths[of[h]]) for h in range(24))
+    common = dict(configs=[("none", "no speculation", 0), ("eagle3", "EAGLE-3", 3)], prefill_s=pre_of[of], hours=hours,
+                  tp=4, usd_per_gpu_hour=2.5, slo_ms=30.0, shape_source="test")
+    shared = F.fleet_for_configs(tpot_s=curves, max_batch=mb, capacity_requests_per_s=cap, curve_of_hour=of, **common)
+    own = F.fleet_for_configs(tpot_s=curves[:, of], max_batch=mb[:, of], capacity_requests_per_s=cap[:, of], **common)
+    assert repr(shared) == repr(own)
+    assert len({h.replicas for h in shared.configs[1].hours}) > 1  # the day's load moves the fleet
+    for c, plan in enumerate(shared.configs):
+        for h, fh in enumerate(plan.hours):
+            r, batch, seen, rho, one = F.replicas_and_capacity(
+                requests_per_s=np.array([rates[h]]), output_tokens=np.array([lengths[of[h]][1]]),
+                prefill_s=pre_of[of[h]:of[h] + 1], tpot_s=curves[c, of[h]][None, :], max_batch=mb[c, of[h]:of[h] + 1],
+                slo_s=0.03, capacity=cap[c, of[h]:of[h] + 1])
+            assert (fh.replicas, fh.batch, fh.prefill_share, fh.capacity_requests_per_s) == (
+                r[0], batch[0], rho[0], one[0])
