@@ -119,6 +119,9 @@ def _params() -> dict[str, Param]:
         "traffic": Param("", str, lambda v: v == "" or v in SAMPLES),
         "profile": Param("", str, lambda v: v == "" or (len(v) == 64 and all(c in "0123456789abcdef" for c in v))),
         "fleet_shape": Param("flat", str, lambda v: v in ("flat", "business_hours", "consumer_evening")),
+        # how the fleet is paid (planner.bill): every page's bills, savings and paybacks use it
+        "billing": Param("autoscaled", str, lambda v: v in ("autoscaled", "fixed")),
+        "sens_tornado_unit": Param("bill", str, lambda v: v in ("bill", "cpm")),
     }
     for name, m in cat.methods.items():  # setup GPU-hours per method (draft training)
         params[f"gpuh_{name}"] = Param(float(m.setup_gpu_hours), float, _finite(0.0, 1e6))
@@ -302,7 +305,8 @@ def request(**changes) -> P.PlanRequest:
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
-        costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)))
+        costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)),
+        billing=ss.get("billing", "autoscaled"))
     if ss["volume_source"] == "spend":  # the planner derives the volume from the spend (planner.spend)
         gpus = int(ss["spend_gpus"])
         req = dataclasses.replace(req, spend_usd_per_month=float(ss["spend_usd"]), spend_gpus=gpus or None)

@@ -128,22 +128,32 @@ def render() -> None:
                f"after position 1. Your alpha now: {heat['alpha_now']:.2f} (per-token, position 1). Speedup = TPOT "
                "without speculation / TPOT with it, at the same batch.")
 
-    st.subheader("Tornado: what moves the CPM change")
+    st.subheader("Tornado: what moves the saving")
     tor = _tornado(req, method)
-    mid = tor[0].mid_cpm_change_pct
+    unit = st.radio("Measure", ["bill", "cpm"], key="sens_tornado_unit", horizontal=True,
+                    format_func=lambda v: "monthly bill saving, $/month" if v == "bill"
+                    else "CPM change at full load, %")
+    if unit == "bill":  # the money number: today's fleet bill - the method's fleet bill (planner.bill)
+        mid, lows, highs = tor[0].mid_saving_usd, [d.low_saving_usd for d in tor], [d.high_saving_usd for d in tor]
+        xlab, mid_text = f"{label}: monthly saving vs no speculation, $/month ({req.billing} fleet)", fmt_usd(mid)
+        side = "Right of 0: speculation saves"
+    else:
+        mid, lows, highs = (tor[0].mid_cpm_change_pct, [d.low_cpm_change_pct for d in tor],
+                            [d.high_cpm_change_pct for d in tor])
+        xlab, mid_text = f"{label}: CPM change vs no speculation, %", fmt_pct(mid)
+        side = "Left of 0: speculation saves"
     fig = go.Figure()
     ylab = [f"{d.driver} ({d.range})" for d in tor]
-    fig.add_bar(y=ylab, x=[d.low_cpm_change_pct - mid for d in tor], base=mid, orientation="h",
+    fig.add_bar(y=ylab, x=[lo - mid for lo in lows], base=mid, orientation="h",
                 name="driver at its low end", marker_color="#1f77b4")
-    fig.add_bar(y=ylab, x=[d.high_cpm_change_pct - mid for d in tor], base=mid, orientation="h",
+    fig.add_bar(y=ylab, x=[hi - mid for hi in highs], base=mid, orientation="h",
                 name="driver at its high end", marker_color="#ff7f0e")
     fig.add_vline(x=0, line_dash="dot")
-    fig.update_layout(barmode="overlay", xaxis_title=f"{label}: CPM change vs no speculation, %", height=420,
-                      legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(barmode="overlay", xaxis_title=xlab, height=420, legend={"orientation": "h", "y": -0.25})
     st.plotly_chart(fig, key="sens_tornado", width="stretch")
     st.caption(f"{label} against no speculation, both at their own best batch under the SLO, re-evaluated with one "
-               f"driver at its low and high end ({fmt_pct(mid)} with every driver at its middle). Left of 0: "
-               f"speculation saves. Ranges: {sens.UNCERTAINTY_SOURCE}.")
+               f"driver at its low and high end ({mid_text} with every driver at its middle). {side}. Ranges: "
+               f"{sens.UNCERTAINTY_SOURCE}.")
 
     st.subheader("Monte Carlo over acceptance, price, step time and speculation overheads")
     c = st.columns(4)

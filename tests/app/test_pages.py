@@ -593,3 +593,31 @@ def test_a_bad_spend_typed_in_the_sidebar_shows_an_error_naming_it(app, usd, gpu
     at.number_input(key="spend_gpus").set_value(gpus).run()
     assert not at.exception, at.exception
     assert any(says in x.value for x in at.error), [x.value for x in at.error]
+
+
+def test_billing_in_the_link_prices_every_page_and_the_tornado_shows_the_bill_saving(app, cat):
+    """`billing=fixed` in a link reaches every page's request (the Levers start is the plan's fixed reference bill)
+    and the tornado's default measure is the monthly bill saving of planner.sensitivity.tornado."""
+    from planner import sensitivity as sens
+
+    q = {"model": "llama-3.1-8b", "tp": "1", "volume_b": "1000", "fleet_shape": "business_hours",
+         "billing": "fixed", "current": "eagle3"}
+    kw = dict(model="llama-3.1-8b", tp=1, monthly_output_tokens=1e12, daily_shape="business_hours",
+              billing="fixed", current_method="eagle3")
+    p = planned(cat, **kw)
+    auto = planned(cat, **{**kw, "billing": "autoscaled"})
+    assert p.economics.reference_bill_usd_per_month != pytest.approx(auto.economics.reference_bill_usd_per_month)
+    at = app(q)
+    at.switch_page("views/levers.py").run()
+    assert not at.exception
+    start = money(next(m.value for m in at.markdown if m.value.startswith("**From")))
+    assert start == pytest.approx(p.economics.reference_bill_usd_per_month, abs=1)
+    at.switch_page("views/sensitivity.py").run()
+    assert not at.exception
+    method = at.selectbox(key="sens_method").value
+    method = p.best.method if method in (None, "auto") else method
+    tor = sens.tornado(P.PlanRequest(**{**DEFAULT, **kw, "hours": p.request.hours,
+                                         "hours_source": p.request.hours_source}), cat, method)
+    bars = chart(at, "sens_tornado")["data"]
+    assert bars[0]["base"] == pytest.approx(tor[0].mid_saving_usd, rel=1e-6)
+    assert "monthly saving" in chart(at, "sens_tornado")["layout"]["xaxis"]["title"]["text"]
