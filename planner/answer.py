@@ -141,6 +141,9 @@ class LeverStep:
     bill_usd_per_month_before: float = math.nan
     bill_usd_per_month_after: float = math.nan
     npv_usd: float = math.nan
+    # P(the step pays back within the horizon) over the plan's seeded Monte Carlo draws (planner.payback_draws);
+    # nan where the step did not pass the rule at the middle acceptance
+    p_payback_within_horizon: float = math.nan
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """The seven levers as a waterfall over the whole mix, from today's configuration: each step at its own best batch
 under the SLO, priced by its fleet's bill (planner.bill, the request's billing). A step is applied only when the bill
-it saves pays back its one-time cost within the horizon with a positive NPV; otherwise it is skipped and says why.
+it saves pays back its one-time cost within the horizon with a positive NPV, and it pays back within the horizon
+with at least the request's confidence over the plan's seeded draws (planner.payback_draws); otherwise it is skipped and
+says why.
 When today runs no draft network (no speculation, or prompt lookup), step 0 adopts EAGLE-3 under the same rule, and
 the levers need it applied. Payback, NPV and break-even spend come from planner.economics.
 """
@@ -19,6 +21,7 @@ from planner.context import BASELINE, Candidate, Context, make_context
 from planner.drafting import availability
 from planner.economics import TOKENS_PER_MTOK, annuity_factor, breakeven_monthly_spend_usd
 from planner.formatting import fmt_cpm, fmt_months, fmt_usd
+from planner.payback_draws import p_payback_within_horizon
 from planner.points import one_point
 from planner.request import NO_SPEC, PlanError, PlanRequest
 
@@ -123,7 +126,7 @@ def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None
         low = lever.one_time_usd.low * n_applied + lever.engineering_weeks * eng
         high = lever.one_time_usd.high * n_applied + lever.engineering_weeks * eng
         step, applied, after_bill = _judge(ctx, lever.name, lever.number, lever.label, why, new, before, after,
-                                           bill, low, high, lever.note, src, tree_before=cur.tree)
+                                           bill, low, high, lever.note, src, tree_before=cur.tree, before_cand=cur)
         steps.append(step)
         if applied:
             cur, pt, bill = new, after, after_bill
@@ -159,15 +162,17 @@ def _adopt(ctx: Context, today: Candidate, pt: OperatingPoint, bill: float):
     low, high = ctx.costs.one_time_usd(m)
     src = f"{m.source.source} ({m.source.date})"
     step, applied, after_bill = _judge(ctx, "adopt", 0, label, f"from {pt.label} to {m.label}", new, pt, after,
-                                       bill, low, high, "", src)
+                                       bill, low, high, "", src, before_cand=today)
     return (step, new, after, after_bill) if applied else (step, today, pt, bill)
 
 
 def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Candidate, before: OperatingPoint,
-           after: OperatingPoint, bill: float, low: float, high: float, note: str, src: str, tree_before: bool = False
-           ) -> tuple[LeverStep, bool, float]:
+           after: OperatingPoint, bill: float, low: float, high: float, note: str, src: str, tree_before: bool = False,
+           before_cand: Candidate | None = None) -> tuple[LeverStep, bool, float]:
     """(the step, applied?, its fleet's bill after): applied when the bill it saves pays back its one-time cost
-    (high end) within the horizon with a positive NPV."""
+    (high end) within the horizon with a positive NPV at the middle acceptance, and the probability that it pays
+    back within the horizon over the plan's seeded draws (planner.payback_draws) is at least the request's
+    confidence."""
     costs = ctx.costs
     after_bill = point_bill(ctx, after, billing=ctx.req.billing, cand=new).usd_per_month
     saving = bill - after_bill if math.isfinite(bill) else (math.inf if math.isfinite(after_bill) else 0.0)
@@ -180,14 +185,23 @@ def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Cand
                                            annual_discount_rate=costs.annual_discount_rate))
     cpm = f"{fmt_cpm(before.usd_per_mtok)} -> {fmt_cpm(after.usd_per_mtok)}/Mtok at full load"
     applied = saving > 0 and payback <= costs.horizon_months and npv > 0
+    p_pay, conf = math.nan, ctx.req.confidence
+    if applied and before_cand is not None and math.isfinite(saving):
+        p_pay = p_payback_within_horizon(ctx, before=before_cand, after=new, before_pt=before, after_pt=after,
+                                         one_time_usd=high)
+        applied = p_pay >= conf
     if applied:
-        reason = f"{why}: the bill falls {fmt_usd(saving)}/month ({cpm}); pays back in {fmt_months(payback)}"
+        reason = f"{why}: the bill falls {fmt_usd(saving)}/month ({cpm}); pays back in {fmt_months(payback)}" \
+                 + (f" (P {p_pay:.0%} >= the {conf:.0%} asked)" if math.isfinite(p_pay) else "")
     elif saving <= 0 and after.usd_per_mtok < before.usd_per_mtok:
         reason = (f"skipped: {why} cuts CPM ({cpm}) but not the bill ({fmt_usd(bill)}/month, "
                   f"{ctx.req.billing}): the same replicas serve the traffic")
     elif saving <= 0:
         reason = f"skipped: {why} raises CPM here ({fmt_cpm(before.usd_per_mtok)} -> {fmt_cpm(after.usd_per_mtok)}" \
                  f"/Mtok at its best batch {after.batch} under the SLO)"
+    elif math.isfinite(p_pay):
+        reason = (f"skipped: {why} saves {fmt_usd(saving)}/month at the middle acceptance, but pays back within "
+                  f"{costs.horizon_months} months with probability {p_pay:.0%} < the {conf:.0%} asked")
     else:
         reason = (f"skipped: {why} saves {fmt_usd(saving)}/month on the bill, but its {fmt_usd(high)} one-time cost "
                   f"pays back in {fmt_months(payback)}, beyond the {costs.horizon_months}-month horizon"
@@ -197,10 +211,10 @@ def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Cand
         return (LeverStep(name, number, label, False, reason, before.method, before.k, before.batch, tree_before,
                           before.alpha_position_1, before.alpha_position_1, before.usd_per_mtok, before.usd_per_mtok,
                           0.0, 0.0, float(max(saving, 0.0)) if math.isfinite(saving) else 0.0, float(payback), be,
-                          note, src, bill, bill, float(npv)), False, after_bill)
+                          note, src, bill, bill, float(npv), p_pay), False, after_bill)
     return (LeverStep(name, number, label, True, reason, new.method, after.k, after.batch, new.tree,
                       before.alpha_position_1, after.alpha_position_1, before.usd_per_mtok, after.usd_per_mtok, low,
-                      high, float(saving), float(payback), be, note, src, bill, after_bill, float(npv)),
+                      high, float(saving), float(payback), be, note, src, bill, after_bill, float(npv), p_pay),
             True, after_bill)
 
 

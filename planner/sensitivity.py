@@ -427,20 +427,13 @@ def monte_carlo(
     if not (10 <= samples <= 20_000):
         raise PlanError("samples", samples, "10 to 20,000 draws")
     ctx = make_context(req, catalog)
-    eff = ctx.eff
     gen = np.random.default_rng(seed)
     n = int(samples)
-    u, bw, fl, tf, price, spec, draw_price = _draws(ctx, gen, n, sample_price=sample_price,
-                                                    sample_hardware=sample_hardware)
+    smp, draw_price = seeded_samples(ctx, gen, n, sample_price=sample_price, sample_hardware=sample_hardware)
     cur = req.current_method
     cands = [BASELINE, Candidate(method, (k,), tuned=req.tuned)]
     if cur != NO_SPEC and cur != method:
         cands.append(Candidate(cur, tuple(range(1, catalog.methods[cur].max_k + 1)), tuned=req.tuned))
-    # draw 0 is the plan's own (the middle of every range): the fleets are sized there
-    mid = ctx.mid_samples()
-    smp = _samples(alpha_u=np.r_[mid.alpha_u, u], eta_bw=np.r_[eff.eta_bw, bw], eta_flops=np.r_[eff.eta_flops, fl],
-                   t_fixed_s=np.r_[eff.t_fixed_s, tf], price=np.r_[ctx.price, price],
-                   spec={f: np.r_[getattr(eff, f), v] for f, v in spec.items()})
     sr = search(ctx, cands, smp)
     cpm, _ = blended_cpm(ctx, cands, sr)
     ref_i = 0 if cur == NO_SPEC else (1 if cur == method else 2)
@@ -509,6 +502,18 @@ def _draws(ctx: Context, gen: np.random.Generator, n: int, *, sample_price: bool
     spec = ({k: np.maximum(0.0, gen.normal(getattr(eff, k), se, n)) for k, se in spec_sigma(catalog, eff).items()}
             if sample_hardware else {})
     return u, bw, fl, tf, price, spec, draw_price
+
+
+def seeded_samples(ctx: Context, gen: np.random.Generator, n: int, *, sample_price: bool | None = None,
+                   sample_hardware: bool = True) -> tuple[Samples, bool]:
+    """(n + 1 samples, price drawn?): draw 0 is the plan's own (the middle of every range, where fleets are sized),
+    draws 1..n from _draws; the Monte Carlo and the levers' payback probability share it."""
+    eff, mid = ctx.eff, ctx.mid_samples()
+    u, bw, fl, tf, price, spec, draw_price = _draws(ctx, gen, n, sample_price=sample_price,
+                                                    sample_hardware=sample_hardware)
+    return _samples(alpha_u=np.r_[mid.alpha_u, u], eta_bw=np.r_[eff.eta_bw, bw], eta_flops=np.r_[eff.eta_flops, fl],
+                    t_fixed_s=np.r_[eff.t_fixed_s, tf], price=np.r_[ctx.price, price],
+                    spec={f: np.r_[getattr(eff, f), v] for f, v in spec.items()}), draw_price
 
 
 def bill_draws(cfgs, *, gpus_per_replica: int, billing: str, cpm: np.ndarray, price: np.ndarray
