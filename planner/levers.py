@@ -191,8 +191,8 @@ def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Cand
                                          one_time_usd=high)
         applied = p_pay >= conf
     if applied:
-        reason = f"{why}: the bill falls {fmt_usd(saving)}/month ({cpm}); pays back in {fmt_months(payback)}" \
-                 + (f" (P {p_pay:.0%} >= the {conf:.0%} asked)" if math.isfinite(p_pay) else "")
+        sure = f" (probability {p_pay * 100:.0f} % >= the {conf * 100:.0f} % asked)" if math.isfinite(p_pay) else ""
+        reason = f"{why}: the bill falls {fmt_usd(saving)}/month ({cpm}); pays back in {fmt_months(payback)}{sure}"
     elif saving <= 0 and after.usd_per_mtok < before.usd_per_mtok:
         reason = (f"skipped: {why} cuts CPM ({cpm}) but not the bill ({fmt_usd(bill)}/month, "
                   f"{ctx.req.billing}): the same replicas serve the traffic")
@@ -201,7 +201,7 @@ def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Cand
                  f"/Mtok at its best batch {after.batch} under the SLO)"
     elif math.isfinite(p_pay):
         reason = (f"skipped: {why} saves {fmt_usd(saving)}/month at the middle acceptance, but pays back within "
-                  f"{costs.horizon_months} months with probability {p_pay:.0%} < the {conf:.0%} asked")
+                  f"{costs.horizon_months} months with probability {p_pay * 100:.0f} % < the {conf * 100:.0f} % asked")
     else:
         reason = (f"skipped: {why} saves {fmt_usd(saving)}/month on the bill, but its {fmt_usd(high)} one-time cost "
                   f"pays back in {fmt_months(payback)}, beyond the {costs.horizon_months}-month horizon"

@@ -42,7 +42,8 @@ def step_rows(steps: list[LeverStep]) -> list[dict]:
         "one-time $": f"{fmt_usd(s.one_time_usd_low)} to {fmt_usd(s.one_time_usd_high)}",
         "monthly saving": f"{fmt_usd(s.monthly_saving_usd)}/month",  # the fleet bill's, before -> after
         "payback": fmt_months(s.payback_months),
-        "P(pays back)": f"{s.p_payback_within_horizon:.0%}" if math.isfinite(s.p_payback_within_horizon) else "-",
+        "P(pays back)": (f"{s.p_payback_within_horizon * 100:.0f} %" if math.isfinite(s.p_payback_within_horizon)
+                         else "-"),
         "pays above spend $/month": fmt_usd(s.breakeven_monthly_spend_usd),
         "source": s.source,
     } for s in steps]
@@ -95,7 +96,8 @@ def render() -> None:
     st.plotly_chart(waterfall_figure(steps, f"today ({label[start]})", start_cpm, title),
                     key="levers_chart", width="stretch")
     S.table(step_rows(steps), key="levers_table", first=("#", "lever", "applied", "monthly saving", "payback",
-                                                          "P(pays back)", "one-time $", "bill before -> after"), widths={"#": 40})
+                                                          "P(pays back)", "one-time $", "bill before -> after"),
+            widths={"#": 40})
     if order == "return":
         st.caption("Order by return: free levers first (largest CPM cut), then CPM cut per one-time dollar; "
                    "levers that do not cut CPM here go last. Order: " + " -> ".join(by_return))

@@ -97,8 +97,11 @@ def test_lever6_switches_to_mtp_only_where_mtp_is_cheaper_than_the_head_so_far(c
     req = _r(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8")
     p = plan(req, catalog)
     assert p.method("mtp").usd_per_mtok < p.method("eagle3").usd_per_mtok
-    (alone,) = waterfall(req, catalog, start="eagle3", order=["switch_to_mtp"])
+    # alone, MTP pays back within the horizon in about two draws of three: applied at confidence 0.5, not at 0.8
+    (alone,) = waterfall(dataclasses.replace(req, confidence=0.5), catalog, start="eagle3", order=["switch_to_mtp"])
     assert alone.applied and alone.method == "mtp"
+    (sure,) = waterfall(req, catalog, start="eagle3", order=["switch_to_mtp"])
+    assert not sure.applied and 0.5 <= sure.p_payback_within_horizon < 0.8 and "% < the 80 % asked" in sure.reason
     assert alone.usd_per_mtok_after == pytest.approx(p.method("mtp").usd_per_mtok)
     ds = {st.lever: st for st in waterfall(req, catalog, start="eagle3")}
     assert ds["domain_finetune"].applied
@@ -232,3 +235,27 @@ def test_a_levers_candidate_is_billed_as_it_runs(catalog):
     assert pt.usd_per_mtok > pc.usd_per_mtok and bt >= bc
     # priced as a chain with the tree's acceptance, the same point would look cheaper than it runs
     assert point_bill(ctx, pt, billing="autoscaled").usd_per_month < bt
+
+
+def _vsd_at(catalog, confidence):
+    # 200B tokens/month, business hours, autoscaled: VSD pays back in ~15 months at the middle acceptance, but only
+    # in about three draws of four of the plan's seeded Monte Carlo
+    req = PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, monthly_output_tokens=2e11,
+                      daily_shape="business_hours", tpot_slo_ms=30, billing="autoscaled", confidence=confidence)
+    steps = levers(req, catalog, "none")
+    return steps, next(s for s in steps if s.lever == "vsd")
+
+
+def test_a_lever_is_applied_only_at_the_stated_confidence_of_paying_back(catalog):
+    steps_lo, lo = _vsd_at(catalog, 0.5)
+    steps_hi, hi = _vsd_at(catalog, 0.95)
+    assert lo.payback_months <= 36 and lo.npv_usd > 0  # passes the rule at the middle acceptance
+    assert 0.5 <= lo.p_payback_within_horizon < 0.95
+    assert lo.p_payback_within_horizon == hi.p_payback_within_horizon  # the same steps before it, the same draws
+    assert lo.applied and not hi.applied
+    assert f"probability {hi.p_payback_within_horizon * 100:.0f} % < the 95 % asked" in hi.reason
+    assert hi.bill_usd_per_month_after == hi.bill_usd_per_month_before  # a skipped step leaves the bill
+    for s in steps_lo + steps_hi:
+        p = s.p_payback_within_horizon
+        assert np.isnan(p) or 0.0 <= p <= 1.0
+    assert _vsd_at(catalog, 0.5)[1].p_payback_within_horizon == lo.p_payback_within_horizon  # seeded
