@@ -26,8 +26,11 @@ from tests.calibration.conftest import (
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]
-# Held-out throughput MAPE bound of the CI-sized session calibration (see test_fit_and_predicted_vs_measured).
+# Held-out throughput MAPE bounds of the CI-sized session calibration (see test_fit_and_predicted_vs_measured):
+# with the measured acceptance, and with the acceptance predicted across K (which adds the acceptance estimate's
+# own error from the train K's few hundred drafts).
 E2E_HOLDOUT_MAPE_BOUND_PCT = 25.0
+E2E_HOLDOUT_PREDICTED_TAU_MAPE_BOUND_PCT = 35.0
 
 
 def test_every_configuration_and_workload_was_measured(e2e: E2E) -> None:
@@ -131,8 +134,9 @@ def test_fit_and_predicted_vs_measured(e2e: E2E, capsys: pytest.CaptureFixture[s
         print(format_table(rep.comparisons))
         print(f"MAPE train {rep.mape_train_pct:.1f} %, held out {rep.mape_holdout_pct:.1f} % "
               f"(held out with predicted tau: {rep.mape_holdout_full_pct:.1f} %; per-slot decode rate: "
-              f"{rep.mape_holdout_decode_pct:.1f} %); engine job {e2e.engine_s:.0f} s; bound on both held-out "
-              f"figures {E2E_HOLDOUT_MAPE_BOUND_PCT:.0f} %")
+              f"{rep.mape_holdout_decode_pct:.1f} %); engine job {e2e.engine_s:.0f} s; bounds "
+              f"{E2E_HOLDOUT_MAPE_BOUND_PCT:.0f} % and {E2E_HOLDOUT_PREDICTED_TAU_MAPE_BOUND_PCT:.0f} % "
+              "(predicted tau)")
     assert rep.step_fit.success and rep.engine_fit.success
     splits = {c.split for c in rep.comparisons}
     assert splits == {"train", "held_out"}
@@ -146,13 +150,15 @@ def test_fit_and_predicted_vs_measured(e2e: E2E, capsys: pytest.CaptureFixture[s
     assert 0 < rep.params.t_fixed_s < 1.0
     # The README's ~9 % (held-out MAPE, three runs 8.7-11.4 %) is the full protocol: batch sizes 1,4,8, at least
     # two rounds, 150 s per configuration, ~11 min of engine time. This session calibration is CI-sized (one
-    # round, batch sizes 1,2,4, a 2-prompt uploaded set, ~4 min of engine job). Two runs of it on a 2-core Intel
-    # Xeon (AVX-512 BF16 / AMX: bfloat16) shared with other jobs, 2026-12-02, measured held-out 19.1 % and 8.8 %
-    # (with tau predicted 14.1 % and 9.7 %; train 12.9 % and 5.1 %): one round of single groups leaves a spread
-    # that a 10 % bound would fail about every other run. The bound is the worst of those with room for a loaded
-    # machine: it fails when the model is off by a quarter on average (it was 60 %).
+    # round, batch sizes 1,2,4, a 2-prompt uploaded set, ~4 min of engine job). Its runs on a 2-core Intel Xeon
+    # (AVX-512 BF16 / AMX: bfloat16), 2026-12-02, held-out MAPE with the measured acceptance / with it predicted
+    # across K: quiet machine 9.0 / 15.0, 3.0 / 7.3, 6.1 / 9.7, 3.1 / 20.6 %; beside other light jobs 19.1 / 14.1,
+    # 8.8 / 9.7 %; beside a browser test suite and two test runs 33.6 / 48.4 % (CI needs a quiet machine). One
+    # round of single groups leaves a spread that a 10 % bound would fail about every other run. The bounds are
+    # the worst quiet or lightly loaded run with room: 25 % with the measured acceptance (worst 19.1 %), 35 % with
+    # it predicted (worst 20.6 %); they were 60 %.
     assert rep.mape_holdout_pct < E2E_HOLDOUT_MAPE_BOUND_PCT
-    assert rep.mape_holdout_full_pct < E2E_HOLDOUT_MAPE_BOUND_PCT
+    assert rep.mape_holdout_full_pct < E2E_HOLDOUT_PREDICTED_TAU_MAPE_BOUND_PCT
 
 
 def test_cli_fit_json_and_calibrated_profile(e2e: E2E, tmp_path: Path) -> None:
