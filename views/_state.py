@@ -26,7 +26,7 @@ from planner import spend
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
-from profiles.request import request_from_traffic, with_fleet
+from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
@@ -314,13 +314,6 @@ def request(**changes) -> P.PlanRequest:
     return dataclasses.replace(req, **changes) if changes else req
 
 
-def fleet_request(req: P.PlanRequest) -> P.PlanRequest:
-    """The request with the fleet by hour (profiles.request.with_fleet): the traffic profile's hours (its own when it
-    spans a day, else spread by the daily shape picked on the Plan page), scaled to the request's volume."""
-    return with_fleet(req, st.session_state.get(PROFILE_KEY), shape=arrival_shape())
-
-
-@st.cache_resource(max_entries=16, show_spinner=False, hash_funcs={P.PlanRequest: repr})
 def _spend_volume(req: P.PlanRequest) -> spend.SpendVolume:
     return spend.volume_for_spend(req, catalog())
 

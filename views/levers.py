@@ -4,7 +4,6 @@ when its fleet bill's saving pays back within the horizon; the applied set's bil
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import plotly.graph_objects as go
@@ -53,9 +52,6 @@ def render() -> None:
     req = S.page_header("The seven levers")
     if req is None:
         return
-    billing = st.session_state.get("billing", req.billing)  # the Plan page's billing choice
-    if billing in ("autoscaled", "fixed") and billing != req.billing:
-        req = dataclasses.replace(req, billing=billing)
     req = S.at_spend_volume(req)  # the waterfall and its summary take the volume a stated spend buys
     cat = S.catalog()
     starts = [NO_SPEC] + [n for n in cat.methods]

@@ -20,7 +20,7 @@ def render() -> None:
     if req is None:
         return
     cat = S.catalog()
-    p = S.plan(S.fleet_request(req), levers=True)
+    p = S.plan(req, levers=True)
     mc = S.monte_carlo(req, p.best.method, p.best.k) if p.best is not None else None
     st.markdown(f"**Recommendation:** {p.verdict}")
     today, best = rep.fleet_pair(p)
