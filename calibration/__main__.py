@@ -51,18 +51,34 @@ def _runner(args: argparse.Namespace) -> Any:
     return LocalRunner(args.store)
 
 
-def _refuse_gpu_only_here(args: argparse.Namespace, configs: tuple[EngineConfig, ...]) -> None:
-    """A local run of a GPU-only method on a machine without one is refused before anything is recorded
-    (a Ray job checks on the node it lands on)."""
-    from calibration.registry import GPU_ONLY, has_cuda
+def _refuse_what_the_engine_refuses(args: argparse.Namespace, model: str,
+                                    configs: tuple[EngineConfig, ...]) -> None:
+    """A local run of a configuration the installed engine refuses is refused before anything is recorded, in the
+    engine's words (calibration.engine_check); a Ray job's engine checks on the node it lands on. Without vllm
+    here there is no engine to ask: the run's own engine reports it."""
+    if args.runner != "local" or all(c.method == "none" for c in configs):
+        return
+    from calibration.engine_check import check_speculative_config
+    from calibration.registry import load_registry
 
-    gpu_methods = sorted({c.method for c in configs if c.method in GPU_ONLY})
-    if args.runner == "local" and gpu_methods and not has_cuda():
-        raise ValueError("; ".join(GPU_ONLY[m] for m in gpu_methods))
+    reg = load_registry()
+    target = reg.target(model).model.resolve()
+    refusals = []
+    for c in configs:
+        if c.method == "none":
+            continue
+        try:
+            check_speculative_config(target, reg.speculative_config(model, c.method, c.k, c.draft))
+        except ImportError:
+            return
+        except ValueError as e:
+            refusals.append(f"{c.label}: {e}")
+    if refusals:
+        raise ValueError("\n".join(refusals))
 
 
 def _submit_engine(args: argparse.Namespace, spec: JobSpec) -> Any:
-    _refuse_gpu_only_here(args, spec.configs)
+    _refuse_what_the_engine_refuses(args, spec.model, spec.configs)
     return _runner(args).submit("engine", spec.to_dict(), timeout_s=args.timeout_s)
 
 
@@ -156,7 +172,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     spec = ServeSpec(config=configs[0], model=args.model, workload=args.workload,
                      concurrencies=parse_batch_sizes(args.concurrencies, flag="--concurrencies"),
                      requests_per_level=args.requests, max_output_tokens=args.max_tokens)
-    _refuse_gpu_only_here(args, (spec.config,))
+    _refuse_what_the_engine_refuses(args, spec.model, (spec.config,))
     handle = _runner(args).submit("serve", spec.to_dict(), timeout_s=args.timeout_s)
     state = _follow(handle, args.json)
     run_id = handle.run_id
@@ -341,12 +357,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif args.what == "profiles":
         rows = [{"name": n} for n in list_profiles()]
     elif args.what == "registry":
-        from calibration.registry import GPU_ONLY, load_registry
+        from calibration.registry import load_registry
 
         reg = load_registry()
         rows = [{"model": t.name, "source": t.model.source, "planner_model": t.planner_model, "method": m.method,
-                 "k_max": m.k_max, "drafts": ",".join(m.drafts) or "-",
-                 "needs": "cuda" if m.method in GPU_ONLY else "cpu or cuda"}
+                 "k_max": m.k_max, "drafts": ",".join(m.drafts) or "-"}
                 for t in reg.targets.values() for m in t.methods.values()]
     else:
         rows = store.history()

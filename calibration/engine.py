@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from calibration import registry
+from calibration.engine_check import check_speculative_config
 from calibration.engine_settings import MAX_MODEL_LEN, engine_dtype, memory_utilization
 from calibration.procs import kill_own_group
 from calibration.protocol import AcceptanceInterval, acceptance_length_interval
@@ -60,11 +61,16 @@ def run_config(spec: JobSpec, config: EngineConfig, run_id: str, store_url: str,
 
     store = Store(store_url)
     on_gpu = torch.cuda.is_available()
-    registry.refuse_without_gpu(config.method, on_gpu)
     reg = registry.load_registry()
     target = reg.target(spec.model).model.resolve()
     spec_config = (None if config.method == "none"
                    else reg.speculative_config(spec.model, config.method, config.k, config.draft))
+    if spec_config is not None:  # the engine's own refusal, as this configuration's error, before it starts
+        try:
+            check_speculative_config(target, spec_config)
+        except ValueError as e:
+            log(f"[{config.label}] {e}")
+            raise
     dtype = engine_dtype(on_gpu)
     t0 = time.perf_counter()
     llm = LLM(

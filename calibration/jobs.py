@@ -148,11 +148,6 @@ def run_job(kind: str, spec: dict[str, Any], run_id: str, store_url: str, *,
 def _engine_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str], None]) -> tuple[str, str]:
     """Every configuration of `spec` in its own engine child process (calibration.engine), one after another."""
     store = Store(store_url)
-    gpu_methods = sorted({c.method for c in spec.configs if c.method in registry.GPU_ONLY})
-    if gpu_methods and not registry.has_cuda():  # refuse before any engine starts
-        msg = "; ".join(registry.GPU_ONLY[m] for m in gpu_methods)
-        log(msg)
-        return "failed", msg
     env = job_env()
     for i, config in enumerate(spec.configs):
         log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")

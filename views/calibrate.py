@@ -92,13 +92,6 @@ def can_trigger() -> bool:
     return False
 
 
-@st.cache_resource
-def local_gpu() -> bool:
-    from calibration.registry import has_cuda
-
-    return has_cuda()
-
-
 def ray_addresses() -> tuple[str, ...]:
     """The admin's list of Ray clusters; a broken list is shown as an error and offers none."""
     from calibration.runners import allowed_ray_addresses
@@ -111,7 +104,7 @@ def ray_addresses() -> tuple[str, ...]:
 
 
 def submit_form() -> None:
-    from calibration.registry import DRAFTED, GPU_ONLY, RegistryError, load_registry
+    from calibration.registry import DRAFTED, RegistryError, load_registry
     from calibration.runners import RAY_ADDRESSES_ENV, RAY_ADDRESSES_FILE_ENV, LocalRunner, RayRunner
     from calibration.traffic_prompts import prompts_from_upload
 
@@ -124,8 +117,9 @@ def submit_form() -> None:
     model = c1.selectbox("Target model (calibration registry)", list(reg.targets), key="cal_model")
     target = reg.targets[model]
     offered = list(target.methods)
+    # every method runs on CPU and GPU alike; the installed engine refuses what it cannot run, when it starts
     methods = c1.multiselect("Methods (the baseline always runs)", offered,
-                             default=[m for m in offered if m not in GPU_ONLY], key="cal_methods")
+                             default=[m for m in offered if m in ("ngram", "draft_model")], key="cal_methods")
     drafts: dict[str, str] = {}
     for m in [m for m in offered if m in DRAFTED]:
         label = "Draft model (draft_model)" if m == "draft_model" else f"Draft head ({m})"
@@ -153,10 +147,6 @@ def submit_form() -> None:
         c3.caption(f"Ray: no cluster listed. An admin lists them in `${RAY_ADDRESSES_ENV}` (comma-separated) or "
                    f"in the file named by `${RAY_ADDRESSES_FILE_ENV}`.")
     timeout_min = c3.number_input("Timeout (minutes)", 1, 240, 30, key="cal_timeout_min")
-    gpu_needed = [m for m in methods if m in GPU_ONLY]
-    if gpu_needed and runner_kind == "local" and not local_gpu():
-        for m in gpu_needed:
-            st.warning(f"Refused on this machine: {GPU_ONLY[m]}.")
     k_max = {m: target.methods[m].k_max for m in methods}
     configs = engine_configs(methods=methods, ks=ks, drafts=drafts, k_max=k_max)
     n_engines = len(configs)
@@ -172,8 +162,6 @@ def submit_form() -> None:
     try:
         custom = (prompts_from_upload(upload.name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD)
                   if upload else {})
-        if gpu_needed and runner_kind == "local" and not local_gpu():
-            raise ValueError("; ".join(GPU_ONLY[m] for m in gpu_needed))
         spec = JobSpec(model=model, configs=configs, workloads=tuple(workloads),
                        batch_sizes=tuple(sorted(int(b) for b in batch_sizes)), target_half_width=float(target_hw),
                        budget_s=float(budget_s), max_output_tokens=int(max_tokens), custom_prompts=custom)
