@@ -58,21 +58,22 @@ def _refuse_what_the_engine_refuses(args: argparse.Namespace, model: str,
     here there is no engine to ask: the run's own engine reports it."""
     if args.runner != "local" or all(c.method == "none" for c in configs):
         return
-    from calibration.engine_check import check_speculative_config
+    from calibration.engine_check import check_speculative_config, environ_kept
     from calibration.registry import load_registry
 
     reg = load_registry()
     target = reg.target(model).model.resolve()
     refusals = []
-    for c in configs:
-        if c.method == "none":
-            continue
-        try:
-            check_speculative_config(target, reg.speculative_config(model, c.method, c.k, c.draft))
-        except ImportError:
-            return
-        except ValueError as e:
-            refusals.append(f"{c.label}: {e}")
+    with environ_kept():
+        for c in configs:
+            if c.method == "none":
+                continue
+            try:
+                check_speculative_config(target, reg.speculative_config(model, c.method, c.k, c.draft))
+            except ImportError:
+                return
+            except ValueError as e:
+                refusals.append(f"{c.label}: {e}")
     if refusals:
         raise ValueError("\n".join(refusals))
 

@@ -14,7 +14,9 @@ plan's acceptance. `synthetic_rates` converts our acceptance conventions into th
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from calibration.engine_settings import MAX_MODEL_LEN, engine_dtype
@@ -131,6 +133,19 @@ def check_speculative_config(target_path: str, spec_config: dict[str, Any]) -> N
     reason = _runtime_refusal(build_speculative_config(target_path, spec_config))
     if reason:
         raise ValueError(f"{_prefix(spec_config)}: {reason}")
+
+
+@contextmanager
+def environ_kept() -> Iterator[None]:
+    """Importing vllm sets environment variables (TORCHINDUCTOR_COMPILE_THREADS, LD_LIBRARY_PATH, ...); a process
+    that only checks a config and then starts engine processes (the CLI, a serve job) gives them its own
+    environment, not one changed by the check."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def engine_refusal(target_path: str, spec_config: dict[str, Any]) -> str | None:

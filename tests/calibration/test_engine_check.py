@@ -97,6 +97,21 @@ def test_the_registry_builds_a_synthetic_config() -> None:
         reg.speculative_config("m", "eagle3", 2, "h", synthetic=(0.7, 0.49, 0.3))
 
 
+def test_a_check_leaves_the_environment_of_the_engines_started_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vllm's import sets variables such as TORCHINDUCTOR_COMPILE_THREADS; the CLI and a serve job check inside
+    environ_kept, so the engines they start next inherit the environment they had."""
+    import os
+
+    from calibration.engine_check import environ_kept
+
+    monkeypatch.setenv("SPECPLAN_TEST_KEPT", "before")
+    monkeypatch.delenv("SPECPLAN_TEST_ADDED", raising=False)
+    with environ_kept():
+        os.environ["SPECPLAN_TEST_KEPT"] = "changed"
+        os.environ["SPECPLAN_TEST_ADDED"] = "1"
+    assert os.environ["SPECPLAN_TEST_KEPT"] == "before" and "SPECPLAN_TEST_ADDED" not in os.environ
+
+
 def test_the_registry_no_longer_refuses_methods_by_device() -> None:
     assert not hasattr(registry, "GPU_ONLY") and not hasattr(registry, "refuse_without_gpu")
 
@@ -252,3 +267,25 @@ def test_the_cli_refuses_what_the_engine_refuses_before_recording_anything(
         assert "mtp-k1: the installed engine (vllm " in err and "Unsupported speculative method: 'mtp'" in err, err
         assert err.count("the installed engine") == 1, err  # ngram is accepted: only mtp is refused
         assert not db.exists()
+
+
+def test_an_engine_child_records_the_engines_refusal_as_the_configurations_error(
+        smol: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """calibration.engine.run_config asks the engine before it starts one: the refusal is the child's error and
+    its log line (the job keeps both in the run's message), and nothing is recorded."""
+    pytest.importorskip("torch")
+    from calibration.engine import run_config
+    from calibration.spec import EngineConfig, JobSpec
+    from calibration.store import Store
+
+    path = tmp_path / "registry.yaml"
+    path.write_text(f"targets:\n  smol:\n    model: {smol}\n    planner_model: smollm2-135m\n"
+                    "    methods:\n      mtp: {}\n")
+    monkeypatch.setenv(registry.REGISTRY_ENV, str(path))
+    url = f"sqlite:///{tmp_path / 'cal.db'}"
+    config = EngineConfig("mtp", 1)
+    lines: list[str] = []
+    with pytest.raises(ValueError, match=re.escape("Unsupported speculative method: 'mtp'")):
+        run_config(JobSpec(model="smol", configs=(config,)), config, "r1", url, log=lines.append)
+    assert len(lines) == 1 and lines[0].startswith("[mtp-k1] the installed engine (vllm "), lines
+    assert Store(url).groups(["r1"]) == []
