@@ -194,6 +194,30 @@ def test_every_method_builds_with_the_pinned_speculative_config(method: str, smo
         assert refusal is None
 
 
+def test_the_engine_accepts_every_local_entry_of_the_shipped_registry(smol: Path) -> None:
+    """Every method and draft of the shipped registry's local targets (shipped assets, cost-only heads built for
+    them), as the registry builds them, with and without synthetic acceptance; Hugging Face targets need their
+    node and trained heads their training run, so they are left to those."""
+    from calibration.engine_check import build_speculative_config, check_speculative_config
+
+    reg = registry.load_registry(registry.SHIPPED)
+    checked = []
+    for t in reg.targets.values():
+        if not t.model.source.startswith(registry.ASSET_PREFIX):
+            continue
+        target = t.model.resolve()
+        for m in t.methods.values():
+            k = min(3, m.k_max)
+            for d in [d for d, ref in m.drafts.items() if not ref.source.startswith("trained:")] or [None]:
+                cfg = reg.speculative_config(t.name, m.method, k, d)
+                check_speculative_config(target, cfg)
+                synth = reg.speculative_config(t.name, m.method, k, d, synthetic=synthetic_rates(alpha=0.6, k=k))
+                assert build_speculative_config(target, synth).synthetic_acceptance_rates == pytest.approx(
+                    [0.6, 0.36, 0.216][:k], rel=1e-12)
+                checked.append((t.name, m.method, d))
+    assert ("smollm2-135m", "ngram", None) in checked and ("smollm2-135m", "draft_model", "smollm2-135m-2l") in checked
+
+
 @pytest.mark.parametrize(("cfg", "engine_words"), [
     ({"method": "ngram", "num_speculative_tokens": 0}, "num_speculative_tokens: Input should be greater than 0"),
     ({"method": "eagle9", "num_speculative_tokens": 2}, "method: Input should be 'ngram', 'medusa'"),
