@@ -90,6 +90,9 @@ class Efficiency:
     # True: a calibration run measured this set whole (calibration.profiles_store); the published speculation
     # fit does not replace its terms (planner.scenario.efficiency_for)
     calibrated: bool = False
+    # Per method, measured by a calibration run on this hardware (calibration.profiles_store): (planner method id,
+    # t_fixed_draft_s per draft pass, t_spec_s per verifier step); those methods use them instead of the two above.
+    method_terms: tuple[tuple[str, float, float], ...] = ()
 
 
 @dataclass(frozen=True)
