@@ -63,7 +63,11 @@ class CalibratedProfile:
         fitted = {"eta_bw": self.eta_bw, "eta_flops": self.eta_flops, "t_fixed_s": self.t_fixed_s,
                   "t_fixed_draft_s": self.t_fixed_draft_s, "t_spec_s": self.t_spec_s,
                   "method_terms": tuple(sorted((m, float(t["t_fixed_draft_s"]), float(t["t_spec_s"]))
-                                               for m, t in self.method_terms.items()))}
+                                               for m, t in self.method_terms.items())),
+                  "calibrated_acceptance": tuple(sorted(
+                      (m, w, int(a["k"]), float(a["acceptance_length"]), float(a["acceptance_length_95"][0]),
+                       float(a["acceptance_length_95"][1]))
+                      for m, by_w in self.acceptance.items() for w, a in by_w.items()))}
         if self.base_hardware:
             from planner.scenario import efficiency_for
 
