@@ -192,6 +192,32 @@ def format_acceptance(fits: tuple[AcceptanceFit, ...] | list[AcceptanceFit]) -> 
     return "\n".join(lines)
 
 
+def format_methods(rep: CalibrationReport) -> str:
+    """Per method: its calibrated draft cost (calibration.fitting.method_costs) and predicted against measured
+    throughput over its groups (fitted and held out), the MAPE of each split."""
+    from calibration.fitting.method_costs import format_method_costs
+
+    lines = []
+    if rep.method_costs:
+        lines += ["== draft cost per method (per draft pass and per verifier step, 95 % CI)",
+                  format_method_costs(rep.method_costs)]
+    lines.append(f"== predicted vs measured per method (output tokens/s, mean over groups; MAPE)\n"
+                 f"{'method':12} {'split':8} {'groups':>6} {'measured':>9} {'predicted':>9} {'MAPE %':>7} "
+                 f"{'MAPE % (tau predicted)':>22}")
+    for method in sorted({c.method for c in rep.comparisons}):
+        for split in ("train", "held_out"):
+            rows = [c for c in rep.comparisons if c.method == method and c.split == split]
+            if not rows:
+                continue
+            meas = sum(c.measured_output_tokens_per_s for c in rows) / len(rows)
+            pred = sum(c.predicted_output_tokens_per_s for c in rows) / len(rows)
+            full = rep.method_mape_pct(method, split, full=True)
+            lines.append(f"{'baseline' if method == 'none' else method:12} {split:8} {len(rows):6d} {meas:9.1f} "
+                         f"{pred:9.1f} {rep.method_mape_pct(method, split):7.1f} "
+                         f"{'-' if not math.isfinite(full) else f'{full:.1f}':>22}")
+    return "\n".join(lines)
+
+
 def format_fit(fr: FitResult, title: str) -> str:
     # a parameter held at a prior has no standard error: say which prior instead of "± nan"
     parts = [f"{n}={p:.4g} " + (f"({fr.held[n]})" if n in fr.held else f"± {s:.2g}")

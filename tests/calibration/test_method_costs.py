@@ -79,3 +79,39 @@ def test_method_costs_report_intervals_and_the_step_they_add() -> None:
 def test_methods_with_a_single_group_are_not_fitted() -> None:
     recs = _groups("medusa", (2,), MACHINE, seed=4)[:1]
     assert fit_method_terms(recs, MACHINE) == {}
+
+
+def test_calibrate_fits_the_machine_then_each_method_and_the_profile_carries_them(tmp_path) -> None:
+    """Baseline and n-gram groups fix the machine; EAGLE-3 at K=2 (fitted) and K=4 (held out) and P-EAGLE at K=3
+    get their own terms; the held-out EAGLE-3 groups are predicted from the K=2 fit; the saved profile carries the
+    terms keyed by the planner's method id, and the CLI's text names every method."""
+    from calibration.report import calibrate, format_methods
+    from calibration.store import Store
+
+    true = (MACHINE.with_method_terms("eagle3", t_fixed_draft_s=0.006, t_spec_s=0.004)
+            .with_method_terms("p_eagle", t_fixed_draft_s=0.009, t_spec_s=0.004))
+    rng = np.random.default_rng(5)
+    store = Store(f"sqlite:///{tmp_path / 'cal.db'}")
+    run_id = store.create_run("engine", {"note": "synthetic CPU groups"}, status="succeeded")
+    for method, k in (("none", 0), ("ngram", 2), ("ngram", 4), ("eagle3", 2), ("eagle3", 4), ("p_eagle", 3)):
+        for b, workload, plen in ((1, "code", 250), (2, "code", 250), (4, "code", 250), (1, "chat", 60),
+                                  (2, "chat", 60), (4, "chat", 60)):
+            rec = make_record(method=method, k=k or 3, per_pos=(3, 1, 0, 0)[:k] if k else (0,), drafts=10 * b,
+                              num_prompts=b, output_tokens=32 * b, prompt_tokens=plen * b, workload=workload,
+                              draft="cost-only" if method in ("eagle3", "p_eagle") else None,
+                              config_label=f"{method}-k{k}" if k else "baseline", run_id=run_id)
+            wall = predict_wall_time_s(rec, true) * (1 + 0.005 * rng.standard_normal())
+            store.add_group(dataclasses.replace(rec, wall_time_s=wall))
+    rep = calibrate(store, [run_id])
+    assert rep.params.t_spec_s == pytest.approx(0.004, rel=0.1)  # the machine's shared overhead, from n-gram
+    fr = rep.method_fits["eagle3"]
+    assert "t_spec_s" in fr.held  # one K in the train split
+    assert fr.value("t_fixed_draft_s") == pytest.approx(0.006, rel=0.1)
+    assert rep.method_mape_pct("eagle3", "held_out") < 2.0  # K=4 predicted from K=2
+    assert set(rep.method_fits) == {"eagle3", "p_eagle"}
+    prof = rep.profile("cpu-test")
+    assert set(prof.method_terms) == {"eagle3", "p_eagle"}
+    assert prof.method_terms["eagle3"]["t_fixed_draft_s"] == pytest.approx(0.006, rel=0.1)
+    text = format_methods(rep)
+    for name in ("eagle3", "p_eagle", "ngram", "baseline", "held_out"):
+        assert name in text
