@@ -83,6 +83,28 @@ def ensure_head(kind: str, target_dir: Path, *, seed: int = head_formats.DEFAULT
     return dest
 
 
+def fetch_target_config(repo_id: str) -> Path:
+    """A Hugging Face id's config.json and tokenizer files (never its weights), via huggingface_hub into
+    `heads_dir() / "targets"`; a clear error on a node without the hub."""
+    dest = heads_dir() / "targets" / repo_id.replace("/", "--")
+    if (dest / "config.json").is_file():
+        return dest
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise FileNotFoundError(f"target={repo_id!r}: huggingface_hub is not installed, so its config.json cannot "
+                                "be fetched; point the registry entry's model at a local folder instead") from None
+    try:
+        snapshot_download(repo_id, local_dir=str(dest), allow_patterns=["config.json", *TOKENIZER_FILES])
+    except Exception as e:  # noqa: BLE001 - offline node, gated repo, unknown id: one clear message
+        raise FileNotFoundError(f"target={repo_id!r}: cannot fetch its config.json from the Hugging Face hub "
+                                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); on a node "
+                                "without the hub, point the registry entry's model at a local folder") from None
+    if not (dest / "config.json").is_file():
+        raise FileNotFoundError(f"target={repo_id!r}: the Hugging Face repository has no config.json")
+    return dest
+
+
 def ensure_mtp_target() -> Path:
     """The tiny MiMo-architecture target with one MTP layer (asset `mimo-tiny-mtp`)."""
     return model_assets.ensure_mtp_target().path
