@@ -5,6 +5,7 @@ One engine-marked test runs EAGLE-3, MEDUSA and MTP on the real CPU engine."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import types
@@ -308,8 +309,8 @@ def test_cost_only_heads_and_mtp_draft_on_the_cpu_engine(model_cache: dict, tmp_
     for target, method, k, draft in (("smollm2-135m", "eagle3", 3, "cost-only"),
                                      ("smollm2-135m", "medusa", 3, "cost-only"), ("mimo-tiny", "mtp", 1, "")):
         out = subprocess.run([sys.executable, str(script), target, method, str(k), draft], cwd=root,
-                             capture_output=True, text=True, timeout=300,
-                             env={**__import__("os").environ, "PYTHONPATH": str(root)})
+                             capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "PYTHONPATH": str(root)})
         lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
         assert out.returncode == 0 and lines, (method, out.stderr[-3000:])
         res = json.loads(lines[-1].removeprefix("RESULT "))
