@@ -234,7 +234,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from calibration.predict import format_table
     from calibration.profiles_store import check_new_profile_name, save_profile
-    from calibration.report import calibrate, format_acceptance, format_fit
+    from calibration.report import calibrate, format_acceptance, format_fit, format_methods
 
     if args.save_profile:  # refuse a bad or taken name before anything is fitted or written
         check_new_profile_name(args.save_profile)
@@ -252,6 +252,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         print(format_fit(rep.step_fit, "== microbenchmark step-time fit"))
     print(format_fit(rep.engine_fit, "== engine fixed-time fit (train split)"))
     print("== predicted vs measured (output tokens/s; S = speedup vs baseline)\n" + format_table(rep.comparisons))
+    print(format_methods(rep))
     print(f"MAPE train {rep.mape_train_pct:.1f} %, held out {rep.mape_holdout_pct:.1f} % "
           f"(with predicted tau: {rep.mape_holdout_full_pct:.1f} %; per-slot decode rate: "
           f"{rep.mape_holdout_decode_pct:.1f} %)")

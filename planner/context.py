@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -146,11 +147,21 @@ class Context:
         """One sample: the middle of every alpha range, the plan's efficiencies and price."""
         return samples_for(("mid",), self.eff, self.price)
 
-    def sampled_hw(self, smp: Samples) -> HwParams:
-        """The hardware with each sample's efficiencies (axis 0) and, where drawn, speculation overheads."""
+    def sampled_hw(self, smp: Samples, cands: Sequence[Candidate] = ()) -> HwParams:
+        """The hardware with each sample's efficiencies (axis 0) and, where drawn, speculation overheads; a method a
+        calibration measured on this hardware (Efficiency.method_terms) gets its own draft-pass and per-step terms
+        along the candidates' axis (1)."""
         spec = {name: r5(v, 0) for name in SAMPLED_SPEC_FIELDS if (v := getattr(smp, name)) is not None}
-        return dataclasses.replace(self.hw_params, eta_bw=r5(smp.eta_bw, 0), eta_flops=r5(smp.eta_flops, 0),
-                                   t_fixed_s=r5(smp.t_fixed_s, 0), **spec)
+        hw = dataclasses.replace(self.hw_params, eta_bw=r5(smp.eta_bw, 0), eta_flops=r5(smp.eta_flops, 0),
+                                 t_fixed_s=r5(smp.t_fixed_s, 0), **spec)
+        terms = {m: (d, s) for m, d, s in self.eff.method_terms}
+        if not terms or not any(c.method in terms for c in cands):
+            return hw
+        nan = (math.nan, math.nan)
+        draft = r5([terms.get(c.method, nan)[0] for c in cands], 1)
+        step = r5([terms.get(c.method, nan)[1] for c in cands], 1)
+        return dataclasses.replace(hw, t_fixed_draft_s=np.where(np.isnan(draft), hw.t_fixed_draft_s, draft),
+                                   t_spec_s=np.where(np.isnan(step), hw.t_spec_s, step))
 
 
 def make_context(req: PlanRequest, catalog, segs: tuple[TrafficSegment, ...] | None = None,

@@ -192,6 +192,43 @@ def _pair(a, b, ndim: int) -> np.ndarray:
     return np.stack([a, b]).reshape((2,) + (1,) * (ndim - a.ndim) + a.shape)
 
 
+def draft_time_s(draft: Net, hw: HwParams, *, mode, draft_scales_with_k, k, batch, verify_tokens, context_tokens,
+                 tp=1, attention_dp=0.0, draft_cost_factor=1.0, draft_passes_override=None,
+                 draft_tokens_per_pass_override=None, ndim: int | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The draft side of one speculative step on the accelerator, seconds: (all draft passes, one later pass, passes).
+        T_draft = T_pass(first) + (passes - 1) * T_pass(tokens_pp) + T_fusion
+    each pass a step of the draft network with hw.t_fixed_draft_s as its fixed time. The planner's evaluate_arrays
+    and the engine calibration (calibration.fitting.method_costs) both call this, so a calibrated per-pass time means
+    the same thing in both. Arguments as evaluate_arrays'; ndim: the broadcast result's dimensions when the caller
+    knows more inputs than these."""
+    b = np.asarray(batch, float)
+    n_verify = np.asarray(verify_tokens, float)
+    nd = _result_ndim(draft, hw, b, n_verify, k, context_tokens, tp, attention_dp) if ndim is None else ndim
+    passes = draft_passes(mode, k)
+    if draft_passes_override is not None:  # a token tree: its steps (NaN: the drafting mode's default)
+        ov = np.asarray(draft_passes_override, float)
+        passes = np.where(np.isnan(ov), passes, ov)
+    scale = np.where(np.asarray(draft_scales_with_k), k, 1.0)
+    scaled = draft.scaled(scale)
+    # MEDUSA: K heads, each reading the same last hidden state: one token per head per sequence (the K heads are
+    # in `scaled`), so FLOPs and bytes are linear in K. P-EAGLE: one head drafting K tokens in one pass.
+    tokens_pp = np.where(np.asarray(draft_scales_with_k), 1.0, draft_tokens_per_pass(mode, k))
+    if draft_tokens_per_pass_override is not None:  # a token tree: topk (or its widest level) per sequence per pass
+        ov = np.asarray(draft_tokens_per_pass_override, float)
+        tokens_pp = np.where(np.isnan(ov), tokens_pp, ov)
+    factor = np.asarray(draft_cost_factor, float)
+    first_tokens = first_draft_pass_tokens(mode, draft_scales_with_k, tokens_pp, n_verify)
+    d2, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=_pair(tokens_pp, first_tokens, nd),
+                        context_tokens=context_tokens, tp=tp, t_fixed_s=hw.t_fixed_draft_s, attention_dp=attention_dp)
+    pass_t, first_t = d2[0] * factor, d2[1]
+    # data parallel: each GPU fuses its own sequences' hidden states with the whole projection
+    tp_d, share, _ = data_parallel_split(tp, attention_dp)
+    fusion_t = fusion_time_s(scaled, hw, batch=b * share, tokens_per_seq=n_verify, tp=tp_d)
+    gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
+    return gpu_draft_t, pass_t, passes
+
+
 def evaluate_arrays(
     *,
     target: Net,
@@ -249,28 +286,11 @@ def evaluate_arrays(
     t2, cb2 = step_time_s(target, hw, batch=b, tokens_per_seq=_pair(1.0, n_verify, nd),
                           context_tokens=context_tokens, tp=tp, attention_dp=attention_dp)
     (base_t, verify_t), (base_cb, verify_cb) = t2, cb2
-    passes = draft_passes(mode, k)
-    if draft_passes_override is not None:  # a token tree: its steps (NaN: the drafting mode's default)
-        ov = np.asarray(draft_passes_override, float)
-        passes = np.where(np.isnan(ov), passes, ov)
-    scale = np.where(np.asarray(draft_scales_with_k), k, 1.0)
-    scaled = draft.scaled(scale)
-    # MEDUSA: K heads, each reading the same last hidden state: one token per head per sequence (the K heads are
-    # in `scaled`), so FLOPs and bytes are linear in K. P-EAGLE: one head drafting K tokens in one pass.
-    tokens_pp = np.where(np.asarray(draft_scales_with_k), 1.0, draft_tokens_per_pass(mode, k))
-    if draft_tokens_per_pass_override is not None:  # a token tree: topk (or its widest level) per sequence per pass
-        ov = np.asarray(draft_tokens_per_pass_override, float)
-        tokens_pp = np.where(np.isnan(ov), tokens_pp, ov)
-    draft_ctx = context_tokens if draft_context_tokens is None else draft_context_tokens
-    factor = np.asarray(draft_cost_factor, float)
-    first_tokens = first_draft_pass_tokens(mode, draft_scales_with_k, tokens_pp, n_verify)
-    d2, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=_pair(tokens_pp, first_tokens, nd),
-                        context_tokens=draft_ctx, tp=tp, t_fixed_s=hw.t_fixed_draft_s, attention_dp=attention_dp)
-    pass_t, first_t = d2[0] * factor, d2[1]
-    # data parallel: each GPU fuses its own sequences' hidden states with the whole projection
-    tp_d, share, _ = data_parallel_split(tp, attention_dp)
-    fusion_t = fusion_time_s(scaled, hw, batch=b * share, tokens_per_seq=n_verify, tp=tp_d)
-    gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
+    gpu_draft_t, pass_t, passes = draft_time_s(
+        draft, hw, mode=mode, draft_scales_with_k=draft_scales_with_k, k=k, batch=b, verify_tokens=n_verify,
+        context_tokens=context_tokens if draft_context_tokens is None else draft_context_tokens, tp=tp,
+        attention_dp=attention_dp, draft_cost_factor=draft_cost_factor, draft_passes_override=draft_passes_override,
+        draft_tokens_per_pass_override=draft_tokens_per_pass_override, ndim=nd)
     # Any speculative step pays the speculation overhead (rejection sampling, proposer bookkeeping); an explicit
     # draft cost ratio c stands for every draft-side cost, so the overhead is folded into it then.
     spec_overhead = speculation_overhead_s(hw, mode=mode, batch=b, drafted_tokens=n_verify - 1.0,
@@ -292,6 +312,7 @@ def evaluate_arrays(
     base_full = replica_load(tpot_s=base_t, batch=b, prefill_s=pre, output_tokens=out)
     eff, base_eff = full.output_tokens_per_s, base_full.output_tokens_per_s
     if with_memory:
+        scaled = draft.scaled(np.where(np.asarray(draft_scales_with_k), k, 1.0))
         mb, base_mb = memory_max_batch(target=target, draft=scaled, hw=hw, mode=mode, prompt_tokens=prompt_tokens,
                                        output_tokens=out, tp=tp, draft_weight_bytes_total=draft_weight_bytes_total,
                                        draft_is_model=draft_is_model, attention_dp=attention_dp)

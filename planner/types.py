@@ -90,6 +90,13 @@ class Efficiency:
     # True: a calibration run measured this set whole (calibration.profiles_store); the published speculation
     # fit does not replace its terms (planner.scenario.efficiency_for)
     calibrated: bool = False
+    # Per method, measured by a calibration run on this hardware (calibration.profiles_store): (planner method id,
+    # t_fixed_draft_s per draft pass, t_spec_s per verifier step); those methods use them instead of the two above.
+    method_terms: tuple[tuple[str, float, float], ...] = ()
+    # Acceptance the same calibration measured, per (planner method id, workload): (method, workload, K, mean
+    # acceptance length tau with the bonus token, its 95 % low, high). Shown beside the plan; the plan's acceptance
+    # itself comes from the method's alpha range.
+    calibrated_acceptance: tuple[tuple[str, str, int, float, float, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -226,13 +226,21 @@ def acceptance_figure(rep: Any) -> go.Figure:
 
 
 def pvm_figure(rep: Any) -> go.Figure:
+    """Predicted against measured output tokens/s, one colour per method, circles fitted and diamonds held out."""
     fig = go.Figure()
-    for split, symbol in (("train", "circle"), ("held_out", "diamond")):
-        rows = [c for c in rep.comparisons if c.split == split]
-        fig.add_scatter(x=[c.measured_output_tokens_per_s for c in rows],
-                        y=[c.predicted_output_tokens_per_s for c in rows], mode="markers", name=split,
-                        marker={"symbol": symbol, "size": 10},
-                        text=[f"{c.config_label} / {c.workload}" for c in rows])
+    methods = sorted({c.method or c.config_label.split("-")[0] for c in rep.comparisons})
+    for method in methods:
+        for split, symbol in (("train", "circle"), ("held_out", "diamond")):
+            rows = [c for c in rep.comparisons if (c.method or c.config_label.split("-")[0]) == method
+                    and c.split == split]
+            if not rows:
+                continue
+            name = "baseline" if method == "none" else method
+            fig.add_scatter(x=[c.measured_output_tokens_per_s for c in rows],
+                            y=[c.predicted_output_tokens_per_s for c in rows], mode="markers",
+                            name=f"{name} ({'held out' if split == 'held_out' else 'fitted'})", legendgroup=name,
+                            marker={"symbol": symbol, "size": 10},
+                            text=[f"{c.config_label} / {c.workload} / B={c.batch_size}" for c in rows])
     vals = [c.measured_output_tokens_per_s for c in rep.comparisons] + [
         c.predicted_output_tokens_per_s for c in rep.comparisons]
     hi = max(v for v in vals if math.isfinite(v)) * 1.1
@@ -240,6 +248,28 @@ def pvm_figure(rep: Any) -> go.Figure:
     fig.update_layout(xaxis_title="measured output tokens/s", yaxis_title="predicted output tokens/s",
                       height=380, margin={"t": 30})
     return fig
+
+
+def method_cost_rows(rep: Any) -> list[dict[str, Any]]:
+    """One row per head method: its calibrated draft-pass and per-step terms (95 % intervals or the prior they are
+    held at), what speculating adds to a batch-1 step, and the method's throughput error."""
+    def term(v: float, lo: float, hi: float, held: str | None) -> str:
+        if held:
+            return f"{v * 1e3:.3f} ms (held at a prior)"
+        return f"{v * 1e3:.3f} ms [{lo * 1e3:.3f}, {hi * 1e3:.3f}]"
+
+    rows = []
+    for c in rep.method_costs:
+        rows.append({
+            "method": c.method, "K measured": ", ".join(map(str, c.ks)), "groups": c.num_groups,
+            "per draft pass (95 % CI)": term(c.t_fixed_draft_s, c.t_fixed_draft_s_low, c.t_fixed_draft_s_high,
+                                             c.held.get("t_fixed_draft_s")),
+            "per verifier step (95 % CI)": term(c.t_spec_s, c.t_spec_s_low, c.t_spec_s_high, c.held.get("t_spec_s")),
+            "added to a step at B=1, ms": round(c.extra_step_ms_b1, 2),
+            "plain step at B=1, ms": round(c.target_step_ms_b1, 2),
+            "throughput MAPE, %": round(rep.method_mape_pct(c.method), 1),
+        })
+    return rows
 
 
 def step_figure(rep: Any, samples: list[dict]) -> go.Figure | None:
@@ -318,7 +348,16 @@ def results(allow_write: bool) -> None:
                    "(`python -m calibration microbench`).")
     with st.expander("Predicted vs measured table", expanded=False):
         st.code(format_table(rep.comparisons), language="text")
-    st.write("Fitted parameters:", {k: round(v, 5) for k, v in rep.params.to_dict().items()})
+    if rep.method_costs:
+        st.subheader("What each method costs on this engine")
+        st.caption("Per draft pass and per verifier step, fitted on this run's groups (the machine's own terms from "
+                   "the baseline, n-gram and draft-model groups held fixed). A term held at a prior was not "
+                   "identified: one K of a sequential head, or a parallel head (one pass per step), sees the two only "
+                   "together. Cost-only heads (random weights) accept almost nothing: they measure cost, not "
+                   "acceptance.")
+        st.dataframe(method_cost_rows(rep), hide_index=True, key="cal_method_costs")
+    st.write("Fitted parameters:", {k: round(v, 5) for k, v in rep.params.to_dict().items()
+                                    if isinstance(v, float)})
     if allow_write:
         name = st.text_input("Save as calibrated profile (name)", "cpu-calibrated", key="cal_profile_name")
         if st.button("Save profile", key="cal_save_profile"):

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from planner.answer import OperatingPoint, Plan
+from planner.assumptions import CALIBRATED_PREFIX
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.request import PlanRequest
 from views import _hardware
@@ -166,6 +167,9 @@ def render() -> None:
             for n in p.deploy["notes"]:
                 st.caption(n)
     steps = next(a for a in p.assumptions if a.what == "step-time parameters")
+    for a in p.assumptions:
+        if a.what.startswith(CALIBRATED_PREFIX):
+            st.caption(f"Calibrated ({a.date}): {a.what.removeprefix(CALIBRATED_PREFIX)}: {a.value}. Source: {a.source}.")
     st.caption(f"Prices: {hw.label} ${hw.usd_per_gpu_hour_low:.2f}-${hw.usd_per_gpu_hour_high:.2f}/GPU-hour "
                f"({hw.price.source}, {hw.price.date}); hardware specs: {hw.specs.source} ({hw.specs.date}); "
                f"step-time parameters ({steps.value}): {steps.source} ({steps.date}).")

@@ -143,3 +143,28 @@ def test_records_from_an_unknown_gpu_or_two_devices_are_refused(cat):
         machine_for([h200[0], rtx[0]])
     cpu = [dataclasses.replace(h200[0], extra={"device": "cpu"})]
     assert machine_for(cpu).kind == "cpu"
+
+
+def test_a_method_the_run_measured_is_planned_with_its_own_draft_cost_and_named_beside_the_plan(cat):
+    """A calibrated per-method draft pass replaces the shared one for that method only: EAGLE-3 at 40 ms a pass
+    on the calibrated entry costs more than on the same entry without it, the other methods are untouched, and
+    the plan's assumptions say what the run measured (draft pass, per-step overhead, acceptance)."""
+    from planner.assumptions import CALIBRATED_PREFIX
+
+    base = _profile(cat)
+    slow = dataclasses.replace(base, method_terms={"eagle3": {"t_fixed_draft_s": 0.04, "t_spec_s": 0.002}},
+                               acceptance={"eagle3": {"code": {"k": 3, "acceptance_length": 2.4,
+                                                               "acceptance_length_95": [2.3, 2.5]}}})
+    req = P.PlanRequest(model="llama-3.3-70b", hardware="calibrated-h200-node", tp=4)
+    a = P.plan(req, cat.with_hardware({"calibrated-h200-node": base.hardware_spec(cat)}))
+    b = P.plan(req, cat.with_hardware({"calibrated-h200-node": slow.hardware_spec(cat)}))
+    pa, pb = ({m.method: m for m in x.methods} for x in (a, b))
+    # each step at least one 40 ms pass longer: under the same TPOT SLO a much smaller batch, a dearer token
+    assert pb["eagle3"].batch < pa["eagle3"].batch
+    assert pb["eagle3"].usd_per_mtok > 1.5 * pa["eagle3"].usd_per_mtok
+    for m in ("none", "p_eagle", "medusa"):
+        if m in pa:
+            assert (pb[m].tpot_ms, pb[m].usd_per_mtok) == (pa[m].tpot_ms, pa[m].usd_per_mtok), m
+    lines = [x for x in b.assumptions if x.what.startswith(CALIBRATED_PREFIX)]
+    assert len(lines) == 1 and "40.00 ms" in lines[0].value and "2.40 [2.30, 2.50] at K=3 on code" in lines[0].value
+    assert not [x for x in a.assumptions if x.what.startswith(CALIBRATED_PREFIX)]
