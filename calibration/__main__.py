@@ -54,26 +54,22 @@ def _runner(args: argparse.Namespace) -> Any:
 def _refuse_what_the_engine_refuses(args: argparse.Namespace, model: str,
                                     configs: tuple[EngineConfig, ...]) -> None:
     """A local run of a configuration the installed engine refuses is refused before anything is recorded, in the
-    engine's words (calibration.engine_check); a Ray job's engine checks on the node it lands on. Without vllm
-    here there is no engine to ask: the run's own engine reports it."""
-    if args.runner != "local" or all(c.method == "none" for c in configs):
+    engine's words (calibration.engine_check, asked in a child process); a Ray job's engine checks on the node
+    it lands on. Without vllm here there is no engine to ask: the run's own engine reports it."""
+    checked = [c for c in configs if c.method != "none"]
+    if args.runner != "local" or not checked:
         return
-    from calibration.engine_check import check_speculative_config, environ_kept
+    from calibration.engine_check import engine_refusals_in_child
     from calibration.registry import load_registry
 
     reg = load_registry()
     target = reg.target(model).model.resolve()
-    refusals = []
-    with environ_kept():
-        for c in configs:
-            if c.method == "none":
-                continue
-            try:
-                check_speculative_config(target, reg.speculative_config(model, c.method, c.k, c.draft))
-            except ImportError:
-                return
-            except ValueError as e:
-                refusals.append(f"{c.label}: {e}")
+    try:
+        answers = engine_refusals_in_child(target, [reg.speculative_config(model, c.method, c.k, c.draft)
+                                                    for c in checked])
+    except ImportError:
+        return
+    refusals = [f"{c.label}: {r}" for c, r in zip(checked, answers, strict=True) if r is not None]
     if refusals:
         raise ValueError("\n".join(refusals))
 

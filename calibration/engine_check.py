@@ -13,10 +13,13 @@ plan's acceptance. `synthetic_rates` converts our acceptance conventions into th
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from calibration.engine_settings import MAX_MODEL_LEN, engine_dtype
@@ -38,6 +41,8 @@ METHOD_FIELD = "rejection_sample_method"
 # fires in the engine core at the first verification step and kills it (EngineDeadError).
 CPU_SYNTHETIC_REFUSAL = ("Synthetic acceptance not supported with CPU sampling "
                          "(vllm/utils/cpu_triton_utils.py, _rejection_greedy_sample_kernel_impl)")
+
+CHILD_MARKER = "ENGINE_CHECK "  # the child's answer line (vLLM logs to the same stdout)
 
 _targets: dict[tuple[str, str], tuple[Any, Any]] = {}  # (target path, dtype) -> (ModelConfig, ParallelConfig)
 
@@ -135,17 +140,39 @@ def check_speculative_config(target_path: str, spec_config: dict[str, Any]) -> N
         raise ValueError(f"{_prefix(spec_config)}: {reason}")
 
 
-@contextmanager
-def environ_kept() -> Iterator[None]:
-    """Importing vllm sets environment variables (TORCHINDUCTOR_COMPILE_THREADS, LD_LIBRARY_PATH, ...); a process
-    that only checks a config and then starts engine processes (the CLI, a serve job) gives them its own
-    environment, not one changed by the check."""
-    saved = dict(os.environ)
+def engine_refusals_in_child(target_path: str, spec_configs: Sequence[dict[str, Any]], *,
+                             timeout_s: float = 600.0) -> list[str | None]:
+    """`engine_refusal` for each config, asked in a child process (`python -m calibration.engine_check`): a process
+    that only checks and then starts engines (the CLI, a serve job, the Calibrate page) keeps neither vllm's
+    ~0.6 GB nor the environment variables its import sets (TORCHINDUCTOR_COMPILE_THREADS, LD_LIBRARY_PATH, ...).
+    ImportError when the child has no vllm; TimeoutError past `timeout_s` (a hub target without the hub retries)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    payload = json.dumps({"target": target_path, "configs": list(spec_configs)})
     try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        proc = subprocess.run([sys.executable, "-m", "calibration.engine_check"], input=payload, text=True,
+                              capture_output=True, env=env, cwd=root, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"the engine check of model={target_path!r} did not answer in {timeout_s:.0f} s") from None
+    answers = [line for line in proc.stdout.splitlines() if line.startswith(CHILD_MARKER)]
+    if not answers:
+        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+        raise RuntimeError(f"the engine check of model={target_path!r} failed (exit {proc.returncode}): {tail}")
+    answer = json.loads(answers[-1].removeprefix(CHILD_MARKER))
+    if "import_error" in answer:
+        raise ImportError(answer["import_error"])
+    return list(answer["refusals"])
+
+
+def _child_main() -> int:
+    payload = json.loads(sys.stdin.read())
+    try:
+        refusals = [engine_refusal(payload["target"], c) for c in payload["configs"]]
+    except ImportError as e:
+        print(CHILD_MARKER + json.dumps({"import_error": f"{type(e).__name__}: {e}"}), flush=True)
+        return 0
+    print(CHILD_MARKER + json.dumps({"refusals": refusals}), flush=True)
+    return 0
 
 
 def engine_refusal(target_path: str, spec_config: dict[str, Any]) -> str | None:
@@ -229,3 +256,7 @@ def with_synthetic_acceptance(spec_config: dict[str, Any], rates: Sequence[float
         raise ValueError("spec_config.synthetic_acceptance_length="
                          f"{spec_config['synthetic_acceptance_length']!r} not allowed with rates: vLLM takes one")
     return {**spec_config, METHOD_FIELD: SYNTHETIC, RATES_FIELD: checked}
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

@@ -164,10 +164,11 @@ def run_serve(spec: ServeSpec, run_id: str, store_url: str, *, log: Callable[[st
     spec_cfg = (None if spec.config.method == "none"
                 else reg.speculative_config(spec.model, spec.config.method, spec.config.k, spec.config.draft))
     if spec_cfg is not None:  # the engine's own refusal, before a server start of minutes
-        from calibration.engine_check import check_speculative_config, environ_kept
+        from calibration.engine_check import engine_refusals_in_child
 
-        with environ_kept():
-            check_speculative_config(model_path, spec_cfg)
+        refusal = engine_refusals_in_child(model_path, [spec_cfg])[0]
+        if refusal is not None:
+            raise ValueError(refusal)
     store = Store(store_url)
     port = free_port()
     log_path = (log_dir or Path("/tmp")) / f"specplan-serve-{run_id}.log"

@@ -97,21 +97,6 @@ def test_the_registry_builds_a_synthetic_config() -> None:
         reg.speculative_config("m", "eagle3", 2, "h", synthetic=(0.7, 0.49, 0.3))
 
 
-def test_a_check_leaves_the_environment_of_the_engines_started_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """vllm's import sets variables such as TORCHINDUCTOR_COMPILE_THREADS; the CLI and a serve job check inside
-    environ_kept, so the engines they start next inherit the environment they had."""
-    import os
-
-    from calibration.engine_check import environ_kept
-
-    monkeypatch.setenv("SPECPLAN_TEST_KEPT", "before")
-    monkeypatch.delenv("SPECPLAN_TEST_ADDED", raising=False)
-    with environ_kept():
-        os.environ["SPECPLAN_TEST_KEPT"] = "changed"
-        os.environ["SPECPLAN_TEST_ADDED"] = "1"
-    assert os.environ["SPECPLAN_TEST_KEPT"] == "before" and "SPECPLAN_TEST_ADDED" not in os.environ
-
-
 def test_the_registry_no_longer_refuses_methods_by_device() -> None:
     assert not hasattr(registry, "GPU_ONLY") and not hasattr(registry, "refuse_without_gpu")
 
@@ -265,6 +250,17 @@ def test_synthetic_on_a_cpu_platform_is_refused_up_front(smol: Path) -> None:
     assert 'assert not SYNTHETIC_MODE, "Synthetic acceptance not supported with CPU sampling"' in source.read_text()
 
 
+def test_a_child_process_answers_for_the_cli_serve_and_the_page(smol: Path) -> None:
+    """engine_refusals_in_child: one answer per config, in order, with the engine's words; the caller keeps
+    neither vllm's memory nor the environment its import changes."""
+    from calibration.engine_check import engine_refusals_in_child
+
+    answers = engine_refusals_in_child(str(smol), [{"method": "ngram", "num_speculative_tokens": 2},
+                                                   {"method": "mtp", "num_speculative_tokens": 1}])
+    assert len(answers) == 2 and answers[0] is None
+    assert answers[1] is not None and "Unsupported speculative method: 'mtp'" in answers[1]
+
+
 def test_an_unloadable_target_says_so(smol: Path, tmp_path: Path) -> None:
     from calibration.engine_check import check_speculative_config
 
@@ -284,13 +280,13 @@ def test_the_cli_refuses_what_the_engine_refuses_before_recording_anything(
                     "    methods:\n      ngram: {}\n      mtp: {}\n")
     monkeypatch.setenv(registry.REGISTRY_ENV, str(path))
     db = tmp_path / "cal.db"
-    for command in (["run", "--configs", "baseline,ngram:2,mtp:1"], ["serve", "--config", "mtp:1"]):
-        rc = main(["--store", f"sqlite:///{db}", command[0], "--model", "smol", *command[1:]])
-        err = capsys.readouterr().err
-        assert rc == 2, command
-        assert "mtp-k1: the installed engine (vllm " in err and "Unsupported speculative method: 'mtp'" in err, err
-        assert err.count("the installed engine") == 1, err  # ngram is accepted: only mtp is refused
-        assert not db.exists()
+    # `serve` goes through the same check (calibration.__main__._refuse_what_the_engine_refuses)
+    rc = main(["--store", f"sqlite:///{db}", "run", "--model", "smol", "--configs", "baseline,ngram:2,mtp:1"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "mtp-k1: the installed engine (vllm " in err and "Unsupported speculative method: 'mtp'" in err, err
+    assert err.count("the installed engine") == 1, err  # ngram is accepted: only mtp is refused
+    assert not db.exists()
 
 
 def test_an_engine_child_records_the_engines_refusal_as_the_configurations_error(
