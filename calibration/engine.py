@@ -141,9 +141,11 @@ class MetricsSwitch:
 
 def make_lane(spec: JobSpec, config: EngineConfig, llm: Any, *, run_id: str, store: Store, startup_s: float,
               dtype: str, on_gpu: bool, before_measure: Callable[[], None] | None = None,
-              log: Callable[[str], None] = print) -> Lane:
+              shares: list[float] | None = None, log: Callable[[str], None] = print) -> Lane:
     """The measuring side of one engine (calibration.protocol.Lane): each group is timed, its machine load
-    taken (calibration.machine_load) and committed at once. Runs the engine's warm-up group before returning."""
+    taken (calibration.machine_load) and committed at once. Runs the engine's warm-up group before returning.
+    `shares`: the foreign shares of every group measured in this process so far (shared by interleaved lanes):
+    their median is the steady load a group is judged against."""
     from vllm import SamplingParams
 
     from calibration.metrics import snapshot_from_get_metrics
@@ -158,6 +160,7 @@ def make_lane(spec: JobSpec, config: EngineConfig, llm: Any, *, run_id: str, sto
     protocol = spec.protocol()
     pools = spec.groups()
     used = dict.fromkeys(pools, 0)
+    seen = [] if shares is None else shares
 
     def measure(workload: str, batch: int, status: str, round_no: int) -> GroupRecord | None:
         prompts = pools[workload][used[workload]: used[workload] + batch]
@@ -174,7 +177,11 @@ def make_lane(spec: JobSpec, config: EngineConfig, llm: Any, *, run_id: str, sto
         wall_s = time.perf_counter() - t
         load = machine_load.measure_since(load_before)
         delta = snapshot_from_get_metrics(llm.get_metrics()).minus(before)
-        if status == "finished" and machine_load.is_contaminated(load, protocol.max_foreign_share):
+        reference = machine_load.reference_share(seen)
+        limit = machine_load.contamination_limit(threshold=protocol.max_foreign_share, reference_share=reference)
+        seen.append(load.foreign_cpu_share)
+        if status == "finished" and machine_load.is_contaminated(load, protocol.max_foreign_share,
+                                                                 reference_share=reference):
             status = "contaminated"
         per_request = [m.to_dict() for r in results if (m := getattr(r.outputs[0], "spec_decode_metrics", None))]
         req = ({"request_accepted_min": min(d["num_accepted_draft_tokens"] for d in per_request),
@@ -193,12 +200,13 @@ def make_lane(spec: JobSpec, config: EngineConfig, llm: Any, *, run_id: str, sto
             hardware=hardware, created_at=time.time(),
             extra={**delta.extra(), **req, "engine_startup_s": startup_s, "batch_size": batch, "round": round_no,
                    **device, "dtype": dtype, **load.to_extra(), "max_foreign_share": protocol.max_foreign_share,
+                   "foreign_share_limit": limit,
                    "interleaved": before_measure is not None},
         )
         store.add_group(rec)
         note = {"warmup": " (warm-up, not fitted)",
                 "contaminated": f" (contaminated: foreign CPU share {load.foreign_cpu_share:.2f} > "
-                                f"{protocol.max_foreign_share}, not fitted)"}.get(status, "")
+                                f"{limit:.2f}, not fitted)"}.get(status, "")
         log(f"[{config.label}] {workload} B={len(prompts)}{note}: "
             f"{rec.output_tokens} tokens in {wall_s:.2f} s ({rec.output_tokens_per_s:.1f} tok/s), "
             f"tau={rec.acceptance_length:.3f}, per_pos={list(rec.counts.accepted_per_pos)} / "
@@ -277,12 +285,13 @@ def run_interleaved(spec: JobSpec, run_id: str, store_url: str,
         switch.keep(config.label)
         engines.append((config, llm, startup_s, dtype))
     lanes = []
+    shares: list[float] = []  # one steady-load reference for every lane: they run under the same load
     for config, llm, startup_s, dtype in engines:
         def activate(label: str = config.label) -> None:
             switch.activate(label)
 
         lanes.append(make_lane(spec, config, llm, run_id=run_id, store=store, startup_s=startup_s, dtype=dtype,
-                               on_gpu=on_gpu, before_measure=activate, log=log))
+                               on_gpu=on_gpu, before_measure=activate, shares=shares, log=log))
     out = run_rounds(spec.protocol(), lanes, list(spec.groups()), log)
     for config, llm, _s, _d in engines:
         if spec.metrics_text_dir:

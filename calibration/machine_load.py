@@ -36,6 +36,8 @@ from pathlib import Path
 # midpoint between the two populations, and a level at which the engine's wall time on a 2-core machine had
 # already grown by tens of percent.
 CONTAMINATED_SHARE = 0.25
+# Under a steady load (the median share of the groups measured so far), a group is refused only this far above it.
+LOAD_MARGIN = 0.15
 # Fields of the first /proc/stat line, in order (proc(5)); only these count as busy.
 _STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
 _BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
@@ -160,17 +162,40 @@ def group_load(before: LoadSample, after: LoadSample, *, clock_ticks_per_s: floa
     return GroupLoad(foreign, min(1.0, max(0.0, own)), after.loadavg_1m, wall_s)
 
 
-def is_contaminated(load: GroupLoad | Mapping[str, object], threshold: float = CONTAMINATED_SHARE) -> bool:
-    """Whether other work took more than `threshold` of the machine during the group (a GroupLoad or a record's
-    `extra`). An unknown share (NaN, missing) is not contamination: the group is kept."""
+def contamination_limit(*, threshold: float = CONTAMINATED_SHARE, reference_share: float = math.nan,
+                        margin: float = LOAD_MARGIN) -> float:
+    """The foreign share above which a group is refused: `threshold` on a quiet machine; under a steady load
+    (the median share of the groups measured so far, `reference_share`) `margin` above that load, so that a
+    machine that is always busy (a CI runner, one CPU-bound job beside the calibration) is still measured, with
+    every group under the same load, while a burst above it is refused. At most 1 (nothing refused)."""
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold={threshold} not allowed: a share in (0, 1]")
+    if math.isnan(reference_share):
+        return threshold
+    return min(1.0, max(threshold, reference_share + margin))
+
+
+def is_contaminated(load: GroupLoad | Mapping[str, object], threshold: float = CONTAMINATED_SHARE, *,
+                    reference_share: float = math.nan, margin: float = LOAD_MARGIN) -> bool:
+    """Whether other work took more than the contamination limit of the machine during the group (a GroupLoad
+    or a record's `extra`; `contamination_limit`). An unknown share (NaN, missing) is not contamination: the
+    group is kept."""
+    limit = contamination_limit(threshold=threshold, reference_share=reference_share, margin=margin)
     share = load.foreign_cpu_share if isinstance(load, GroupLoad) else load.get("foreign_cpu_share", math.nan)
     try:
         value = float(share)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return False
-    return not math.isnan(value) and value > threshold
+    return not math.isnan(value) and value > limit
+
+
+def reference_share(shares: Iterable[float]) -> float:
+    """The steady load so far: the median of the known shares (NaN when none)."""
+    known = sorted(x for x in shares if not math.isnan(x))
+    if not known:
+        return math.nan
+    mid = len(known) // 2
+    return known[mid] if len(known) % 2 else (known[mid - 1] + known[mid]) / 2.0
 
 
 def _loadavg() -> float:

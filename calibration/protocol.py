@@ -8,8 +8,9 @@ Per engine configuration (one engine start):
   3. stopping, per workload: after at least `min_rounds` rounds, a workload stops when the 95 % interval
      of its mean acceptance length has half-width <= `target_half_width`, or when the configuration's
      engine-time budget is spent; the baseline (no drafts) stops after `min_rounds` repeats;
-  4. load: a group during which other work took more than `max_foreign_share` of the machine
-     (calibration.machine_load) is recorded with status "contaminated" (never fitted, like "warm-up") and
+  4. load: a group during which other work took more than `max_foreign_share` of the machine, or, under a
+     steady load, more than that load plus a margin (calibration.machine_load.contamination_limit), is
+     recorded with status "contaminated" (never fitted, like "warm-up") and
      measured again on fresh prompts at the end of its round, at most `max_load_retries` times, while the
      configuration's budget remains;
   5. interleaving (`run_rounds` with several lanes): when several configurations' engines live in one

@@ -117,6 +117,20 @@ def test_threshold_decision() -> None:
     assert not ml.is_contaminated({})
     with pytest.raises(ValueError, match="threshold=0"):
         ml.is_contaminated(load(0.5), threshold=0)
+    # under a steady load of 0.45 (one CPU-bound job on 2 cores) the limit is 0.45 + 0.15 = 0.60
+    assert ml.contamination_limit(reference_share=0.45) == pytest.approx(0.60)
+    assert not ml.is_contaminated(load(0.55), reference_share=0.45)
+    assert ml.is_contaminated(load(0.65), reference_share=0.45)
+    # a quiet reference never lowers the absolute threshold; the limit never exceeds 1
+    assert ml.contamination_limit(reference_share=0.02) == 0.25
+    assert ml.contamination_limit(reference_share=0.95) == 1.0
+    assert not ml.is_contaminated(load(1.0), reference_share=0.95)
+
+
+def test_reference_share_is_the_median_of_known_shares() -> None:
+    assert ml.reference_share([0.1, math.nan, 0.9, 0.2]) == 0.2
+    assert ml.reference_share([0.1, 0.3, 0.5, 0.9]) == pytest.approx(0.4)
+    assert math.isnan(ml.reference_share([math.nan]))
 
 
 def test_meminfo_and_interleave_fit() -> None:
@@ -225,3 +239,28 @@ def test_load_summary_and_report_count(tmp_path: Path) -> None:
 
 def test_report_says_when_load_was_not_recorded(tmp_path: Path) -> None:
     assert math.isnan(load_summary([make_record()])["max_share"])
+
+
+@pytest.mark.engine
+def test_interleaved_job_measures_each_engine_with_its_own_counters(store: Store, model_cache: dict) -> None:
+    """Two engines in one child, groups alternating: each group's counters are its own engine's (vLLM keeps
+    one Prometheus registry per process, calibration.engine.MetricsSwitch), and each carries its load."""
+    from calibration.runners import LocalRunner
+    from calibration.spec import EngineConfig, JobSpec
+
+    # 16 tokens: at 8 an n-gram lookup may find nothing to draft, and the drafted counts are what is checked
+    spec = JobSpec(configs=(EngineConfig("none"), EngineConfig("ngram", 3)), workloads=("code",), batch_sizes=(1,),
+                   min_rounds=2, max_rounds=2, max_output_tokens=16, interleave=True, max_foreign_share=1.0)
+    h = LocalRunner(store.url).submit("engine", spec.to_dict(), timeout_s=600)
+    assert h.wait(620) == "succeeded", "\n".join(h.lines()[-30:])
+    groups = [g for g in store.groups([h.run_id]) if g.status == "finished"]
+    assert [g.config_label for g in sorted(groups, key=lambda g: g.created_at)] == ["baseline", "ngram-k3"] * 2
+    for g in groups:
+        assert g.extra["interleaved"] is True
+        assert g.output_tokens == 16
+        # the metrics delta saw this engine's 16 generated tokens: the other engine's collectors were not read
+        assert g.extra["generation_tokens"] == 16, g.config_label
+        assert 0.0 <= g.extra["foreign_cpu_share"] <= 1.0 and g.extra["loadavg_1m"] >= 0.0
+        # Prometheus drafts (swapped collectors) agree with the engine's own per-request counts
+        assert g.counts.num_drafts == sum(g.extra.get("request_drafts", [0])), g.config_label
+    assert sum(g.counts.num_drafts for g in groups if g.method == "ngram") > 0
