@@ -15,7 +15,8 @@ Per engine configuration (one engine start):
      configuration's budget remains;
   5. interleaving (`run_rounds` with several lanes): when several configurations' engines live in one
      process, each group (workload, batch size) is measured for every configuration in turn before the next
-     group, so a load that drifts over minutes hits every configuration alike.
+     group, so a load that drifts over minutes hits every configuration alike; the baseline then repeats as
+     long as a drafting configuration still measures the workload (within its own budget).
 
 The interval (`acceptance_length_interval`): mean acceptance length tau = 1 + A / D, A = accepted draft
 tokens and D = drafting steps summed over requests, is a ratio estimator; requests are the independent
@@ -215,12 +216,23 @@ def run_rounds(protocol: Protocol, lanes: Sequence[Lane], workloads: Sequence[st
                     keep(lane, workload, rec)
                     break
                 log(f"[{lane.label}] {workload} B={batch}: still contaminated after retry {attempt}")
+        reasons: dict[tuple[str, str], str | None] = {}
+        for lane, workload in active:
+            key = (lane.label, workload)
+            interval = acceptance_length_interval(drafts[key], accepted[key]) if lane.speculative else None
+            reasons[key] = ("prompt pool exhausted" if key in exhausted else
+                            protocol.stop_reason(speculative=lane.speculative, rounds=round_no,
+                                                 elapsed_s=elapsed[lane.label], interval=interval))
         for lane, workload in list(active):
             key = (lane.label, workload)
             interval = acceptance_length_interval(drafts[key], accepted[key]) if lane.speculative else None
-            reason = ("prompt pool exhausted" if key in exhausted else
-                      protocol.stop_reason(speculative=lane.speculative, rounds=round_no,
-                                           elapsed_s=elapsed[lane.label], interval=interval))
+            reason = reasons[key]
+            # interleaved: the baseline's repeats go on while a drafting lane still measures this workload (until
+            # its own budget), so that the baseline sees the same load as the configurations it is compared with
+            if (reason and not lane.speculative and key not in exhausted and reason.endswith(" repeats")
+                    and any(other.speculative and reasons[(other.label, w)] is None for other, w in active
+                            if w == workload)):
+                reason = None
             if interval is not None:
                 log(f"[{lane.label}] {workload} round {round_no}: tau={interval.acceptance_length:.3f} "
                     f"95% [{interval.low:.3f}, {interval.high:.3f}] half-width {interval.half_width:.3f} "

@@ -203,6 +203,19 @@ def test_run_rounds_interleaves_lanes_group_by_group() -> None:
     assert len(out) == 16  # 2 lanes x 2 workloads x 2 batch sizes x 2 rounds
 
 
+def test_interleaved_baseline_repeats_while_a_drafting_lane_measures() -> None:
+    # the n-gram lane never reaches its half-width (scripted records have no per-request counts): it stops
+    # on the budget (4 groups of 1 s = 2 rounds); the baseline would stop after min_rounds=1 alone
+    proto = Protocol(batch_sizes=(1, 2), budget_s=4.0, min_rounds=1, max_rounds=10)
+    lanes = _ScriptedLanes({"base": [], "ng": []})
+    run_rounds(proto, [lanes.lane("base", "none"), lanes.lane("ng")], ["code"], log=lambda _s: None)
+    rounds = {label: max(c[3] for c in lanes.calls if c[0] == label) for label in ("base", "ng")}
+    assert rounds == {"base": 2, "ng": 2}
+    alone = _ScriptedLanes({"base": []})
+    run_rounds(proto, [alone.lane("base", "none")], ["code"], log=lambda _s: None)
+    assert max(c[3] for c in alone.calls) == 1
+
+
 def test_run_rounds_single_lane_stops_on_an_exhausted_pool() -> None:
     proto = Protocol(batch_sizes=(2,), budget_s=100.0, min_rounds=5, max_rounds=5)
     lanes = _ScriptedLanes({"a": []}, pool=5)
