@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -10,6 +11,7 @@ import time
 from typing import Any
 
 from calibration import model_assets
+from calibration.machine_load import CONTAMINATED_SHARE
 from calibration.protocol import DEFAULT_BATCH_SIZES, DEFAULT_BUDGET_S, DEFAULT_MIN_ROUNDS, DEFAULT_TARGET_HALF_WIDTH
 from calibration.spec import EngineConfig, JobSpec, MicrobenchSpec, ServeSpec
 from calibration.store import Store, StoreError
@@ -106,10 +108,22 @@ def parse_batch_sizes(text: str, flag: str = "--batch-sizes") -> tuple[int, ...]
 
 
 def _spec(args: argparse.Namespace) -> JobSpec:
-    return JobSpec(model=args.model, configs=parse_configs(args.configs),
+    spec = JobSpec(model=args.model, configs=parse_configs(args.configs),
                    workloads=tuple(args.workloads.split(",")), max_output_tokens=args.max_tokens,
                    batch_sizes=parse_batch_sizes(args.batch_sizes), target_half_width=args.target_half_width,
-                   budget_s=args.budget_s, min_rounds=args.min_rounds, max_rounds=args.max_rounds)
+                   budget_s=args.budget_s, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
+                   max_foreign_share=getattr(args, "max_foreign_share", CONTAMINATED_SHARE))
+    mode = getattr(args, "interleave", "off")
+    if mode == "off" or len(spec.configs) < 2:
+        return spec
+    if mode == "auto":
+        from calibration.engine import interleave_plan
+
+        fits, why = interleave_plan(spec)
+        print(f"interleave: {'on' if fits else 'off'} ({why})", file=sys.stderr)
+        if not fits:
+            return spec
+    return dataclasses.replace(spec, interleave=True)
 
 
 def summarize_run(groups: list[Any]) -> list[dict[str, Any]]:
@@ -252,6 +266,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     print(f"MAPE train {rep.mape_train_pct:.1f} %, held out {rep.mape_holdout_pct:.1f} % "
           f"(with predicted tau: {rep.mape_holdout_full_pct:.1f} %; per-slot decode rate: "
           f"{rep.mape_holdout_decode_pct:.1f} %)")
+    print(rep.load_line())
     if path:
         print(f"saved calibrated profile {args.save_profile!r} to {path}")
     return 0
@@ -401,6 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--min-rounds", type=int, default=DEFAULT_MIN_ROUNDS,
                         help="repeats: rounds over every batch size before stopping is considered")
         sp.add_argument("--max-rounds", type=int, default=1000)
+        sp.add_argument("--interleave", choices=("auto", "on", "off"), default="auto",
+                        help="all configurations' engines in one process, measured group by group in turn "
+                             "(auto: on a CPU machine when they fit in memory)")
+        sp.add_argument("--max-foreign-share", type=float, default=CONTAMINATED_SHARE,
+                        help="refuse (and re-measure) a group during which other work took more than this share "
+                             "of the machine's CPU")
 
     sp = sub.add_parser("run", help="engine calibration run")
     runner_opts(sp)

@@ -14,7 +14,8 @@ The job looks after itself, whoever started it and whether or not that runner is
 - a runner that goes away (closed stdout) does not stop it: output to a closed pipe is dropped;
 - a runner that stops it (SIGTERM) stops its measuring children too (each leads its own process group).
 
-Kinds: `engine` (one child process per configuration, calibration.engine), `serve` (a `vllm serve` and a
+Kinds: `engine` (one child process per configuration, calibration.engine, or one for all of them with
+`JobSpec.interleave`), `serve` (a `vllm serve` and a
 load generator, calibration.serve) and `microbench` (calibration.microbench). They measure and record groups
 or samples; the run's status, heartbeat and deadline are this module's alone.
 """
@@ -146,37 +147,56 @@ def run_job(kind: str, spec: dict[str, Any], run_id: str, store_url: str, *,
 
 
 def _engine_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str], None]) -> tuple[str, str]:
-    """Every configuration of `spec` in its own engine child process (calibration.engine), one after another."""
+    """Every configuration of `spec` in its own engine child process (calibration.engine), one after another;
+    with `spec.interleave` (CPU only), all in one child, measured group by group in turn."""
     store = Store(store_url)
     env = job_env()
+    if spec.interleave and not registry.has_cuda():
+        # one child, every configuration's engine in it, measured group by group in turn (calibration.engine)
+        labels = ", ".join(c.label for c in spec.configs)
+        log(f"PROGRESS 0/1 interleaved: {labels}")
+        store.heartbeat(run_id, f"{len(spec.configs)} configurations interleaved: {labels}")
+        msg = _run_engine_child(engine_command(None, run_id), spec, store_url, env, log, "interleaved")
+        if msg:
+            return "failed", msg
+        log("PROGRESS 1/1 done")
+        return "succeeded", f"{len(spec.configs)} configurations, interleaved"
     for i, config in enumerate(spec.configs):
         log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")
         store.heartbeat(run_id, f"configuration {i + 1}/{len(spec.configs)}: {config.label}")
-        proc = subprocess.Popen(engine_command(config, run_id), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=die_with_parent,
-                                start_new_session=True)
-        track_child_group(proc.pid)
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(child_payload(spec, store_url))
-            proc.stdin.close()
-            tail: list[str] = []
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                line = line.rstrip()
-                tail = (tail + [line])[-40:]
-                if line.startswith("[") or "Error" in line:
-                    log(line)
-            rc = proc.wait()
-        finally:
-            kill_group(proc.pid)  # engine core / worker processes the child left behind
-            untrack_child_group(proc.pid)
-        if rc != 0:
-            msg = f"configuration {config.label} failed (exit {rc}): " + " | ".join(tail[-8:])
-            log(msg)
+        msg = _run_engine_child(engine_command(config, run_id), spec, store_url, env, log, config.label)
+        if msg:
             return "failed", msg
     log(f"PROGRESS {len(spec.configs)}/{len(spec.configs)} done")
     return "succeeded", f"{len(spec.configs)} configurations"
+
+
+def _run_engine_child(cmd: list[str], spec: JobSpec, store_url: str, env: dict[str, str],
+                      log: Callable[[str], None], what: str) -> str:
+    """Run one engine child to its end, relaying its lines; returns "" or why it failed."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, preexec_fn=die_with_parent, start_new_session=True)
+    track_child_group(proc.pid)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(child_payload(spec, store_url))
+        proc.stdin.close()
+        tail: list[str] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            tail = (tail + [line])[-40:]
+            if line.startswith("[") or "Error" in line:
+                log(line)
+        rc = proc.wait()
+    finally:
+        kill_group(proc.pid)  # engine core / worker processes the child left behind
+        untrack_child_group(proc.pid)
+    if rc != 0:
+        msg = f"configuration {what} failed (exit {rc}): " + " | ".join(tail[-8:])
+        log(msg)
+        return msg
+    return ""
 
 
 def _serve_job(spec: ServeSpec, run_id: str, store_url: str, log: Callable[[str], None]) -> tuple[str, str]:

@@ -7,7 +7,16 @@ Per engine configuration (one engine start):
      per-token terms of the step time are separately identifiable), each group on fresh prompts;
   3. stopping, per workload: after at least `min_rounds` rounds, a workload stops when the 95 % interval
      of its mean acceptance length has half-width <= `target_half_width`, or when the configuration's
-     engine-time budget is spent; the baseline (no drafts) stops after `min_rounds` repeats.
+     engine-time budget is spent; the baseline (no drafts) stops after `min_rounds` repeats;
+  4. load: a group during which other work took more than `max_foreign_share` of the machine, or, under a
+     steady load, more than that load plus a margin (calibration.machine_load.contamination_limit), is
+     recorded with status "contaminated" (never fitted, like "warm-up") and
+     measured again on fresh prompts at the end of its round, at most `max_load_retries` times, while the
+     configuration's budget remains;
+  5. interleaving (`run_rounds` with several lanes): when several configurations' engines live in one
+     process, each group (workload, batch size) is measured for every configuration in turn before the next
+     group, so a load that drifts over minutes hits every configuration alike; the baseline then repeats as
+     long as a drafting configuration still measures the workload (within its own budget).
 
 The interval (`acceptance_length_interval`): mean acceptance length tau = 1 + A / D, A = accepted draft
 tokens and D = drafting steps summed over requests, is a ratio estimator; requests are the independent
@@ -24,16 +33,20 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scipy import stats
+
+from calibration.machine_load import CONTAMINATED_SHARE
 
 DEFAULT_BATCH_SIZES = (1, 4, 8)
 DEFAULT_TARGET_HALF_WIDTH = 0.05  # tokens of mean acceptance length
 DEFAULT_BUDGET_S = 150.0  # engine seconds per configuration after start and warm-up (CLI / app default)
 DEFAULT_MIN_ROUNDS = 2  # repeats: every batch size measured at least twice per workload
 MIN_REQUESTS_FOR_STOP = 8  # below this, the t interval rests on too few requests to trust a stop
+DEFAULT_MAX_LOAD_RETRIES = 2  # re-measures of one contaminated group per round
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,8 @@ class Protocol:
     budget_s: float = DEFAULT_BUDGET_S
     min_rounds: int = DEFAULT_MIN_ROUNDS
     max_rounds: int = 1000
+    max_foreign_share: float = CONTAMINATED_SHARE  # calibration.machine_load: above it a group is refused
+    max_load_retries: int = DEFAULT_MAX_LOAD_RETRIES
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or any(not 1 <= b <= 64 for b in self.batch_sizes):
@@ -106,6 +121,10 @@ class Protocol:
         if not 1 <= self.min_rounds <= self.max_rounds:
             raise ValueError(f"min_rounds={self.min_rounds}, max_rounds={self.max_rounds} not allowed: "
                              "need 1 <= min_rounds <= max_rounds")
+        if not 0 < self.max_foreign_share <= 1:
+            raise ValueError(f"max_foreign_share={self.max_foreign_share} not allowed: a share in (0, 1]")
+        if not 0 <= self.max_load_retries <= 10:
+            raise ValueError(f"max_load_retries={self.max_load_retries} not allowed: 0..10")
 
     def stop_reason(self, *, speculative: bool, rounds: int, elapsed_s: float,
                     interval: AcceptanceInterval | None) -> str | None:
@@ -122,6 +141,110 @@ class Protocol:
         if elapsed_s >= self.budget_s:
             return f"budget {self.budget_s:.0f} s spent"
         return None
+
+
+# measure(workload, batch, status, round_no): one group on fresh prompts, committed; its status is "finished",
+# or "contaminated" when the machine's load refused it; None when the workload's prompt pool is exhausted.
+Measure = Callable[[str, int, str, int], Any]
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One configuration's engine as the rounds see it."""
+
+    label: str
+    speculative: bool
+    measure: Measure
+
+
+def run_rounds(protocol: Protocol, lanes: Sequence[Lane], workloads: Sequence[str],
+               log: Callable[[str], None] = print) -> list[Any]:
+    """Rounds of groups under `protocol` (module docstring, steps 2-5) after each lane's warm-up; returns the
+    fitted ("finished") records in measured order. With several lanes every group is measured for each lane
+    in turn (A/B windows one group long); each lane keeps its own budget, intervals and stopping."""
+    out: list[Any] = []
+    elapsed = {lane.label: 0.0 for lane in lanes}
+    drafts: dict[tuple[str, str], list[int]] = {(lane.label, w): [] for lane in lanes for w in workloads}
+    accepted: dict[tuple[str, str], list[int]] = {key: [] for key in drafts}
+    active = [(lane, w) for w in workloads for lane in lanes]
+    round_no = 0
+
+    def keep(lane: Lane, workload: str, rec: Any) -> None:
+        out.append(rec)
+        drafts[(lane.label, workload)] += rec.extra.get("request_drafts", [])
+        accepted[(lane.label, workload)] += rec.extra.get("request_accepted", [])
+
+    while active:
+        round_no += 1
+        exhausted: set[tuple[str, str]] = set()
+        refused: list[tuple[Lane, str, int]] = []
+        for workload in workloads:
+            lanes_now = []
+            for lane, w in list(active):
+                if w != workload:
+                    continue
+                if round_no > 1 and elapsed[lane.label] >= protocol.budget_s:  # one round each, then the budget
+                    active.remove((lane, w))
+                    log(f"[{lane.label}] {w} stopped after {round_no - 1} rounds: budget "
+                        f"{protocol.budget_s:.0f} s spent")
+                else:
+                    lanes_now.append(lane)
+            for batch in protocol.batch_sizes:
+                for lane in lanes_now:
+                    if (lane.label, workload) in exhausted:
+                        continue
+                    rec = lane.measure(workload, batch, "finished", round_no)
+                    if rec is None:
+                        exhausted.add((lane.label, workload))
+                        continue
+                    elapsed[lane.label] += rec.wall_time_s
+                    if rec.status == "contaminated":
+                        refused.append((lane, workload, batch))
+                    else:
+                        keep(lane, workload, rec)
+        # contaminated groups again, later (the load may have passed), on fresh prompts, while budget remains
+        for lane, workload, batch in refused:
+            for attempt in range(1, protocol.max_load_retries + 1):
+                if (lane.label, workload) in exhausted or elapsed[lane.label] >= protocol.budget_s:
+                    break
+                rec = lane.measure(workload, batch, "finished", round_no)
+                if rec is None:
+                    exhausted.add((lane.label, workload))
+                    break
+                elapsed[lane.label] += rec.wall_time_s
+                if rec.status != "contaminated":
+                    keep(lane, workload, rec)
+                    break
+                log(f"[{lane.label}] {workload} B={batch}: still contaminated after retry {attempt}")
+        reasons: dict[tuple[str, str], str | None] = {}
+        for lane, workload in active:
+            key = (lane.label, workload)
+            interval = acceptance_length_interval(drafts[key], accepted[key]) if lane.speculative else None
+            reasons[key] = ("prompt pool exhausted" if key in exhausted else
+                            protocol.stop_reason(speculative=lane.speculative, rounds=round_no,
+                                                 elapsed_s=elapsed[lane.label], interval=interval))
+        for lane, workload in list(active):
+            key = (lane.label, workload)
+            interval = acceptance_length_interval(drafts[key], accepted[key]) if lane.speculative else None
+            reason = reasons[key]
+            # interleaved: the baseline's repeats go on while a drafting lane still measures this workload (until
+            # its own budget), so that the baseline sees the same load as the configurations it is compared with
+            if (reason and not lane.speculative and key not in exhausted and reason.endswith(" repeats")
+                    and any(other.speculative and reasons[(other.label, w)] is None for other, w in active
+                            if w == workload)):
+                reason = None
+            if interval is not None:
+                log(f"[{lane.label}] {workload} round {round_no}: tau={interval.acceptance_length:.3f} "
+                    f"95% [{interval.low:.3f}, {interval.high:.3f}] half-width {interval.half_width:.3f} "
+                    f"(target {protocol.target_half_width}; {interval.num_requests} requests, "
+                    f"{interval.num_drafts} drafts; {elapsed[lane.label]:.0f}/{protocol.budget_s:.0f} s)")
+            else:
+                log(f"[{lane.label}] {workload} round {round_no}: "
+                    f"{elapsed[lane.label]:.0f}/{protocol.budget_s:.0f} s")
+            if reason:
+                active.remove((lane, workload))
+                log(f"[{lane.label}] {workload} stopped after {round_no} rounds: {reason}")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 from calibration.fit import AcceptanceFit, FitResult, fit_acceptance
 from calibration.fitting.head_cost import HEAD_METHODS
 from calibration.fitting.method_costs import MethodCost, fit_method_terms, method_costs
+from calibration.machine_load import LOAD_MARGIN
 from calibration.predict import (
     Comparison,
     EngineParams,
@@ -48,10 +49,25 @@ class CalibrationReport:
     # per head method (calibration.fitting.method_costs): its fit and its terms with intervals
     method_fits: dict[str, FitResult] = dataclasses.field(default_factory=dict)
     method_costs: tuple[MethodCost, ...] = ()
+    # machine load (calibration.machine_load): groups refused as "contaminated" (never fitted) and the largest
+    # foreign CPU share any measured group saw (NaN when no group recorded one)
+    load_refused_groups: int = 0
+    max_foreign_cpu_share: float = math.nan
+    max_foreign_share_allowed: float = math.nan
 
     def method_mape_pct(self, method: str, split: str | None = None, full: bool = False) -> float:
         """Throughput MAPE of one method's groups (split None: all of them)."""
         return _safe_mape([c for c in self.comparisons if c.method == method], split, full)
+
+    def load_line(self) -> str:
+        """The fit report's line on machine load."""
+        if math.isnan(self.max_foreign_cpu_share):
+            return "machine load: not recorded for these runs"
+        limit = ("" if math.isnan(self.max_foreign_share_allowed) else
+                 f" (limit: foreign CPU share above max({self.max_foreign_share_allowed:g}, steady share + "
+                 f"{LOAD_MARGIN:g}))")
+        return (f"machine load: {self.load_refused_groups} group(s) left out as contaminated by other work{limit}; "
+                f"largest foreign CPU share seen {self.max_foreign_cpu_share:.2f}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,7 +82,9 @@ class CalibrationReport:
             "base_hardware": self.base_hardware, "device_count": self.device_count,
             "engine_version": self.engine_version,
             "method_fits": {m: f.to_dict() for m, f in self.method_fits.items()},
-            "method_costs": [c.to_dict() for c in self.method_costs],
+            "method_costs": [c.to_dict() for c in self.method_costs], "load_refused_groups": self.load_refused_groups,
+            "max_foreign_cpu_share": self.max_foreign_cpu_share,
+            "max_foreign_share_allowed": self.max_foreign_share_allowed,
         }
 
     def profile(self, name: str) -> CalibratedProfile:
@@ -141,11 +159,14 @@ def calibrate(store: Store, run_ids: list[str] | None = None, microbench_run_id:
         if rid is None:
             raise ValueError("run_ids: no succeeded engine run in the store; run `python -m calibration run`")
         run_ids = [rid]
-    # warm-up groups (status "warmup", calibration.protocol) are stored for inspection, never fitted
-    records = [r for r in store.groups(run_ids)
-               if (r.source == "engine" or r.wall_time_s > 0) and r.status == "finished"]
+    # warm-up groups (status "warmup") and groups refused for machine load ("contaminated", calibration.protocol)
+    # are stored for inspection, never fitted
+    every = store.groups(run_ids)
+    records = [r for r in every if (r.source == "engine" or r.wall_time_s > 0) and r.status == "finished"]
+    load = load_summary(every)
     if not records:
-        raise ValueError(f"run_ids={run_ids}: no group records in the store {store.display_url}")
+        why = f" ({load['refused']} left out as contaminated by machine load)" if load["refused"] else ""
+        raise ValueError(f"run_ids={run_ids}: no group records in the store {store.display_url}{why}")
     hw = machine_for(records)
     gpu = getattr(hw, "kind", "gpu") == "gpu"
     step_fit = None
@@ -177,7 +198,20 @@ def calibrate(store: Store, run_ids: list[str] | None = None, microbench_run_id:
         base_hardware=hw.name if gpu else "",
         device_count=int(records[0].extra.get("device_count", 1)) if gpu else 0,
         engine_version=f"vllm {records[0].engine_version}" if records[0].engine_version else "",
+        load_refused_groups=int(load["refused"]), max_foreign_cpu_share=load["max_share"],
+        max_foreign_share_allowed=load["allowed"],
     )
+
+
+def load_summary(groups: list[Any]) -> dict[str, float]:
+    """Over a run's groups: how many were refused as "contaminated", the largest foreign CPU share recorded
+    (warm-up groups included: they ran on the same machine) and the run's threshold (NaN when unknown)."""
+    shares = [float(s) for g in groups if (s := g.extra.get("foreign_cpu_share")) is not None
+              and not math.isnan(float(s))]
+    limits = {float(g.extra["max_foreign_share"]) for g in groups if "max_foreign_share" in g.extra}
+    return {"refused": float(sum(1 for g in groups if g.status == "contaminated")),
+            "max_share": max(shares) if shares else math.nan,
+            "allowed": min(limits) if limits else math.nan}
 
 
 def format_acceptance(fits: tuple[AcceptanceFit, ...] | list[AcceptanceFit]) -> str:

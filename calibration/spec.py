@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from calibration import model_assets, registry
+from calibration.machine_load import CONTAMINATED_SHARE
 from calibration.protocol import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_BUDGET_S,
+    DEFAULT_MAX_LOAD_RETRIES,
     DEFAULT_MIN_ROUNDS,
     DEFAULT_TARGET_HALF_WIDTH,
     Protocol,
@@ -89,6 +91,14 @@ class JobSpec:
     budget_s: float = DEFAULT_BUDGET_S
     min_rounds: int = DEFAULT_MIN_ROUNDS
     max_rounds: int = 1000
+    # Load (calibration.machine_load): a group during which other work took more than this share of the machine
+    # is recorded "contaminated" and measured again, at most max_load_retries times per round.
+    max_foreign_share: float = CONTAMINATED_SHARE
+    max_load_retries: int = DEFAULT_MAX_LOAD_RETRIES
+    # All configurations' engines in one child process, measured group by group in turn (calibration.engine
+    # run_interleaved); False: one child per configuration, one after another. The CLI turns it on when the
+    # engines fit in memory (calibration.machine_load.interleave_fits).
+    interleave: bool = False
     max_prompts: int = 1024  # distinct prompts per workload (each request gets a fresh one)
     # Prompts from an uploaded traffic profile, by workload name (overrides shipped sets of that name).
     custom_prompts: dict[str, list[str]] = field(default_factory=dict)
@@ -120,7 +130,8 @@ class JobSpec:
 
     def protocol(self) -> Protocol:
         return Protocol(batch_sizes=tuple(self.batch_sizes), target_half_width=self.target_half_width,
-                        budget_s=self.budget_s, min_rounds=self.min_rounds, max_rounds=self.max_rounds)
+                        budget_s=self.budget_s, min_rounds=self.min_rounds, max_rounds=self.max_rounds,
+                        max_foreign_share=self.max_foreign_share, max_load_retries=self.max_load_retries)
 
     def groups(self) -> dict[str, list[str]]:
         """Each workload's prompt pool (requests take fresh prompts from it in order)."""

@@ -19,14 +19,19 @@ from calibration.store import Store
 
 DATA = Path(__file__).parent / "data"
 # The session calibration, as small as still tests the real path: the baseline, n-gram at two K (the larger K
-# is the held-out split of the fit) and one truncated-layer draft (the draft-model path and the slowdown
-# case), each its own engine start; one shipped workload plus an "uploaded" set (calibration.traffic_prompts)
-# whose pool runs out before the largest batch size. Engine time is mostly the four engine starts.
+# is the held-out split of the fit), one truncated-layer draft (the draft-model path and the slowdown
+# case) and a cost-only EAGLE-3 head at two K (a head method's own draft cost), each its own engine start; one
+# shipped workload plus an "uploaded" set (calibration.traffic_prompts)
+# whose pool runs out before the largest batch size. Engine time is mostly the six engine starts.
 E2E_CONFIGS = (
     EngineConfig("none"),
     EngineConfig("ngram", 2),
     EngineConfig("ngram", 4),
     EngineConfig("draft_model", 2, "smollm2-135m-2l"),
+    # a cost-only EAGLE-3 head (random weights built from the target's config, calibration.heads): what drafting
+    # with a head costs on this engine, fitted at K=1 and predicted at K=3
+    EngineConfig("eagle3", 1, "cost-only"),
+    EngineConfig("eagle3", 3, "cost-only"),
 )
 E2E_WORKLOADS = ("code",)
 E2E_UPLOADED = {"uploaded": ["Repeat exactly: the quick brown fox jumps over the lazy dog. The quick brown fox",
@@ -145,8 +150,8 @@ def e2e(model_cache: dict, tmp_path_factory: pytest.TempPathFactory) -> E2E:
                    max_rounds=1, budget_s=60.0, max_output_tokens=E2E_MAX_TOKENS,
                    metrics_text_dir=str(root / "metrics"), custom_prompts=E2E_UPLOADED)
     t0 = time.perf_counter()
-    job = runner.submit("engine", spec.to_dict(), timeout_s=1200)  # 4 engines x (start + 6 groups)
-    state = job.wait(1260)
+    job = runner.submit("engine", spec.to_dict(), timeout_s=1500)  # 6 engines x (start + 6 groups)
+    state = job.wait(1560)
     engine_s = time.perf_counter() - t0
     assert state == "succeeded", "\n".join(job.lines()[-30:])
     if os.environ.get("SPECPLAN_KEEP_E2E"):

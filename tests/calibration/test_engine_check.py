@@ -300,7 +300,7 @@ def test_an_engine_child_records_the_engines_refusal_as_the_configurations_error
 
     path = tmp_path / "registry.yaml"
     path.write_text(f"targets:\n  smol:\n    model: {smol}\n    planner_model: smollm2-135m\n"
-                    "    methods:\n      mtp: {}\n")
+                    "    methods:\n      mtp: {}\n")  # mtp on a target without MTP modules
     monkeypatch.setenv(registry.REGISTRY_ENV, str(path))
     url = f"sqlite:///{tmp_path / 'cal.db'}"
     config = EngineConfig("mtp", 1)
@@ -309,3 +309,11 @@ def test_an_engine_child_records_the_engines_refusal_as_the_configurations_error
         run_config(JobSpec(model="smol", configs=(config,)), config, "r1", url, log=lines.append)
     assert len(lines) == 1 and lines[0].startswith("[mtp-k1] the installed engine (vllm "), lines
     assert Store(url).groups(["r1"]) == []
+    # interleaved (every configuration's engine in one process): refused before the baseline's engine starts
+    from calibration.engine import run_interleaved
+
+    lines.clear()
+    spec = JobSpec(model="smol", configs=(EngineConfig("none"), config))
+    with pytest.raises(ValueError, match=re.escape("Unsupported speculative method: 'mtp'")):
+        run_interleaved(spec, "r2", url, log=lines.append)
+    assert not any("engine started" in line for line in lines) and lines[-1].startswith("[mtp-k1] "), lines

@@ -13,7 +13,7 @@ import pytest
 
 from calibration import metrics
 from calibration.predict import format_table
-from calibration.report import calibrate, format_acceptance, format_fit
+from calibration.report import calibrate, format_acceptance, format_fit, format_methods
 from calibration.store import Store
 from tests.calibration.conftest import (
     E2E,
@@ -132,6 +132,7 @@ def test_fit_and_predicted_vs_measured(e2e: E2E, capsys: pytest.CaptureFixture[s
         print(format_fit(rep.step_fit, "== microbenchmark step-time fit"))
         print(format_fit(rep.engine_fit, "== engine fixed-time fit (train split)"))
         print(format_table(rep.comparisons))
+        print(format_methods(rep))
         print(f"MAPE train {rep.mape_train_pct:.1f} %, held out {rep.mape_holdout_pct:.1f} % "
               f"(held out with predicted tau: {rep.mape_holdout_full_pct:.1f} %; per-slot decode rate: "
               f"{rep.mape_holdout_decode_pct:.1f} %); engine job {e2e.engine_s:.0f} s; bounds "
@@ -157,6 +158,12 @@ def test_fit_and_predicted_vs_measured(e2e: E2E, capsys: pytest.CaptureFixture[s
     # round of single groups leaves a spread that a 10 % bound would fail about every other run. The bounds are
     # the worst quiet or lightly loaded run with room: 25 % with the measured acceptance (worst 19.1 %), 35 % with
     # it predicted (worst 20.6 %); they were 60 %.
+    # the cost-only EAGLE-3 head: its own draft-pass term fitted on the K=1 groups (one K: the per-step term held at
+    # the n-gram groups' shared overhead), a physical value, and its K=3 groups predicted as held out
+    (cost,) = [c for c in rep.method_costs if c.method == "eagle3"]
+    assert cost.ks == (1,) and "t_spec_s" in cost.held
+    assert 0.0 <= cost.t_fixed_draft_s < 0.5
+    assert {c.split for c in rep.comparisons if c.method == "eagle3"} == {"train", "held_out"}
     assert rep.mape_holdout_pct < E2E_HOLDOUT_MAPE_BOUND_PCT
     assert rep.mape_holdout_full_pct < E2E_HOLDOUT_PREDICTED_TAU_MAPE_BOUND_PCT
 
