@@ -312,3 +312,32 @@ def load_registry(path: str | os.PathLike[str] | None = None) -> Registry:
     except yaml.YAMLError as e:
         raise RegistryError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
     return _cache[key]
+
+
+# What a configuration of each kind of drafter measures on the engine (the Calibrate page and `list registry`).
+DRAFT_KINDS = {
+    "cost-only head": "what drafting costs (random weights: almost nothing is accepted)",
+    "trained head": "what drafting costs and the head's acceptance on your workloads",
+    "published head": "what drafting costs and the published head's acceptance on your workloads",
+    "draft model": "what the separate draft model costs and its acceptance",
+    "native module": "what the model's own MTP module costs and its acceptance",
+    "prompt lookup": "the host lookup's cost and how much of the output copies the prompt",
+}
+
+
+def draft_kind(method: str, ref: ModelRef | None) -> str:
+    """The kind of drafter a configuration runs (a key of DRAFT_KINDS): a head built with random weights
+    (`build:`), a trained head (`trained:`), a published head (a hub id or path), a separate draft model, the
+    model's native module (mtp) or the n-gram prompt lookup."""
+    if method == "ngram":
+        return "prompt lookup"
+    if method == "mtp":
+        return "native module"
+    if method == "draft_model":
+        return "draft model"
+    source = ref.source if ref is not None else ""
+    if source.startswith(BUILD_PREFIX):
+        return "cost-only head"
+    if source.startswith(TRAINED_PREFIX):
+        return "trained head"
+    return "published head"

@@ -150,10 +150,17 @@ def submit_form() -> None:
     k_max = {m: target.methods[m].k_max for m in methods}
     configs = engine_configs(methods=methods, ks=ks, drafts=drafts, k_max=k_max)
     n_engines = len(configs)
-    st.caption(f"{n_engines} engine starts (one per configuration), ~30-40 s each on a CPU before any "
-               "generation; greedy decoding, fixed output length. Per configuration: a warm-up group (recorded, "
-               "not fitted), then rounds over every workload and batch size on fresh prompts until the mean "
-               "acceptance length's 95 % interval is as narrow as asked or the budget is spent.")
+    if methods:
+        st.dataframe(method_offer_rows(target, methods, drafts, ks, float(budget_s)), hide_index=True,
+                     key="cal_method_offer")
+    st.caption(f"{n_engines} engine starts (one per configuration), ~30-60 s each on a CPU before any "
+               f"generation, then up to {budget_s:.0f} s of measuring each: about "
+               f"{n_engines * (45 + float(budget_s)) / 60:.0f} min in all. Greedy decoding, fixed output length. "
+               "Per configuration: a warm-up group (recorded, not fitted), then rounds over every workload and batch "
+               "size on fresh prompts until the mean acceptance length's 95 % interval is as narrow as asked or the "
+               "budget is spent. On a CPU whose memory holds every engine at once they run in one process and "
+               "take turns group by group, so load from other work hits every configuration alike; a group "
+               "measured while other work took the CPU is left out and measured again.")
     if len(batch_sizes) < 3:
         st.warning("Fewer than three batch sizes: the fit cannot tell the per-step from the per-token "
                    "step-time term and holds the latter at its default.")
@@ -168,10 +175,72 @@ def submit_form() -> None:
         if runner_kind == "ray" and ray_address:
             runner: Any = RayRunner(ray_address, store_url=store().url)
         else:
+            refusals = engine_refusals(model, spec.configs)
+            if refusals:
+                raise ValueError("The installed engine refuses: " + "; ".join(refusals))
+            spec = with_interleave(spec)
             runner = LocalRunner(store().url)
         st.session_state[HANDLE_KEY] = runner.submit("engine", spec.to_dict(), timeout_s=float(timeout_min) * 60)
     except (ValueError, StoreError) as e:
         st.error(str(e))
+
+
+def method_offer_rows(target: Any, methods: list[str], drafts: dict[str, str], ks: list[int],
+                      budget_s: float) -> list[dict[str, Any]]:
+    """One row per chosen method: the drafter it runs (cost-only, trained or published head, draft model, native
+    module, prompt lookup), what that measures, and the engine time its configurations take."""
+    from calibration.registry import DRAFT_KINDS, draft_kind
+
+    rows = []
+    for m in methods:
+        entry = target.methods[m]
+        ref = entry.drafts.get(drafts.get(m, "")) if entry.drafts else None
+        kind = draft_kind(m, ref)
+        n = len([k for k in ks if k <= entry.k_max])
+        rows.append({"method": m, "drafter": f"{kind} ({drafts[m]})" if m in drafts else kind,
+                     "measures": DRAFT_KINDS[kind], "K": ", ".join(str(k) for k in sorted(ks) if k <= entry.k_max),
+                     "engine time, min": round(n * (45 + budget_s) / 60, 1)})
+    return rows
+
+
+@st.cache_data(show_spinner="Asking the installed engine about each configuration ...", max_entries=64)
+def _refusals(model: str, configs_json: str) -> list[str]:
+    import json
+
+    from calibration.engine_check import engine_refusals_in_child
+    from calibration.registry import load_registry
+    from calibration.spec import EngineConfig
+
+    configs = [EngineConfig(**c) for c in json.loads(configs_json)]
+    target = load_registry().target(model).model.resolve()
+    try:
+        answers = engine_refusals_in_child(target, [c.speculative_config(model) for c in configs])
+    except ImportError:  # no engine installed here: the run's own engine reports it
+        return []
+    return [f"{c.label}: {r}" for c, r in zip(configs, answers, strict=True) if r is not None]
+
+
+def engine_refusals(model: str, configs: tuple[Any, ...]) -> list[str]:
+    """What the installed engine refuses among `configs`, in its words (asked once per set, in a child process)."""
+    import dataclasses
+    import json
+
+    checked = [dataclasses.asdict(c) for c in configs if c.method != "none"]
+    return _refusals(model, json.dumps(checked, sort_keys=True)) if checked else []
+
+
+def with_interleave(spec: Any) -> Any:
+    """`spec` with every engine in one process, taking turns group by group, when they fit this machine's memory
+    (calibration.engine.interleave_plan); otherwise unchanged (one engine at a time)."""
+    import dataclasses
+
+    from calibration.engine import interleave_plan
+
+    if len(spec.configs) < 2:
+        return spec
+    fits, why = interleave_plan(spec)
+    st.caption(f"Interleaved: {'yes' if fits else 'no'} ({why}).")
+    return dataclasses.replace(spec, interleave=True) if fits else spec
 
 
 @st.fragment(run_every=2.0)
@@ -346,6 +415,7 @@ def results(allow_write: bool) -> None:
     else:
         st.caption("No microbenchmark run: efficiencies stay at their defaults "
                    "(`python -m calibration microbench`).")
+    st.caption(rep.load_line())
     with st.expander("Predicted vs measured table", expanded=False):
         st.code(format_table(rep.comparisons), language="text")
     if rep.method_costs:

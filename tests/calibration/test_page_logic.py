@@ -38,3 +38,22 @@ def test_a_memory_bound_step_scales_with_bandwidth_efficiency_and_dtype_bytes() 
     bigger = predicted_step_times_s([{**POINT, "batch": 32, "tokens_per_seq": 8}], eta_bw=0.5, eta_flops=0.5,
                                     t_fixed_s=0.0)[0]
     assert bigger > t
+
+
+def test_each_offered_method_says_what_its_drafter_measures() -> None:
+    """The shipped registry's SmolLM2 entry: cost-only heads measure cost only, n-gram and draft models their
+    acceptance too; a trained head (trained:) and a published one (a hub id) are told apart."""
+    from calibration.registry import DRAFT_KINDS, ModelRef, draft_kind, load_registry
+    from views.calibrate import method_offer_rows
+
+    target = load_registry().target("smollm2-135m")
+    drafts = {m: next(iter(target.methods[m].drafts)) for m in ("eagle3", "medusa", "draft_model")}
+    rows = {r["method"]: r for r in method_offer_rows(target, ["ngram", "eagle3", "medusa", "draft_model"], drafts,
+                                                      [2, 4], budget_s=60.0)}
+    assert rows["eagle3"]["drafter"].startswith("cost-only head") and "almost nothing" in rows["eagle3"]["measures"]
+    assert rows["ngram"]["drafter"] == "prompt lookup" and rows["draft_model"]["drafter"].startswith("draft model")
+    assert rows["eagle3"]["K"] == "2, 4" and rows["eagle3"]["engine time, min"] == round(2 * 105 / 60, 1)
+    assert draft_kind("eagle3", ModelRef("trained:smollm2-135m-eagle3-chat")) == "trained head"
+    assert draft_kind("eagle3", ModelRef("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")) == "published head"
+    assert draft_kind("mtp", None) == "native module"
+    assert set(DRAFT_KINDS) >= {r["drafter"].split(" (")[0] for r in rows.values()}
