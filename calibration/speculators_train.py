@@ -46,32 +46,61 @@ def read_samples(paths: list[str]) -> list[dict]:
     return out
 
 
-def extract_features(target_dir: str, samples: list[dict], log=print) -> list[dict]:
-    """Per sample: hidden_states [n, 3H] (bf16), verifier_last_hidden_states [n, H] (pre-norm), input_ids,
-    loss_mask (the answer's tokens)."""
+def extract_features(target_dir: str, samples: list[dict], log=print, batch: int = 8) -> list[dict]:
+    """Per sample: hidden_states [n, 3H], verifier_last_hidden_states [n, H] (pre-norm), input_ids, loss_mask
+    (the answer's tokens). The target runs in bf16, as vLLM runs it (and several times faster than fp32 on a
+    CPU with AMX), on right-padded batches of similar lengths (causal attention: padding after a sequence
+    does not change its hidden states)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.bfloat16).eval()
     ids_sel = aux_layer_ids(model.config.num_hidden_layers)
     captured: dict[str, torch.Tensor] = {}
     hook = model.model.norm.register_forward_pre_hook(lambda _m, args: captured.__setitem__("last", args[0]))
-    out = []
+    out: list[dict | None] = [None] * len(samples)
+    order = sorted(range(len(samples)), key=lambda i: len(samples[i]["input_ids"]))
     t0 = time.perf_counter()
+    done = 0
     with torch.inference_mode():
-        for i, s in enumerate(samples):
-            ids = torch.tensor(s["input_ids"], dtype=torch.long)
-            o = model.model(input_ids=ids[None], output_hidden_states=True)
+        for start in range(0, len(order), batch):
+            idx = order[start:start + batch]
+            width = max(len(samples[i]["input_ids"]) for i in idx)
+            ids = torch.zeros(len(idx), width, dtype=torch.long)
+            att = torch.zeros(len(idx), width, dtype=torch.long)
+            for row, i in enumerate(idx):
+                n = len(samples[i]["input_ids"])
+                ids[row, :n] = torch.tensor(samples[i]["input_ids"])
+                att[row, :n] = 1
+            o = model.model(input_ids=ids, attention_mask=att, output_hidden_states=True)
             hs = o.hidden_states  # [embeddings, input of layer 1, ..., input of layer L-1, normed output]
-            aux = torch.cat([hs[k][0] for k in ids_sel], dim=-1)
-            mask = torch.zeros(len(ids), dtype=torch.bool)
-            mask[s["prompt_len"]:] = True
-            out.append({"hidden_states": aux.to(torch.bfloat16), "input_ids": ids,
-                        "verifier_last_hidden_states": captured["last"][0].to(torch.bfloat16), "loss_mask": mask})
-            if (i + 1) % 64 == 0 or i + 1 == len(samples):
-                log(f"[features] {i + 1}/{len(samples)} samples ({time.perf_counter() - t0:.0f} s)", flush=True)
+            aux = torch.cat([hs[k] for k in ids_sel], dim=-1)
+            for row, i in enumerate(idx):
+                n = len(samples[i]["input_ids"])
+                mask = torch.zeros(n, dtype=torch.bool)
+                mask[samples[i]["prompt_len"]:] = True
+                out[i] = {"hidden_states": aux[row, :n].clone(), "input_ids": ids[row, :n].clone(),
+                          "verifier_last_hidden_states": captured["last"][row, :n].clone(), "loss_mask": mask}
+            done += len(idx)
+            if done % 64 < batch or done == len(samples):
+                log(f"[features] {done}/{len(samples)} samples ({time.perf_counter() - t0:.0f} s)", flush=True)
     hook.remove()
-    return out
+    return [f for f in out if f is not None]
+
+
+def cached_features(target_dir: str, path: str, log=print) -> list[dict]:
+    """extract_features for one data file, cached beside it (`.features.pt`; redone when the data is newer)."""
+    import torch
+
+    cache = Path(path).with_suffix(".features.pt")
+    if cache.is_file() and cache.stat().st_mtime >= Path(path).stat().st_mtime:
+        log(f"[features] reusing {cache}", flush=True)
+        return torch.load(cache, weights_only=True)
+    feats = extract_features(target_dir, read_samples([path]), log=log)
+    tmp = cache.with_suffix(".part")
+    torch.save(feats, tmp)
+    tmp.replace(cache)
+    return feats
 
 
 def _patch_trainer_for_cpu() -> None:
@@ -100,8 +129,9 @@ def train(args: argparse.Namespace) -> dict:  # noqa: C901
     torch.set_num_threads(args.threads)
     _patch_trainer_for_cpu()
     t_start = time.perf_counter()
-    samples = read_samples(args.data)
-    feats = extract_features(args.target_dir, samples)
+    feats = [f for path in args.data for f in cached_features(args.target_dir, path)]
+    if args.features_only:
+        return {"samples": len(feats), "features_seconds": time.perf_counter() - t_start}
     features_s = time.perf_counter() - t_start
 
     if args.init_from:
@@ -192,7 +222,7 @@ def train(args: argparse.Namespace) -> dict:  # noqa: C901
     return {"seconds": time.perf_counter() - t_start, "features_seconds": features_s, "train_seconds": train_s,
             "peak_memory_bytes": int(peak), "library": "speculators", "library_version": version,
             "epoch_losses": epoch_loss, "final_loss": epoch_loss[-1] if epoch_loss else None,
-            "samples": len(samples), "draft_vocab_size": int(d2t.shape[0])}
+            "samples": len(feats), "draft_vocab_size": int(d2t.shape[0])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attn-impl", default="sdpa", choices=("simple_flex_attention", "sdpa", "eager"))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--features-only", action="store_true", help="only extract (and cache) the hidden states")
     a = p.parse_args(argv)
     result = train(a)
     print(json.dumps({"result": result}), flush=True)

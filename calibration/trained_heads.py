@@ -257,7 +257,7 @@ def train(*, target: str, workloads: tuple[str, ...], samples: int, epochs: int,
                                 f"{python.parent / 'pip'} install -r {REPO_ROOT / 'requirements-train.txt'}")
     target_dir = model_assets.resolve(target).path
     root = trained_dir()
-    data_dir = root / f".{name}.data"
+    data_dir = root / ".data"  # shared: a fine-tune or a retrain reuses the answers already generated
     staging = root / f".{name}.staging"
     shutil.rmtree(staging, ignore_errors=True)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -265,11 +265,15 @@ def train(*, target: str, workloads: tuple[str, ...], samples: int, epochs: int,
     files = []
     for w in workloads:
         out = data_dir / f"{w}-{samples}-{max_tokens}.jsonl"
+        seconds = out.with_suffix(".seconds")
         if not out.is_file():  # generated once per (workload, samples, tokens): a retrain reuses it
             stdout = _stream([sys.executable, "-u", "-m", "calibration.trained_heads", "generate", "--target-dir",
                               str(target_dir), "--workload", w, "--samples", str(samples), "--max-tokens",
                               str(max_tokens), "--out", str(out)], log)
-            gen_s += parse_generate(stdout)
+            seconds.write_text(f"{parse_generate(stdout)}\n")
+        else:
+            log(f"[generate {w}] reusing {out}")
+        gen_s += float(seconds.read_text()) if seconds.is_file() else 0.0
         files.append(str(out))
     cmd = [str(python), "-u", str(REPO_ROOT / "calibration" / "speculators_train.py"), "--target-dir", str(target_dir),
            "--data", *files, "--out", str(staging), "--epochs", str(epochs), "--lr", str(lr)]
