@@ -144,12 +144,15 @@ def training_prompts(*, workload: str, n: int) -> list[str]:
     run measures. Chat has only a few hundred distinct prompts (calibration/protocol.py's templates): fewer
     than `n` come back then, and `generate_samples` samples each more than once."""
     from calibration.protocol import extend_prompts
-    from calibration.spec import load_prompts
 
     if workload not in WORKLOADS:
         raise ValueError(f"workload={workload!r} not allowed: {WORKLOADS}")
-    measured = load_prompts(workload, HELD_OUT_PROMPTS)
-    pool = load_prompts(workload, HELD_OUT_PROMPTS + n)[HELD_OUT_PROMPTS:]
+    # calibration.spec.load_prompts's pool (the shipped file, then seeded variants), read here without
+    # importing calibration.spec: it imports the registry, which imports this module
+    lines = (Path(__file__).parent / "prompts" / f"{workload}.jsonl").read_text().splitlines()
+    shipped = [json.loads(x)["prompt"] for x in lines if x.strip()]
+    measured = extend_prompts(workload, shipped, HELD_OUT_PROMPTS)
+    pool = extend_prompts(workload, shipped, HELD_OUT_PROMPTS + n)[HELD_OUT_PROMPTS:]
     if len(pool) < n:  # the measured pool is exhausted: seeded variants from another seed
         pool += extend_prompts(workload, [], 4 * n, seed=7)
     seen = set(measured)
