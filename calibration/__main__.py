@@ -474,7 +474,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("list", help="list runs, fits, profiles, history or the calibration registry")
     sp.add_argument("what", choices=("runs", "fits", "profiles", "history", "registry"))
     sp.set_defaults(fn=cmd_list)
+    sp = sub.add_parser("train-head", help="train an EAGLE-3 head on the target's own outputs (docs/trained_heads.md)")
+    from calibration import trained_heads
+
+    trained_heads.add_arguments(sp)
+    sp.set_defaults(fn=cmd_train_head)
     return p
+
+
+def cmd_train_head(args: argparse.Namespace) -> int:
+    from calibration import trained_heads
+
+    return trained_heads.run_cli(args)
 
 
 def main(argv: list[str] | None = None) -> int:
