@@ -270,7 +270,8 @@ def test_the_shipped_registry_offers_every_method_on_cpu() -> None:
     reg = registry.load_registry(registry.SHIPPED)
     smol = reg.target("smollm2-135m").methods
     assert {m: {n: r.source for n, r in e.drafts.items()} for m, e in smol.items() if m in registry.HEAD_KIND} == {
-        "eagle3": {"cost-only": "build:eagle3"}, "p_eagle": {"cost-only": "build:eagle3"},
+        "eagle3": {"cost-only": "build:eagle3", "trained-chat": "trained:smollm2-135m-eagle3-chat",
+                   "trained-code": "trained:smollm2-135m-eagle3-chat3-code"}, "p_eagle": {"cost-only": "build:eagle3"},
         "eagle": {"cost-only": "build:eagle"}, "medusa": {"cost-only": "build:medusa"}}
     assert smol["medusa"].k_max == head_formats.MEDUSA_HEADS
     mimo = reg.target("mimo-tiny")
