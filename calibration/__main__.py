@@ -58,19 +58,11 @@ def _refuse_what_the_engine_refuses(args: argparse.Namespace, model: str,
     """A local run of a configuration the installed engine refuses is refused before anything is recorded, in the
     engine's words (calibration.engine_check, asked in a child process); a Ray job's engine checks on the node
     it lands on. Without vllm here there is no engine to ask: the run's own engine reports it."""
-    checked = [c for c in configs if c.method != "none"]
-    if args.runner != "local" or not checked:
+    if args.runner != "local":
         return
-    from calibration.engine_check import engine_refusals_in_child
-    from calibration.registry import load_registry
+    from calibration.spec import engine_refusals
 
-    reg = load_registry()
-    target = reg.target(model).model.resolve()
-    try:
-        answers = engine_refusals_in_child(target, [c.speculative_config(model) for c in checked])
-    except ImportError:
-        return
-    refusals = [f"{c.label}: {r}" for c, r in zip(checked, answers, strict=True) if r is not None]
+    refusals = engine_refusals(model, configs)
     if refusals:
         raise ValueError("\n".join(refusals))
 

