@@ -558,3 +558,16 @@ def how_sure(req: PlanRequest, catalog, *, reference, best, samples: int = PLAN_
     mc = monte_carlo(req, catalog, best.method, k=max(int(best.k), 1), samples=samples, seed=seed)
     return mc.p_saves, mc.p_payback_within_horizon
 
+
+def k_by_batch(req: PlanRequest, catalog, method: str, *, operating_batch: int,
+               operating_k: int) -> list[tuple[int, int]]:
+    """(batch, K) points for a deployment's K per batch size: at 1, 2, 4, ... below the operating batch the K
+    with the lowest CPM (`batch_sweep`), 0 where speculating does not lower the CPM or no K fits memory; at the
+    operating batch the plan's own K."""
+    below = [b for b in (2 ** i for i in range(20)) if b < operating_batch]
+    pts: list[tuple[int, int]] = []
+    if below:
+        sw = batch_sweep(req, catalog, method, batches=np.asarray(below, float))
+        pays = sw.fits_memory & (sw.usd_per_mtok < sw.baseline_usd_per_mtok)
+        pts = [(int(b), int(k) if ok else 0) for b, k, ok in zip(sw.batch, sw.best_k, pays, strict=True)]
+    return [*pts, (int(operating_batch), int(operating_k))]
