@@ -91,8 +91,8 @@ def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, at
         cfg["num_speculative_tokens_per_batch_size"] = [list(r) for r in schedule]
         notes.append("K per batch size (num_speculative_tokens_per_batch_size, vLLM's dynamic speculative decoding): "
                      + ", ".join(f"batch {a}-{b}: K={kk}" for a, b, kk in schedule)
-                     + "; the planner's best K at each batch; check it against your own load test before relying "
-                     "on the thresholds")
+                     + "; thresholds where the CPM curves of two K's cross, none costing more than 5 % of a "
+                     "replica's throughput at its boundary (planner model: check them against your own load test)")
     sglang_flags = None
     if tree_shape is not None:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from planner import plan as P
@@ -56,6 +57,15 @@ def test_the_plan_deploys_k_per_batch_that_falls_with_batch() -> None:
     assert ks == sorted(ks, reverse=True) and ks[0] > ks[-1]
     assert cfg["num_speculative_tokens"] == max(ks)
     assert any("K per batch size" in n for n in p.deploy["notes"])
+    # each threshold sits where the best K changes (one batch below: the previous K) and costs <= 5 % throughput
+    from planner.sensitivity import MAX_THRESHOLD_DROP, batch_sweep
+
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm")
+    for (_a, end, k_old), (start, _b, k_new) in zip(sched[:-2], sched[1:-1], strict=True):
+        sw = batch_sweep(req, cat, p.best.method, batches=np.array([end, start], float))
+        assert list(sw.best_k) == [k_old, k_new]
+        thr = sw.batch / sw.tpot_ms
+        assert thr[1] >= (1 - MAX_THRESHOLD_DROP) * thr[0]
 
 
 # ---- the pinned vLLM -------------------------------------------------------------------------------------
