@@ -234,7 +234,8 @@ def make_lane(spec: JobSpec, config: EngineConfig, llm: Any, *, run_id: str, sto
     first = next(iter(pools))
     measure(first, protocol.batch_sizes[0], "warmup", 0)
     used[first] = 0
-    return Lane(config.label, config.method != "none", measure)
+    family = f"{config.method}|{config.draft or ''}" if config.method != "none" else ""
+    return Lane(config.label, config.method != "none", measure, family=family)
 
 
 def _write_metrics_text(directory: str, label: str) -> None:

@@ -16,7 +16,10 @@ Per engine configuration (one engine start):
   5. interleaving (`run_rounds` with several lanes): when several configurations' engines live in one
      process, each group (workload, batch size) is measured for every configuration in turn before the next
      group, so a load that drifts over minutes hits every configuration alike; the baseline then repeats as
-     long as a drafting configuration still measures the workload (within its own budget).
+     long as a drafting configuration still measures the workload (within its own budget); lanes of one
+     family (one method and draft at several K) run a workload's rounds together: the family goes on while
+     one of them still wants more and stops when one of them must stop (budget, prompts, max rounds), so
+     no round of one K lacks the other K's group on the same prompts.
 
 The interval (`acceptance_length_interval`): mean acceptance length tau = 1 + A / D, A = accepted draft
 tokens and D = drafting steps summed over requests, is a ratio estimator; requests are the independent
@@ -155,6 +158,10 @@ class Lane:
     label: str
     speculative: bool
     measure: Measure
+    # Lanes of one family (the same method and draft at different K) start and stop each workload's rounds
+    # together, so every group of one K has a group of the other K on the same prompts (the fit predicts one
+    # K's throughput from the other's acceptance on the same traffic); "" = a family of its own.
+    family: str = ""
 
 
 def run_rounds(protocol: Protocol, lanes: Sequence[Lane], workloads: Sequence[str],
@@ -180,13 +187,16 @@ def run_rounds(protocol: Protocol, lanes: Sequence[Lane], workloads: Sequence[st
         refused: list[tuple[Lane, str, int]] = []
         for workload in workloads:
             lanes_now = []
+            families = {lane.label: _family(lane, active, w) for lane, w in active if w == workload}
             for lane, w in list(active):
                 if w != workload:
                     continue
-                if round_no > 1 and elapsed[lane.label] >= protocol.budget_s:  # one round each, then the budget
+                spent = [m for m in families[lane.label] if elapsed[m.label] >= protocol.budget_s]
+                if round_no > 1 and spent:  # one round each, then the budget (the family's first to spend it)
                     active.remove((lane, w))
+                    paired = "" if spent[0] is lane else f" (paired with {spent[0].label})"
                     log(f"[{lane.label}] {w} stopped after {round_no - 1} rounds: budget "
-                        f"{protocol.budget_s:.0f} s spent")
+                        f"{protocol.budget_s:.0f} s spent{paired}")
                 else:
                     lanes_now.append(lane)
             for batch in protocol.batch_sizes:
@@ -223,6 +233,7 @@ def run_rounds(protocol: Protocol, lanes: Sequence[Lane], workloads: Sequence[st
             reasons[key] = ("prompt pool exhausted" if key in exhausted else
                             protocol.stop_reason(speculative=lane.speculative, rounds=round_no,
                                                  elapsed_s=elapsed[lane.label], interval=interval))
+        reasons = _paired_reasons(reasons, active)
         for lane, workload in list(active):
             key = (lane.label, workload)
             interval = acceptance_length_interval(drafts[key], accepted[key]) if lane.speculative else None
@@ -244,6 +255,34 @@ def run_rounds(protocol: Protocol, lanes: Sequence[Lane], workloads: Sequence[st
             if reason:
                 active.remove((lane, workload))
                 log(f"[{lane.label}] {workload} stopped after {round_no} rounds: {reason}")
+    return out
+
+
+def _family(lane: Lane, active: Sequence[tuple[Lane, str]], workload: str) -> list[Lane]:
+    """`lane` and the active lanes of its family on `workload` (just `lane` without a family)."""
+    if not lane.family:
+        return [lane]
+    return [other for other, w in active if w == workload and other.family == lane.family]
+
+
+def _paired_reasons(reasons: dict[tuple[str, str], str | None],
+                    active: Sequence[tuple[Lane, str]]) -> dict[tuple[str, str], str | None]:
+    """Stop reasons with families kept together: while one member still wants more rounds (no reason) the
+    members that reached their half-width go on; a member that must stop (budget, prompts, max rounds)
+    stops the whole family with it."""
+    out = dict(reasons)
+    for lane, workload in active:
+        members = _family(lane, active, workload)
+        if len(members) < 2:
+            continue
+        mine = reasons[(lane.label, workload)]
+        hard = [(m, reasons[(m.label, workload)]) for m in members
+                if reasons[(m.label, workload)] and not reasons[(m.label, workload)].startswith("half-width")]
+        if hard:
+            m, why = hard[0]
+            out[(lane.label, workload)] = why if m is lane else f"{why} (paired with {m.label})"
+        elif mine and any(reasons[(m.label, workload)] is None for m in members):
+            out[(lane.label, workload)] = None  # reached its half-width; goes on with its family
     return out
 
 

@@ -2,14 +2,18 @@
 
 Keys follow vLLM's SpeculativeConfig (vllm/config/speculative.py, vLLM 0.32): method,
 num_speculative_tokens, model (draft model or head path), prompt_lookup_max / prompt_lookup_min (n-gram),
-parallel_drafting (P-EAGLE: "all speculative tokens are generated in parallel ... requires the speculative
-model be trained to support parallel drafting").
+parallel_drafting (P-EAGLE, vLLM >= 0.16.0: "all speculative tokens are generated in parallel ... requires the
+speculative model be trained to support parallel drafting"), num_speculative_tokens_per_batch_size (K per
+batch size: inclusive (first batch, last batch, K) ranges starting at 1, vllm/v1/spec_decode/dynamic/utils.py;
+K = 0 turns drafting off for those batch sizes). vLLM has no token trees any more (`speculative_token_tree` and
+tree attention were removed): a tree deploys on SGLang (its flags), vLLM drafts a chain.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from planner.types import Method, ModelSpec
@@ -37,27 +41,60 @@ def speculative_config(method: Method, model: ModelSpec, k: int, *, draft_model:
     return cfg
 
 
+def k_schedule(k_by_batch: Sequence[tuple[int, int]], *, max_batch: int) -> list[tuple[int, int, int]]:
+    """vLLM's num_speculative_tokens_per_batch_size from (batch, best K) points (0 = no drafting pays): each
+    point's K holds from its batch up to the next point's batch - 1, the last up to `max_batch`; equal
+    neighbours merge. The first range starts at batch 1 (vLLM refuses a schedule that does not)."""
+    pts = sorted((int(b), int(k)) for b, k in k_by_batch if 1 <= int(b) <= max_batch)
+    if not pts:
+        raise ValueError(f"k_by_batch={list(k_by_batch)} not allowed: needs a point with 1 <= batch <= {max_batch}")
+    if any(k < 0 for _, k in pts):
+        raise ValueError(f"k_by_batch={pts} not allowed: every K must be >= 0")
+    pts[0] = (1, pts[0][1])
+    out: list[tuple[int, int, int]] = []
+    for i, (b, k) in enumerate(pts):
+        end = pts[i + 1][0] - 1 if i + 1 < len(pts) else int(max_batch)
+        if end < b:
+            continue
+        if out and out[-1][2] == k:
+            out[-1] = (out[-1][0], end, k)
+        else:
+            out.append((b, end, k))
+    return out
+
+
 def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, attention_dp: bool = False,
                     dtype: str = "bf16",
                     max_num_seqs: int | None = None, draft_model: ModelSpec | None = None,
-                    head_path: str | None = None, tree_shape=None, kv_dtype: str = "bf16") -> dict[str, Any]:
+                    head_path: str | None = None, tree_shape=None, kv_dtype: str = "bf16",
+                    k_per_batch: Sequence[tuple[int, int, int]] | None = None) -> dict[str, Any]:
     """The `vllm serve` command for a method, its speculative config and what the operator must fill in.
 
     The one place a deployment command is built (the Plan, Report and CLI all show this). With a token tree
-    (planner.trees.TreeShape): vLLM's `speculative_token_tree` (level-uniform trees only, vllm/v1/spec_decode/
-    eagle.py drafts the same number of children under every node of a level) and, for SGLang, its three flags
-    (`sglang_flags`). attention_dp: the tp GPUs run attention data parallel with expert-parallel MoE
+    (planner.trees.TreeShape): SGLang's three flags (`sglang_flags`); vLLM drafts a chain of the tree's depth
+    (it has no token trees). `k_per_batch` (`k_schedule`): K per batch size for vLLM, num_speculative_tokens
+    then being its largest K. attention_dp: the tp GPUs run attention data parallel with expert-parallel MoE
     (`--data-parallel-size tp --enable-expert-parallel`); `--max-num-seqs` is then per data-parallel rank."""
     target = model.hf_id or model.name
     head = head_path or f"<FILL IN: path or HF id of your {method.label} head for {target}>"
-    cfg = speculative_config(method, model, k, draft_model=draft_model, head_path=head)
     notes = []
+    if tree_shape is not None and not tree_shape.is_chain:
+        notes.append(f"vLLM has no token trees (speculative_token_tree was removed): this command drafts a chain of "
+                     f"K={tree_shape.depth}; the tree's figures ({tree_shape.draft_nodes} draft nodes) hold on SGLang "
+                     "(its flags below)")
+        k = tree_shape.depth
+    schedule = [tuple(int(x) for x in r) for r in k_per_batch] if k_per_batch else None
+    if schedule and len({r[2] for r in schedule}) > 1:
+        k = max(r[2] for r in schedule)
+    cfg = speculative_config(method, model, k, draft_model=draft_model, head_path=head)
+    if schedule and len({r[2] for r in schedule}) > 1:
+        cfg["num_speculative_tokens_per_batch_size"] = [list(r) for r in schedule]
+        notes.append("K per batch size (num_speculative_tokens_per_batch_size, vLLM's dynamic speculative decoding): "
+                     + ", ".join(f"batch {a}-{b}: K={kk}" for a, b, kk in schedule)
+                     + "; thresholds where the CPM curves of two K's cross, none costing more than 5 % of a "
+                     "replica's throughput at its boundary (planner model: check them against your own load test)")
     sglang_flags = None
     if tree_shape is not None:
-        try:
-            cfg.update(tree_shape.vllm_speculative_config_fields())
-        except ValueError as exc:
-            notes.append(f"vLLM cannot draft this tree ({exc}); deploy it with SGLang")
         try:
             sglang_flags = tree_shape.to_sglang_flags()
         except ValueError:
@@ -69,7 +106,8 @@ def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, at
         notes.append(f"fill in 'model' with the {method.label} head trained for {target} (a local path or a Hugging "
                      f"Face id); {method.setup_note}")
         if cfg.get("parallel_drafting"):
-            notes.append("P-EAGLE: parallel_drafting=true (vLLM >= 0.32) needs a head trained for parallel drafting")
+            notes.append("P-EAGLE: parallel_drafting=true (vLLM >= 0.16.0) needs a head trained for parallel "
+                         "drafting")
     elif method.drafting == "native_module":
         notes.append(f"the MTP module ships inside {target}; nothing to fill in")
     parts = ["vllm", "serve", target]

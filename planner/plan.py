@@ -37,7 +37,7 @@ from planner.assumptions import assumptions
 from planner.bill import band_bills, bills, point_bill
 from planner.context import Context, make_context
 from planner.decision import choose_reference, decide
-from planner.deploy import vllm_deployment
+from planner.deploy import k_schedule, vllm_deployment
 from planner.economics import plan_economics
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.hardware_choice import compare_hardware, hardware_sentence
@@ -56,7 +56,7 @@ from planner.request import (
     validate,
 )
 from planner.roofline import default_kv_dtype
-from planner.sensitivity import how_sure
+from planner.sensitivity import how_sure, k_by_batch
 from planner.sizing import plan_fleet
 from planner.spend import request_for_spend, volume_for_spend
 
@@ -132,7 +132,7 @@ def plan(req: PlanRequest, catalog) -> Plan:
         verdict=verdict,
         economics=econ,
         levers=plan_levers(ctx),
-        deploy=_deploy(ctx, next(p for p in methods if p.method == deploy_for)) if deploy_for else None,
+        deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for)) if deploy_for else None,
         assumptions=tuple(assumptions(ctx)),
         costs=ctx.costs,
         alternatives=tuple(alts),
@@ -141,12 +141,18 @@ def plan(req: PlanRequest, catalog) -> Plan:
     )
 
 
-def _deploy(ctx: Context, pt: OperatingPoint) -> dict:
-    """The vLLM command for a method at its K and batch (planner.deploy)."""
+def deployment(ctx: Context, pt: OperatingPoint) -> dict:
+    """The vLLM command for a method at its K and batch (planner.deploy), with K per batch size below the
+    operating batch (`k_by_batch`)."""
     req, cat = ctx.req, ctx.catalog
     m = cat.methods[pt.method]
+    tree = req.tree_shape if m.tree else None
+    schedule = None
+    if tree is None and pt.batch and pt.batch > 1:
+        schedule = k_schedule(k_by_batch(req, cat, pt.method, operating_batch=int(pt.batch), operating_k=int(pt.k)),
+                              max_batch=int(pt.batch))
     return vllm_deployment(
         m, ctx.model, pt.k, tp=req.tp, attention_dp=req.attention_dp, dtype=req.dtype, max_num_seqs=pt.batch,
         draft_model=cat.models[ctx.model.draft_model] if m.drafting == "draft_model" else None,
-        tree_shape=req.tree_shape if m.tree else None, kv_dtype=req.kv_dtype or default_kv_dtype(req.dtype),
+        tree_shape=tree, kv_dtype=req.kv_dtype or default_kv_dtype(req.dtype), k_per_batch=schedule,
     )

@@ -558,3 +558,32 @@ def how_sure(req: PlanRequest, catalog, *, reference, best, samples: int = PLAN_
     mc = monte_carlo(req, catalog, best.method, k=max(int(best.k), 1), samples=samples, seed=seed)
     return mc.p_saves, mc.p_payback_within_horizon
 
+
+MAX_THRESHOLD_DROP = 0.05  # a K threshold may cost at most 5 % of a replica's throughput at its boundary
+
+
+def k_by_batch(req: PlanRequest, catalog, method: str, *, operating_batch: int,
+               operating_k: int) -> list[tuple[int, int]]:
+    """(batch, K) points for a deployment's K per batch size: every batch below the operating one where the best
+    K changes, i.e. where the CPM curves of two K's cross (`batch_sweep` at every batch up to 1024, geometric
+    above), 0 where speculating does not lower the CPM or no K fits memory; at the operating batch the plan's own
+    K. A threshold where the replica's output throughput would drop by more than MAX_THRESHOLD_DROP from one
+    batch to the next (a K change that slows the whole batch, vLLM issue 49548) is moved up: the smaller batch's
+    K goes on until the drop is within the bound."""
+    top = int(operating_batch)
+    if top <= 1:
+        return [(1, int(operating_k))]
+    below = np.unique(np.concatenate([np.arange(1, min(top, 1024)), np.round(np.geomspace(1024, max(top, 1024), 64))]))
+    below = below[below < top]
+    sw = batch_sweep(req, catalog, method, batches=below.astype(float))
+    pays = sw.fits_memory & (sw.usd_per_mtok < sw.baseline_usd_per_mtok)
+    ks = np.where(pays, sw.best_k, 0).astype(int)
+    thr = np.where(pays, sw.batch / sw.tpot_ms, sw.batch / sw.baseline_tpot_ms)  # tokens per ms per replica
+    pts = [(int(sw.batch[0]), int(ks[0]))]
+    cur_thr = thr[0]
+    for j in range(1, ks.size):
+        if ks[j] != pts[-1][1] and thr[j] >= (1.0 - MAX_THRESHOLD_DROP) * cur_thr:
+            pts.append((int(sw.batch[j]), int(ks[j])))
+        if ks[j] == pts[-1][1]:
+            cur_thr = thr[j]
+    return [*pts, (top, int(operating_k))]

@@ -277,3 +277,47 @@ def test_interleaved_job_measures_each_engine_with_its_own_counters(store: Store
         # Prometheus drafts (swapped collectors) agree with the engine's own per-request counts
         assert g.counts.num_drafts == sum(g.extra.get("request_drafts", [0])), g.config_label
     assert sum(g.counts.num_drafts for g in groups if g.method == "ngram") > 0
+
+
+def _family_lane(lanes: _ScriptedLanes, label: str, family: str) -> Lane:
+    return dataclasses.replace(lanes.lane(label), family=family)
+
+
+def test_a_family_runs_its_rounds_together_when_one_member_spends_its_budget() -> None:
+    # k2 spends 2 s per round, k4 1 s: alone, k4 would run a third round on prompts k2 never sees
+    proto = Protocol(batch_sizes=(1, 2), budget_s=4.0, min_rounds=1, max_rounds=10)
+    lanes = _ScriptedLanes({"k2": [], "k4": []})
+    slow = lanes.lane("k2")
+
+    def measure_slow(workload: str, batch: int, status: str, round_no: int):  # noqa: ANN202
+        return dataclasses.replace(slow.measure(workload, batch, status, round_no), wall_time_s=2.0)
+
+    pair = [Lane("k2", True, measure_slow, family="ngram|"), _family_lane(lanes, "k4", "ngram|")]
+    run_rounds(proto, pair, ["code"], log=lambda _s: None)
+    rounds = {label: sorted({c[3] for c in lanes.calls if c[0] == label}) for label in ("k2", "k4")}
+    assert rounds["k2"] == rounds["k4"] == [1]
+    unpaired = _ScriptedLanes({"k2": [], "k4": []})
+    slow2 = unpaired.lane("k2")
+
+    def measure_slow2(workload: str, batch: int, status: str, round_no: int):  # noqa: ANN202
+        return dataclasses.replace(slow2.measure(workload, batch, status, round_no), wall_time_s=2.0)
+
+    run_rounds(proto, [Lane("k2", True, measure_slow2), unpaired.lane("k4")], ["code"], log=lambda _s: None)
+    assert max(c[3] for c in unpaired.calls if c[0] == "k4") > max(c[3] for c in unpaired.calls if c[0] == "k2")
+
+
+def test_a_member_that_reached_its_interval_goes_on_with_its_family() -> None:
+    from calibration.protocol import _paired_reasons
+
+    a, b, c = (Lane(x, True, lambda *_: None, family="f") for x in ("a", "b", "c"))
+    solo = Lane("s", True, lambda *_: None)
+    active = [(a, "code"), (b, "code"), (solo, "code"), (c, "chat")]
+    out = _paired_reasons({("a", "code"): "half-width 0.05 <= 0.1", ("b", "code"): None,
+                           ("s", "code"): "half-width 0.01 <= 0.1", ("c", "chat"): "budget 4 s spent"}, active)
+    assert out[("a", "code")] is None and out[("b", "code")] is None
+    assert out[("s", "code")].startswith("half-width")  # no family: stops on its own
+    assert out[("c", "chat")] == "budget 4 s spent"  # alone on its workload
+    out = _paired_reasons({("a", "code"): "half-width 0.05 <= 0.1", ("b", "code"): "prompt pool exhausted",
+                           ("s", "code"): None, ("c", "chat"): None}, active)
+    assert out[("a", "code")] == "prompt pool exhausted (paired with b)"
+    assert out[("b", "code")] == "prompt pool exhausted"
