@@ -27,6 +27,7 @@ from calibration.protocol import (
 )
 from calibration.spec import MAX_K, JobSpec, engine_configs, shipped_workloads
 from calibration.store import Store, StoreError, default_url
+from views._client import client_address
 from views._text import plain
 
 TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"
@@ -45,7 +46,7 @@ def token_gate() -> TokenGate:
 def _client() -> str:
     """The client's address as the server sees it (all clients together when it cannot tell them apart)."""
     try:
-        ip = st.context.ip_address
+        ip = client_address()  # the socket peer, or the client a trusted proxy names (views._client)
     except Exception:  # noqa: BLE001 - no request context (bare mode)
         ip = None
     return ip if isinstance(ip, str) and ip else "unknown"  # headless tests give a stand-in object
