@@ -2,6 +2,7 @@
 
     python benchmarks/bench_sessions.py                  # 10 then 50 sessions
     python benchmarks/bench_sessions.py --sessions 100 --browsers 4
+    python benchmarks/bench_sessions.py --server-option server.fileWatcherType=auto   # as before config.toml's "none"
 
 Starts `streamlit run app.py` on a free loopback port with its own store (like tests/app/test_browser.py), opens
 one page first (cold caches), then for each session count opens that many fresh browser contexts at once (each a
@@ -45,11 +46,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(store_dir: Path) -> tuple[subprocess.Popen, str]:
+def start_server(store_dir: Path, options: list[str] = ()) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` on a free loopback port; `options` are KEY=VALUE Streamlit settings on top of
+    .streamlit/config.toml."""
     port = _free_port()
+    extra = [a for kv in options for a in (f"--{kv.split('=', 1)[0]}", kv.split("=", 1)[1])]
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false", *extra],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(ROOT), "SPECPLAN_STORE_URL": f"sqlite:///{store_dir / 'store.db'}"})
     url = f"http://127.0.0.1:{port}"
@@ -135,7 +139,7 @@ async def run_round(browsers, url: str, n: int, timeout_s: float, pid: int) -> d
     await asyncio.sleep(3.0)
     ok = [t for t in times if t is not None]
     return {"n": n, "ok": ok, "timeouts": n - len(ok), "wall_s": wall, "cpu_s": cpu, "before": before,
-            "peak": peak.peak, "after": rss_bytes(pid)}
+            "peak": peak.peak, "after": rss_bytes(pid), "load": os.getloadavg()[0]}
 
 
 def _line(r: dict) -> str:
@@ -144,19 +148,21 @@ def _line(r: dict) -> str:
     return (f"{r['n']:>4} sessions: page time p50 {_pct(ok, 50):6.1f} s, p95 {_pct(ok, 95):6.1f} s, max "
             f"{max(ok, default=float('nan')):6.1f} s; {r['timeouts']} timed out; round {r['wall_s']:.1f} s; server "
             f"RSS {r['before'] / mib:,.0f} -> peak {r['peak'] / mib:,.0f} MiB (after closing {r['after'] / mib:,.0f}"
-            f" MiB); server CPU {r['cpu_s']:.1f} s ({r['cpu_s'] / r['n']:.2f} s per session)")
+            f" MiB); server CPU {r['cpu_s']:.1f} s ({r['cpu_s'] / r['n']:.2f} s per session); load average after "
+            f"{r['load']:.1f}")
 
 
-async def main(sessions: list[int], n_browsers: int, timeout_s: float) -> None:
+async def main(sessions: list[int], n_browsers: int, timeout_s: float, options: list[str]) -> None:
     from playwright.async_api import async_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_server(Path(tmp))
+        proc, url = start_server(Path(tmp), options)
         try:
             async with async_playwright() as p:
                 browsers = [await p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
                             for _ in range(n_browsers)]
-                print(f"server {url} (pid {proc.pid}), {n_browsers} Chromium processes, {os.cpu_count()} CPUs; "
+                print(f"server {url} (pid {proc.pid}{', ' + ' '.join(options) if options else ''}), {n_browsers} "
+                      f"Chromium processes, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
                       f"server RSS at start {rss_bytes(proc.pid) / 2**20:,.0f} MiB")
                 first = await run_round(browsers, url, 1, timeout_s, proc.pid)
                 print("first open (cold caches): " + _line(first).split(": ", 1)[1])
@@ -174,7 +180,9 @@ if __name__ == "__main__":
     ap.add_argument("--sessions", default="10,50", help="comma-separated session counts, one round each")
     ap.add_argument("--browsers", type=int, default=2, help="Chromium processes the sessions are spread over")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds before a page counts as timed out")
+    ap.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Streamlit setting for the server, e.g. server.fileWatcherType=auto (repeatable)")
     a = ap.parse_args()
     if not Path(CHROMIUM).exists():
         sys.exit(f"{CHROMIUM} is not installed (./dev setup installs it)")
-    asyncio.run(main([int(x) for x in a.sessions.split(",")], a.browsers, a.timeout))
+    asyncio.run(main([int(x) for x in a.sessions.split(",")], a.browsers, a.timeout, a.server_option))
