@@ -28,6 +28,7 @@ from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
+from views._text import plain, plain_in, quoted
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
 SAMPLES = {
@@ -147,10 +148,10 @@ def init() -> list[str]:
             try:
                 val = p.parse(raw)
             except (TypeError, ValueError):
-                problems.append(f"URL parameter {key}={raw!r} is not a valid value; using {p.default!r}")
+                problems.append(f"URL parameter {key}={plain(repr(raw))} is not a valid value; using {p.default!r}")
                 continue
             if not p.valid(val):
-                problems.append(f"URL parameter {key}={raw!r} is out of range or unknown; using {p.default!r}")
+                problems.append(f"URL parameter {key}={plain(repr(raw))} is out of range or unknown; using {p.default!r}")
                 continue
             ss[key] = val
         if "hardware" in st.query_params and "price" not in st.query_params:
@@ -242,7 +243,7 @@ def sidebar() -> None:
             st.caption("The plan derives the volume this spend buys (Plan page).")
         elif ss["volume_source"] == "profile" and has_volume:
             st.caption(f"Using the trace's own {prof.monthly_output_tokens / 1e9:,.3g}B output tokens/month "
-                       f"('{prof.name}'); pick 'the number I type' to plan another volume.")
+                       f"({quoted(prof.name)}); pick 'the number I type' to plan another volume.")
         elif ss["volume_source"] == "profile":
             st.caption("No traffic profile with a monthly volume is loaded (Traffic page): the number below "
                        "is used.")
@@ -258,7 +259,7 @@ def sidebar() -> None:
         st.selectbox("Language", list(cat.languages), key="language", disabled=disabled,
                      format_func=lambda n: cat.languages[n].label)
         if disabled:
-            st.caption(f"Workload and language come from the traffic profile '{prof.name}'.")
+            st.caption(f"Workload and language come from the traffic profile {quoted(prof.name)}.")
         st.checkbox("Draft heads tuned on my domain (tuned alpha range)", key="tuned",
                     help="alpha: the probability that a drafted token is accepted by the target model (per token, "
                          "at draft position 1). Tuned heads use the seed article's tuned range.")
@@ -343,7 +344,7 @@ def scenario_caption(req: P.PlanRequest) -> str:
                 f"{gpus} serves (derived by the plan).")
     return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
             f"TPOT SLO {req.tpot_slo_ms:g} ms, {req.monthly_output_tokens / 1e9:,.2f}B output tokens/month "
-            f"({req.volume_source}).")
+            f"({plain_in(req.volume_source, getattr(st.session_state.get(PROFILE_KEY), 'name', None))}).")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -393,7 +394,7 @@ def load_kept(digest: str) -> TrafficProfile | None:
     try:
         kept = kept_traffic.kept(digest)
     except Exception as exc:
-        st.session_state["_url_problems"].append(f"The traffic profile in this link could not be read ({exc}).")
+        st.session_state["_url_problems"].append(f"The traffic profile in this link could not be read ({plain(exc)}).")
         return None
     if kept is None:
         st.session_state["_url_problems"].append(
@@ -515,7 +516,7 @@ def page_header(title: str) -> P.PlanRequest | None:
         if req.spend_usd_per_month is not None:  # a spend that buys no fleet is an input error too
             _spend_volume(req)
     except (ValueError, KeyError) as exc:
-        st.error(f"Check the inputs: {exc}")
+        st.error(f"Check the inputs: {plain(exc)}")
         return None
     st.caption(scenario_caption(req))
     return req

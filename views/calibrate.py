@@ -27,6 +27,8 @@ from calibration.protocol import (
 )
 from calibration.spec import MAX_K, JobSpec, engine_configs, shipped_workloads
 from calibration.store import Store, StoreError, default_url
+from views._client import client_address
+from views._text import plain
 
 TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"
 HANDLE_KEY = "cal_job_handle"  # plain session key (not a widget): the running JobHandle
@@ -44,7 +46,7 @@ def token_gate() -> TokenGate:
 def _client() -> str:
     """The client's address as the server sees it (all clients together when it cannot tell them apart)."""
     try:
-        ip = st.context.ip_address
+        ip = client_address()  # the socket peer, or the client a trusted proxy names (views._client)
     except Exception:  # noqa: BLE001 - no request context (bare mode)
         ip = None
     return ip if isinstance(ip, str) and ip else "unknown"  # headless tests give a stand-in object
@@ -184,7 +186,7 @@ def submit_form() -> None:
             runner = LocalRunner(store().url)
         st.session_state[HANDLE_KEY] = runner.submit("engine", spec.to_dict(), timeout_s=float(timeout_min) * 60)
     except (ValueError, StoreError) as e:
-        st.error(str(e))
+        st.error(plain(e))  # it may quote the uploaded prompt file's name and values
 
 
 def method_offer_rows(target: Any, methods: list[str], drafts: dict[str, str], ks: list[int],
@@ -360,7 +362,7 @@ def results(allow_write: bool) -> None:
     run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="cal_result_run")
     row = s.get_run(run_id)
     if row.status in ("crashed", "failed", "timed_out", "cancelled"):
-        st.warning(f"Run {run_id} ended {row.status}: {row.message}. Its finished groups are shown.")
+        st.warning(f"Run {run_id} ended {row.status}: {plain(row.message)}. Its finished groups are shown.")
     groups = s.groups([run_id])
     if not groups:
         st.info("This run has no finished groups yet.")

@@ -16,6 +16,7 @@ from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.request import PlanRequest
 from views import _hardware
 from views import _state as S
+from views._text import plain_in, quoted
 
 CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau counts the bonus token; vLLM's draft "
               "acceptance rate is (tau-1)/K.")
@@ -90,7 +91,7 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
     sav = e.monthly_saving_usd
     row1[2].metric("Monthly saving", "n/a" if sav is None else f"{fmt_usd(sav)}/month",
                    help=f"Today's fleet bill - the best method's fleet bill ({e.billing}) for "
-                        f"{e.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({p.request.volume_source}).")
+                        f"{e.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({_own(p.request.volume_source)}).")
     if sav is not None:
         row1[2].caption(f"range {fmt_usd(e.monthly_saving_low_usd)} to {fmt_usd(e.monthly_saving_high_usd)}/month")
     bills = st.columns(3)
@@ -121,6 +122,12 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
                    help=f"Monthly savings discounted at {e.annual_discount_rate * 100:g} %/year, minus the one-time cost.")
 
 
+def _own(text: str) -> str:
+    """A planner sentence with the traffic profile's name (a visitor's file name) in it shown as text."""
+    prof = st.session_state.get(S.PROFILE_KEY)
+    return plain_in(text, prof.name if prof is not None else None)
+
+
 def _ms(v: float | None) -> str:
     return f"{v:.1f} ms" if v is not None and math.isfinite(v) else "n/a"
 
@@ -135,10 +142,10 @@ def render() -> None:
     p = compute(req)
     cat = S.catalog()
     hw = cat.hardware[req.hardware]
-    st.markdown(f"**Recommendation:** {p.verdict}")
+    st.markdown(f"**Recommendation:** {_own(p.verdict)}")
     if p.spend is not None:  # the volume line: how the spend became the volume (planner.spend.SpendVolume)
         st.caption(f"Volume: {p.request.monthly_output_tokens / 1e9:,.2f}B output tokens/month, "
-                   f"{p.spend.volume_source}.")
+                   f"{_own(p.spend.volume_source)}.")
     if not p.baseline.feasible:
         msg = f"Without speculation, {p.baseline.reason}"
         if p.baseline.way_out:
@@ -147,7 +154,7 @@ def render() -> None:
     _metrics(p, req)
     if S.is_profile():
         cap = req.batch_cap
-        st.caption(f"Traffic profile '{st.session_state[S.PROFILE_KEY].name}' drives the workload and language mix "
+        st.caption(f"Traffic profile {quoted(st.session_state[S.PROFILE_KEY].name)} drives the workload and language mix "
                    f"({len(p.segments)} segments, weighted by output tokens)"
                    + (f"; batch capped at {cap:,.0f} concurrent sequences (median minute, Little's law)"
                       if cap is not None else "") + ".")
@@ -211,7 +218,7 @@ def _fleet(p: Plan) -> None:
                         line_shape="hv", name=best.label)
     fig.update_layout(xaxis_title="hour of day", yaxis_title="GPUs", height=320, legend={"orientation": "h", "y": -0.3})
     st.plotly_chart(fig, key="plan_fleet_chart", width="stretch")
-    st.caption(f"Hours: {f.shape_source}. Today's bill: {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
+    st.caption(f"Hours: {_own(f.shape_source)}. Today's bill: {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
                f"{fmt_usd(today.usd_per_month_fixed)}/month for a fleet sized for the peak. Prefill shares each "
                "replica's time with decoding; at least one replica runs every hour.")
     with st.expander("Fleet by hour, every configuration"):

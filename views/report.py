@@ -11,6 +11,7 @@ import streamlit as st
 from planner.formatting import fmt_usd
 from views import _report as rep
 from views import _state as S
+from views._text import plain_in
 from views.levers import waterfall_figure
 from views.plan import cpm_chart
 
@@ -22,7 +23,7 @@ def render() -> None:
     cat = S.catalog()
     p = S.plan(req, levers=True)
     mc = S.monte_carlo(req, p.best.method, p.best.k) if p.best is not None else None
-    st.markdown(f"**Recommendation:** {p.verdict}")
+    st.markdown(f"**Recommendation:** {plain_in(p.verdict, getattr(st.session_state.get(S.PROFILE_KEY), 'name', None))}")
     today, best = rep.fleet_pair(p)
     if today is not None:
         line = f"**The bill today ({today.label}):** {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, " \

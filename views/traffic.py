@@ -14,6 +14,7 @@ import streamlit as st
 
 from profiles import traffic as tr
 from views import _state as S
+from views._text import plain, plain_in, quoted
 
 MAX_MB = tr.MAX_UPLOAD_BYTES // 2**20
 AUTO = "(automatic)"
@@ -27,14 +28,14 @@ UPLOAD_TYPES = ["csv", "tsv", "txt", "jsonl", "ndjson", "json", "parquet", "pq",
 
 
 def _show_errors(name: str, err: tr.TrafficError) -> None:
-    lines = "\n".join(f"- {p}" for p in err.problems)
+    lines = "\n".join(f"- {plain(p)}" for p in err.problems)
     rest = err.total - len(err.problems)
     more = (f"\n- ... and {'at least ' if getattr(err, 'at_least', False) else ''}{rest:,} more"
             if rest > 0 else "")
     prev = st.session_state.get(S.PROFILE_KEY)
-    keep = (f"The previous profile '{prev.name}' is still in use." if prev is not None
+    keep = (f"The previous profile {quoted(prev.name)} is still in use." if prev is not None
             else "No profile is loaded; the pages use the sidebar's workload and language.")
-    st.error(f"'{name}' was not loaded: {err.total:,}{'+' if getattr(err, 'at_least', False) else ''} "
+    st.error(f"{quoted(name)} was not loaded: {err.total:,}{'+' if getattr(err, 'at_least', False) else ''} "
              f"problem{'s' if err.total != 1 else ''}.\n{lines}{more}\n\n{keep}")
 
 
@@ -118,13 +119,13 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
             return None
         cols = list(info.columns)
         if info.format_label:
-            st.caption(f"Recognised: **{info.format_label}** ({info.fmt}"
+            st.caption(f"Recognised: **{plain(info.format_label)}** ({info.fmt}"
                        + (f", separator {SEPARATORS.get(info.delimiter, info.delimiter)!s}, decimal "
                           f"{DECIMALS.get(info.decimal, info.decimal)}" if info.fmt == "csv" else "") + "). Columns: "
-                       + ", ".join(f"{tr.ROLE_LABELS.get(r, r)} = '{col}'" for r, col in info.mapping) + ".")
+                       + ", ".join(f"{tr.ROLE_LABELS.get(r, r)} = {quoted(col)}" for r, col in info.mapping) + ".")
         else:
             st.warning("Columns not recognised: map the file's columns below (the file's columns: "
-                       + ", ".join(cols[:30]) + (" ..." if len(cols) > 30 else "") + ").")
+                       + ", ".join(plain(c) for c in cols[:30]) + (" ..." if len(cols) > 30 else "") + ").")
         st.markdown("**Columns** (automatic: matched by name; known exports and synonyms such as ContextTokens, "
                     "completion_tokens, 'Request tokens' are recognised)")
         mapping = []
@@ -135,7 +136,7 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
                 del st.session_state[key]  # a column of a previous file
         for i, role in enumerate(roles):
             choice = grid[i % 4].selectbox(tr.ROLE_LABELS[role], [AUTO, NONE] + cols, key=f"traffic_col_{role}",
-                                           help=f"Automatic: {dict(info.mapping).get(role, 'no column found')}")
+                                           help=f"Automatic: {plain(dict(info.mapping).get(role, 'no column found'))}")
             if choice == NONE:
                 mapping.append((role, ""))
             elif choice != AUTO:
@@ -159,7 +160,7 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
                 col = st.selectbox("Column whose values name the workload", cols, key="traffic_wl_column")
                 vals = _column_values(up, data, col, base)
                 if vals:
-                    st.caption("Most common values: " + ", ".join(f"'{v}' ({n:,})" for v, n in vals[:15]))
+                    st.caption("Most common values: " + ", ".join(f"{quoted(v)} ({n:,})" for v, n in vals[:15]))
                 text = st.text_area("Value => workload, one per line (values that are workload names map to "
                                     "themselves)", key="traffic_wl_map", placeholder="GPT-4 => reasoning\nChatGPT => chat")
                 pairs, bad = _parse_lines(text, 2)
@@ -172,7 +173,7 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
                 rules, bad = _parse_lines(text, 3)
                 rule = tr.WorkloadRule(mode="rules", rules=tuple(rules), workload=default)
             if bad:
-                st.warning("Lines not understood (ignored): " + "; ".join(repr(b[:60]) for b in bad[:5]))
+                st.warning("Lines not understood (ignored): " + "; ".join(plain(repr(b[:60])) for b in bad[:5]))
     return tr.ParseOptions(columns=tuple(mapping), workload=rule, timestamp_unit=base.timestamp_unit,
                            delimiter=base.delimiter, decimal=base.decimal, sheet=base.sheet)
 
@@ -212,9 +213,9 @@ def _handle_upload() -> None:
         _show_errors(up.name, payload)
     elif kind == "ok":
         if ss.get(S.PROFILE_ORIGIN_KEY) == f"upload:{up.name}":
-            st.success(payload)
+            st.success(plain_in(payload, up.name))
         else:
-            st.info(f"'{up.name}' is still in the uploader but not in use (another profile was chosen). Change a "
+            st.info(f"{quoted(up.name)} is still in the uploader but not in use (another profile was chosen). Change a "
                     "reading option or upload it again to use it.")
 
 
@@ -226,8 +227,8 @@ def _summary(prof: tr.TrafficProfile) -> None:
     cat = S.catalog()
     slo_ms = float(st.session_state["slo"])
     if prof.source_format:
-        st.caption(f"Format: {prof.source_format} ({prof.fmt}). " + (prof.time_note + ". " if prof.time_note else "")
-                   + (prof.workload_note[:1].upper() + prof.workload_note[1:] + "." if prof.workload_note else ""))
+        st.caption(f"Format: {prof.source_format} ({prof.fmt}). " + (plain(prof.time_note) + ". " if prof.time_note else "")
+                   + (plain(prof.workload_note[:1].upper() + prof.workload_note[1:]) + "." if prof.workload_note else ""))
     c = st.columns(4)
     c[0].metric("Rows", f"{prof.rows:,}", help=f"{prof.kind} format, {prof.fmt}")
     c[1].metric("Requests (weighted)", f"{prof.requests:,.0f}",
@@ -246,13 +247,13 @@ def _summary(prof: tr.TrafficProfile) -> None:
                      "may assume (a replica cannot batch more sequences than are in flight); a volume typed in "
                      "the sidebar scales it with the arrivals.")
     if prof.volume_note:
-        st.info(f"**Volume.** {prof.volume_note}")
+        st.info(f"**Volume.** {plain(prof.volume_note)}")
     if prof.arrival_rate_per_s:
         r = prof.arrival_rate_per_s
         st.caption(f"Arrival rate per minute: p50 {r[0]:.3g}, p90 {r[1]:.3g}, peak {r[2]:.3g} requests/s.")
     for w in prof.warnings:
         if w != prof.volume_note:
-            st.warning(w)
+            st.warning(plain(w))
     st.checkbox("Cap the batch at my traffic's concurrency (median minute)", key="traffic_cap",
                 disabled=prof.arrival_rate_per_s is None)
     rows = [{"workload": cat.workloads[s.workload].label, "language": cat.languages[s.language].label,
@@ -299,7 +300,7 @@ def _daily_shape(prof: tr.TrafficProfile) -> None:
                            name="measured" if arr.source == "trace" else f"assumed: {arr.source}"))
     fig.update_layout(xaxis_title="hour of day (UTC, or the file's clock)", yaxis_title="requests/s", height=300)
     st.plotly_chart(fig, key="traffic_hour_chart", width="stretch")
-    st.caption(f"Requests/s by hour: {arr.note}.")
+    st.caption(f"Requests/s by hour: {plain(arr.note)}.")
     if prof.minute_requests_per_s and len(prof.minute_requests_per_s) > 1:
         fig = go.Figure(go.Scatter(x=list(range(len(prof.minute_requests_per_s))), y=list(prof.minute_requests_per_s),
                                    mode="lines"))
@@ -332,8 +333,8 @@ def render() -> None:
                 "sample or upload your export.")
         return
     origin = st.session_state.get(S.PROFILE_ORIGIN_KEY) or ""
-    st.subheader(f"Profile in use: {prof.name}")
-    st.caption(f"Origin: {origin}. It drives the workload and language mix, the batch cap and the monthly "
+    st.subheader(f"Profile in use: {plain(prof.name)}")
+    st.caption(f"Origin: {plain(origin)}. It drives the workload and language mix, the batch cap and the monthly "
                "volume on every page (unless 'the number I type' is picked in the sidebar).")
     if st.button("Stop using this profile", key="traffic_clear"):
         S.clear_profile()
