@@ -35,6 +35,7 @@ from planner.types import ModelSpec, Sourced
 MAX_CONFIG_BYTES = 1_000_000  # real config.json files are 1-60 kB (quantisation ignore lists are the long part)
 MAX_DEPTH = 32  # nesting of JSON objects and arrays
 NAME_PREFIX = "config:"
+PLACEHOLDER_PATH = "path/to/your-model"  # what the deploy command serves when the config names no model
 DIGEST_CHARS = 16  # hex characters of the SHA-256 in a parsed model's catalogue name
 
 # Fields of architectures this parser cannot model (a refusal names them): model type -> what the field means.
@@ -383,6 +384,8 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
                      "the 'mtp' method")
     dtype, scope = _quantisation(cfg.c.get("quantization_config"), notes)
     hf_id = _safe_label(str(doc.get("_name_or_path") or ""))
+    if not hf_id:
+        notes.append(f"no _name_or_path: the deploy command serves '{PLACEHOLDER_PATH}' (replace it with yours)")
     window_tokens = 0
     if n_sliding:
         key = "sliding_window" if cfg.has("sliding_window") else "attention_chunk_size"
@@ -400,7 +403,7 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
         head_dim=head_dim, vocab_size=vocab, total_params_b=total / 1e9, active_params_b=active / 1e9,
         experts=experts, experts_per_token=top_k, expert_params_b=moe_n * expert_layer / 1e9,
         kv_elements_per_token_per_layer=kv_el, native_methods=("mtp",) if mtp else (), draft_model=None,
-        max_context_tokens=max_ctx, hf_id=hf_id,
+        max_context_tokens=max_ctx, hf_id=hf_id or PLACEHOLDER_PATH,
         source=Sourced(f"config.json sha256 {short} ({hf_id or arch_name or 'uploaded'}), parsed by "
                        "profiles/model_config.py" + ("; " + "; ".join(notes) if notes else ""), when),
         tied_embeddings=tied, attention="mla" if mla else "gqa", mla_kv_lora_rank=cfg.int("kv_lora_rank") if mla else 0,
