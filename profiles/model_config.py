@@ -202,10 +202,9 @@ def _quantisation(q: Any, notes: list[str]) -> tuple[str | None, str]:
         notes.append(f"quantization_config (compressed-tensors, weights {sorted(kinds)}) is not a format the planner "
                      "models (bf16, fp8, nvfp4, mxfp4): the plan uses the weight format you pick")
         return None, "linear"
-    label = method or algo or "(no quant_method)"
-    notes.append(f"quantization_config quant_method '{_safe_label(label)}' {('quant_algo ' + _safe_label(algo)) if algo else ''}"
-                 "is not a format the planner models (bf16, fp8, nvfp4, mxfp4): the plan uses the weight format you "
-                 "pick")
+    label = " ".join(x for x in (method and f"quant_method {method}", algo and f"quant_algo {algo}") if x)
+    notes.append(f"quantization_config ({_safe_label(label.replace(' ', '_')) or 'no quant_method'}) is not a format "
+                 "the planner models (bf16, fp8, nvfp4, mxfp4): the plan uses the weight format you pick")
     return None, "linear"
 
 
@@ -267,7 +266,8 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
         if cfg.has(key):
             raise _err(cfg.where(key), cfg.c[key], f"no '{key}': {what} is not modelled; supported: {SUPPORTED}")
     if cfg.bool("is_encoder_decoder", False):
-        raise _err("is_encoder_decoder", True, f"false: encoder-decoder models are not modelled; supported: {SUPPORTED}")
+        raise _err("is_encoder_decoder", True,
+                   f"false: encoder-decoder models are not modelled; supported: {SUPPORTED}")
     if cfg.prefix:
         notes.append("multimodal wrapper: the language model (text_config) is planned; the vision tower is not counted")
 
