@@ -57,3 +57,19 @@ def test_model_and_model_config_are_exclusive_and_errors_are_one_line(capsys, tm
     assert rc == 2 and "field 'num_attention_heads' = '(missing)'" in err
     rc, err = run(capsys, "plan", "--model-config", str(tmp_path / "none.json"), "--hardware", "h200")
     assert rc == 2 and "cannot read the file" in err
+
+
+@pytest.mark.parametrize("model,tp,dtype", [
+    ("deepseek-v3.2", 8, "fp8"), ("kimi-k2", 8, "fp8"), ("qwen3-235b-a22b", 8, "bf16"),
+    ("qwen3.5-397b-a17b", 8, "bf16"), ("qwen3.5-35b-a3b", 1, "bf16"), ("glm-5", 8, "fp8"),
+    ("minimax-m2.5", 4, "fp8"), ("mixtral-8x7b", 2, "bf16"), ("gpt-oss-20b", 1, "mxfp4"),
+])
+def test_current_catalogue_models_plan_on_h200(capsys, model, tp, dtype):
+    rc, out = run(capsys, "plan", "--model", model, "--hardware", "h200", "--tp", str(tp), "--dtype", dtype,
+                  "--no-levers")
+    assert rc == 0, out
+    assert out["baseline"]["usd_per_mtok"] is not None and out["methods"]
+    if model == "kimi-k2":  # 1,026 GB of FP8 weights: not on 8 x 141 GB with room for a KV cache
+        assert not out["baseline"]["fits_memory"]
+    else:
+        assert out["baseline"]["feasible"], out["baseline"]["reason"]

@@ -98,6 +98,15 @@ def test_native_mtp_deepseek_v32_by_hand():
     ("openai--gpt-oss-120b", "gpt-oss-120b"),
     ("openai--gpt-oss-20b", "gpt-oss-20b"),
     ("meta-llama--Llama-4-Scout-17B-16E-Instruct", "llama-4-scout"),
+    # the current models added to models.yaml from these configs
+    ("deepseek-ai--DeepSeek-V3.2", "deepseek-v3.2"),
+    ("moonshotai--Kimi-K2-Instruct", "kimi-k2"),
+    ("Qwen--Qwen3-235B-A22B", "qwen3-235b-a22b"),
+    ("Qwen--Qwen3.5-397B-A17B", "qwen3.5-397b-a17b"),
+    ("Qwen--Qwen3.5-35B-A3B", "qwen3.5-35b-a3b"),
+    ("zai-org--GLM-5", "glm-5"),
+    ("MiniMaxAI--MiniMax-M2.5", "minimax-m2.5"),
+    ("mistralai--Mixtral-8x7B-v0.1", "mixtral-8x7b"),
 ])
 def test_matches_the_hand_entered_catalogue(file, entry):
     s, ref = parsed(file).spec, load_catalog().models[entry]
