@@ -211,3 +211,23 @@ def test_the_base_config_parses():
 def test_bad_files(data, pattern):
     with pytest.raises(ModelConfigError, match=pattern):
         parse_model_config(data)
+
+
+@pytest.mark.parametrize("q,dtype,scope,note", [
+    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8", "linear", None),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4", "linear", None),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "exclude_modules": ["model.layers.*.self_attn*"]}, "nvfp4",
+     "experts", None),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}}},
+     "fp8", "linear", None),
+    ({"quant_method": "awq", "bits": 4}, None, "linear", "quant_method_awq"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int"}}}},
+     None, "linear", "compressed-tensors"),
+])
+def test_quantization_config(q, dtype, scope, note):
+    p = parse_model_config({**BASE, "quantization_config": q})
+    assert (p.weight_dtype, p.spec.fp4_scope) == (dtype, scope)
+    if note:
+        assert any(note in n and "the plan uses the weight format you pick" in n for n in p.notes)
+    else:
+        assert not any("quantization_config" in n for n in p.notes)
