@@ -112,10 +112,12 @@ def load_config(data: bytes | str | Mapping[str, Any]) -> tuple[dict[str, Any], 
             doc = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise _err("(file)", f"byte {exc.start}", "UTF-8 JSON text (a Hugging Face config.json)") from None
-        except (json.JSONDecodeError, RecursionError) as exc:
-            where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) \
-                else "nested too deeply"
-            raise _err("(file)", where, "JSON text (a Hugging Face config.json)") from None
+        except json.JSONDecodeError as exc:
+            raise _err("(file)", f"line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                       "JSON text (a Hugging Face config.json)") from None
+        except (ValueError, RecursionError) as exc:  # nested past the parser's stack; a number of 4,300+ digits
+            what = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
+            raise _err("(file)", what, "JSON text (a Hugging Face config.json)") from None
     if not isinstance(doc, dict):
         raise _err("(file)", type(doc).__name__, "a JSON object (a Hugging Face config.json)")
     if _depth(doc, MAX_DEPTH) > MAX_DEPTH:
@@ -149,7 +151,8 @@ class _Cfg:
             if default is ...:
                 raise _err(key, "(missing)", f"an integer: this field is required ({SUPPORTED})")
             return default
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or not lo <= v <= hi:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) \
+                or not lo <= v <= hi:
             raise _err(self.where(key), v, f"an integer in [{lo}, {hi:,}]")
         return int(v)
 

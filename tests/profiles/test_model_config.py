@@ -207,6 +207,9 @@ def test_the_base_config_parses():
     (b" " * (MAX_CONFIG_BYTES + 1), r"expected a config.json of at most"),
     (b"[" * 100_000 + b"]" * 100_000, r"nested"),
     (b'{"a":' * 50 + b"1" + b"}" * 50, r"nested at most 32 levels"),
+    (json.dumps({**BASE, "hidden_size": float("inf")}).encode(), r"field 'hidden_size' = inf: expected an integer"),
+    (json.dumps({**BASE, "hidden_size": float("nan")}).encode(), r"field 'hidden_size' = nan: expected an integer"),
+    (b'{"hidden_size": ' + b"9" * 5000 + b"}", r"a number too long to read"),
 ])
 def test_bad_files(data, pattern):
     with pytest.raises(ModelConfigError, match=pattern):
