@@ -141,6 +141,17 @@ history_once = Index("ux_history_series_workload_run", history.c.series, history
                      unique=True)
 
 
+# Uploaded model configs (a Hugging Face config.json), by the first 16 hex of the SHA-256 of their bytes: a link that
+# names the model `config:<digest>` reopens it (calibration/kept_models.py).
+kept_models = Table(
+    "kept_models",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+
 def default_url() -> str:
     env = os.environ.get(STORE_URL_ENV)
     if env:
@@ -489,3 +500,25 @@ class Store:
         if series:
             q = q.where(history.c.series == series)
         return self._read("read the history", "history", lambda c: [dict(r) for r in c.execute(q).mappings()], [])
+
+    # ---- kept model configs (shared links) -------------------------------------------------------------
+    def put_model(self, digest: str, data: bytes, *, max_rows: int) -> bool:
+        """Keep a model config's bytes under its digest (idempotent); False when the store already holds
+        `max_rows` configs and this one is not among them (the model is used, only its link will not reopen it)."""
+        from sqlalchemy import func
+
+        def fn(c: Connection) -> bool:
+            if c.execute(select(kept_models.c.digest).where(kept_models.c.digest == digest)).first() is not None:
+                return True
+            if c.execute(select(func.count()).select_from(kept_models)).scalar_one() >= max_rows:
+                return False
+            c.execute(insert_or_ignore(c.dialect.name, kept_models, ("digest",)).values(
+                digest=digest, data=data, created_at=time.time()))
+            return True
+        return self._write("keep the model config", fn)
+
+    def get_model(self, digest: str) -> bytes | None:
+        """The bytes of a kept model config, or None when the store does not hold it."""
+        q = select(kept_models.c.data).where(kept_models.c.digest == digest)
+        row = self._read("read a model config", "kept_models", lambda c: c.execute(q).first(), None)
+        return None if row is None else bytes(row[0])

@@ -4,6 +4,7 @@
     python -m planner evaluate --model llama-3.1-8b --hardware h100-sxm --method eagle3 --k 4 --batch 8 --alpha 0.7
     python -m planner compare --model llama-3.3-70b --hardware h100-sxm --tp 4 --workload code
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 [--traffic FILE] [--current-method X]
+    python -m planner plan --model-config config.json --hardware h200 --tp 8   (your own model)
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --spend-usd-per-month 100000 --gpus 32
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --compare-hardware [--gpu-price h200=3.1]
     python -m planner levers --model llama-3.3-70b --hardware h100-sxm --tp 4 --method draft_model
@@ -23,11 +24,42 @@ from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import Acceptance, Scenario
 
 
-def _catalog():
+def _catalog(args=None):
+    """The catalogue; with --model-config FILE, plus the model parsed from that config.json (named `config:<digest>`,
+    which becomes args.model; its checkpoint's weight format becomes --dtype unless one was given)."""
     # profiles depends on planner, not the other way round; the CLI is the one place that joins them.
     from profiles import load_catalog
 
-    return load_catalog()
+    cat = load_catalog()
+    path = getattr(args, "model_config", None)
+    if path:
+        from profiles.model_config import parse_model_config
+
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(2_000_001)
+        except OSError as exc:
+            raise ValueError(f"--model-config={path!r}: cannot read the file ({exc.strerror})") from None
+        parsed = parse_model_config(data)
+        cat = cat.with_models({parsed.spec.name: parsed.spec})
+        args.model = parsed.spec.name
+        if args.dtype is None:
+            args.dtype = parsed.weight_dtype or "bf16"
+        args.parsed_model = parsed
+    if args is not None and getattr(args, "dtype", "") is None:
+        args.dtype = "bf16"
+    return cat
+
+
+def _model_json(args) -> dict[str, Any] | None:
+    """What --model-config parsed: the catalogue entry, its parameter breakdown and what was assumed."""
+    parsed = getattr(args, "parsed_model", None)
+    if parsed is None:
+        return None
+    import dataclasses
+
+    return {"name": parsed.spec.name, "spec": dataclasses.asdict(parsed.spec), "weight_dtype": parsed.weight_dtype,
+            "params_b": dict(parsed.breakdown), "notes": list(parsed.notes)}
 
 
 def _json_default(o: Any):
@@ -71,7 +103,11 @@ def _add_acceptance(p: argparse.ArgumentParser) -> None:
 
 
 def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
-    p.add_argument("--model", required=True)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--model", help="a catalogue model name (python -m planner list models)")
+    g.add_argument("--model-config", metavar="FILE",
+                   help="your own model: its Hugging Face config.json (dense or MoE, GQA or MLA, sliding-window and "
+                        "linear-attention layers, native MTP); its quantization_config sets --dtype unless given")
     p.add_argument("--hardware", required=True)
     p.add_argument("--method", required=method_required, default="eagle3")
     p.add_argument("--k", type=int, default=None, help="draft tokens per step (default: the method's)")
@@ -85,7 +121,8 @@ def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     p.add_argument("--attention-dp", action="store_true",
                    help="MoE models: attention data parallel over the --tp GPUs with expert-parallel MoE (vLLM "
                         "--data-parallel-size N --enable-expert-parallel) instead of tensor parallel")
-    p.add_argument("--dtype", choices=["bf16", "fp8", "nvfp4", "mxfp4"], default="bf16", help="weight format")
+    p.add_argument("--dtype", choices=["bf16", "fp8", "nvfp4", "mxfp4"], default=None,
+                   help="weight format (default: a --model-config checkpoint's own, else bf16)")
     p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default=None,
                    help="KV-cache format (default: fp8 with fp8 weights, else bf16)")
     p.add_argument("--usd-per-gpu-hour", type=float)
@@ -183,7 +220,7 @@ def cmd_convert(args) -> Any:
 def cmd_evaluate(args) -> Any:
     from planner.scenario import evaluate
 
-    cat = _catalog()
+    cat = _catalog(args)
     s = _scenario(args, cat)
     ev = evaluate(s, cat)
     out = ev.to_dict()
@@ -194,6 +231,8 @@ def cmd_evaluate(args) -> Any:
         "acceptance_length": "tokens per verifier step, bonus token included",
     }
     out["assumptions"] = _assumptions(cat, s)
+    if _model_json(args):
+        out["model_config"] = _model_json(args)
     return out
 
 
@@ -341,8 +380,11 @@ def with_spend_and_hardware(req, args):
 def cmd_plan(args) -> Any:
     from planner.plan import plan
 
-    cat = _catalog()
-    return plan_json(plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers), args), cat))
+    cat = _catalog(args)
+    out = plan_json(plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers), args), cat))
+    if _model_json(args):
+        out["model_config"] = _model_json(args)
+    return out
 
 
 def cmd_compare(args) -> Any:
@@ -350,20 +392,21 @@ def cmd_compare(args) -> Any:
     acceptance applies to --method only; the other methods keep the profiles' acceptance."""
     from planner.plan import plan
 
-    cat = _catalog()
+    cat = _catalog(args)
     p = plan(_plan_request(args, cat), cat)
     out = plan_json(p)
     return {"model": args.model, "hardware": args.hardware, "tpot_slo_ms": args.tpot_slo_ms,
             "note": "each method at its own best K and batch under the same TPOT SLO; baseline at its own best "
                     "batch" + (f"; the measured acceptance applies to {args.method} only" if _acceptance(args) else ""),
-            "baseline": out["baseline"], "methods": out["methods"], "assumptions": out["assumptions"]}
+            "baseline": out["baseline"], "methods": out["methods"], "assumptions": out["assumptions"],
+            **({"model_config": _model_json(args)} if _model_json(args) else {})}
 
 
 def cmd_levers(args) -> Any:
     from planner.levers import summarize
     from planner.plan import default_costs, levers, order_by_return
 
-    cat = _catalog()
+    cat = _catalog(args)
     req = _plan_request(args, cat)
     start = args.method or "none"  # the starting (today's) method; none: step 0 adopts EAGLE-3 if it pays
     steps = levers(req, cat, start)

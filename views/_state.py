@@ -28,6 +28,7 @@ from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
+from views import _model_box
 from views._text import plain, plain_in, quoted
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
@@ -200,7 +201,8 @@ def sidebar() -> None:
     ss = st.session_state
     with st.sidebar:
         st.subheader("Scenario (all pages)")
-        st.selectbox("Model", list(cat.models), key="model", format_func=lambda n: cat.models[n].label)
+        st.selectbox("Model", _model_box.model_options(cat), key="model", format_func=lambda n: _model_box.label(cat, n))
+        _model_box.model_box(cat)
         st.selectbox("Hardware", list(cat.hardware), key="hardware", format_func=lambda n: cat.hardware[n].label,
                      on_change=_on_hardware_change)
         hw = cat.hardware[ss["hardware"]]
