@@ -5,7 +5,7 @@ records' time and token values are kept, and the events walked are capped."""
 
 from __future__ import annotations
 
-from typing import Any
+from itertools import islice
 
 import ijson
 
@@ -14,8 +14,8 @@ from profiles.traffic.limits import MAX_COLUMNS, MAX_ROWS
 from profiles.traffic.sources.base import Source, _records_table
 
 LABEL = "guidellm benchmark report (per request)"
-# JSON events walked (~0.3 us each): a 32 MiB report of ~20-key requests has ~3 million
-MAX_EVENTS = 4_000_000
+# JSON events walked (~0.15 us each): a request takes ~40-80, so ~40,000-75,000 requests
+MAX_EVENTS = 3_000_000
 TIME_KEYS = ("start_time", "request_start_time", "first_token_time", "end_time", "timestamp")
 KEPT = ("prompt_tokens", "output_tokens") + TIME_KEYS
 SKIPPED = ("errored", "incomplete")  # failed requests produced no (or partial) output
@@ -23,53 +23,50 @@ _NESTED = object()  # a key whose value is an object or a list
 _SCALAR = frozenset(("string", "number", "boolean", "null"))
 
 
-class _Frame:
-    __slots__ = ("is_map", "fields", "key", "keys", "found", "skip")
-
-    def __init__(self, is_map: bool, found: int, skip: bool):
-        self.is_map = is_map
-        self.fields: dict[str, Any] = {}
-        self.key: str | None = None
-        self.keys = 0
-        self.found = found  # records found before this object opened (an enclosing record replaces them)
-        self.skip = skip  # inside an errored or incomplete list
-
-
 def read(data: bytes) -> dict[str, list] | None:
     """Columns of the per-request records in a guidellm report (objects carrying prompt_tokens and output_tokens
     whose output_tokens is not an object): prompt_tokens, output_tokens and each of TIME_KEYS; None when there
     are none."""
     cols: dict[str, list] = {k: [] for k in KEPT}
-    stack: list[_Frame] = []
-    events = 0
+    # one frame per open object or list: [is object, kept fields (or None), current key, keys seen, records
+    # found before it opened (an enclosing record replaces them), inside an errored or incomplete subtree]
+    stack: list[list] = []
+    events = ijson.basic_parse(data, use_float=True)
     try:
-        for _prefix, event, value in ijson.parse(data, use_float=True):
-            events += 1
-            if events > MAX_EVENTS:
-                raise _fail(f"a guidellm report of at most {MAX_EVENTS:,} JSON values (this one has more)")
-            top = stack[-1] if stack else None
+        for event, value in islice(events, MAX_EVENTS):
             if event == "map_key":
-                top.key = value
-                top.keys += 1
+                top = stack[-1]
+                top[2] = value
+                top[3] += 1
             elif event in _SCALAR:
-                if top is not None and top.is_map and not top.skip and top.key in KEPT:
-                    top.fields[top.key] = value
-            elif event in ("start_map", "start_array"):
-                skip = top is not None and (top.skip or (top.is_map and top.key in SKIPPED))
-                if top is not None and top.is_map and top.key in KEPT:
-                    top.fields[top.key] = {} if event == "start_map" else _NESTED
-                stack.append(_Frame(event == "start_map", len(cols["prompt_tokens"]), skip))
+                if stack:
+                    top = stack[-1]
+                    if top[0] and top[2] in KEPT and not top[5]:
+                        if top[1] is None:
+                            top[1] = {}
+                        top[1][top[2]] = value
+            elif event == "start_map" or event == "start_array":
+                skip = False
+                if stack:
+                    top = stack[-1]
+                    skip = top[5] or (top[0] and top[2] in SKIPPED)
+                    if top[0] and top[2] in KEPT:
+                        if top[1] is None:
+                            top[1] = {}
+                        top[1][top[2]] = {} if event == "start_map" else _NESTED
+                stack.append([event == "start_map", None, None, 0, len(cols["prompt_tokens"]), skip])
             else:
-                node = stack.pop()
-                f = node.fields
-                if node.is_map and not node.skip and node.keys <= MAX_COLUMNS and "prompt_tokens" in f \
+                is_map, f, _key, keys, found, skip = stack.pop()
+                if is_map and f and not skip and keys <= MAX_COLUMNS and "prompt_tokens" in f \
                         and "output_tokens" in f and not isinstance(f["output_tokens"], dict):
                     for k in KEPT:
-                        del cols[k][node.found:]
+                        del cols[k][found:]
                         v = f.get(k)
                         cols[k].append(None if v is _NESTED or isinstance(v, dict) else v)
                     if len(cols["prompt_tokens"]) > MAX_ROWS:
                         raise _fail(f"at most {MAX_ROWS:,} requests (this report has more)")
+        if next(events, None) is not None:
+            raise _fail(f"a guidellm report of at most {MAX_EVENTS:,} JSON values (this one has more)")
     except ijson.JSONError as exc:
         raise _fail(f"a JSON document ({_cut(str(exc).splitlines()[0] if str(exc) else 'not JSON', 200)})") from None
     return cols if cols["prompt_tokens"] else None

@@ -58,28 +58,33 @@ def _stream_error(exc: Exception):
     return _fail(f"a JSON document ({_cut(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 200)})")
 
 
+class _Feed:
+    """The document's bytes for ijson, FEED_BYTES at a time: `mark` is where the last element was complete, and
+    reading on more than MAX_RECORD_BYTES past it refuses the element still open (the elements of an array follow
+    each other, so the bytes read since the last one bound the open one)."""
+
+    def __init__(self, data: bytes):
+        self.data, self.pos, self.mark = data, 0, 0
+
+    def read(self, n: int) -> bytes:
+        if self.pos - self.mark > MAX_RECORD_BYTES + FEED_BYTES:
+            raise _fail(f"JSON records of at most {size_text(MAX_RECORD_BYTES)} each (one record runs past byte "
+                        f"{self.pos:,}); only token counts are needed: drop long text fields")
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += len(chunk)
+        return chunk
+
+
 def _array_records(data: bytes) -> Iterator[object]:
-    """The elements of a top-level JSON array, one at a time; an element still open after MAX_RECORD_BYTES more
-    bytes is refused before it is built further (the elements follow each other, so the bytes fed since the last
-    one bound the open one)."""
-    out = ijson.sendable_list()
-    coro = ijson.items_coro(out, "item", use_float=True)
-    last = 0
+    """The elements of a top-level JSON array, one at a time, each built only once it is known to be within
+    MAX_RECORD_BYTES (ijson's C backend builds them: ~0.15 us for a small record)."""
+    feed = _Feed(data)
     try:
-        for pos in range(0, len(data), FEED_BYTES):
-            coro.send(data[pos:pos + FEED_BYTES])
-            if out:
-                items = list(out)
-                out.clear()
-                last = pos + FEED_BYTES
-                yield from items
-            elif pos + FEED_BYTES - last > MAX_RECORD_BYTES + FEED_BYTES:
-                raise _fail(f"JSON records of at most {size_text(MAX_RECORD_BYTES)} each (one record runs past "
-                            f"byte {pos + FEED_BYTES:,}); only token counts are needed: drop long text fields")
-        coro.close()
+        for item in ijson.items(feed, "item", use_float=True, buf_size=FEED_BYTES):
+            feed.mark = feed.pos
+            yield item
     except ijson.JSONError as exc:
         raise _stream_error(exc) from None
-    yield from out
 
 
 def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
@@ -108,17 +113,20 @@ def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
         raise _fail('a JSON array of objects [{"column": value, ...}, ...] or an object')
     rows = 0
     names: dict[str, None] = {}
-    for rec in _array_records(data):
+    records = _array_records(data)
+    for rec in records:
+        rows += 1
+        if not isinstance(rec, dict):
+            raise _fail('a JSON array of objects [{"column": value, ...}, ...]', row=rows, value=_cut(repr(rec), 80))
+        names.update(dict.fromkeys(map(str, rec)))
+        if len(names) > MAX_COLUMNS:
+            raise _fail(f"at most {MAX_COLUMNS:,} keys per record (found {len(names):,})")
+        if rows >= NAME_RECORDS:
+            break
+    for _ in records:  # the rest is only counted
         rows += 1
         if rows > MAX_ROWS:
             raise _fail(f"at most {MAX_ROWS:,} rows (this file has more)")
-        if rows <= NAME_RECORDS:
-            if not isinstance(rec, dict):
-                raise _fail('a JSON array of objects [{"column": value, ...}, ...]', row=rows,
-                            value=_cut(repr(rec), 80))
-            names.update(dict.fromkeys(map(str, rec)))
-            if len(names) > MAX_COLUMNS:
-                raise _fail(f"at most {MAX_COLUMNS:,} keys per record (found {len(names):,})")
     if not names:
         raise _fail("at least one request record")
 

@@ -36,24 +36,28 @@ def _read(data: bytes) -> tuple[array | None, array | None, dict[str, Any]]:
     streaming pass (ijson events: nothing but the two number arrays is kept, at most MAX_ROWS + 1 of each)."""
     lens: dict[str, array | None] = {"input_lens": None, "output_lens": None}
     scalars: dict[str, Any] = {}
-    for prefix, event, value in ijson.parse(data, use_float=True):
-        if prefix.endswith(".item"):
-            key = prefix[:-5]
-            if key in lens:
-                arr = lens[key]
-                if arr is None:
-                    continue
-                if event != "number":
-                    if event != "end_array":  # end_array: of a nested list, already refused
-                        lens[key] = None  # not a flat list of numbers
-                    continue
+    depth, key, arr = 0, None, None  # depth 1: the top-level object; arr: the length array being read
+    for event, value in ijson.basic_parse(data, use_float=True):
+        if arr is not None and depth == 2:
+            if event == "number":
                 arr.append(value)
                 if len(arr) > MAX_ROWS:
                     raise _fail(f"at most {MAX_ROWS:,} requests (this result has more in '{key}')", column=key)
-        elif prefix in lens and event == "start_array":
-            lens[prefix] = array("d")
-        elif prefix in SCALARS and event in ("number", "string", "boolean", "null"):
-            scalars[prefix] = value
+                continue
+            if event != "end_array":  # not a flat list of numbers
+                lens[key] = arr = None
+        if event in ("start_map", "start_array"):
+            depth += 1
+            if depth == 2 and event == "start_array" and key in lens:
+                lens[key] = arr = array("d")
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+            arr = None if depth < 2 else arr
+        elif event == "map_key":
+            if depth == 1:
+                key = value
+        elif depth == 1 and key in SCALARS:
+            scalars[key] = value
     return lens["input_lens"], lens["output_lens"], scalars
 
 
