@@ -34,6 +34,7 @@ MAX_BUCKET_REQUESTS = 1e10  # aggregated exports: requests in one time bucket
 MIN_TIMESTAMP = pd.Timestamp("2000-01-01", tz="UTC")
 MAX_TIMESTAMP = pd.Timestamp("2100-01-01", tz="UTC")
 SECONDS_PER_MONTH = DAYS_PER_MONTH * 86400.0
+MAX_DISTINCT_VALUES = 100_000  # values of one column listed for mapping to workloads (a category, not an id)
 MAX_PROBLEMS = 20  # problems listed per upload; the count of the rest is given
 MAX_MESSAGE_CHARS = 500  # one problem's text, whatever the file holds
 MAX_VALUE_CHARS = 60  # a cell value quoted in a problem

@@ -53,7 +53,7 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
 
     def check(cols: list[str]) -> list[str]:
         """The footer's and then the page headers' decompressed size of the selected columns, before any page
-        is decoded; returns the columns read as dictionaries (strings and binary)."""
+        is decoded; returns the text columns to read as dictionaries (those with pages coded against one)."""
         claimed = decoded = 0
         pages_left = MAX_PARQUET_PAGES
         dictionary = []
@@ -61,12 +61,12 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
             f = arrow_schema.field(c)
             if pa.types.is_nested(f.type) or c not in leaf_index or leaf_index[c] < 0:
                 raise _fail(f"a flat column (numbers or text), not {_cut(str(f.type), 80)}", column=c)
-            if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type) \
-                    or pa.types.is_large_binary(f.type):
-                dictionary.append(c)
+            text = pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type) \
+                or pa.types.is_large_binary(f.type)
             j = leaf_index[c]
             leaf = md.schema.column(j)
             width = (leaf.length or 0) if leaf.physical_type == "FIXED_LEN_BYTE_ARRAY" else 0
+            chunks = []
             for g in range(md.num_row_groups):
                 rg = md.row_group(g)
                 cc = rg.column(j)
@@ -82,13 +82,20 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
                 if pages.values > rg.num_rows:
                     raise _fail(f"at most one value per row (row group {g}'s pages hold {pages.values:,} values for "
                                 f"{rg.num_rows:,} rows)", column=c)
-                # the pages decompressed, plus what Arrow builds per row: offsets or dictionary indices and the
-                # validity bitmap (8 bytes bound them), or the fixed width of a dictionary-encoded FIXED_LEN value
-                decoded += pages.uncompressed_bytes + rg.num_rows * (8 + width)
-                if decoded > MAX_DECODED_BYTES:
-                    raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
-                                f"(their pages hold {decoded:,} bytes or more; the file's footer says "
-                                f"{claimed:,})", column=c)
+                chunks.append((pages, rg.num_rows))
+            # Text coded against a dictionary is read as one (a dictionary bomb costs its dictionary once plus 4
+            # bytes a row); Arrow then also dictionary-encodes the column's other pages as it reads them, which
+            # costs about their size again. Per row: offsets or indices and validity (8 bytes bound them), or
+            # the fixed width of a FIXED_LEN value coded against a dictionary.
+            as_dictionary = text and any(p.dictionary_coded_pages for p, _n in chunks)
+            if as_dictionary:
+                dictionary.append(c)
+            for p, n in chunks:
+                decoded += p.uncompressed_bytes + (p.plain_bytes if as_dictionary else 0) + n * (8 + width)
+            if decoded > MAX_DECODED_BYTES:
+                raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
+                            f"(their pages hold {decoded:,} bytes or more; the file's footer says {claimed:,})",
+                            column=c)
         return dictionary
 
     def stream(cols: list[str]) -> Iterable[pa.Table]:

@@ -17,8 +17,10 @@ BOOL_TRUE, BOOL_FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRU
 MAX_DEPTH = 16  # nesting of structs and lists in a page header (parquet.thrift's deepest is 4)
 # PageHeader (parquet.thrift): 1 type, 2 uncompressed_page_size, 3 compressed_page_size, 5 data_page_header,
 # 7 dictionary_page_header, 8 data_page_header_v2; their field 1 is num_values. PageType: 0 DATA_PAGE,
-# 1 INDEX_PAGE, 2 DICTIONARY_PAGE, 3 DATA_PAGE_V2.
+# 1 INDEX_PAGE, 2 DICTIONARY_PAGE, 3 DATA_PAGE_V2. A data page's encoding: DataPageHeader field 2,
+# DataPageHeaderV2 field 4; PLAIN_DICTIONARY = 2 and RLE_DICTIONARY = 8 point into the dictionary page.
 DATA_PAGE, DATA_PAGE_V2 = 0, 3
+DICTIONARY_ENCODINGS = (2, 8)
 
 
 class ThriftError(ValueError):
@@ -127,12 +129,15 @@ def _field(fields: list, fid: int, default=None):
 @dataclass(frozen=True)
 class ChunkPages:
     """What a column chunk's page headers say: decompressed bytes (dictionary page included), values in its
-    data pages, the number of pages and the largest page."""
+    data pages, the number of pages, the largest page, and the data pages that point into the dictionary page
+    and the decompressed bytes of the other data pages (a writer that falls back from a dictionary writes both)."""
 
     uncompressed_bytes: int
     values: int
     pages: int
     largest_page_bytes: int
+    dictionary_coded_pages: int
+    plain_bytes: int
 
 
 def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
@@ -145,7 +150,7 @@ def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
     end = min(pos + cc.total_compressed_size, len(data) - 8)
     if pos < 4 or pos >= end:
         raise _fail(f"a Parquet column chunk within the file (it says bytes {pos:,} to {end:,})", column=column)
-    total = values = pages = largest = 0
+    total = values = pages = largest = coded = plain = 0
     try:
         while values < cc.num_values and pos < end:
             header, pos = read_value(data, pos, end, STRUCT, keep_binary=False)
@@ -164,6 +169,10 @@ def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
                 if not isinstance(n, int) or n < 0:
                     raise ThriftError("a data page header without its number of values")
                 values += n
+                if _field(sub, 2 if ptype == DATA_PAGE else 4) in DICTIONARY_ENCODINGS:
+                    coded += 1
+                else:
+                    plain += unc
     except ThriftError as exc:
         raise _fail(f"a readable Parquet page header ({exc} at byte {pos:,})", column=column) from None
-    return ChunkPages(total, values, pages, largest)
+    return ChunkPages(total, values, pages, largest, coded, plain)
