@@ -68,6 +68,12 @@ def _header_names(header: bytes, delim: str) -> list[str]:
 
 def _fields(buf: bytes, a: int, b: int, delim: bytes, quoted: bool, keep: int,
             in_quotes: bool = False) -> tuple[list[tuple[int, int]], int]:
+    spans, n, _open = _scan(buf, a, b, delim, quoted, keep, in_quotes)
+    return spans, n
+
+
+def _scan(buf: bytes, a: int, b: int, delim: bytes, quoted: bool, keep: int,
+          in_quotes: bool = False) -> tuple[list[tuple[int, int]], int, bool]:
     """The first `keep` field spans of the row buf[a:b] and its number of fields, as pyarrow splits it: a quote
     opens a quoted field only at the field's start, a doubled quote inside one is a quote, a line break inside
     one is text. `in_quotes`: the bytes start inside a quoted field. Nothing is copied and at most `keep` spans
@@ -79,10 +85,10 @@ def _fields(buf: bytes, a: int, b: int, delim: bytes, quoted: bool, keep: int,
             nxt = buf.find(delim, pos, b)
             if nxt < 0:
                 spans.append((pos, b))
-                return spans, len(spans)
+                return spans, len(spans), False
             spans.append((pos, nxt))
             pos = nxt + 1
-        return spans, len(spans) + buf.count(delim, pos, b) + 1
+        return spans, len(spans) + buf.count(delim, pos, b) + 1, False
     quote, sep = ord('"'), delim[0]
     start, n = a, 1
     state = "quoted" if in_quotes else "start"  # start | plain | quoted | closed (a quote seen inside quotes)
@@ -111,16 +117,16 @@ def _fields(buf: bytes, a: int, b: int, delim: bytes, quoted: bool, keep: int,
             start, state = p + 1, "start"
     if len(spans) < keep:
         spans.append((start, b))
-    return spans, n
+    return spans, n, state == "quoted"
 
 
 _TOKENS = {d.encode(): re.compile(b'["' + re.escape(d.encode()) + b"]") for d in DELIMITERS}
 
 
-def _csv_rows(buf: bytes, start: int, quoted: bool, stop: int | None = None):
+def _csv_rows(buf: bytes, start: int, delim: bytes, quoted: bool, stop: int | None = None):
     """Yield (data row, first line, row start, row end) from `start` (the header line: row 0) up to byte `stop`;
-    empty lines are skipped as pyarrow does. A quoted cell may span lines (its quote count stays odd until it
-    closes). Offsets only: no row is copied."""
+    empty lines are skipped as pyarrow does. A row goes on past a line break that lies inside a quoted field (as
+    pyarrow reads quotes: `_scan`). Offsets only: no row is copied."""
     pos, n = start, len(buf) if stop is None else min(stop, len(buf))
     line = buf.count(b"\n", 0, start) + 1
     row = -1
@@ -128,12 +134,12 @@ def _csv_rows(buf: bytes, start: int, quoted: bool, stop: int | None = None):
         first_line = line
         end = buf.find(b"\n", pos)
         end = len(buf) if end < 0 else end
-        if quoted:
-            quotes = buf.count(b'"', pos, end)
-            while quotes % 2 and end < len(buf):
+        if quoted and buf.find(b'"', pos, end) >= 0:
+            inside = _scan(buf, pos, end, delim, True, 0)[2]
+            while inside and end < len(buf):
                 nxt = buf.find(b"\n", end + 1)
                 nxt = len(buf) if nxt < 0 else nxt
-                quotes += buf.count(b'"', end + 1, nxt)
+                inside = _scan(buf, end + 1, nxt, delim, True, 0, True)[2]
                 line += 1
                 end = nxt
         a, b = pos, end
@@ -175,7 +181,7 @@ def _csv_source(data: bytes, options: ParseOptions) -> Source:
         if not quoted and data.find(b"\n\n", start) < 0 and data.find(b"\n\r\n", start) < 0:
             return {r: r + header_line for r in want}
         out, top = {}, max(want)
-        for row, line, _a, _b in _csv_rows(data, start, quoted):
+        for row, line, _a, _b in _csv_rows(data, start, delim.encode(), quoted):
             if row in want:
                 out[row] = line
             if row >= top:
@@ -212,12 +218,13 @@ def _check_rows(data: bytes, start: int, body: int, delim: str, names: list[str]
     CSV_BLOCK_BYTES (pyarrow decodes one block at a time and refuses a longer row), no cell over MAX_FIELD_CHARS
     and no row with more fields than the header. numpy counts the bytes and separators of every line; only the
     lines over a bound are looked at in Python, and none is split into more fields than the header has. In a
-    file with quotes a line's separators may sit in quoted text: a line is refused only when its separators
-    outside quotes (counted as pyarrow reads quotes, from either state the line can start in) are too many."""
+    file with quotes a line's separators may sit in quoted text: a line with more than MAX_COLUMNS separators is
+    refused only when those outside quotes (as pyarrow reads quotes, from the state the quotes before it leave)
+    are more than MAX_COLUMNS too; pyarrow refuses the other ragged rows while it reads, one block at a time."""
     d = delim.encode()
     n = len(names)
     max_delims = max(n - 1, MAX_COLUMNS) if quoted else n - 1
-    walked, counted = False, 0
+    walked, counted, quotes, seen = False, 0, 0, body
     for off, length, count in _long_lines(data, body, MAX_FIELD_CHARS, d, max_delims):
         end = off + length
         if quoted:
@@ -225,29 +232,31 @@ def _check_rows(data: bytes, start: int, body: int, delim: str, names: list[str]
                 _locate_csv_error(data, start, delim, names, quoted, long_only=True)
                 walked = True
             if length > CSV_BLOCK_BYTES:
-                row, line = _row_at(data, start, quoted, header_line, off)
+                row, line = _row_at(data, start, d, quoted, header_line, off)
                 raise _row_too_long(data, off, length, row, line)
             if count > max_delims and counted < MAX_QUOTED_COUNTS:
                 counted += 1
-                least = min(_fields(data, off, end, d, True, 0)[1], _fields(data, off, end, d, True, 0, True)[1])
-                if least > n:
-                    row, line = _row_at(data, start, quoted, header_line, off)
-                    raise _ragged(data, off, end, least, row, line, delim, names)
+                quotes += data.count(b'"', seen, off)  # odd: the line starts inside a quoted field
+                seen = off
+                found = _fields(data, off, end, d, True, 0, in_quotes=quotes % 2 == 1)[1]
+                if found > max_delims + 1:
+                    row, line = _row_at(data, start, d, quoted, header_line, off)
+                    raise _ragged(data, off, end, found, row, line, delim, names)
             continue
-        row, line = _row_at(data, start, quoted, header_line, off)
+        row, line = _row_at(data, start, d, quoted, header_line, off)
         end = end - 1 if end > off and data[end - 1] == 13 else end
         _check_row(data, off, end, row, line, delim, names, quoted, fields=True)
         if length > CSV_BLOCK_BYTES:
             raise _row_too_long(data, off, length, row, line)
 
 
-def _row_at(buf: bytes, start: int, quoted: bool, header_line: int, offset: int) -> tuple[int, int]:
+def _row_at(buf: bytes, start: int, delim: bytes, quoted: bool, header_line: int, offset: int) -> tuple[int, int]:
     """(data row, line) of the row holding byte `offset` (error path)."""
     line = buf.count(b"\n", 0, offset) + 1
     if not quoted and buf.find(b"\n\n", start, offset) < 0 and buf.find(b"\n\r\n", start, offset) < 0:
         return line - header_line, line
     found = (0, header_line)
-    for row, first, a, _b in _csv_rows(buf, start, quoted, stop=offset + 1):
+    for row, first, a, _b in _csv_rows(buf, start, delim, quoted, stop=offset + 1):
         if a <= offset:
             found = (row, first)
     return found
@@ -289,7 +298,7 @@ def _check_row(buf: bytes, a: int, b: int, row: int, line: int, delim: str, name
 def _locate_csv_error(buf: bytes, start: int, delim: str, names: list[str], quoted: bool,
                       long_only: bool = False) -> None:
     """pyarrow does not say where a ragged row or an oversized cell is; find it (error path only)."""
-    for row, line, a, b in _csv_rows(buf, start, quoted):
+    for row, line, a, b in _csv_rows(buf, start, delim.encode(), quoted):
         if long_only and b - a <= MAX_FIELD_CHARS:
             continue
         _check_row(buf, a, b, row, line, delim, names, quoted, fields=not long_only)
