@@ -1,16 +1,18 @@
 """Traffic-ingest benchmark (prints figures; no assertions): `python benchmarks/bench_traffic_ingest.py`.
 
-1. Bombs: each hostile upload (Parquet row bomb, dictionary bombs, 600k-column CSV, cells over 131,072
-   characters and over 16 MiB, a 50 MB binary line, 100 MiB + 1 byte) is parsed by profiles.traffic in a fresh
-   child process; printed: the outcome (refused or not, and the message's length), the time to refuse (target
-   < 1 s) and the child's peak RSS (target < 300 MB; Python + numpy + pandas + pyarrow alone take ~120 MB,
-   printed as "baseline").
+1. Bombs: each hostile upload (Parquet row bomb, dictionary bombs and a footer that understates the pages,
+   600k-column CSV, cells over 131,072 characters and over 16 MiB, rows of 10 and 25 MiB of commas, a 50 MB
+   binary line, JSON that grows 30x once built, a record of 30 MiB, vllm bench results of 99 MiB and of 7M
+   requests, a guidellm-shaped report, a JSON line of 30 MiB, 20 million JSON lines, 100 MiB + 1 byte) goes
+   through parse_traffic, inspect_upload and column_values in a fresh child process; printed per call: the
+   outcome (refused or not, and the message's length), wall and CPU time (target < 1 s) and the peak RSS over
+   the interpreter with its imports (target < 300 MB; Python + numpy + pandas + pyarrow alone take ~115 MB).
 2. Ingest: a 1,000,000-row per-request CSV in a child process: time (target < 5 s) and the peak RSS added by
    the parse over the file size (target <= 3x; the file's own bytes are already in memory before the parse,
-   as they are in the app, and are not counted; the absolute peak is printed too).
+   as they are in the app, and are not counted; the absolute peak is printed too), then the same rows as Parquet.
 
-tests/profiles/test_traffic_bombs.py imports `make_bombs` and `measure` and asserts the refusals and the
-memory bound (not the times: CI machines are slow and shared).
+tests/profiles/test_traffic_bombs.py imports `make_bombs` and `measure_all` and asserts the refusals, the memory
+bound and the CPU time of each call (not the wall time: CI machines are slow and shared).
 """
 
 from __future__ import annotations
@@ -276,13 +278,16 @@ def make_requests_csv(n: int, seed: int = 1) -> bytes:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        print("Bombs (each parsed in a fresh process; targets: refused in < 1 s, peak RSS < 300 MB)")
+        print("Bombs: parse_traffic, inspect_upload and column_values('workload') on each, in a fresh process "
+              "(targets: refused in < 1 s, peak RSS < 300 MB above the interpreter with its imports)")
         for label, path in make_bombs(d / "bombs").items():
-            r = measure(path)
-            print(f"  {label:52s} {path.stat().st_size / MIB:8.2f} MiB  {r['outcome']:8s} in {r['seconds']:6.3f} s, "
-                  f"peak RSS {r['peak_mb']:6.0f} MB (baseline {r['baseline_mb']:.0f} MB, after reading the file "
-                  f"{r['after_read_mb']:.0f} MB); message {len(r['message'])} chars")
-            print(f"      {r['message'][:160]}")
+            rs = measure_all(path)
+            print(f"  {label} ({path.stat().st_size / MIB:.2f} MiB; interpreter {rs['parse']['baseline_mb']:.0f} MB)")
+            for fn, r in rs.items():
+                print(f"    {fn:8s} {r['outcome']:8s} wall {r['seconds']:6.3f} s, CPU {r['cpu_s']:6.3f} s, peak RSS "
+                      f"+{r['added_mb']:4.0f} MB (absolute {r['peak_mb']:4.0f} MB, after the call "
+                      f"{r['rss_after_mb']:4.0f} MB); message {len(r['message'])} chars")
+            print(f"      {rs['parse']['message'][:160]}")
             path.unlink()
         data = make_requests_csv(1_000_000)
         p = d / "requests_1m.csv"
@@ -293,11 +298,23 @@ def main() -> None:
         r = runs[0]
         added = r["peak_mb"] - r["after_read_mb"]
         print(f"Ingest: 1,000,000-row per-request CSV ({r['file_mb']:.1f} MiB), {r['outcome']} ({r['message']}): "
-              f"median {times[1]:.2f} s (runs {', '.join(f'{x:.2f}' for x in times)}; target < 5 s)")
+              f"median {times[1]:.2f} s (runs {', '.join(f'{x:.2f}' for x in times)}; CPU {r['cpu_s']:.2f} s; "
+              "target < 5 s)")
         print(f"  peak RSS {r['peak_mb']:.0f} MB = baseline {r['baseline_mb']:.0f} MB + file "
               f"{r['after_read_mb'] - r['baseline_mb']:.0f} MB + parse {added:.0f} MB; parse / file size = "
               f"{added / r['file_mb']:.2f}x (target <= 3x); absolute peak / file size = "
-              f"{r['peak_mb'] / r['file_mb']:.2f}x")
+              f"{r['peak_mb'] / r['file_mb']:.2f}x; RSS after the parse {r['rss_after_mb']:.0f} MB")
+        pq.write_table(_csv_table(p), d / "r.parquet")
+        r = measure(d / "r.parquet")
+        print(f"Ingest: the same rows as Parquet ({r['file_mb']:.1f} MiB), {r['outcome']}: {r['seconds']:.2f} s "
+              f"(CPU {r['cpu_s']:.2f} s), peak RSS +{r['added_mb']:.0f} MB over the interpreter, RSS after the parse "
+              f"{r['rss_after_mb']:.0f} MB (interpreter {r['baseline_mb']:.0f} MB)")
+
+
+def _csv_table(path: Path) -> pa.Table:
+    import pyarrow.csv as pacsv
+
+    return pacsv.read_csv(path)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ def _header_names(header: bytes, delim: str) -> list[str]:
 
 def _fields(buf: bytes, a: int, b: int, delim: bytes, quoted: bool, keep: int,
             in_quotes: bool = False) -> tuple[list[tuple[int, int]], int]:
-    spans, n, _open = _scan(buf, a, b, delim, quoted, keep, in_quotes)
+    """`_scan` without the state it ends in."""
+    spans, n, _inside = _scan(buf, a, b, delim, quoted, keep, in_quotes)
     return spans, n
 
 
@@ -126,7 +127,8 @@ _TOKENS = {d.encode(): re.compile(b'["' + re.escape(d.encode()) + b"]") for d in
 def _csv_rows(buf: bytes, start: int, delim: bytes, quoted: bool, stop: int | None = None):
     """Yield (data row, first line, row start, row end) from `start` (the header line: row 0) up to byte `stop`;
     empty lines are skipped as pyarrow does. A row goes on past a line break that lies inside a quoted field (as
-    pyarrow reads quotes: `_scan`). Offsets only: no row is copied."""
+    pyarrow reads quotes, `_scan`, for a line with an odd number of quotes and the lines after it). Offsets
+    only: no row is copied."""
     pos, n = start, len(buf) if stop is None else min(stop, len(buf))
     line = buf.count(b"\n", 0, start) + 1
     row = -1
@@ -134,7 +136,7 @@ def _csv_rows(buf: bytes, start: int, delim: bytes, quoted: bool, stop: int | No
         first_line = line
         end = buf.find(b"\n", pos)
         end = len(buf) if end < 0 else end
-        if quoted and buf.find(b'"', pos, end) >= 0:
+        if quoted and buf.count(b'"', pos, end) % 2:  # an even count closes what it opens (or is text)
             inside = _scan(buf, pos, end, delim, True, 0)[2]
             while inside and end < len(buf):
                 nxt = buf.find(b"\n", end + 1)
