@@ -83,6 +83,8 @@ def _thrift(ttype: int, v) -> bytes:
 def understate_footer(path: Path, chunk_bytes: int = 1000) -> Path:
     """Rewrite a Parquet file's footer so that every column chunk's total_uncompressed_size (ColumnMetaData field
     6) and every row group's total_byte_size (RowGroup field 2) say `chunk_bytes`: the pages stay as they are."""
+    if str(ROOT) not in sys.path:  # run as a script
+        sys.path.insert(0, str(ROOT))
     from profiles.traffic.sources.parquet_pages import STRUCT, read_value
 
     data = path.read_bytes()
