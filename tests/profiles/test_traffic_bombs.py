@@ -120,14 +120,16 @@ def test_a_row_over_one_block_is_refused_before_pyarrow():
         inspect_upload("t.csv", data)
 
 
-def test_page_headers_are_what_the_writer_wrote():
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_page_headers_are_what_the_writer_wrote(version):
     """The page walk reads a real file's headers: every value of each chunk, and the chunk's decompressed bytes
     short of the footer's total by just the page headers (the footer counts them; the pages' sizes do not)."""
     n = 300_000
     tbl = pa.table({"t": pa.array(np.arange(n, dtype=np.int64)), "w": pa.array(np.array(["chat", "code"])[
         np.arange(n) % 2]), "s": pa.array([f"s{i}" for i in range(n)])})
     buf = io.BytesIO()
-    pq.write_table(tbl, buf, row_group_size=100_000, compression="zstd", data_page_size=64 << 10)
+    pq.write_table(tbl, buf, row_group_size=100_000, compression="zstd", data_page_size=64 << 10,
+                   data_page_version=version)
     data = buf.getvalue()
     md = pq.ParquetFile(pa.BufferReader(data)).metadata
     for g in range(md.num_row_groups):

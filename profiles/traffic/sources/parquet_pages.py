@@ -144,18 +144,22 @@ def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
     """Walk the page headers of column chunk `cc` (pyarrow ColumnChunkMetaData) in `data` (the whole file), the
     way Arrow's page reader does, without decompressing anything. Refuses (TrafficError) a header that is not
     one, a page past the chunk or the file, and more than `max_pages` pages."""
+    if cc.num_values == 0:
+        return ChunkPages(0, 0, 0, 0, 0, 0)
     pos = cc.data_page_offset
     if cc.has_dictionary_page and cc.dictionary_page_offset and 0 < cc.dictionary_page_offset < pos:
         pos = cc.dictionary_page_offset
     end = min(pos + cc.total_compressed_size, len(data) - 8)
+    # Arrow reads up to 100 bytes past a chunk's stated end: old parquet-mr files understate it (PARQUET-816)
+    padded = min(end + 100, len(data) - 8)
     if pos < 4 or pos >= end:
         raise _fail(f"a Parquet column chunk within the file (it says bytes {pos:,} to {end:,})", column=column)
     total = values = pages = largest = coded = plain = 0
     try:
         while values < cc.num_values and pos < end:
-            header, pos = read_value(data, pos, end, STRUCT, keep_binary=False)
+            header, pos = read_value(data, pos, padded, STRUCT, keep_binary=False)
             ptype, unc, comp = _field(header, 1), _field(header, 2), _field(header, 3)
-            if not isinstance(unc, int) or not isinstance(comp, int) or unc < 0 or comp < 0 or pos + comp > end:
+            if not isinstance(unc, int) or not isinstance(comp, int) or unc < 0 or comp < 0 or pos + comp > padded:
                 raise ThriftError("a page header without its sizes, or a page past the chunk")
             pos += comp
             pages += 1
