@@ -138,7 +138,7 @@ def test_page_headers_are_what_the_writer_wrote(version):
             pages = chunk_pages(data, cc, max_pages=10_000, column=f"c{j}")
             assert pages.values == cc.num_values == 100_000
             assert pages.pages > 1
-            assert 0 < cc.total_uncompressed_size - pages.uncompressed_bytes < 64 * pages.pages
+            assert 0 < cc.total_uncompressed_size - pages.uncompressed_bytes < 200 * pages.pages  # headers
             if j == 1:  # two values: a dictionary page, then data pages all coded against it
                 assert (pages.dictionary_coded_pages, pages.plain_bytes) == (pages.pages - 1, 0)
     with pytest.raises(TrafficError, match="at most 3 pages"):
