@@ -1,16 +1,18 @@
 """Traffic-ingest benchmark (prints figures; no assertions): `python benchmarks/bench_traffic_ingest.py`.
 
-1. Bombs: each hostile upload (Parquet row bomb, dictionary bombs, 600k-column CSV, cells over 131,072
-   characters and over 16 MiB, a 50 MB binary line, 100 MiB + 1 byte) is parsed by profiles.traffic in a fresh
-   child process; printed: the outcome (refused or not, and the message's length), the time to refuse (target
-   < 1 s) and the child's peak RSS (target < 300 MB; Python + numpy + pandas + pyarrow alone take ~120 MB,
-   printed as "baseline").
+1. Bombs: each hostile upload (Parquet row bomb, dictionary bombs and a footer that understates the pages,
+   600k-column CSV, cells over 131,072 characters and over 16 MiB, rows of 10 and 25 MiB of commas, a 50 MB
+   binary line, JSON that grows 30x once built, a record of 30 MiB, vllm bench results of 99 MiB and of 7M
+   requests, a guidellm-shaped report, a JSON line of 30 MiB, 20 million JSON lines, 100 MiB + 1 byte) goes
+   through parse_traffic, inspect_upload and column_values in a fresh child process; printed per call: the
+   outcome (refused or not, and the message's length), wall and CPU time (target < 1 s) and the peak RSS over
+   the interpreter with its imports (target < 300 MB; Python + numpy + pandas + pyarrow alone take ~115 MB).
 2. Ingest: a 1,000,000-row per-request CSV in a child process: time (target < 5 s) and the peak RSS added by
    the parse over the file size (target <= 3x; the file's own bytes are already in memory before the parse,
-   as they are in the app, and are not counted; the absolute peak is printed too).
+   as they are in the app, and are not counted; the absolute peak is printed too), then the same rows as Parquet.
 
-tests/profiles/test_traffic_bombs.py imports `make_bombs` and `measure` and asserts the refusals and the
-memory bound (not the times: CI machines are slow and shared).
+tests/profiles/test_traffic_bombs.py imports `make_bombs` and `measure_all` and asserts the refusals, the memory
+bound and the CPU time of each call (not the wall time: CI machines are slow and shared).
 """
 
 from __future__ import annotations
@@ -33,6 +35,89 @@ MIB = 2**20
 def _parquet(path: Path, table: pa.Table) -> Path:
     pq.write_table(table, path, compression="zstd", row_group_size=max(table.num_rows, 1))
     return path
+
+
+def _thrift(ttype: int, v) -> bytes:
+    """Thrift compact-protocol encoding of a value as profiles.traffic.sources.parquet_pages.read_value returns it."""
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            if n < 0x80:
+                return bytes(out + bytes([n]))
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+
+    def zz(n: int) -> int:
+        return (n << 1) ^ (n >> 63)
+
+    if ttype in (1, 2):
+        return b"\x01" if v else b"\x02"
+    if ttype == 3:
+        return bytes([v])
+    if ttype in (4, 5, 6):
+        return varint(zz(v))
+    if ttype == 7:
+        return v
+    if ttype == 8:
+        return varint(len(v)) + v
+    if ttype in (9, 10):
+        etype, items = v
+        head = bytes([(len(items) << 4) | etype]) if len(items) < 15 else bytes([0xF0 | etype]) + varint(len(items))
+        return head + b"".join(_thrift(etype, x) for x in items)
+    if ttype == 11:
+        kt, vt, pairs = v
+        if not pairs:
+            return b"\x00"
+        return varint(len(pairs)) + bytes([(kt << 4) | vt]) + b"".join(
+            _thrift(kt, k) + _thrift(vt, x) for k, x in pairs)
+    out, last = bytearray(), 0
+    for fid, ft, x in v:
+        wire = (1 if x else 2) if ft in (1, 2) else ft
+        out += bytes([((fid - last) << 4) | wire]) if 0 < fid - last <= 15 else bytes([wire]) + varint(zz(fid))
+        last = fid
+        if ft not in (1, 2):
+            out += _thrift(ft, x)
+    return bytes(out + b"\x00")
+
+
+def understate_footer(path: Path, chunk_bytes: int = 1000) -> Path:
+    """Rewrite a Parquet file's footer so that every column chunk's total_uncompressed_size (ColumnMetaData field
+    6) and every row group's total_byte_size (RowGroup field 2) say `chunk_bytes`: the pages stay as they are."""
+    if str(ROOT) not in sys.path:  # run as a script
+        sys.path.insert(0, str(ROOT))
+    from profiles.traffic.sources.parquet_pages import STRUCT, read_value
+
+    data = path.read_bytes()
+    n = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - n
+    meta, _ = read_value(data, start, len(data) - 8, STRUCT)
+
+    def patch(fields, field_id, value):
+        return [(f, t, value if f == field_id else v) for f, t, v in fields]
+
+    groups = []
+    for rg in dict((f, v) for f, _t, v in meta)[4][1]:
+        cols = dict((f, v) for f, _t, v in rg)[1][1]
+        cols = [[(f, t, patch(v, 6, chunk_bytes) if f == 3 else v) for f, t, v in cc] for cc in cols]
+        groups.append([(f, t, (12, cols) if f == 1 else v) for f, t, v in patch(rg, 2, chunk_bytes)])
+    footer = _thrift(12, [(f, t, (12, groups) if f == 4 else v) for f, t, v in meta])
+    path.write_bytes(data[:start] + footer + len(footer).to_bytes(4, "little") + b"PAR1")
+    return path
+
+
+def _understated_parquet(path: Path) -> Path:
+    """2,000,000 rows whose 'workload' strings (800 bytes each, plain-encoded: no dictionary) decode to 1.6 GB
+    from ~0.2 MB of zstd pages; the footer then says 1,000 bytes per column chunk. Written as 20 row groups from
+    one 100,000-row table (~85 MB in memory here)."""
+    rows = 100_000
+    text = pa.array(["x" * 800] * rows)
+    tbl = pa.table({"timestamp": pa.array(np.arange(rows, dtype=np.int64) + 1_790_000_000), "workload": text,
+                    "prompt_tokens": pa.array(np.full(rows, 100, np.int32)),
+                    "output_tokens": pa.array(np.full(rows, 10, np.int32))})
+    with pq.ParquetWriter(path, tbl.schema, compression="zstd", use_dictionary=False) as w:
+        for _ in range(20):
+            w.write_table(tbl, row_group_size=rows)
+    return understate_footer(path)
 
 
 def make_bombs(d: Path) -> dict[str, Path]:
@@ -74,48 +159,114 @@ def make_bombs(d: Path) -> dict[str, Path]:
     with big.open("wb") as f:
         f.write(b"x" * (100 * MIB + 1))
     out["100 MiB + 1 byte"] = big
+    out["parquet footer understating its size (1.6 GB of pages)"] = _understated_parquet(d / "understated.parquet")
+    for size in (10, 25):
+        p = d / f"commas_{size}.csv"
+        p.write_bytes(HEADER + b"," * (size * MIB) + b"\n")
+        out[f"CSV row of {size} MiB of commas"] = p
+    p = d / "comma_lines.csv"
+    p.write_bytes(HEADER + (b"," * 104_856 + b"\n") * 250)
+    out["CSV of 25 MiB of commas in 250 lines"] = p
+    p = d / "empty_records.json"
+    p.write_bytes(b"[" + b"{}," * ((32 * MIB - 3) // 3) + b"{}]")
+    out["JSON array of 32 MiB of {} records"] = p
+    p = d / "one_record.json"
+    p.write_bytes(b'[{"timestamp": 1790000000, "prompt_tokens": [' + b"[]," * (10 * MIB) + b'[]], "output_tokens": 1}]')
+    out["JSON array with one 30 MiB record"] = p
+    head = b'{"date": "20251101-120000", "duration": 50.0, "request_rate": 4.0, "input_lens": ['
+    lens = b"100," * ((99 * MIB - 200) // 8) + b"100"
+    p = d / "bench_99.json"
+    p.write_bytes(head + lens + b'], "output_lens": [' + lens + b"]}\n{}\n")
+    out["vllm bench result of 99 MiB"] = p
+    lens = b"0," * (7 * MIB) + b"0"
+    p = d / "bench_lens.json"
+    p.write_bytes(head + lens + b'], "output_lens": [' + lens + b"]}")
+    out["vllm bench result with 7M requests (28 MiB)"] = p
+    p = d / "guidellm_like.json"
+    p.write_bytes(b'{"benchmarks": [' + b"{}," * (10 * MIB) + b"{}]}")
+    out["guidellm-like report of 30 MiB of {}"] = p
+    p = d / "line.jsonl"
+    first = b'{"timestamp": "2026-11-01T00:00:00Z", "workload": "chat", "prompt_tokens": 1, "output_tokens": 1}\n'
+    p.write_bytes(first + b'{"timestamp": "2026-11-01T00:00:01Z", "workload": "' + b"a" * (30 * MIB) + b'"}\n')
+    out["JSON lines with one 30 MiB line"] = p
+    p = d / "empty_lines.jsonl"
+    p.write_bytes(b'{"timestamp": 1790000000, "workload": "chat", "prompt_tokens": 1, "output_tokens": 1}\n'
+                  + b"{}\n" * (20_000_000))
+    out["JSON lines: 20 million {} lines (57 MiB)"] = p
     return out
 
 
 _CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
+import pyarrow as pa
 from profiles import load_catalog
-from profiles.traffic import TrafficError, parse_traffic
-def hwm_kib():  # peak RSS of this process (VmHWM; ru_maxrss would carry the parent's peak across exec)
+from profiles.traffic import TrafficError, column_values, inspect_upload, parse_traffic
+def status_kib(key):  # VmHWM: peak RSS of this process (ru_maxrss would carry the parent's peak across exec)
     for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1])
+def cpu_s():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 cat = load_catalog()
 path = Path({path!r})
-base = hwm_kib()
+base = status_kib("VmHWM")
 data = path.read_bytes()
-after_read = hwm_kib()
-t = time.perf_counter()
-try:
-    prof = parse_traffic(path.name, data, cat)
-    outcome, message = "parsed", f"{{prof.rows}} rows"
-except TrafficError as e:
-    outcome, message = "refused", str(e)
-except BaseException as e:
-    outcome, message = "crashed", f"{{type(e).__name__}}: {{str(e)[:300]}}"
-dt = time.perf_counter() - t
-peak = hwm_kib()
-print(json.dumps(dict(outcome=outcome, message=message, seconds=dt, peak_mb=peak / 1024,
-                      baseline_mb=base / 1024, after_read_mb=after_read / 1024, file_mb=len(data) / 2**20)))
+after_read = status_kib("VmHWM")
+for fn in {fns!r}:
+    with open("/proc/self/clear_refs", "w") as f:  # "5": the peak restarts from the current RSS
+        f.write("5")
+    t, c = time.perf_counter(), cpu_s()
+    try:
+        if fn == "parse":
+            outcome, message = "parsed", f"{{parse_traffic(path.name, data, cat).rows}} rows"
+        elif fn == "inspect":
+            outcome, message = "opened", f"{{len(inspect_upload(path.name, data).columns)}} columns"
+        else:
+            outcome, message = "read", f"{{len(column_values(path.name, data, {column!r}))}} values"
+    except TrafficError as e:
+        outcome, message = "refused", str(e)
+    except BaseException as e:
+        outcome, message = "crashed", f"{{type(e).__name__}}: {{str(e)[:300]}}"
+    dt, cpu = time.perf_counter() - t, cpu_s() - c
+    peak = status_kib("VmHWM")
+    print(json.dumps(dict(fn=fn, outcome=outcome, message=message, seconds=dt, cpu_s=cpu, peak_mb=peak / 1024,
+                          baseline_mb=base / 1024, after_read_mb=after_read / 1024, added_mb=(peak - base) / 1024,
+                          rss_after_mb=status_kib("VmRSS") / 1024, arrow_pool_mb=pa.total_allocated_bytes() / 2**20,
+                          file_mb=len(data) / 2**20)), flush=True)
 """
 
+FUNCTIONS = ("parse", "inspect", "values")  # parse_traffic, inspect_upload, column_values
 
-def measure(path: Path, timeout_s: float = 300.0) -> dict:
-    """Parse `path` in a fresh Python process; outcome, message, seconds, peak/baseline RSS in MB (VmHWM)."""
-    code = _CHILD.format(root=str(ROOT), path=str(path))
+
+def measure_all(path: Path, fns: tuple[str, ...] = FUNCTIONS, timeout_s: float = 300.0,
+                column: str = "workload") -> dict[str, dict]:
+    """Run each of `fns` (parse: parse_traffic, inspect: inspect_upload, values: column_values of `column`) on
+    `path`, one after the other in one fresh Python process; per function: outcome, message, seconds (wall) and
+    cpu_s (user + sys of the call), peak RSS during the call (VmHWM, reset before each call), the baseline after
+    the imports (a bare interpreter with numpy, pandas, pyarrow and the catalog), added_mb = peak - baseline
+    (the file's own bytes and anything an earlier call kept included), RSS and Arrow's pool after the call, in
+    MB. A function whose process died is reported as crashed."""
+    code = _CHILD.format(root=str(ROOT), path=str(path), fns=tuple(fns), column=column)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
-    if res.returncode != 0:
-        return {"outcome": "crashed", "message": res.stderr[-500:], "seconds": float("nan"),
-                "peak_mb": float("nan"), "baseline_mb": float("nan"), "after_read_mb": float("nan"),
-                "file_mb": path.stat().st_size / MIB}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    out = {}
+    for line in res.stdout.strip().splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            out[r.pop("fn")] = r
+    nan = float("nan")
+    for fn in fns:
+        out.setdefault(fn, {"outcome": "crashed", "message": res.stderr[-500:], "seconds": nan, "cpu_s": nan,
+                            "peak_mb": nan, "baseline_mb": nan, "after_read_mb": nan, "added_mb": nan,
+                            "rss_after_mb": nan, "arrow_pool_mb": nan, "file_mb": path.stat().st_size / MIB})
+    return out
+
+
+def measure(path: Path, timeout_s: float = 300.0, fn: str = "parse", column: str = "workload") -> dict:
+    """`measure_all` for one function (parse_traffic unless `fn` says otherwise)."""
+    return measure_all(path, (fn,), timeout_s, column)[fn]
 
 
 def make_requests_csv(n: int, seed: int = 1) -> bytes:
@@ -129,13 +280,16 @@ def make_requests_csv(n: int, seed: int = 1) -> bytes:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        print("Bombs (each parsed in a fresh process; targets: refused in < 1 s, peak RSS < 300 MB)")
+        print("Bombs: parse_traffic, inspect_upload and column_values('workload') on each, in a fresh process "
+              "(targets: refused in < 1 s, peak RSS < 300 MB above the interpreter with its imports)")
         for label, path in make_bombs(d / "bombs").items():
-            r = measure(path)
-            print(f"  {label:52s} {path.stat().st_size / MIB:8.2f} MiB  {r['outcome']:8s} in {r['seconds']:6.3f} s, "
-                  f"peak RSS {r['peak_mb']:6.0f} MB (baseline {r['baseline_mb']:.0f} MB, after reading the file "
-                  f"{r['after_read_mb']:.0f} MB); message {len(r['message'])} chars")
-            print(f"      {r['message'][:160]}")
+            rs = measure_all(path)
+            print(f"  {label} ({path.stat().st_size / MIB:.2f} MiB; interpreter {rs['parse']['baseline_mb']:.0f} MB)")
+            for fn, r in rs.items():
+                print(f"    {fn:8s} {r['outcome']:8s} wall {r['seconds']:6.3f} s, CPU {r['cpu_s']:6.3f} s, peak RSS "
+                      f"+{r['added_mb']:4.0f} MB (absolute {r['peak_mb']:4.0f} MB, after the call "
+                      f"{r['rss_after_mb']:4.0f} MB); message {len(r['message'])} chars")
+            print(f"      {rs['parse']['message'][:160]}")
             path.unlink()
         data = make_requests_csv(1_000_000)
         p = d / "requests_1m.csv"
@@ -146,11 +300,23 @@ def main() -> None:
         r = runs[0]
         added = r["peak_mb"] - r["after_read_mb"]
         print(f"Ingest: 1,000,000-row per-request CSV ({r['file_mb']:.1f} MiB), {r['outcome']} ({r['message']}): "
-              f"median {times[1]:.2f} s (runs {', '.join(f'{x:.2f}' for x in times)}; target < 5 s)")
+              f"median {times[1]:.2f} s (runs {', '.join(f'{x:.2f}' for x in times)}; CPU {r['cpu_s']:.2f} s; "
+              "target < 5 s)")
         print(f"  peak RSS {r['peak_mb']:.0f} MB = baseline {r['baseline_mb']:.0f} MB + file "
               f"{r['after_read_mb'] - r['baseline_mb']:.0f} MB + parse {added:.0f} MB; parse / file size = "
               f"{added / r['file_mb']:.2f}x (target <= 3x); absolute peak / file size = "
-              f"{r['peak_mb'] / r['file_mb']:.2f}x")
+              f"{r['peak_mb'] / r['file_mb']:.2f}x; RSS after the parse {r['rss_after_mb']:.0f} MB")
+        pq.write_table(_csv_table(p), d / "r.parquet")
+        r = measure(d / "r.parquet")
+        print(f"Ingest: the same rows as Parquet ({r['file_mb']:.1f} MiB), {r['outcome']}: {r['seconds']:.2f} s "
+              f"(CPU {r['cpu_s']:.2f} s), peak RSS +{r['added_mb']:.0f} MB over the interpreter, RSS after the parse "
+              f"{r['rss_after_mb']:.0f} MB (interpreter {r['baseline_mb']:.0f} MB)")
+
+
+def _csv_table(path: Path) -> pa.Table:
+    import pyarrow.csv as pacsv
+
+    return pacsv.read_csv(path)
 
 
 if __name__ == "__main__":

@@ -22,10 +22,11 @@ Volume: the observed output-token rate (tokens / first-to-last span) x seconds i
 span longer than zero, with a 95 % interval and a sentence saying what it rests on (`volume_note`). The daily
 shape comes from the trace when it spans a day or more (`hourly_arrivals`), else from a shape the user picks.
 
-Bounded ingestion: size, rows and columns are checked from headers and metadata before anything is decoded
-(Parquet footer: rows, columns, uncompressed bytes incl. dictionary pages; CSV: the header line's field
-count; xlsx: the zip directory; a JSON document: at most 32 MiB); only the columns the profile needs are decoded;
-a cell holds at most `MAX_FIELD_CHARS` characters. Every error names row, column and value
+Bounded ingestion: every reader is bounded by what it decodes, not by what a header claims (Parquet: rows and
+columns from the footer, decompressed bytes from every page header; CSV: each line's bytes and separators counted
+before pyarrow splits a row; xlsx: the zip directory; a JSON document: at most 32 MiB, streamed one record at a
+time; JSON lines: 1 MiB a line); only the columns the profile needs are decoded, in bounded pieces; a cell holds
+at most `MAX_FIELD_CHARS` characters. Every error names row, column and value
 (`TrafficError.problems`) in at most `MAX_MESSAGE_CHARS` characters. A profile is returned only when every
 number in it is finite and sane.
 

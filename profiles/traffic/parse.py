@@ -11,12 +11,12 @@ import pyarrow.compute as pc
 
 from profiles.traffic.columns import REQUEST_REQUIRED, ROLE_LABELS, SYNONYMS, FileInfo, map_columns
 from profiles.traffic.errors import Problem, TrafficError, _cut, _fail, _list
-from profiles.traffic.limits import MAX_UPLOAD_BYTES
+from profiles.traffic.limits import MAX_DISTINCT_VALUES, MAX_UPLOAD_BYTES
 from profiles.traffic.mix import _mix_profile
 from profiles.traffic.options import DEFAULT_OPTIONS, ParseOptions
 from profiles.traffic.per_request import _requests_profile
 from profiles.traffic.profile import TrafficProfile
-from profiles.traffic.reading import _read
+from profiles.traffic.reading import _batches
 from profiles.traffic.sources import open_source
 from profiles.traffic.sources.delimited import DELIMITERS
 from profiles.traffic.validate import _text
@@ -82,14 +82,17 @@ def column_values(name: str, data: bytes, column: str, options: ParseOptions | N
     src = open_source(name, data, options, max_bytes)
     if column not in src.columns:
         raise _fail(f"a column of the file; the file's columns are: {_list(src.columns)}", column=column)
-    arr = _read(src, [column], [column]).column(0)
     counts: dict[str, int] = {}
-    for chunk in arr.chunks:
-        enc = chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
-        words = _text(enc.dictionary).to_pylist()
-        idx = enc.indices.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
-        for w, k in zip(words, np.bincount(idx, minlength=len(words)), strict=True):
-            if w is not None and k:
-                counts[w] = counts.get(w, 0) + int(k)
+    for piece in _batches(src, [column], [column]):  # streamed: the column never exists decoded in full
+        for chunk in piece.column(0).chunks:
+            enc = chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
+            words = _text(enc.dictionary).to_pylist()
+            idx = enc.indices.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
+            for w, k in zip(words, np.bincount(idx, minlength=len(words)), strict=True):
+                if w is not None and k:
+                    counts[w] = counts.get(w, 0) + int(k)
+            if len(counts) > MAX_DISTINCT_VALUES:
+                raise _fail(f"a column with at most {MAX_DISTINCT_VALUES:,} distinct values to map (this one has "
+                            "more: map a column such as a model or an endpoint name)", column=column)
     pairs = sorted(counts.items(), key=lambda x: -x[1])
     return [(_cut(v, 80), n) for v, n in pairs[:limit]]

@@ -26,12 +26,17 @@ def _batches(src: Source, cols: list[str], text_cols: Iterable[str]) -> Iterable
             raise _fail(f"at most {MAX_ROWS:,} rows (this file has {tbl.num_rows:,})")
         pieces = (tbl.slice(i, BATCH_ROWS) for i in range(0, max(tbl.num_rows, 1), BATCH_ROWS))
     rows = 0
-    for piece in pieces:
-        rows += piece.num_rows
-        if rows > MAX_ROWS:
-            raise _fail(f"at most {MAX_ROWS:,} rows (this file has more)")
-        if piece.num_rows:
-            yield piece
+    try:
+        for piece in pieces:
+            rows += piece.num_rows
+            if rows > MAX_ROWS:
+                raise _fail(f"at most {MAX_ROWS:,} rows (this file has more)")
+            if piece.num_rows:
+                yield piece
+    finally:
+        # Arrow's allocator (mimalloc) keeps freed pages for reuse: hand them back once a read ends (measured:
+        # ~25 MB after a 1M-row file; the server would otherwise hold the peak of its largest upload).
+        pa.default_memory_pool().release_unused()
     if rows == 0:
         raise _fail("at least one data row below the header")
 

@@ -1,6 +1,6 @@
-"""JSON lines (one request object per line): the first record sets the columns (at most MAX_COLUMNS keys, within
-MAX_HEADER_BYTES); pyarrow reads the selected keys when their types are plain, else line by line (mixed types, or
-a bad line to name)."""
+"""JSON lines (one request object per line): before any line is parsed, every line is within MAX_RECORD_BYTES and
+there are at most MAX_ROWS of them; the first record sets the columns (at most MAX_COLUMNS keys); pyarrow reads the
+selected keys when their types are plain, else line by line (mixed types, or a bad line to name)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,15 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from profiles.traffic.errors import _fail
-from profiles.traffic.guards import _check_utf8
-from profiles.traffic.limits import MAX_COLUMNS, MAX_FIELD_CHARS, MAX_HEADER_BYTES, MAX_ROWS, MAX_VALUE_CHARS
+from profiles.traffic.guards import _check_utf8, _long_lines, size_text
+from profiles.traffic.limits import (
+    MAX_COLUMNS,
+    MAX_FIELD_CHARS,
+    MAX_HEADER_BYTES,
+    MAX_RECORD_BYTES,
+    MAX_ROWS,
+    MAX_VALUE_CHARS,
+)
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Source, _json_scalar_type, _records_table
 
@@ -26,6 +33,7 @@ def _jsonl_source(data: bytes, options: ParseOptions) -> Source:
     if nl < 0 and len(data) - start > MAX_HEADER_BYTES:
         raise _fail(f"one JSON object per line, the first within {MAX_HEADER_BYTES // 2**20} MiB", line=1)
     _check_utf8(data, start)
+    _check_lines(data, start)
     first = data[start: nl if nl >= 0 else len(data)]
     try:
         rec = json.loads(first)
@@ -64,7 +72,7 @@ def _jsonl_source(data: bytes, options: ParseOptions) -> Source:
             try:
                 return pajson.read_json(
                     pa.BufferReader(pa.py_buffer(data).slice(start)),
-                    read_options=pajson.ReadOptions(block_size=16 << 20),
+                    read_options=pajson.ReadOptions(block_size=4 * MAX_RECORD_BYTES),
                     parse_options=pajson.ParseOptions(explicit_schema=pa.schema(list(schema.items())),
                                                       unexpected_field_behavior="ignore"))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -72,6 +80,22 @@ def _jsonl_source(data: bytes, options: ParseOptions) -> Source:
         return _jsonl_slow(data, start, cols)
 
     return Source("jsonl", names, read, line_of)
+
+
+def _check_lines(data: bytes, start: int) -> None:
+    """Before any line is parsed: each line at most MAX_RECORD_BYTES (numpy over the bytes) and at most MAX_ROWS
+    lines that are not blank."""
+    for off, length, _ in _long_lines(data, start, MAX_RECORD_BYTES):
+        line = data.count(b"\n", 0, off) + 1
+        raise _fail(f"JSON lines of at most {size_text(MAX_RECORD_BYTES)} each (this one has {length:,} bytes; only "
+                    "token counts are needed: drop long text fields)", row=line - data.count(b"\n", 0, start),
+                    value=data[off:off + MAX_VALUE_CHARS + 1], line=line)
+    lines = data.count(b"\n", start) + 1
+    if lines > MAX_ROWS:
+        lines -= data.count(b"\n\n", start) + data.count(b"\n\r\n", start) + (data.endswith(b"\n"))
+        if lines > MAX_ROWS:
+            raise _fail(f"at most {MAX_ROWS:,} rows (this file has {lines:,} lines); sample the log and add a "
+                        "'weight' column, or upload an aggregated mix table")
 
 
 def _jsonl_slow(data: bytes, start: int, cols: list[str]) -> pa.Table:

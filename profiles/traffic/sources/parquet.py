@@ -1,16 +1,29 @@
-"""Parquet: rows, columns and the decompressed bytes of the selected columns (dictionary pages included) are read
-from the footer before any page is decoded; strings stay dictionary-encoded (a dictionary bomb costs its dictionary
-once plus 4 bytes a row)."""
+"""Parquet: rows and columns are read from the footer; the decompressed bytes of the selected columns from the
+footer and then from every page header (`parquet_pages`: what decoding allocates, whatever the footer claims)
+before any page is decoded. The columns are then read in pieces of PARQUET_BATCH_ROWS rows, the bytes built
+counted as they come; strings stay dictionary-encoded (a dictionary bomb costs its dictionary once plus 4 bytes a
+row)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from profiles.traffic.errors import _cut, _fail
-from profiles.traffic.limits import MAX_COLUMNS, MAX_DECODED_BYTES, MAX_PARQUET_FOOTER_BYTES, MAX_ROWS
+from profiles.traffic.errors import TrafficError, _cut, _fail
+from profiles.traffic.guards import size_text
+from profiles.traffic.limits import (
+    MAX_COLUMNS,
+    MAX_DECODED_BYTES,
+    MAX_PARQUET_FOOTER_BYTES,
+    MAX_PARQUET_PAGES,
+    MAX_ROWS,
+    PARQUET_BATCH_ROWS,
+)
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Source
+from profiles.traffic.sources.parquet_pages import chunk_pages
 
 
 def _parquet_source(data: bytes, options: ParseOptions) -> Source:
@@ -38,33 +51,77 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
         top = path.split(".")[0]
         leaf_index[top] = -1 if ("." in path or top in leaf_index) else j
 
-    def read(cols: list[str]) -> pa.Table:
-        total = 0
+    def check(cols: list[str]) -> list[str]:
+        """The footer's and then the page headers' decompressed size of the selected columns, before any page
+        is decoded; returns the text columns to read as dictionaries (those with pages coded against one)."""
+        claimed = decoded = 0
+        pages_left = MAX_PARQUET_PAGES
+        dictionary = []
         for c in cols:
             f = arrow_schema.field(c)
             if pa.types.is_nested(f.type) or c not in leaf_index or leaf_index[c] < 0:
                 raise _fail(f"a flat column (numbers or text), not {_cut(str(f.type), 80)}", column=c)
+            text = pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type) \
+                or pa.types.is_large_binary(f.type)
             j = leaf_index[c]
+            leaf = md.schema.column(j)
+            width = (leaf.length or 0) if leaf.physical_type == "FIXED_LEN_BYTE_ARRAY" else 0
+            chunks = []
             for g in range(md.num_row_groups):
                 rg = md.row_group(g)
                 cc = rg.column(j)
                 if cc.num_values > rg.num_rows:
                     raise _fail(f"at most one value per row (row group {g} says {cc.num_values:,} values for "
                                 f"{rg.num_rows:,} rows)", column=c)
-                total += cc.total_uncompressed_size
-                # dictionary-decoded strings are kept as a dictionary + 4-byte indices (read_dictionary below)
-                total += rg.num_rows * (4 if cc.physical_type == "BYTE_ARRAY" else 0)
-        if total > MAX_DECODED_BYTES:
-            raise _fail(f"at most {MAX_DECODED_BYTES // 2**20} MiB in the columns used once decompressed (the "
-                        f"file's metadata says {total / 2**20:,.0f} MiB)")
-        strings = [c for c in cols if pa.types.is_string(arrow_schema.field(c).type)
-                   or pa.types.is_large_string(arrow_schema.field(c).type)
-                   or pa.types.is_binary(arrow_schema.field(c).type)]
+                claimed += cc.total_uncompressed_size + rg.num_rows * (4 if cc.physical_type == "BYTE_ARRAY" else 0)
+                if claimed > MAX_DECODED_BYTES:
+                    raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
+                                f"(the file's footer says {claimed:,} bytes or more)")
+                pages = chunk_pages(data, cc, max_pages=pages_left, column=c)
+                pages_left -= pages.pages
+                if pages.values > rg.num_rows:
+                    raise _fail(f"at most one value per row (row group {g}'s pages hold {pages.values:,} values for "
+                                f"{rg.num_rows:,} rows)", column=c)
+                chunks.append((pages, rg.num_rows))
+            # Text coded against a dictionary is read as one (a dictionary bomb costs its dictionary once plus 4
+            # bytes a row); Arrow then also dictionary-encodes the column's other pages as it reads them, which
+            # costs about their size again. Per row: offsets or indices and validity (8 bytes bound them), or
+            # the fixed width of a FIXED_LEN value coded against a dictionary.
+            as_dictionary = text and any(p.dictionary_coded_pages for p, _n in chunks)
+            if as_dictionary:
+                dictionary.append(c)
+            for p, n in chunks:
+                decoded += p.uncompressed_bytes + (p.plain_bytes if as_dictionary else 0) + n * (8 + width)
+            if decoded > MAX_DECODED_BYTES:
+                raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
+                            f"(their pages hold {decoded:,} bytes or more; the file's footer says {claimed:,})",
+                            column=c)
+        return dictionary
+
+    def stream(cols: list[str]) -> Iterable[pa.Table]:
+        # Strings stay dictionary-encoded: a dictionary bomb (one long string on every row) costs its
+        # dictionary once plus 4 bytes a row, not its decoded size. Read in pieces of PARQUET_BATCH_ROWS rows, the bytes
+        # built counted as they come (a buffer shared by pieces, e.g. a dictionary, once).
+        dictionary = check(cols)
+        seen: set[int] = set()
+        built = 0
         try:
-            # Strings stay dictionary-encoded: a dictionary bomb (one long string on every row) costs its
-            # dictionary once plus 4 bytes a row, not its decoded size.
-            return pq.read_table(pa.BufferReader(pa.py_buffer(data)), columns=cols, read_dictionary=strings or None)
+            pf = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)), read_dictionary=dictionary or None,
+                                pre_buffer=False)
+            for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=cols, use_threads=False):
+                for arr in batch.columns:
+                    for part in (arr, arr.dictionary) if pa.types.is_dictionary(arr.type) else (arr,):
+                        for buf in part.buffers():
+                            if buf is not None and buf.address not in seen:
+                                seen.add(buf.address)
+                                built += buf.size
+                if built > MAX_DECODED_BYTES:
+                    raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
+                                f"(reading built {built:,} bytes and was stopped)")
+                yield pa.Table.from_batches([batch])
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError) as exc:
+            if isinstance(exc, TrafficError):
+                raise
             raise _fail(f"a readable Parquet file ({_cut(str(exc), 200)})") from None
 
-    return Source("parquet", names, read)
+    return Source("parquet", names, lambda cols: pa.concat_tables(list(stream(cols))), stream=stream)

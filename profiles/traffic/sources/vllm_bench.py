@@ -1,17 +1,20 @@
 """The result JSON of `vllm bench serve` (--save-result): per-request `input_lens` and `output_lens`, the run's
 `duration` and start `date`. It is read through the same capped JSON path as every JSON document
-(MAX_JSON_DOC_BYTES); the file has no per-request times, so arrivals are spread evenly over the run."""
+(MAX_JSON_DOC_BYTES), streamed: only the two length arrays are kept (8 bytes a request). The file has no
+per-request times, so arrivals are spread evenly over the run."""
 
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any
 
+import ijson
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from profiles.traffic.errors import _fail
+from profiles.traffic.errors import _cut, _fail
 from profiles.traffic.limits import MAX_ROWS
 from profiles.traffic.sources.base import Source
 
@@ -25,23 +28,51 @@ def looks_like(data: bytes) -> bool:
     return all(k in data for k in KEYS) and data[:4096].lstrip().startswith(b"{")
 
 
-def _numbers(v: Any) -> np.ndarray | None:
-    if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
-        return None
-    return np.asarray(v, float)
+SCALARS = ("duration", "date", "request_rate")
 
 
-def source(doc: Any) -> Source | None:
-    """The requests of a parsed vllm bench result; None when `doc` is not one (the other JSON shapes are tried)."""
-    if not isinstance(doc, dict):
-        return None
-    inp, out = _numbers(doc.get("input_lens")), _numbers(doc.get("output_lens"))
-    if inp is None or out is None:
+def _read(data: bytes) -> tuple[array | None, array | None, dict[str, Any]]:
+    """input_lens, output_lens (None when either is not a flat list of numbers) and the top-level scalars, in one
+    streaming pass (ijson events: nothing but the two number arrays is kept, at most MAX_ROWS + 1 of each)."""
+    lens: dict[str, array | None] = {"input_lens": None, "output_lens": None}
+    scalars: dict[str, Any] = {}
+    depth, key, arr = 0, None, None  # depth 1: the top-level object; arr: the length array being read
+    for event, value in ijson.basic_parse(data, use_float=True):
+        if arr is not None and depth == 2:
+            if event == "number":
+                arr.append(value)
+                if len(arr) > MAX_ROWS:
+                    raise _fail(f"at most {MAX_ROWS:,} requests (this result has more in '{key}')", column=key)
+                continue
+            if event != "end_array":  # not a flat list of numbers
+                lens[key] = arr = None
+        if event in ("start_map", "start_array"):
+            depth += 1
+            if depth == 2 and event == "start_array" and key in lens:
+                lens[key] = arr = array("d")
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+            arr = None if depth < 2 else arr
+        elif event == "map_key":
+            if depth == 1:
+                key = value
+        elif depth == 1 and key in SCALARS:
+            scalars[key] = value
+    return lens["input_lens"], lens["output_lens"], scalars
+
+
+def source(data: bytes) -> Source | None:
+    """The requests of a vllm bench result (the document's bytes, at most MAX_JSON_DOC_BYTES); None when it is
+    not one (the other JSON shapes are tried)."""
+    try:
+        inp, out, doc = _read(data)
+    except ijson.JSONError as exc:
+        raise _fail(f"a JSON document ({_cut(str(exc).splitlines()[0] if str(exc) else 'not JSON', 200)})") from None
+    if inp is None or out is None or (not len(inp) and not len(out)):
         return None
     if len(inp) != len(out):
         raise _fail(f"as many input_lens as output_lens ({len(inp):,} and {len(out):,})", column="output_lens")
-    if len(inp) > MAX_ROWS:
-        raise _fail(f"at most {MAX_ROWS:,} requests (this result has {len(inp):,})")
+    inp, out = np.frombuffer(inp, float), np.frombuffer(out, float)
     duration = doc.get("duration")
     if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not math.isfinite(duration) \
             or duration <= 0:
