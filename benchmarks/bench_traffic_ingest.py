@@ -78,11 +78,14 @@ def make_bombs(d: Path) -> dict[str, Path]:
 
 
 _CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from profiles import load_catalog
-from profiles.traffic import TrafficError, parse_traffic
+from profiles.traffic import TrafficError, inspect_upload, parse_traffic
+def cpu_s():  # user + system CPU time of this process (far less noisy than wall time on a shared machine)
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 def hwm_kib():  # peak RSS of this process (VmHWM; ru_maxrss would carry the parent's peak across exec)
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -92,27 +95,32 @@ path = Path({path!r})
 base = hwm_kib()
 data = path.read_bytes()
 after_read = hwm_kib()
-t = time.perf_counter()
+t, c = time.perf_counter(), cpu_s()
 try:
-    prof = parse_traffic(path.name, data, cat)
-    outcome, message = "parsed", f"{{prof.rows}} rows"
+    if {entry!r} == "inspect_upload":
+        info = inspect_upload(path.name, data)
+        outcome, message = "parsed", f"{{len(info.columns)}} columns"
+    else:
+        prof = parse_traffic(path.name, data, cat)
+        outcome, message = "parsed", f"{{prof.rows}} rows"
 except TrafficError as e:
     outcome, message = "refused", str(e)
 except BaseException as e:
     outcome, message = "crashed", f"{{type(e).__name__}}: {{str(e)[:300]}}"
-dt = time.perf_counter() - t
+dt, dc = time.perf_counter() - t, cpu_s() - c
 peak = hwm_kib()
-print(json.dumps(dict(outcome=outcome, message=message, seconds=dt, peak_mb=peak / 1024,
+print(json.dumps(dict(outcome=outcome, message=message, seconds=dt, cpu_s=dc, peak_mb=peak / 1024,
                       baseline_mb=base / 1024, after_read_mb=after_read / 1024, file_mb=len(data) / 2**20)))
 """
 
 
-def measure(path: Path, timeout_s: float = 300.0) -> dict:
-    """Parse `path` in a fresh Python process; outcome, message, seconds, peak/baseline RSS in MB (VmHWM)."""
-    code = _CHILD.format(root=str(ROOT), path=str(path))
+def measure(path: Path, timeout_s: float = 300.0, entry: str = "parse_traffic") -> dict:
+    """Parse `path` in a fresh Python process (entry: parse_traffic or inspect_upload); outcome, message, seconds,
+    cpu_s (the child's user + system CPU time in the call), peak/baseline RSS in MB (VmHWM)."""
+    code = _CHILD.format(root=str(ROOT), path=str(path), entry=entry)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
     if res.returncode != 0:
-        return {"outcome": "crashed", "message": res.stderr[-500:], "seconds": float("nan"),
+        return {"outcome": "crashed", "message": res.stderr[-500:], "seconds": float("nan"), "cpu_s": float("nan"),
                 "peak_mb": float("nan"), "baseline_mb": float("nan"), "after_read_mb": float("nan"),
                 "file_mb": path.stat().st_size / MIB}
     return json.loads(res.stdout.strip().splitlines()[-1])

@@ -156,106 +156,101 @@ def _date_styles(data: bytes, parts: dict, name: str) -> frozenset[str]:
 def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordinal: int = 0) -> dict:
     """One pass over the sheet. header_only: stop after the first row with a value (returned as {column index:
     (kind, text)}). Otherwise the cells of the columns in `want` (column index -> slot) of every row with a value
-    after the header, as Arrow chunks per slot, with the sheet row of each."""
-    ns = {"c": "", "v": "", "row": "", "is": "", "t": "", "rPh": ""}
+    after the header, as Arrow chunks per slot, with the sheet row of each. Callbacks keep their state in closure
+    variables: expat calls them a few million times for a large sheet."""
+    C = V = ROW = IS = T = RPH = ""  # noqa: N806 - the namespaced tag names, set from the root element
     cache: dict[str, int] = {}
     date_styles, k = book.date_styles, len(want)
-    st = {"elements": 0, "cells": 0, "rows": 0, "sheet_row": 0, "next": 0, "col": -1, "kind": 0, "has": False,
-          "text": False, "is": False, "rph": False, "row_has": False, "done": False, "n": 0}
+    elements = cells = rows = sheet_row = nxt = n = length = 0
+    col, kind = -1, K_NONE
+    has = in_text = in_is = in_rph = row_has = done = False
+    found_at: tuple[int, int] = (0, 0)
     parts: list[str] = []
-    plen = [0]
     header: dict[int, tuple[int, str]] = {}
     rowbuf: list = [None] * k
     kinds: list[list[int]] = [[] for _ in range(k)]
     texts: list[list] = [[] for _ in range(k)]
     chunks: list[list[tuple[np.ndarray, pa.Array]]] = [[] for _ in range(k)]
     sheet_rows: list[int] = []
-
-    def where() -> str:
-        return f"sheet '{_cut(book.title, 40)}' row {st['sheet_row']:,}"
+    title = _cut(book.title, 40)
 
     def start(tag: str, attrs: dict) -> None:
-        st["elements"] += 1
-        if st["elements"] > MAX_SHEET_ELEMENTS:
-            raise _fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements ({where()})")
-        if tag == ns["c"]:
-            st["cells"] += 1
-            if st["cells"] > MAX_SHEET_CELLS:
-                raise _fail(f"a sheet of at most {MAX_SHEET_CELLS:,} cells ({where()})")
+        nonlocal elements, cells, rows, sheet_row, nxt, col, kind, has, in_text, in_is, in_rph, row_has, length
+        elements += 1
+        if tag == C:
+            cells += 1
+            if cells > MAX_SHEET_CELLS:
+                raise _fail(f"a sheet of at most {MAX_SHEET_CELLS:,} cells (sheet '{title}' row {sheet_row:,})")
             ref = attrs.get("r")
-            col = _col_index(ref, cache) if ref else st["next"]
+            col = _col_index(ref, cache) if ref else nxt
             if col >= MAX_COLUMNS:
-                raise _fail(f"at most {MAX_COLUMNS:,} columns ({where()} has a cell in column "
-                            f"{_col_name(col) if col < 1 << 20 else _cut(ref, 12)})")
-            st["col"], st["next"], st["has"] = col, col + 1, False
+                raise _fail(f"at most {MAX_COLUMNS:,} columns (sheet '{title}' row {sheet_row:,} has a cell in "
+                            f"column {_col_name(col) if col < 1 << 20 else _cut(ref, 12)})")
+            nxt, has = col + 1, False
             t = attrs.get("t")
             if t is None or t == "n":
-                st["kind"] = K_DATE if attrs.get("s") in date_styles else K_NUM
+                kind = K_DATE if attrs.get("s") in date_styles else K_NUM
             else:
-                st["kind"] = K_SST if t == "s" else K_BOOL if t == "b" else K_TEXT
-        elif tag == ns["v"]:
-            st["has"] = True
-            st["text"] = True
+                kind = K_SST if t == "s" else K_BOOL if t == "b" else K_TEXT
+        elif tag == V:
+            has = in_text = True
             parts.clear()
-            plen[0] = 0
-        elif tag == ns["row"]:
-            st["rows"] += 1
-            if st["rows"] > MAX_SHEET_ROWS:
-                raise _fail(f"a sheet of at most {MAX_SHEET_ROWS:,} rows (Excel's limit; sheet "
-                            f"'{_cut(book.title, 40)}' has more)")
+            length = 0
+        elif tag == ROW:
+            rows += 1
+            if rows > MAX_SHEET_ROWS:
+                raise _fail(f"a sheet of at most {MAX_SHEET_ROWS:,} rows (Excel's limit; sheet '{title}' has more)")
+            if elements > MAX_SHEET_ELEMENTS:
+                raise _fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}' row "
+                            f"{sheet_row:,})")
             r = attrs.get("r", "")
-            st["sheet_row"] = int(r) if r.isdigit() and len(r) < 9 else st["sheet_row"] + 1
-            st["next"], st["row_has"] = 0, False
-        elif tag == ns["is"]:
-            st["has"], st["is"] = True, True
-            st["text"] = False
+            sheet_row = int(r) if r.isdigit() and len(r) < 9 else sheet_row + 1
+            nxt, row_has = 0, False
+        elif tag == IS:
+            has = in_is = True
+            in_text = False
             parts.clear()
-            plen[0] = 0
-        elif tag == ns["t"] and st["is"] and not st["rph"]:
-            st["text"] = True
-        elif tag == ns["rPh"]:
-            st["rph"] = True
+            length = 0
+        elif tag == T:
+            in_text = in_is and not in_rph
+        elif tag == RPH:
+            in_rph = True
 
     def chars(d: str) -> None:
-        if st["text"] and plen[0] <= MAX_FIELD_CHARS:
+        nonlocal length
+        if in_text and length <= MAX_FIELD_CHARS:
             parts.append(d)
-            plen[0] += len(d)
+            length += len(d)
 
     def end(tag: str) -> None:
-        if tag == ns["c"]:
-            if not st["has"]:
+        nonlocal in_text, in_is, in_rph, row_has, done, found_at, n
+        if tag == C:
+            if not has:
                 return
             text = "".join(parts)
-            kind = st["kind"]
             if not text and kind != K_TEXT:
                 return
-            st["row_has"] = True
+            row_has = True
             if header_only:
-                if not st["done"]:
-                    header[st["col"]] = (kind, text)
+                if not done:
+                    header[col] = (kind, text)
             else:
-                j = want.get(st["col"])
+                j = want.get(col)
                 if j is not None:
                     rowbuf[j] = (kind, text)
-            parts.clear()
-        elif tag == ns["v"] or tag == ns["t"]:
-            st["text"] = False
-        elif tag == ns["is"]:
-            st["is"] = False
-        elif tag == ns["rPh"]:
-            st["rph"] = False
-        elif tag == ns["row"] and st["row_has"]:
+        elif tag == V or tag == T:
+            in_text = False
+        elif tag == ROW and row_has:
             if header_only:
-                if header and not st["done"]:
-                    st["done"] = True
-                    st["header_ordinal"], st["header_row"] = st["rows"], st["sheet_row"]
+                if header and not done:
+                    done, found_at = True, (rows, sheet_row)
                 return
-            if st["rows"] <= header_ordinal:
+            if rows <= header_ordinal:
                 return
-            st["n"] += 1
-            if st["n"] > MAX_ROWS:
-                raise _fail(f"at most {MAX_ROWS:,} rows (sheet '{_cut(book.title, 40)}')")
-            sheet_rows.append(st["sheet_row"])
+            n += 1
+            if n > MAX_ROWS:
+                raise _fail(f"at most {MAX_ROWS:,} rows (sheet '{title}')")
+            sheet_rows.append(sheet_row)
             for j in range(k):
                 cell = rowbuf[j]
                 if cell is None:
@@ -265,8 +260,12 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
                     kinds[j].append(cell[0])
                     texts[j].append(cell[1])
                     rowbuf[j] = None
-            if len(sheet_rows) % FLUSH_ROWS == 0:
+            if n % FLUSH_ROWS == 0:
                 flush()
+        elif tag == IS:
+            in_is = False
+        elif tag == RPH:
+            in_rph = False
 
     def flush() -> None:
         for j in range(k):
@@ -276,12 +275,12 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
                 texts[j].clear()
 
     def root(tag: str, attrs: dict) -> None:
+        nonlocal C, V, ROW, IS, T, RPH
         uri = tag.rpartition(" ")[0]
         if uri not in NS_MAIN:
             raise _fail(f"an Excel .xlsx worksheet (the part '{_cut(book.sheet_part, 60)}' is "
                         f"'{_cut(tag, 80)}')")
-        for key in ns:
-            ns[key] = f"{uri} {key}"
+        C, V, ROW, IS, T, RPH = (f"{uri} {name}" for name in ("c", "v", "row", "is", "t", "rPh"))  # noqa: N806
         p.StartElementHandler = start
 
     p = xml_parser(book.sheet_part)
@@ -289,9 +288,11 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
     p.EndElementHandler = end
     p.CharacterDataHandler = chars
     feed(p, part_chunks(book.data, book.parts[book.sheet_part], MAX_SHEET_XML_BYTES), book.sheet_part,
-         done=(lambda: st["done"]) if header_only else None)
+         done=(lambda: done) if header_only else None)
+    if elements > MAX_SHEET_ELEMENTS:
+        raise _fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}')")
     if header_only:
-        return {"header": header, "ordinal": st.get("header_ordinal", 0), "row": st.get("header_row", 0)}
+        return {"header": header, "ordinal": found_at[0], "row": found_at[1]}
     flush()
     return {"chunks": chunks, "sheet_rows": np.array(sheet_rows, np.int64)}
 
