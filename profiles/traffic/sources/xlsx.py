@@ -245,7 +245,8 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
                 if header and not done:
                     done, found_at = True, (rows, sheet_row)
                 return
-            if rows <= header_ordinal:
+            if rows <= header_ordinal:  # the header row itself
+                rowbuf[:] = [None] * k
                 return
             n += 1
             if n > MAX_ROWS:
@@ -373,12 +374,17 @@ def _serial_dates(texts: pa.Array, epoch: np.datetime64) -> pa.Array | None:
 def _as_text(kinds: np.ndarray, texts: pa.Array, sst: dict[int, str], epoch: np.datetime64) -> pa.Array:
     """Every cell of a mixed column as text: shared strings resolved, dates in ISO 8601, booleans true/false."""
     out = texts
-    for kind in (K_SST, K_DATE, K_BOOL):
+    for kind in (K_NUM, K_SST, K_DATE, K_BOOL):
         mask = kinds == kind
         if not mask.any():
             continue
         sel = texts.filter(pa.array(mask))
-        if kind == K_SST:
+        if kind == K_NUM:
+            try:
+                vals = pc.cast(pc.cast(sel, pa.float64()), pa.string())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                vals = sel
+        elif kind == K_SST:
             vals = pa.array([sst[int(i)] for i in pc.cast(sel, pa.int64()).to_pylist()], pa.string())
         elif kind == K_DATE:
             ts = _serial_dates(sel, epoch)
