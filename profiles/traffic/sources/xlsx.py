@@ -10,13 +10,18 @@ leap-year quirk included (`openpyxl/utils/datetime.py`)."""
 
 from __future__ import annotations
 
+import functools
+import struct
+import zlib
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from profiles.traffic.errors import _cut, _fail, _list
+from profiles.traffic.errors import TrafficError, _cut, _fail, _list
 from profiles.traffic.limits import MAX_COLUMNS, MAX_FIELD_CHARS, MAX_ROWS
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Source
@@ -62,6 +67,8 @@ def _col_index(ref: str, cache: dict[str, int]) -> int:
     letters = ref.rstrip("0123456789")
     i = cache.get(letters)
     if i is None:
+        if not letters:
+            raise _fail("an Excel .xlsx workbook (a cell reference like B7)", value=ref)
         i = 0
         for ch in letters[:4]:
             if not "A" <= ch <= "Z":
@@ -171,7 +178,7 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
     kinds: list[list[int]] = [[] for _ in range(k)]
     texts: list[list] = [[] for _ in range(k)]
     chunks: list[list[tuple[np.ndarray, pa.Array]]] = [[] for _ in range(k)]
-    sheet_rows: list[int] = []
+    sheet_rows = array("q")
     title = _cut(book.title, 40)
 
     def start(tag: str, attrs: dict) -> None:
@@ -295,7 +302,7 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
     if header_only:
         return {"header": header, "ordinal": found_at[0], "row": found_at[1]}
     flush()
-    return {"chunks": chunks, "sheet_rows": np.array(sheet_rows, np.int64)}
+    return {"chunks": chunks, "sheet_rows": np.asarray(sheet_rows, dtype=np.int64)}
 
 
 def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
@@ -304,6 +311,8 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
         return {}
     if book.sst_part is None:
         raise _fail("an Excel .xlsx workbook (cells refer to shared strings the workbook does not have)")
+    if needed[0] < 0:
+        raise _fail("an Excel .xlsx workbook (a cell refers to a negative shared-string index)", value=int(needed[0]))
     wanted = set(needed.tolist())
     last = int(needed[-1])
     out: dict[int, str] = {}
@@ -427,6 +436,24 @@ def _header_name(kind: int, text: str, epoch: np.datetime64) -> str:
     return text
 
 
+def _guarded(fn: Callable) -> Callable:
+    """Whatever a damaged workbook makes the reader raise arrives as a TrafficError (the Traffic page's look at the
+    header, inspect_upload, catches nothing else)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TrafficError:
+            raise
+        except MemoryError:
+            raise _fail("a smaller workbook (reading this one ran out of memory)") from None
+        except (ValueError, KeyError, IndexError, OverflowError, TypeError, struct.error, zlib.error,
+                pa.ArrowException, RecursionError, UnicodeError) as exc:
+            raise _fail(f"an Excel .xlsx workbook ({type(exc).__name__}: {_cut(str(exc), 120)})") from None
+    return call
+
+
+@_guarded
 def _xlsx_source(data: bytes, options: ParseOptions) -> Source:
     book = _open_book(data, options.sheet)
     head = _scan(book, {}, header_only=True)
@@ -445,6 +472,7 @@ def _xlsx_source(data: bytes, options: ParseOptions) -> Source:
         first.setdefault(n, i)
     sheet_rows: list[np.ndarray] = [np.zeros(0, np.int64)]
 
+    @_guarded
     def read(cols: list[str]) -> pa.Table:
         want = {first[c]: j for j, c in enumerate(cols)}
         got = _scan(book, want, header_only=False, header_ordinal=head["ordinal"])
