@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.bench_xlsx_ingest import make_xlsx_bombs
 from profiles.traffic.options import MAX_RULE_CHARS
-from tests.profiles.test_xlsx_bombs import EXPECTED, make_xlsx_bombs
+from tests.profiles.test_xlsx_bombs import EXPECTED
 
 LITELLM = (b"request_id,call_type,api_base,spend,startTime,endTime,model,user,prompt_tokens,completion_tokens\n"
            b"a1,acompletion,https://gw,0.01,2024-05-01T10:00:00.000Z,2024-05-01T10:00:03.000Z,gpt-4o,u1,1000,100\n"

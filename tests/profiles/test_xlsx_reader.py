@@ -13,10 +13,10 @@ import openpyxl
 import pandas as pd
 import pytest
 
+from benchmarks.bench_xlsx_ingest import HEADER, MAIN, REL, Part, cells, sheet_xml, workbook, write_zip
 from profiles import load_catalog
 from profiles.traffic import ParseOptions, TrafficError, WorkloadRule, inspect_upload, parse_traffic
 from profiles.traffic.sources.xlsx import _xlsx_source
-from tests.profiles.test_xlsx_bombs import HEADER, MAIN, REL, Part, cells, sheet_xml, workbook, write_zip
 
 
 def oracle(data: bytes, sheet: str = "") -> list[tuple]:
