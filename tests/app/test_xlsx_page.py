@@ -26,8 +26,7 @@ def page(app):
     return at
 
 
-@pytest.mark.parametrize("label", ["1 GB shared strings", "4M-cell header row", "entity in a header",
-                                   "billion laughs in the sheet"])
+@pytest.mark.parametrize("label", ["1 GB shared strings", "entity in a header"])
 def test_a_hostile_workbook_is_an_error_on_the_page(app, bombs, label):
     at = page(app)
     at.file_uploader(key="traffic_upload").set_value((f"{label}.xlsx", bombs[label].read_bytes(),

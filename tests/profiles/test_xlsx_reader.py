@@ -169,7 +169,7 @@ def test_damaged_parts_raise_traffic_errors_only(tmp_path):
     rng = random.Random(7)
     cat = load_catalog()
     names = sorted(parts)
-    for trial in range(150):
+    for trial in range(60):
         name = names[trial % len(names)]
         body = bytearray(parts[name])
         for _ in range(rng.randint(1, 4)):
