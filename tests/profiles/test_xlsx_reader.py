@@ -181,3 +181,45 @@ def test_damaged_parts_raise_traffic_errors_only(tmp_path):
                 call(data)
             except TrafficError:
                 pass
+
+
+def small_sheet(tmp_path, rows: int = 30, extra: bytes = b"") -> bytes:
+    body = b"".join(cells(r, [1_790_000_000 + r, "chat", 100, 10]) for r in range(2, rows + 2))
+    return workbook(tmp_path / "small.xlsx", Part.of(sheet_xml(cells(1, HEADER) + body + extra))).read_bytes()
+
+
+@pytest.mark.parametrize(("limit", "value", "message"), [
+    ("MAX_SHEET_CELLS", 100, "a sheet of at most 100 cells"),
+    ("MAX_SHEET_ROWS", 20, "a sheet of at most 20 rows"),
+    ("MAX_SHEET_ELEMENTS", 150, "a sheet of at most 150 XML elements"),
+])
+def test_the_streaming_budgets_refuse_as_the_cells_come(tmp_path, monkeypatch, limit, value, message):
+    from profiles.traffic.sources import xlsx
+
+    data = small_sheet(tmp_path)
+    assert parse_traffic("t.xlsx", data, load_catalog()).rows == 30
+    monkeypatch.setattr(xlsx, limit, value)
+    with pytest.raises(TrafficError, match=message):
+        parse_traffic("t.xlsx", data, load_catalog())
+
+
+def test_zip_directory_checks(tmp_path, monkeypatch):
+    from profiles.traffic.sources import xlsx_parts
+
+    data = small_sheet(tmp_path)
+    monkeypatch.setattr(xlsx_parts, "MAX_ZIP_DIRECTORY_BYTES", 100)
+    with pytest.raises(TrafficError, match="a zip directory of"):
+        inspect_upload("t.xlsx", data)
+    monkeypatch.undo()
+    monkeypatch.setattr(xlsx_parts, "MAX_XML_TOKEN_BYTES", 1000)  # a start tag longer than that: refused
+    long_tag = small_sheet(tmp_path, 3, b'<row r="99"><c r="A99" t="inlineStr" x="' + b"y" * 200_000 + b'"/></row>')
+    with pytest.raises(TrafficError, match="XML tags of at most"):
+        parse_traffic("t.xlsx", long_tag, load_catalog())
+    monkeypatch.undo()
+    for flag, method, message in ((1, 8, "encrypted"), (0, 12, "zip method 12")):
+        bad = bytearray(data)
+        at = bad.rfind(b"PK\x01\x02")  # the last central directory entry: the sheet
+        bad[at + 8:at + 10] = flag.to_bytes(2, "little")
+        bad[at + 10:at + 12] = method.to_bytes(2, "little")
+        with pytest.raises(TrafficError, match=message):
+            inspect_upload("t.xlsx", bytes(bad))
