@@ -81,49 +81,73 @@ _CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
+import pyarrow as pa
 from profiles import load_catalog
-from profiles.traffic import TrafficError, inspect_upload, parse_traffic
-def cpu_s():  # user + system CPU time of this process (far less noisy than wall time on a shared machine)
+from profiles.traffic import TrafficError, column_values, inspect_upload, parse_traffic
+def status_kib(key):  # VmHWM: peak RSS of this process (ru_maxrss would carry the parent's peak across exec)
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+def cpu_s():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-def hwm_kib():  # peak RSS of this process (VmHWM; ru_maxrss would carry the parent's peak across exec)
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
 cat = load_catalog()
 path = Path({path!r})
-base = hwm_kib()
+base = status_kib("VmHWM")
 data = path.read_bytes()
-after_read = hwm_kib()
-t, c = time.perf_counter(), cpu_s()
-try:
-    if {entry!r} == "inspect_upload":
-        info = inspect_upload(path.name, data)
-        outcome, message = "parsed", f"{{len(info.columns)}} columns"
-    else:
-        prof = parse_traffic(path.name, data, cat)
-        outcome, message = "parsed", f"{{prof.rows}} rows"
-except TrafficError as e:
-    outcome, message = "refused", str(e)
-except BaseException as e:
-    outcome, message = "crashed", f"{{type(e).__name__}}: {{str(e)[:300]}}"
-dt, dc = time.perf_counter() - t, cpu_s() - c
-peak = hwm_kib()
-print(json.dumps(dict(outcome=outcome, message=message, seconds=dt, cpu_s=dc, peak_mb=peak / 1024,
-                      baseline_mb=base / 1024, after_read_mb=after_read / 1024, file_mb=len(data) / 2**20)))
+after_read = status_kib("VmHWM")
+for fn in {fns!r}:
+    with open("/proc/self/clear_refs", "w") as f:  # "5": the peak restarts from the current RSS
+        f.write("5")
+    t, c = time.perf_counter(), cpu_s()
+    try:
+        if fn == "parse":
+            outcome, message = "parsed", f"{{parse_traffic(path.name, data, cat).rows}} rows"
+        elif fn == "inspect":
+            outcome, message = "opened", f"{{len(inspect_upload(path.name, data).columns)}} columns"
+        else:
+            outcome, message = "read", f"{{len(column_values(path.name, data, {column!r}))}} values"
+    except TrafficError as e:
+        outcome, message = "refused", str(e)
+    except BaseException as e:
+        outcome, message = "crashed", f"{{type(e).__name__}}: {{str(e)[:300]}}"
+    dt, cpu = time.perf_counter() - t, cpu_s() - c
+    peak = status_kib("VmHWM")
+    print(json.dumps(dict(fn=fn, outcome=outcome, message=message, seconds=dt, cpu_s=cpu, peak_mb=peak / 1024,
+                          baseline_mb=base / 1024, after_read_mb=after_read / 1024, added_mb=(peak - base) / 1024,
+                          rss_after_mb=status_kib("VmRSS") / 1024, arrow_pool_mb=pa.total_allocated_bytes() / 2**20,
+                          file_mb=len(data) / 2**20)), flush=True)
 """
 
+FUNCTIONS = ("parse", "inspect", "values")  # parse_traffic, inspect_upload, column_values
 
-def measure(path: Path, timeout_s: float = 300.0, entry: str = "parse_traffic") -> dict:
-    """Parse `path` in a fresh Python process (entry: parse_traffic or inspect_upload); outcome, message, seconds,
-    cpu_s (the child's user + system CPU time in the call), peak/baseline RSS in MB (VmHWM)."""
-    code = _CHILD.format(root=str(ROOT), path=str(path), entry=entry)
+
+def measure_all(path: Path, fns: tuple[str, ...] = FUNCTIONS, timeout_s: float = 300.0,
+                column: str = "workload") -> dict[str, dict]:
+    """Run each of `fns` (parse: parse_traffic, inspect: inspect_upload, values: column_values of `column`) on
+    `path`, one after the other in one fresh Python process; per function: outcome, message, seconds (wall) and
+    cpu_s (user + sys of the call), peak RSS during the call (VmHWM, reset before each call), the baseline after
+    the imports (a bare interpreter with numpy, pandas, pyarrow and the catalog), added_mb = peak - baseline
+    (the file's own bytes and anything an earlier call kept included), RSS and Arrow's pool after the call, in
+    MB. A function whose process died is reported as crashed."""
+    code = _CHILD.format(root=str(ROOT), path=str(path), fns=tuple(fns), column=column)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
-    if res.returncode != 0:
-        return {"outcome": "crashed", "message": res.stderr[-500:], "seconds": float("nan"), "cpu_s": float("nan"),
-                "peak_mb": float("nan"), "baseline_mb": float("nan"), "after_read_mb": float("nan"),
-                "file_mb": path.stat().st_size / MIB}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    out = {}
+    for line in res.stdout.strip().splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            out[r.pop("fn")] = r
+    nan = float("nan")
+    for fn in fns:
+        out.setdefault(fn, {"outcome": "crashed", "message": res.stderr[-500:], "seconds": nan, "cpu_s": nan,
+                            "peak_mb": nan, "baseline_mb": nan, "after_read_mb": nan, "added_mb": nan,
+                            "rss_after_mb": nan, "arrow_pool_mb": nan, "file_mb": path.stat().st_size / MIB})
+    return out
+
+
+def measure(path: Path, timeout_s: float = 300.0, fn: str = "parse", column: str = "workload") -> dict:
+    """`measure_all` for one function (parse_traffic unless `fn` says otherwise)."""
+    return measure_all(path, (fn,), timeout_s, column)[fn]
 
 
 def make_requests_csv(n: int, seed: int = 1) -> bytes:

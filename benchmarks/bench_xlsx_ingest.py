@@ -159,9 +159,9 @@ def main() -> None:
         files = make_xlsx_bombs(Path(tmp))
         files["stale dimension, 300,000 rows"] = make_stale_dimension(Path(tmp))
         for label, path in files.items():
-            for entry in ("parse_traffic", "inspect_upload"):
-                r = measure(path, entry=entry)
-                print(f"  {label:42s} {path.stat().st_size / 1024:7.0f} KB {entry:15s} {r['outcome']:8s} in "
+            for fn in ("parse", "inspect"):  # parse_traffic, inspect_upload
+                r = measure(path, fn=fn)
+                print(f"  {label:42s} {path.stat().st_size / 1024:7.0f} KB {fn:8s} {r['outcome']:8s} in "
                       f"{r['seconds']:6.3f} s (CPU {r['cpu_s']:6.3f} s), peak RSS {r['peak_mb']:4.0f} MB (baseline "
                       f"{r['baseline_mb']:.0f} MB): {r['message'][:110]}", flush=True)
 
