@@ -223,3 +223,14 @@ def test_zip_directory_checks(tmp_path, monkeypatch):
         bad[at + 10:at + 12] = method.to_bytes(2, "little")
         with pytest.raises(TrafficError, match=message):
             inspect_upload("t.xlsx", bytes(bad))
+
+
+def test_a_header_string_across_chunks_is_read_to_its_end(tmp_path):
+    """The shared strings stop streaming after the last one the header uses, but only once it has ended: here it
+    spans more than one 64 KiB chunk of the inflated part."""
+    sst = (f'<sst xmlns="{MAIN}"><si><t>timestamp</t></si><si><t>workload</t></si><si><t>prompt_tokens</t></si>'
+           f'<si><t xml:space="preserve">output_tokens{" " * 100_000}</t></si><si><t>chat</t></si></sst>').encode()
+    rows = cells(1, ["#0", "#1", "#2", "#3"]) + cells(2, [1_790_000_000, "#4", 100, 10])
+    data = workbook(tmp_path / "sst.xlsx", Part.of(sheet_xml(rows)), Part.of(sst)).read_bytes()
+    assert list(inspect_upload("t.xlsx", data).columns) == ["timestamp", "workload", "prompt_tokens", "output_tokens"]
+    assert parse_traffic("t.xlsx", data, load_catalog()).workload_shares == {"chat": 1.0}

@@ -317,7 +317,7 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
     last = int(needed[-1])
     out: dict[int, str] = {}
     parts: list[str] = []
-    st = {"i": -1, "text": False, "keep": False, "rph": False, "len": 0}
+    st = {"i": -1, "closed": -1, "text": False, "keep": False, "rph": False, "len": 0}
     names = {"si": "", "t": "", "rPh": ""}
 
     def start(tag: str, attrs: dict) -> None:
@@ -341,8 +341,10 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
             st["text"] = False
         elif tag == names["rPh"]:
             st["rph"] = False
-        elif tag == names["si"] and st["keep"]:
-            out[st["i"]] = "".join(parts)
+        elif tag == names["si"]:
+            st["closed"] = st["i"]
+            if st["keep"]:
+                out[st["i"]] = "".join(parts)
 
     def root(tag: str, attrs: dict) -> None:
         uri = tag.rpartition(" ")[0]
@@ -355,8 +357,8 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
     p.EndElementHandler = end
     p.CharacterDataHandler = chars
     feed(p, part_chunks(book.data, book.parts[book.sst_part], MAX_SHARED_STRINGS_XML_BYTES), book.sst_part,
-         done=lambda: st["i"] >= last)
-    if last > st["i"]:
+         done=lambda: st["closed"] >= last)  # the last one read to its end, not just begun
+    if last > st["closed"]:
         raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
                     f"{st['i'] + 1:,})")
     return out
