@@ -1,7 +1,10 @@
 """Report builders (no Streamlit): a self-contained HTML report and a CSV of every scenario number.
 
-CSV cells that a spreadsheet would run as a formula (starting with = + - @, tab or carriage return) are
-prefixed with a single quote (OWASP "CSV injection").
+CSV cells that a spreadsheet would run as a formula (starting with = + - @, tab, carriage return or line feed) are
+prefixed with a single quote (OWASP "CSV injection"), and every cell holding a delimiter, a quote, a carriage
+return or a line feed is quoted (RFC 4180 line ends: Python's csv writer quotes a field only for the characters of
+its own line terminator, so with "\n" alone a bare "\r" went out unquoted and a spreadsheet started a new row,
+and a new formula, after it).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import plotly.io as pio
 from planner.answer import LeverStep, Plan
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def neutralise(cell: Any) -> Any:
@@ -37,7 +40,7 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
             if k not in cols:
                 cols.append(k)
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
     w.writerow([neutralise(c) for c in cols])
     for r in rows:
         w.writerow([neutralise(_cell(r.get(c, ""))) for c in cols])

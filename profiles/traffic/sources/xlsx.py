@@ -1,97 +1,516 @@
-"""Excel .xlsx (openpyxl, read-only streaming): the zip directory's uncompressed size and the sheet's dimension
-are checked before a row is read."""
+"""Excel .xlsx, streamed from the zip with expat callbacks (`xlsx_parts`): parts are bounded by their zip directory
+entries and by what they actually inflate to, the sheet's `<dimension>` tag is never read (every row is streamed,
+so a stale tag cannot shorten the sheet), and cells are counted as they come.
+
+Opening a source reads only up to the header row and the shared strings that row uses, so the Traffic page's look
+at the header (inspect_upload) costs next to nothing; the one full pass over the sheet happens when the selected
+columns are read, keeping only those columns, then only the shared strings they use are kept. Cell types follow
+openpyxl's reader (`openpyxl/worksheet/_reader.py`): numbers with a date format become timestamps, the Excel 1900
+leap-year quirk included (`openpyxl/utils/datetime.py`)."""
 
 from __future__ import annotations
 
-import io
-import zipfile
+import functools
+import struct
+import zlib
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
 
-import pandas as pd
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from profiles.traffic.errors import _cut, _fail, _list
-from profiles.traffic.limits import MAX_COLUMNS, MAX_FIELD_CHARS, MAX_ROWS, MAX_XLSX_XML_BYTES
+from profiles.traffic.errors import TrafficError, _cut, _fail, _list
+from profiles.traffic.limits import MAX_COLUMNS, MAX_FIELD_CHARS, MAX_ROWS
 from profiles.traffic.options import ParseOptions
-from profiles.traffic.sources.base import Source, _records_table
+from profiles.traffic.sources.base import Source
+from profiles.traffic.sources.xlsx_parts import (
+    MAX_SHARED_STRINGS_XML_BYTES,
+    MAX_SHEET_XML_BYTES,
+    MAX_SMALL_PART_BYTES,
+    NS_MAIN,
+    NS_REL,
+    feed,
+    local,
+    part_chunks,
+    read_small,
+    relationships,
+    xml_parser,
+    zip_directory,
+)
+
+MAX_SHEET_ROWS = 1_048_576  # Excel's own limit: a <row> element beyond it is not a workbook Excel wrote
+MAX_SHEET_CELLS = 32 * MAX_SHEET_ROWS  # <c> elements streamed in one sheet (a million rows of 32 cells; ~30-40 s)
+MAX_SHEET_ELEMENTS = 4 * MAX_SHEET_CELLS  # any element (cells, values, inline strings, formulas)
+FLUSH_ROWS = 1 << 16  # rows gathered as Python objects before they become Arrow arrays
+# cell kinds: empty, number, number with a date format, shared-string index, text (str, inlineStr, error, ISO date),
+# boolean
+K_NONE, K_NUM, K_DATE, K_SST, K_TEXT, K_BOOL = range(6)
+EPOCH_1900 = np.datetime64("1899-12-30T00:00:00", "ms")  # serial 60 is Excel's 1900-02-29
+EPOCH_1904 = np.datetime64("1904-01-01T00:00:00", "ms")
+MAX_SERIAL = 2_958_466  # 9999-12-31
 
 
-def _xlsx_source(data: bytes, options: ParseOptions) -> Source:
-    try:
-        import openpyxl
-    except ImportError:  # pragma: no cover - pinned in requirements.txt
-        raise _fail("a CSV export (reading .xlsx needs the openpyxl package)") from None
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
-        infos = zf.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise _fail(f"an Excel .xlsx workbook ({_cut(str(exc), 120)})") from None
-    xml = sum(i.file_size for i in infos if i.filename.startswith("xl/"))
-    if xml > MAX_XLSX_XML_BYTES:
-        raise _fail(f"an .xlsx workbook of at most {MAX_XLSX_XML_BYTES // 2**20} MiB uncompressed (this one "
-                    f"unpacks to {xml / 2**20:,.0f} MiB)")
-    try:
-        wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    except Exception as exc:  # noqa: BLE001 - openpyxl raises many kinds on a damaged workbook
-        raise _fail(f"an Excel .xlsx workbook ({type(exc).__name__}: {_cut(str(exc), 120)})") from None
-    if options.sheet:
-        if options.sheet not in wb.sheetnames:
-            raise _fail(f"a sheet named one of {_list(wb.sheetnames)}", value=options.sheet)
-        ws = wb[options.sheet]
+@dataclass(frozen=True)
+class _Book:
+    data: bytes
+    parts: dict
+    sheet_part: str
+    title: str
+    sst_part: str | None
+    date_styles: frozenset[str]  # cell style indices (the `s` attribute) whose number format is a date
+    epoch: np.datetime64
+
+
+def _col_index(ref: str, cache: dict[str, int]) -> int:
+    letters = ref.rstrip("0123456789")
+    i = cache.get(letters)
+    if i is None:
+        if not letters:
+            raise _fail("an Excel .xlsx workbook (a cell reference like B7)", value=ref)
+        i = 0
+        for ch in letters[:4]:
+            if not "A" <= ch <= "Z":
+                raise _fail("an Excel .xlsx workbook (a cell reference like B7)", value=ref)
+            i = i * 26 + ord(ch) - 64
+        i = i - 1 if len(letters) <= 3 else 1 << 20
+        cache[letters] = i
+    return i
+
+
+def _col_name(i: int) -> str:
+    s = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        s = chr(65 + r) + s
+    return s
+
+
+def _open_book(data: bytes, sheet: str) -> _Book:
+    parts = zip_directory(data)
+    root = relationships(data, parts, "")
+    wb_part = next((p for kind, p in root.values() if kind == "officeDocument" and p in parts), "xl/workbook.xml")
+    if wb_part not in parts:
+        raise _fail("an Excel .xlsx workbook (it has no xl/workbook.xml)")
+    sheets: list[tuple[str, str]] = []
+    flags = {"1904": False}
+    rel_ids = tuple(f"{ns} id" for ns in NS_REL)
+
+    def wb_start(tag: str, attrs: dict) -> None:
+        name = local(tag)
+        if name == "sheet" and len(sheets) < 10_000:
+            rid = next((attrs[k] for k in rel_ids if k in attrs), "")
+            sheets.append((attrs.get("name", ""), rid))
+        elif name == "workbookPr":
+            flags["1904"] = attrs.get("date1904", "0").lower() in ("1", "true")
+
+    read_small(data, parts, wb_part, wb_start)
+    rels = relationships(data, parts, wb_part)
+    worksheets = [(n, rels[r][1]) for n, r in sheets if r in rels and rels[r][0] == "worksheet" and rels[r][1] in parts]
+    if not worksheets:
+        raise _fail("an Excel .xlsx workbook with a worksheet")
+    if sheet:
+        match = [w for w in worksheets if w[0] == sheet]
+        if not match:
+            raise _fail(f"a sheet named one of {_list(n for n, _ in worksheets)}", value=sheet)
+        title, sheet_part = match[0]
     else:
-        ws = wb.worksheets[0]
-    try:
-        max_col = ws.max_column or 0
-        max_row = ws.max_row or 0
-    except Exception:  # noqa: BLE001 - a sheet without a dimension tag
-        max_col = max_row = 0
-    if max_col > MAX_COLUMNS:
-        raise _fail(f"at most {MAX_COLUMNS:,} columns (the sheet '{ws.title}' has {max_col:,})")
-    if max_row > MAX_ROWS + 1:
-        raise _fail(f"at most {MAX_ROWS:,} rows (the sheet '{ws.title}' has {max_row:,})")
-    rows_iter = ws.iter_rows(values_only=True)
-    header_row = 0
-    header: tuple = ()
-    for header in rows_iter:
-        header_row += 1
-        if any(v is not None and str(v).strip() for v in header):
-            break
-    if not header or not any(v is not None for v in header):
-        raise _fail("a header row in the first sheet")
-    if len(header) > MAX_COLUMNS:
-        raise _fail(f"at most {MAX_COLUMNS:,} columns (the header row has {len(header):,})")
-    last = max(i for i, v in enumerate(header) if v is not None and str(v).strip())
-    names = [str(v).strip() if v is not None and str(v).strip() else f"column {i + 1}"
-             for i, v in enumerate(header[: last + 1])]
-    sheet_rows: list[int] = []
-    sheet_title = ws.title
+        title, sheet_part = worksheets[0]
+    by_kind = {kind: p for kind, p in rels.values() if p in parts}
+    styles = by_kind.get("styles")
+    return _Book(data, parts, sheet_part, title, by_kind.get("sharedStrings"),
+                 _date_styles(data, parts, styles) if styles else frozenset(),
+                 EPOCH_1904 if flags["1904"] else EPOCH_1900)
 
-    def read(cols: list[str]) -> pa.Table:
-        idx = [names.index(c) for c in cols]
-        out: dict[str, list] = {c: [] for c in cols}
-        sheet_rows.clear()
-        n = 0
-        for r, values in enumerate(rows_iter, start=header_row + 1):
-            if not any(v is not None for v in values):
-                continue
+
+def _date_styles(data: bytes, parts: dict, name: str) -> frozenset[str]:
+    """Indices of the cell formats (cellXfs) whose number format is a date or time (openpyxl's test)."""
+    from openpyxl.styles.numbers import BUILTIN_FORMATS, is_date_format
+
+    custom: dict[str, str] = {}
+    xfs: list[str] = []
+    inside = [False]
+
+    def start(tag: str, attrs: dict) -> None:
+        name_ = local(tag)
+        if name_ == "numFmt" and len(custom) < 10_000:
+            custom[attrs.get("numFmtId", "")] = attrs.get("formatCode", "")[:256]
+        elif name_ == "cellXfs":
+            inside[0] = True
+        elif name_ == "xf" and inside[0] and len(xfs) < 100_000:
+            xfs.append(attrs.get("numFmtId", "0"))
+
+    def end(tag: str) -> None:
+        if local(tag) == "cellXfs":
+            inside[0] = False
+
+    p = xml_parser(name)
+    p.StartElementHandler = start
+    p.EndElementHandler = end
+    feed(p, part_chunks(data, parts[name], MAX_SMALL_PART_BYTES), name)
+    dates = set()
+    for i, fid in enumerate(xfs):
+        code = custom.get(fid)
+        if code is None and fid.isdigit():
+            code = BUILTIN_FORMATS.get(int(fid))
+        if is_date_format(code):
+            dates.add(str(i))
+    return frozenset(dates)
+
+
+def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordinal: int = 0) -> dict:
+    """One pass over the sheet. header_only: stop after the first row with a value (returned as {column index:
+    (kind, text)}). Otherwise the cells of the columns in `want` (column index -> slot) of every row with a value
+    after the header, as Arrow chunks per slot, with the sheet row of each. Callbacks keep their state in closure
+    variables: expat calls them a few million times for a large sheet."""
+    C = V = ROW = IS = T = RPH = ""  # noqa: N806 - the namespaced tag names, set from the root element
+    cache: dict[str, int] = {}
+    date_styles, k = book.date_styles, len(want)
+    elements = cells = rows = sheet_row = nxt = n = length = 0
+    col, kind = -1, K_NONE
+    has = in_text = in_is = in_rph = row_has = done = False
+    found_at: tuple[int, int] = (0, 0)
+    parts: list[str] = []
+    header: dict[int, tuple[int, str]] = {}
+    rowbuf: list = [None] * k
+    kinds: list[list[int]] = [[] for _ in range(k)]
+    texts: list[list] = [[] for _ in range(k)]
+    chunks: list[list[tuple[np.ndarray, pa.Array]]] = [[] for _ in range(k)]
+    sheet_rows = array("q")
+    title = _cut(book.title, 40)
+
+    def start(tag: str, attrs: dict) -> None:
+        nonlocal elements, cells, rows, sheet_row, nxt, col, kind, has, in_text, in_is, in_rph, row_has, length
+        elements += 1
+        if tag == C:
+            cells += 1
+            if cells > MAX_SHEET_CELLS:
+                raise _fail(f"a sheet of at most {MAX_SHEET_CELLS:,} cells (sheet '{title}' row {sheet_row:,})")
+            ref = attrs.get("r")
+            col = _col_index(ref, cache) if ref else nxt
+            if col >= MAX_COLUMNS:
+                raise _fail(f"at most {MAX_COLUMNS:,} columns (sheet '{title}' row {sheet_row:,} has a cell in "
+                            f"column {_col_name(col) if col < 1 << 20 else _cut(ref, 12)})")
+            nxt, has = col + 1, False
+            t = attrs.get("t")
+            if t is None or t == "n":
+                kind = K_DATE if attrs.get("s") in date_styles else K_NUM
+            else:
+                kind = K_SST if t == "s" else K_BOOL if t == "b" else K_TEXT
+        elif tag == V:
+            has = in_text = True
+            parts.clear()
+            length = 0
+        elif tag == ROW:
+            rows += 1
+            if rows > MAX_SHEET_ROWS:
+                raise _fail(f"a sheet of at most {MAX_SHEET_ROWS:,} rows (Excel's limit; sheet '{title}' has more)")
+            if elements > MAX_SHEET_ELEMENTS:
+                raise _fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}' row "
+                            f"{sheet_row:,})")
+            r = attrs.get("r", "")
+            sheet_row = int(r) if r.isdigit() and len(r) < 9 else sheet_row + 1
+            nxt, row_has = 0, False
+        elif tag == IS:
+            has = in_is = True
+            in_text = False
+            parts.clear()
+            length = 0
+        elif tag == T:
+            in_text = in_is and not in_rph
+        elif tag == RPH:
+            in_rph = True
+
+    def chars(d: str) -> None:
+        nonlocal length
+        if in_text and length <= MAX_FIELD_CHARS:
+            parts.append(d)
+            length += len(d)
+
+    def end(tag: str) -> None:
+        nonlocal in_text, in_is, in_rph, row_has, done, found_at, n
+        if tag == C:
+            if not has:
+                return
+            text = "".join(parts)
+            if not text and kind != K_TEXT:
+                return
+            row_has = True
+            if header_only:
+                if not done:
+                    header[col] = (kind, text)
+            else:
+                j = want.get(col)
+                if j is not None:
+                    rowbuf[j] = (kind, text)
+        elif tag == V or tag == T:
+            in_text = False
+        elif tag == ROW and row_has:
+            if header_only:
+                if header and not done:
+                    done, found_at = True, (rows, sheet_row)
+                return
+            if rows <= header_ordinal:  # the header row itself
+                rowbuf[:] = [None] * k
+                return
             n += 1
             if n > MAX_ROWS:
-                raise _fail(f"at most {MAX_ROWS:,} rows (sheet '{sheet_title}')")
-            sheet_rows.append(r)
-            for c, i in zip(cols, idx, strict=True):
-                v = values[i] if i < len(values) else None
-                if isinstance(v, str) and len(v) > MAX_FIELD_CHARS:
-                    raise _fail(f"a cell of at most {MAX_FIELD_CHARS:,} characters", row=n, column=c, value=v,
-                                line=r, line_kind="sheet row")
-                if hasattr(v, "isoformat") and not isinstance(v, str):
-                    v = pd.Timestamp(v)
-                out[c].append(v)
-        wb.close()
-        for c in cols:  # Excel dates arrive as datetimes; mixed with text they become text
-            vals = out[c]
-            if any(isinstance(v, pd.Timestamp) for v in vals):
-                out[c] = [v.isoformat() if isinstance(v, pd.Timestamp) else v for v in vals]
-        return _records_table(out, cols)
+                raise _fail(f"at most {MAX_ROWS:,} rows (sheet '{title}')")
+            sheet_rows.append(sheet_row)
+            for j in range(k):
+                cell = rowbuf[j]
+                if cell is None:
+                    kinds[j].append(K_NONE)
+                    texts[j].append(None)
+                else:
+                    kinds[j].append(cell[0])
+                    texts[j].append(cell[1])
+                    rowbuf[j] = None
+            if n % FLUSH_ROWS == 0:
+                flush()
+        elif tag == IS:
+            in_is = False
+        elif tag == RPH:
+            in_rph = False
 
-    return Source("xlsx", names, read, line_of=lambda rows: {r: sheet_rows[r - 1] for r in rows
-                                                               if 0 < r <= len(sheet_rows)},
-                   line_kind="sheet row")
+    def flush() -> None:
+        for j in range(k):
+            if kinds[j]:
+                chunks[j].append((np.array(kinds[j], np.int8), pa.array(texts[j], pa.string())))
+                kinds[j].clear()
+                texts[j].clear()
+
+    def root(tag: str, attrs: dict) -> None:
+        nonlocal C, V, ROW, IS, T, RPH
+        uri = tag.rpartition(" ")[0]
+        if uri not in NS_MAIN:
+            raise _fail(f"an Excel .xlsx worksheet (the part '{_cut(book.sheet_part, 60)}' is "
+                        f"'{_cut(tag, 80)}')")
+        C, V, ROW, IS, T, RPH = (f"{uri} {name}" for name in ("c", "v", "row", "is", "t", "rPh"))  # noqa: N806
+        p.StartElementHandler = start
+
+    p = xml_parser(book.sheet_part)
+    p.StartElementHandler = root
+    p.EndElementHandler = end
+    p.CharacterDataHandler = chars
+    feed(p, part_chunks(book.data, book.parts[book.sheet_part], MAX_SHEET_XML_BYTES), book.sheet_part,
+         done=(lambda: done) if header_only else None)
+    if elements > MAX_SHEET_ELEMENTS:
+        raise _fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}')")
+    if header_only:
+        return {"header": header, "ordinal": found_at[0], "row": found_at[1]}
+    flush()
+    return {"chunks": chunks, "sheet_rows": np.asarray(sheet_rows, dtype=np.int64)}
+
+
+def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
+    """The shared strings at the sorted indices `needed`, streaming the part only up to the last of them."""
+    if needed.size == 0:
+        return {}
+    if book.sst_part is None:
+        raise _fail("an Excel .xlsx workbook (cells refer to shared strings the workbook does not have)")
+    if needed[0] < 0:
+        raise _fail("an Excel .xlsx workbook (a cell refers to a negative shared-string index)", value=int(needed[0]))
+    wanted = set(needed.tolist())
+    last = int(needed[-1])
+    out: dict[int, str] = {}
+    parts: list[str] = []
+    st = {"i": -1, "closed": -1, "text": False, "keep": False, "rph": False, "len": 0}
+    names = {"si": "", "t": "", "rPh": ""}
+
+    def start(tag: str, attrs: dict) -> None:
+        if tag == names["si"]:
+            st["i"] += 1
+            st["keep"] = st["i"] in wanted
+            parts.clear()
+            st["len"] = 0
+        elif tag == names["t"] and st["keep"] and not st["rph"]:
+            st["text"] = True
+        elif tag == names["rPh"]:
+            st["rph"] = True
+
+    def chars(d: str) -> None:
+        if st["text"] and st["len"] <= MAX_FIELD_CHARS:
+            parts.append(d)
+            st["len"] += len(d)
+
+    def end(tag: str) -> None:
+        if tag == names["t"]:
+            st["text"] = False
+        elif tag == names["rPh"]:
+            st["rph"] = False
+        elif tag == names["si"]:
+            st["closed"] = st["i"]
+            if st["keep"]:
+                out[st["i"]] = "".join(parts)
+
+    def root(tag: str, attrs: dict) -> None:
+        uri = tag.rpartition(" ")[0]
+        for key in names:
+            names[key] = f"{uri} {key}"
+        p.StartElementHandler = start
+
+    p = xml_parser(book.sst_part)
+    p.StartElementHandler = root
+    p.EndElementHandler = end
+    p.CharacterDataHandler = chars
+    feed(p, part_chunks(book.data, book.parts[book.sst_part], MAX_SHARED_STRINGS_XML_BYTES), book.sst_part,
+         done=lambda: st["closed"] >= last)  # the last one read to its end, not just begun
+    if last > st["closed"]:
+        raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
+                    f"{st['i'] + 1:,})")
+    return out
+
+
+def _serial_dates(texts: pa.Array, epoch: np.datetime64) -> pa.Array | None:
+    """Excel date serials (as text) -> timestamps in ms (openpyxl's rounding); None if one is not a date."""
+    try:
+        serial = pc.cast(texts, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    ok = np.isnan(serial) | ((serial >= 0) & (serial < MAX_SERIAL))
+    if not ok.all():
+        return None
+    s = np.nan_to_num(serial)
+    day = np.floor(s)
+    ms = np.round((s - day) * 86_400_000).astype(np.int64)
+    if epoch == EPOCH_1900:
+        day = day + ((s > 0) & (s < 60))
+    ts = epoch + (day.astype(np.int64) * 86_400_000 + ms).astype("timedelta64[ms]")
+    return pa.array(ts, pa.timestamp("ms"), mask=np.isnan(serial))
+
+
+def _as_text(kinds: np.ndarray, texts: pa.Array, sst: dict[int, str], epoch: np.datetime64) -> pa.Array:
+    """Every cell of a mixed column as text: shared strings resolved, dates in ISO 8601, booleans true/false."""
+    out = texts
+    for kind in (K_NUM, K_SST, K_DATE, K_BOOL):
+        mask = kinds == kind
+        if not mask.any():
+            continue
+        sel = texts.filter(pa.array(mask))
+        if kind == K_NUM:
+            try:
+                vals = pc.cast(pc.cast(sel, pa.float64()), pa.string())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                vals = sel
+        elif kind == K_SST:
+            vals = pa.array([sst[int(i)] for i in pc.cast(sel, pa.int64()).to_pylist()], pa.string())
+        elif kind == K_DATE:
+            ts = _serial_dates(sel, epoch)
+            vals = sel if ts is None else pc.strftime(ts, "%Y-%m-%dT%H:%M:%S")
+        else:
+            vals = pc.if_else(pc.equal(sel, "1"), "true", "false")
+        out = pc.replace_with_mask(out, pa.array(mask), vals.cast(pa.string()))
+    return out
+
+
+def _column(kinds: np.ndarray, texts: pa.Array, sst: dict[int, str], epoch: np.datetime64) -> pa.Array:
+    present = set(np.unique(kinds).tolist()) - {K_NONE}
+    if present <= {K_NUM}:
+        integral = texts.null_count == len(texts) or not pc.any(pc.match_substring_regex(texts, "[.eE]")).as_py()
+        for typ in ((pa.int64(), pa.float64()) if integral else (pa.float64(),)):
+            try:
+                return pc.cast(texts, typ)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+        return texts
+    if present == {K_DATE}:
+        ts = _serial_dates(texts, epoch)
+        return texts if ts is None else ts
+    if present == {K_BOOL}:
+        return pc.equal(texts, "1")
+    return _as_text(kinds, texts, sst, epoch)
+
+
+def _header_name(kind: int, text: str, epoch: np.datetime64) -> str:
+    if kind == K_NUM:
+        try:
+            return str(int(text)) if text.lstrip("-").isdigit() else str(float(text))
+        except ValueError:
+            return text
+    if kind == K_DATE:
+        ts = _serial_dates(pa.array([text]), epoch)
+        return text if ts is None else str(ts[0].as_py())
+    if kind == K_BOOL:
+        return "True" if text == "1" else "False"
+    return text
+
+
+def _guarded(fn: Callable) -> Callable:
+    """Whatever a damaged workbook makes the reader raise arrives as a TrafficError (the Traffic page's look at the
+    header, inspect_upload, catches nothing else)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TrafficError:
+            raise
+        except MemoryError:
+            raise _fail("a smaller workbook (reading this one ran out of memory)") from None
+        except (ValueError, KeyError, IndexError, OverflowError, TypeError, struct.error, zlib.error,
+                pa.ArrowException, RecursionError, UnicodeError) as exc:
+            raise _fail(f"an Excel .xlsx workbook ({type(exc).__name__}: {_cut(str(exc), 120)})") from None
+    return call
+
+
+@_guarded
+def _xlsx_source(data: bytes, options: ParseOptions) -> Source:
+    book = _open_book(data, options.sheet)
+    head = _scan(book, {}, header_only=True)
+    cells: dict[int, tuple[int, str]] = head["header"]
+    if not cells:
+        raise _fail(f"a header row in the sheet '{_cut(book.title, 40)}'")
+    sst = _shared_strings(book, np.unique(np.array([int(t) for k, t in cells.values() if k == K_SST], np.int64)))
+    values = {i: (sst[int(t)] if k == K_SST else _header_name(k, t, book.epoch)).strip() for i, (k, t) in
+              cells.items()}
+    filled = [i for i, v in values.items() if v]
+    if not filled:
+        raise _fail(f"a header row in the sheet '{_cut(book.title, 40)}' (its first row with values is blank)")
+    names = [values.get(i) or f"column {i + 1}" for i in range(max(filled) + 1)]
+    first = {}
+    for i, n in enumerate(names):
+        first.setdefault(n, i)
+    sheet_rows: list[np.ndarray] = [np.zeros(0, np.int64)]
+
+    @_guarded
+    def read(cols: list[str]) -> pa.Table:
+        want = {first[c]: j for j, c in enumerate(cols)}
+        got = _scan(book, want, header_only=False, header_ordinal=head["ordinal"])
+        sheet_rows[0] = got["sheet_rows"]
+        slots = []
+        for j in range(len(cols)):
+            pieces = got["chunks"][j]
+            kinds = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, np.int8)
+            texts = pa.concat_arrays([p[1] for p in pieces]) if pieces else pa.array([], pa.string())
+            slots.append((kinds, texts))
+        idx = [pc.cast(t.filter(pa.array(k == K_SST)), pa.int64()).to_numpy(zero_copy_only=False) for k, t in slots]
+        sst_all = _shared_strings(book, np.unique(np.concatenate(idx))) if idx else {}
+        arrays = [_column(k, t, sst_all, book.epoch) for k, t in slots]
+        _check_lengths(arrays, cols, sheet_rows[0])
+        return pa.table(arrays, names=cols)
+
+    def line_of(rows: list[int]) -> dict[int, int]:
+        sr = sheet_rows[0]
+        return {r: int(sr[r - 1]) for r in rows if 0 < r <= len(sr)}
+
+    return Source("xlsx", names, read, line_of=line_of, line_kind="sheet row")
+
+
+def _check_lengths(arrays: list[pa.Array], cols: list[str], sheet_rows: np.ndarray) -> None:
+    """Refuse a text cell over MAX_FIELD_CHARS, naming the first such row (the streamed text stops one past)."""
+    worst: tuple[int, str, str] | None = None
+    for arr, c in zip(arrays, cols, strict=True):
+        if not pa.types.is_string(arr.type):
+            continue
+        long = pc.fill_null(pc.greater(pc.utf8_length(arr), MAX_FIELD_CHARS), False).to_numpy(zero_copy_only=False)
+        if long.any():
+            i = int(np.argmax(long))
+            if worst is None or i < worst[0]:
+                worst = (i, c, arr[i].as_py())
+    if worst is not None:
+        i, c, v = worst
+        raise _fail(f"a cell of at most {MAX_FIELD_CHARS:,} characters", row=i + 1, column=c, value=v,
+                    line=int(sheet_rows[i]), line_kind="sheet row")
+

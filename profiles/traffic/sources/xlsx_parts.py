@@ -1,0 +1,206 @@
+"""The parts of an .xlsx workbook, bounded by what they actually decode: the zip directory is checked (its size, each
+part's declared size and compression ratio), each part is inflated as a stream that is refused as soon as it yields
+more bytes than the directory says, and XML is read with expat callbacks (never a tree) that refuse a DOCTYPE or
+an entity declaration before anything in it is expanded, and a tag or comment longer than MAX_XML_TOKEN_BYTES."""
+
+from __future__ import annotations
+
+import io
+import pyexpat
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from posixpath import dirname, join, normpath
+
+from profiles.traffic.errors import _cut, _fail
+from profiles.traffic.limits import MAX_XLSX_XML_BYTES
+
+MAX_ZIP_DIRECTORY_BYTES = 1 << 20  # ~10,000 parts; a workbook has tens
+MAX_SHEET_XML_BYTES = 512 * 1024 * 1024  # one worksheet's XML, uncompressed (about a million 6-column rows)
+MAX_SHARED_STRINGS_XML_BYTES = 256 * 1024 * 1024
+MAX_SMALL_PART_BYTES = 16 * 1024 * 1024  # workbook.xml, its relationships, styles.xml
+# Spreadsheet XML deflates 5-30x; a part far beyond that is a bomb, not a table. Small parts may be more regular.
+MAX_COMPRESSION_RATIO = 200
+RATIO_FREE_BYTES = 8 * 1024 * 1024
+MAX_XML_TOKEN_BYTES = 4 * 1024 * 1024  # one start tag, comment or run of text without a callback
+CHUNK_BYTES = 1 << 16
+
+NS_MAIN = ("http://schemas.openxmlformats.org/spreadsheetml/2006/main", "http://purl.oclc.org/ooxml/spreadsheetml/main")
+NS_REL = ("http://schemas.openxmlformats.org/officeDocument/2006/relationships",
+          "http://purl.oclc.org/ooxml/officeDocument/relationships")
+
+
+def _workbook_error(why: str) -> Exception:
+    return _fail(f"an Excel .xlsx workbook ({_cut(why, 160)})")
+
+
+def zip_directory(data: bytes) -> dict[str, zipfile.ZipInfo]:
+    """The zip directory (name -> entry) once its own size is bounded; ZipFile reads the whole central directory
+    into memory, so its size is read from the end record first (zip64 is refused: no bounded workbook needs it)."""
+    if data[-22:-18] == b"PK\x05\x06" and data[-2:] == b"\0\0":  # the record ZipFile takes first
+        end = len(data) - 22
+    else:
+        end = data.rfind(b"PK\x05\x06", max(0, len(data) - (22 + 65536)))
+    if end < 0 or len(data) - end < 22:
+        raise _workbook_error("no zip directory: the file is not a workbook or it is cut short")
+    if end >= 20 and data[end - 20:end - 16] == b"PK\x06\x07":
+        raise _workbook_error("a zip64 archive; save the workbook again from Excel")
+    entries, cd_size = struct.unpack("<HI", data[end + 10:end + 16])
+    if entries == 0xFFFF or cd_size == 0xFFFFFFFF:
+        raise _workbook_error("a zip64 archive; save the workbook again from Excel")
+    if cd_size > MAX_ZIP_DIRECTORY_BYTES:
+        raise _workbook_error(f"a zip directory of {cd_size:,} bytes; at most {MAX_ZIP_DIRECTORY_BYTES:,} expected")
+    try:
+        infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, struct.error) as exc:
+        raise _workbook_error(str(exc)) from None
+    total = sum(i.file_size for i in infos if i.filename.startswith("xl/"))
+    if total > MAX_XLSX_XML_BYTES:
+        raise _fail(f"an .xlsx workbook of at most {MAX_XLSX_XML_BYTES // 2**20} MiB uncompressed (this one "
+                    f"unpacks to {total / 2**20:,.0f} MiB)")
+    return {i.filename: i for i in infos}
+
+
+def check_part(info: zipfile.ZipInfo, max_bytes: int) -> None:
+    """Refuse a part by its directory entry: size, compression ratio, method, encryption."""
+    name = _cut(info.filename, 80)
+    if info.flag_bits & 0x1:
+        raise _workbook_error(f"the part '{name}' is encrypted; save the workbook without a password")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise _workbook_error(f"the part '{name}' uses zip method {info.compress_type}; Excel writes deflate")
+    if info.file_size > max_bytes:
+        raise _fail(f"an .xlsx part '{name}' of at most {max_bytes // 2**20} MiB uncompressed (this one unpacks to "
+                    f"{info.file_size / 2**20:,.0f} MiB)")
+    if info.file_size > RATIO_FREE_BYTES and info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
+        raise _fail(f"an .xlsx part '{name}' that compresses at most {MAX_COMPRESSION_RATIO}:1 (this one: "
+                    f"{info.compress_size:,} bytes unpack to {info.file_size / 2**20:,.0f} MiB, a zip bomb)")
+
+
+def part_chunks(data: bytes, info: zipfile.ZipInfo, max_bytes: int) -> Iterator[bytes]:
+    """The part's bytes, inflated CHUNK_BYTES at a time from the upload's own bytes; refused as soon as it yields
+    more than the directory's uncompressed size, and at the end unless size and CRC-32 match the directory."""
+    check_part(info, max_bytes)
+    name = _cut(info.filename, 80)
+    at = info.header_offset
+    head = data[at:at + 30]
+    if len(head) < 30 or head[:4] != b"PK\x03\x04":
+        raise _workbook_error(f"the part '{name}' has no local header")
+    n_name, n_extra = struct.unpack("<HH", head[26:30])
+    start = at + 30 + n_name + n_extra
+    raw = memoryview(data)[start:start + info.compress_size]
+    if len(raw) < info.compress_size:
+        raise _workbook_error(f"the part '{name}' is cut short")
+    total, crc = 0, 0
+
+    def grow(out: bytes) -> None:
+        nonlocal total, crc
+        total += len(out)
+        if total > info.file_size:
+            raise _fail(f"an .xlsx part '{name}' that unpacks to the {info.file_size:,} bytes its zip directory "
+                        f"states (it unpacks to more: a zip bomb)")
+        crc = zlib.crc32(out, crc)
+
+    if info.compress_type == zipfile.ZIP_STORED:
+        for i in range(0, len(raw), CHUNK_BYTES):
+            out = bytes(raw[i:i + CHUNK_BYTES])
+            grow(out)
+            yield out
+    else:
+        d = zlib.decompressobj(-15)
+        pos = 0
+        try:
+            while not d.eof:
+                if d.unconsumed_tail:
+                    inp = d.unconsumed_tail
+                elif pos < len(raw):
+                    inp = raw[pos:pos + CHUNK_BYTES]
+                    pos += len(inp)
+                else:
+                    inp = b""
+                out = d.decompress(inp, CHUNK_BYTES)
+                if not out and not inp:
+                    break
+                if out:
+                    grow(out)
+                    yield out
+        except zlib.error as exc:
+            raise _workbook_error(f"the part '{name}' does not inflate ({exc})") from None
+        if not d.eof:
+            raise _workbook_error(f"the part '{name}' is cut short")
+    if total != info.file_size or crc != info.CRC:
+        raise _workbook_error(f"the part '{name}' does not match its zip directory entry (size or CRC-32)")
+
+
+def _no_dtd(part: str) -> Callable[..., None]:
+    def refuse(*_args) -> None:
+        raise _fail(f"an .xlsx part without a DOCTYPE or entity declarations ('{_cut(part, 80)}' has one; Excel "
+                    "never writes them)")
+    return refuse
+
+
+def xml_parser(part: str) -> pyexpat.XMLParserType:
+    """An expat parser (namespace URI and local name joined by a space) that refuses DTDs and entity declarations
+    the moment they start: an undeclared entity reference is then a plain XML error."""
+    p = pyexpat.ParserCreate(namespace_separator=" ")
+    p.buffer_text = True
+    p.buffer_size = CHUNK_BYTES
+    p.StartDoctypeDeclHandler = _no_dtd(part)
+    p.EntityDeclHandler = _no_dtd(part)
+    p.UnparsedEntityDeclHandler = _no_dtd(part)
+    p.SetParamEntityParsing(pyexpat.XML_PARAM_ENTITY_PARSING_NEVER)
+    return p
+
+
+def feed(p: pyexpat.XMLParserType, chunks: Iterator[bytes], part: str,
+         done: Callable[[], bool] | None = None) -> None:
+    """Feed a part to `p` until the end or until `done()`; a malformed part or a token longer than
+    MAX_XML_TOKEN_BYTES (expat holds a whole start tag or comment before its callback) is refused."""
+    fed = 0
+    try:
+        for chunk in chunks:
+            p.Parse(chunk, False)
+            fed += len(chunk)
+            if fed - max(p.CurrentByteIndex, 0) > MAX_XML_TOKEN_BYTES:
+                raise _fail(f"XML tags of at most {MAX_XML_TOKEN_BYTES // 2**20} MiB in the .xlsx part "
+                            f"'{_cut(part, 80)}' (one runs past byte {fed:,})")
+            if done is not None and done():
+                return
+        p.Parse(b"", True)
+    except pyexpat.ExpatError as exc:
+        raise _workbook_error(f"the part '{part}' is not well-formed XML: {exc}") from None
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+
+
+def read_small(data: bytes, parts: dict[str, zipfile.ZipInfo], name: str,
+               start: Callable[[str, dict], None]) -> None:
+    """Feed a small part (workbook, relationships, styles) to a start-element callback."""
+    p = xml_parser(name)
+    p.StartElementHandler = start
+    feed(p, part_chunks(data, parts[name], MAX_SMALL_PART_BYTES), name)
+
+
+def local(name: str) -> str:
+    return name.rpartition(" ")[2]
+
+
+def relationships(data: bytes, parts: dict[str, zipfile.ZipInfo], owner: str) -> dict[str, tuple[str, str]]:
+    """Relationship id -> (type's last word, part name) of `owner` (e.g. xl/workbook.xml)."""
+    rels = join(dirname(owner), "_rels", owner.rpartition("/")[2] + ".rels")
+    out: dict[str, tuple[str, str]] = {}
+    if rels not in parts:
+        return out
+
+    def start(tag: str, attrs: dict) -> None:
+        if local(tag) == "Relationship" and "Id" in attrs and "Target" in attrs:
+            if len(out) > 100_000:
+                raise _workbook_error(f"more than 100,000 relationships in '{rels}'")
+            target = attrs["Target"]
+            path = normpath(target.lstrip("/") if target.startswith("/") else join(dirname(owner), target))
+            out[attrs["Id"]] = (attrs.get("Type", "").rpartition("/")[2], path)
+
+    read_small(data, parts, rels, start)
+    return out
