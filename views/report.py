@@ -52,7 +52,8 @@ def render() -> None:
             levers[0].usd_per_mtok_before, "Article order")))
     day = dt.date.today().isoformat()
     html_doc = rep.html_report(p=p, catalog=cat, figures=figures, levers=levers, today=day, mc=mc)
-    csv_doc = rep.to_csv(rep.scenario_rows(p, levers, mc))
+    csv_rows = rep.scenario_rows(p, levers, mc)
+    csv_doc = rep.to_csv(csv_rows)
     c = st.columns(2)
     c[0].download_button("Download the HTML report", html_doc.encode("utf-8"), file_name=f"specplan-{day}.html",
                          mime="text/html", key="report_html")
@@ -60,8 +61,9 @@ def render() -> None:
                          mime="text/csv", key="report_csv")
     st.caption(f"HTML: {len(html_doc) / 1e6:.1f} MB, self-contained (plotly.js inlined): the headline, the bills and "
                "the fleet by hour, the Monte Carlo, methods, levers and assumptions with sources and dates. CSV: "
-               f"{csv_doc.count(chr(10)) - 1} rows; cells starting with = + - @ (or tab / CR) are "
-               "prefixed with a single quote so spreadsheets do not run them as formulas.")
+               f"{len(csv_rows)} rows; cells starting with = + - @ (or tab / CR / LF) are "
+               "prefixed with a single quote so spreadsheets do not run them as formulas, and cells holding a line "
+               "break, quote or comma are quoted.")
     with st.expander("Assumptions (sources and dates)"):
         st.dataframe([a.__dict__ for a in p.assumptions], key="report_assumptions", hide_index=True)
 
