@@ -20,6 +20,7 @@ import streamlit as st
 
 from calibration import kept_traffic
 from calibration.calibrated_catalog import calibrated_files, with_calibrated
+from calibration.store import default_url
 from planner import plan as P
 from planner import sensitivity as sens
 from planner import spend
@@ -376,10 +377,10 @@ class _NotKept(LookupError):
 
 
 @st.cache_resource(max_entries=PROFILES_CACHED, show_spinner=False)
-def _kept_profile(digest: str) -> tuple[str, TrafficProfile]:
-    """(file name, profile) of a kept upload, read from the store and parsed once per server however many sessions
-    open its link at once (st.cache_resource computes a key once; the others wait for it); the bytes are dropped
-    after the parse, never held by a session."""
+def _kept_profile(store_url: str, digest: str) -> tuple[str, TrafficProfile]:
+    """(file name, profile) of a kept upload in the store at `store_url`, read and parsed once per server however
+    many sessions open its link at once (st.cache_resource computes a key once; the others wait for it); the bytes
+    are dropped after the parse, never held by a session."""
     kept = kept_traffic.kept(digest)
     if kept is None:
         raise _NotKept(digest)
@@ -416,7 +417,7 @@ def _keep_upload(name: str, data: bytes, options: ParseOptions | None) -> str:
 def load_kept(digest: str) -> TrafficProfile | None:
     """The profile a link refers to, from the store; None (with a warning) when this server does not hold it."""
     try:
-        name, prof = _kept_profile(digest)
+        name, prof = _kept_profile(default_url(), digest)
     except _NotKept:
         st.session_state["_url_problems"].append(
             f"The traffic profile in this link ({digest[:12]}...) is not in this server's store: the numbers below use "
