@@ -41,6 +41,7 @@ _PG_TRAFFIC_LOCK = 0x5BEC_7AFF
 TOUCH_EVERY_S = 60.0
 NAME_CHARS = 255
 _STORES_KEPT = 4  # Store objects (one engine each) reused per store URL
+_CHECKPOINT_BYTES = 4 * 2**20  # SQLite: a file at least this large is checkpointed at once
 
 
 class NotKept(ValueError):
@@ -163,7 +164,14 @@ def put(store: Store, digest: str, name: str, data: bytes, options_json_text: st
         return KeptTraffic(kept=True, evicted_files=len(victims), evicted_bytes=freed, stored_bytes=stored - freed)
 
     _move_legacy(store)
-    return store._write("keep the traffic profile", fn)
+    result = store._write("keep the traffic profile", fn)
+    if store.engine.dialect.name == "sqlite" and size >= _CHECKPOINT_BYTES:
+        try:  # the file's pages into the database now, and the -wal file back to zero (no second copy on disk)
+            with store.engine.connect() as c:
+                c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        except Exception:  # noqa: BLE001 - a busy store checkpoints later by itself
+            pass
+    return result
 
 
 def get(store: Store, digest: str) -> tuple[str, bytes, str] | None:

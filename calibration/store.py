@@ -59,6 +59,7 @@ ACTIVE_STATES = ("queued", "running")
 # Serialises schema creation between processes on PostgreSQL (pg_advisory_xact_lock key; any constant).
 _PG_SCHEMA_LOCK = 0x5BEC_C0DE
 STORE_URL_ENV = "SPECPLAN_STORE_URL"
+WAL_SIZE_LIMIT_BYTES = 16 * 2**20
 
 T = TypeVar("T")
 
@@ -291,6 +292,9 @@ class Store:
                         # failing. Per-connection settings: they write nothing to the file.
                         cur.execute("PRAGMA busy_timeout=30000")
                         cur.execute("PRAGMA synchronous=NORMAL")
+                        # A checkpointed WAL shrinks back to this size: a kept 90 MiB upload would otherwise leave
+                        # a 90 MiB -wal file beside the store for good.
+                        cur.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
                         cur.close()
         return self._engine
 
