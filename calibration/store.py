@@ -546,4 +546,3 @@ class Store:
         if series:
             q = q.where(history.c.series == series)
         return self._read("read the history", "history", lambda c: [dict(r) for r in c.execute(q).mappings()], [])
-
