@@ -414,19 +414,28 @@ def _keep_upload(name: str, data: bytes, options: ParseOptions | None) -> str:
     return ""
 
 
+def _kept(digest: str) -> tuple[str, TrafficProfile] | None:
+    """_kept_profile for this server's store; None when the store does not hold the link's profile."""
+    try:
+        return _kept_profile(default_url(), digest)
+    except _NotKept:
+        return None
+
+
 def load_kept(digest: str) -> TrafficProfile | None:
     """The profile a link refers to, from the store; None (with a warning) when this server does not hold it."""
     try:
-        name, prof = _kept_profile(default_url(), digest)
-    except _NotKept:
+        kept = _kept(digest)
+    except Exception as exc:
+        st.session_state["_url_problems"].append(f"The traffic profile in this link could not be read ({exc}).")
+        return None
+    if kept is None:
         st.session_state["_url_problems"].append(
             f"The traffic profile in this link ({digest[:12]}...) is not in this server's store: the numbers below use "
             "no traffic profile. Upload the file again (Traffic page) to see what the sender saw.")
         st.session_state["profile"] = ""
         return None
-    except Exception as exc:
-        st.session_state["_url_problems"].append(f"The traffic profile in this link could not be read ({exc}).")
-        return None
+    name, prof = kept
     kept_traffic.touch(digest)  # every open counts for the store's least-recently-used eviction (once a minute)
     st.session_state[PROFILE_KEY] = prof
     st.session_state[PROFILE_ORIGIN_KEY] = f"upload:{name}"
