@@ -78,7 +78,7 @@ def test_a_session_keeps_one_upload_in_memory_when_its_client_deletes_none(serve
         page.goto(server + "/traffic", wait_until="domcontentloaded")
         page.get_by_text("Traffic profile", exact=True).first.wait_for(timeout=60_000)
         for i, f in enumerate(files):
-            page.locator("input[type=file]").first.set_input_files(str(f))
+            page.locator("[data-testid=stMain] input[type=file]").first.set_input_files(str(f))
             page.get_by_text(f"col{i}").first.wait_for(timeout=60_000)  # the page has run with this file
         held = []
         for _ in range(12):  # the server refreshes this count at most every 5 s

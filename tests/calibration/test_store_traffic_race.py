@@ -9,6 +9,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from sqlalchemy import create_engine, text
+
 from calibration import kept_traffic as K
 from calibration.store import Store
 from profiles.traffic.options import upload_digest
@@ -63,24 +65,34 @@ def test_processes_keeping_the_same_file_at_once_all_succeed(tmp_path: Path):
     assert K.get(Store(url), upload_digest(SAME, None))[1] == SAME
 
 
-def test_threads_keeping_the_same_file_through_one_store(tmp_path: Path):
-    s = Store(f"sqlite:///{tmp_path / 'cal.db'}")
-    barrier, errors = threading.Barrier(8), []
+def test_threads_keeping_files_at_once_through_one_store(any_store_url: str):
+    """Eight threads keep the same file while eight keep files of their own under a quota of four: no error, the
+    same file once, and the store within its quota (SQLite, and PostgreSQL's advisory lock)."""
+    s = Store(any_store_url)
+    barrier, errors = threading.Barrier(16), []
 
-    def one() -> None:
+    def one(i: int) -> None:
+        data = SAME if i < 8 else (f"own {i}:".encode() + b"y" * len(SAME))[:len(SAME)]
         barrier.wait()
         try:
-            K.put(s, upload_digest(SAME, None), "same.csv", SAME, "{}", max_bytes=10**9)
+            K.put(s, upload_digest(data, None), f"{i}.csv", data, "{}", max_bytes=4 * len(SAME))
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
-    threads = [threading.Thread(target=one) for _ in range(8)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
     assert errors == []
-    assert (_count(tmp_path / "cal.db", "traffic_files"), _count(tmp_path / "cal.db", "traffic_links")) == (1, 1)
+    assert K.stored_bytes(s) == 4 * len(SAME)  # nine files kept, the five least recently used evicted
+    eng = create_engine(any_store_url)
+    try:
+        with eng.connect() as c:  # each kept file with its one link, none left without its file
+            assert [c.execute(text(f"SELECT count(*) FROM {t}")).scalar_one()
+                    for t in ("traffic_files", "traffic_links")] == [4, 4]
+    finally:
+        eng.dispose()
 
 
 def test_processes_keeping_different_files_stay_within_the_quota(tmp_path: Path):
