@@ -12,6 +12,8 @@ Reliability rules:
   STALE_AFTER_S marks it failed (the job process died: SIGKILL, out of memory, machine gone).
 - The first terminal state wins: a job, its runner and a reader can race to finish a run; later writes of
   another terminal state are ignored.
+- A SQLite file removed or replaced while a Store lives (the app keeps one for hours) is noticed before the next
+  read or write: the old connections are closed, and a write creates the schema again in the file that exists.
 """
 
 from __future__ import annotations
