@@ -12,12 +12,15 @@ Reliability rules:
   STALE_AFTER_S marks it failed (the job process died: SIGKILL, out of memory, machine gone).
 - The first terminal state wins: a job, its runner and a reader can race to finish a run; later writes of
   another terminal state are ignored.
+- A SQLite file removed or replaced while a Store lives (the app keeps one for hours) is noticed before the next
+  read or write: the old connections are closed, and a write creates the schema again in the file that exists.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Float,
     Index,
@@ -57,6 +61,7 @@ ACTIVE_STATES = ("queued", "running")
 # Serialises schema creation between processes on PostgreSQL (pg_advisory_xact_lock key; any constant).
 _PG_SCHEMA_LOCK = 0x5BEC_C0DE
 STORE_URL_ENV = "SPECPLAN_STORE_URL"
+WAL_SIZE_LIMIT_BYTES = 16 * 2**20
 
 T = TypeVar("T")
 
@@ -124,19 +129,40 @@ history = Table(
 )
 
 
-# Uploaded traffic profiles, by the SHA-256 of their bytes and reading options, so a shared link reopens the same
-# profile (views/_state.py carries the hash in the URL).
-traffic_profiles = Table(
-    "traffic_profiles",
+# Uploaded traffic files, one row per file (the SHA-256 of its bytes alone), and the links that read one: a link's
+# digest is the SHA-256 of the bytes and the reading options (profiles.traffic.options.upload_digest), which a shared
+# link carries (`profile=`, views/_state.py). Another reading of a kept file adds only a small link row. Both carry
+# the time they were last used: when the files pass the store's quota, the least recently used ones go first.
+traffic_files = Table(
+    "traffic_files",
     metadata,
+    Column("file_digest", String(64), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("last_used_at", Float, nullable=False, index=True),
+)
+traffic_links = Table(
+    "traffic_links",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("file_digest", String(64), nullable=False, index=True),
+    Column("name", String(255), nullable=False),
+    Column("options_json", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("last_used_at", Float, nullable=False),
+)
+# The one-table layout of earlier versions (a full copy of the bytes per link): read, and moved into the two tables
+# above by the first traffic write (calibration.kept_traffic); not part of `metadata`, so it is never created.
+legacy_traffic_profiles = Table(
+    "traffic_profiles",
+    MetaData(),
     Column("digest", String(64), primary_key=True),
     Column("name", String(255), nullable=False),
     Column("data", LargeBinary, nullable=False),
     Column("options_json", Text, nullable=False),
     Column("created_at", Float, nullable=False),
 )
-
-
 history_once = Index("ux_history_series_workload_run", history.c.series, history.c.workload, history.c.run_id,
                      unique=True)
 
@@ -210,6 +236,10 @@ class Store:
         self._ro_engine: Engine | None = None  # SQLite read-only fallback
         self._schema_ready = False  # created or verified by this instance
         self._tables_seen: set[str] = set()
+        # SQLite: (device, inode) of the file this instance's engines opened; None until first seen. A file removed
+        # or replaced while this instance lives (an app keeps one Store for hours) is noticed on the next access.
+        self._file_id: tuple[int, int] | None = None
+        self._lock = threading.RLock()
 
     # ---- connection and errors --------------------------------------------------------------------
     def _url(self) -> URL:
@@ -223,10 +253,48 @@ class Store:
         db = u.database.removeprefix("file:").split("?", 1)[0]
         return Path(db).expanduser()
 
+    def _check_file(self) -> None:
+        """Before every access: when the SQLite file this instance opened was removed or replaced, drop the engines
+        (their connections still hold the old file, whose writes nobody would ever read) and forget the schema, so
+        the next write creates it again in a file that exists."""
+        path = self._sqlite_path()
+        if path is None:
+            return
+        try:
+            st = path.stat()
+            now_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            now_id = None
+        with self._lock:
+            if now_id == self._file_id:
+                return
+            if self._file_id is not None:
+                self._reset_engines()
+                if now_id is None:  # the old file's journal left behind would be replayed into a new file
+                    for suffix in ("-wal", "-shm", "-journal"):
+                        Path(f"{path}{suffix}").unlink(missing_ok=True)
+            self._file_id = now_id
+
+    def close(self) -> None:
+        """Close this instance's connections (a later access opens new ones)."""
+        with self._lock:
+            self._reset_engines()
+
+    def _reset_engines(self) -> None:
+        for eng in (self._engine, self._ro_engine):
+            if eng is not None:
+                eng.dispose()
+        self._engine = None
+        self._ro_engine = None
+        self._schema_ready = False
+        self._tables_seen = set()
+
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            with self._guard("open"):
+            with self._lock, self._guard("open"):
+                if self._engine is not None:
+                    return self._engine
                 self._engine = create_engine(self._url(), future=True)
                 if self._engine.dialect.name == "sqlite":
 
@@ -237,6 +305,9 @@ class Store:
                         # failing. Per-connection settings: they write nothing to the file.
                         cur.execute("PRAGMA busy_timeout=30000")
                         cur.execute("PRAGMA synchronous=NORMAL")
+                        # A checkpointed WAL shrinks back to this size: a kept 90 MiB upload would otherwise leave
+                        # a 90 MiB -wal file beside the store for good.
+                        cur.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
                         cur.close()
         return self._engine
 
@@ -273,6 +344,7 @@ class Store:
     def _read(self, action: str, table: str, fn: Callable[[Connection], T], empty: T) -> T:
         """Run a read; `empty` when the store or `table` does not exist yet (reading never creates them)."""
         with self._guard(action):
+            self._check_file()
             path = self._sqlite_path()
             if not self._schema_ready and path is not None and not path.exists():
                 return empty
@@ -294,6 +366,7 @@ class Store:
 
     def _write(self, action: str, fn: Callable[[Connection], T]) -> T:
         with self._guard(action):
+            self._check_file()
             self._ensure_schema()
             with self.engine.begin() as c:
                 return fn(c)
@@ -328,6 +401,9 @@ class Store:
             pass
         self._schema_ready = True
         self._tables_seen |= set(metadata.tables)
+        if path is not None:
+            st = path.stat()
+            self._file_id = (st.st_dev, st.st_ino)
 
     # ---- runs -------------------------------------------------------------------------------------
     @staticmethod
@@ -453,23 +529,6 @@ class Store:
         rows = self._read("read fits", "fits", lambda c: [dict(r) for r in c.execute(q).mappings()], [])
         return [{"id": r["id"], "name": r["name"], "kind": r["kind"], "created_at": r["created_at"],
                  "result": json.loads(r["result_json"])} for r in rows]
-
-    # ---- traffic profiles (shared links) ------------------------------------------------------------
-    def put_traffic(self, digest: str, name: str, data: bytes, options_json: str) -> None:
-        """Keep an uploaded profile's bytes under its digest (idempotent: the same digest is stored once)."""
-        row = dict(digest=digest, name=name, data=data, options_json=options_json, created_at=time.time())
-
-        def fn(c: Connection) -> None:
-            # One statement, so two sessions keeping the same upload at once cannot both pass a "not there yet"
-            # check and then collide on the primary key: the second insert does nothing.
-            c.execute(insert_or_ignore(c.dialect.name, traffic_profiles, ("digest",)).values(**row))
-        self._write("keep the traffic profile", fn)
-
-    def get_traffic(self, digest: str) -> tuple[str, bytes, str] | None:
-        """(name, bytes, options JSON) of a kept profile, or None when the store does not hold it."""
-        q = select(traffic_profiles).where(traffic_profiles.c.digest == digest)
-        row = self._read("read a traffic profile", "traffic_profiles", lambda c: c.execute(q).mappings().first(), None)
-        return None if row is None else (row["name"], bytes(row["data"]), row["options_json"])
 
     # ---- nightly history --------------------------------------------------------------------------
     def add_history(self, *, series: str, workload: str, run_id: str, acceptance_length: float, low: float,

@@ -20,6 +20,7 @@ import streamlit as st
 
 from calibration import kept_traffic
 from calibration.calibrated_catalog import calibrated_files, with_calibrated
+from calibration.store import default_url
 from planner import plan as P
 from planner import sensitivity as sens
 from planner import spend
@@ -363,15 +364,38 @@ def load_sample(name: str) -> TrafficProfile:
     return prof
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+# A few parsed profiles per server (uploads, samples, links): st.cache_resource hands every session the same object
+# (a TrafficProfile is frozen dataclasses and tuples, and no caller changes it) instead of a copy per call.
+PROFILES_CACHED = 4
+
+
+@st.cache_resource(max_entries=PROFILES_CACHED, show_spinner=False)
 def _parse_cached(name: str, data: bytes, options: ParseOptions | None = None) -> TrafficProfile:
     return parse_traffic(name, data, catalog(), options=options)
+
+
+class _NotKept(LookupError):
+    """The store does not hold a link's profile (raised, not returned, so that st.cache_resource keeps no answer
+    and a later upload of the file makes the link work)."""
+
+
+@st.cache_resource(max_entries=PROFILES_CACHED, show_spinner=False)
+def _kept_profile(store_url: str, digest: str) -> tuple[str, TrafficProfile]:
+    """(file name, profile) of a kept upload in the store at `store_url`, read and parsed once per server however
+    many sessions open its link at once (st.cache_resource computes a key once; the others wait for it); the bytes
+    are dropped after the parse, never held by a session."""
+    kept = kept_traffic.kept(digest)
+    if kept is None:
+        raise _NotKept(digest)
+    name, data, opts = kept
+    return name, _parse_cached(name, data, opts)
 
 
 def load_upload(name: str, data: bytes, options: ParseOptions | None = None) -> TrafficProfile:
     """Parse an upload (with the Traffic page's reading options); the profile replaces the current one only
     when it fully validates: on error the previous profile stays (TrafficError propagates). A valid upload is
-    kept in the store by content hash, and the link carries the hash (`profile=`), so a shared link reopens it."""
+    kept in the store (calibration.kept_traffic: the bytes once per file, under a quota), and the link carries
+    the digest of its bytes and options (`profile=`), so a shared link reopens it."""
     prof = _parse_cached(name, data, options)
     digest = _keep_upload(name, data, options)
     st.session_state[PROFILE_KEY] = prof
@@ -386,15 +410,25 @@ def _keep_upload(name: str, data: bytes, options: ParseOptions | None) -> str:
     the link, and says so."""
     try:
         return kept_traffic.keep(name, data, options)
+    except kept_traffic.NotKept as exc:  # larger than the store's quota
+        st.session_state["_profile_keep_error"] = f"Not kept for shared links: {exc}."
     except Exception as exc:  # the profile is in use either way
         st.session_state["_profile_keep_error"] = f"the profile could not be kept for shared links ({exc})"
-        return ""
+    return ""
+
+
+def _kept(digest: str) -> tuple[str, TrafficProfile] | None:
+    """_kept_profile for this server's store; None when the store does not hold the link's profile."""
+    try:
+        return _kept_profile(default_url(), digest)
+    except _NotKept:
+        return None
 
 
 def load_kept(digest: str) -> TrafficProfile | None:
     """The profile a link refers to, from the store; None (with a warning) when this server does not hold it."""
     try:
-        kept = kept_traffic.kept(digest)
+        kept = _kept(digest)
     except Exception as exc:
         st.session_state["_url_problems"].append(f"The traffic profile in this link could not be read ({plain(exc)}).")
         return None
@@ -404,8 +438,8 @@ def load_kept(digest: str) -> TrafficProfile | None:
             "no traffic profile. Upload the file again (Traffic page) to see what the sender saw.")
         st.session_state["profile"] = ""
         return None
-    name, data, opts = kept
-    prof = _parse_cached(name, data, opts)
+    name, prof = kept
+    kept_traffic.touch(digest)  # every open counts for the store's least-recently-used eviction (once a minute)
     st.session_state[PROFILE_KEY] = prof
     st.session_state[PROFILE_ORIGIN_KEY] = f"upload:{name}"
     return prof

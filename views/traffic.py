@@ -184,6 +184,7 @@ def _handle_upload() -> None:
                           type=UPLOAD_TYPES, key="traffic_upload", max_upload_size=MAX_MB)
     if up is None:
         return
+    _drop_older_uploads(up.file_id)
     data = up.getvalue()
     if len(data) > tr.MAX_UPLOAD_BYTES:  # the server refuses these too (server.maxUploadSize)
         _show_errors(up.name, tr.TrafficError([tr.Problem(
@@ -217,6 +218,23 @@ def _handle_upload() -> None:
         else:
             st.info(f"{quoted(up.name)} is still in the uploader but not in use (another profile was chosen). Change a "
                     "reading option or upload it again to use it.")
+
+
+def _drop_older_uploads(file_id: str) -> None:
+    """Streamlit keeps every file a session uploads in the server's memory until the session ends
+    (streamlit/runtime/memory_uploaded_file_manager.py; the browser deletes a file only when its x is clicked). The
+    uploader holds one file: when another arrives, the previous one is dropped from the server's memory."""
+    ss = st.session_state
+    prev = ss.get("_traffic_upload_file_id")
+    ss["_traffic_upload_file_id"] = file_id
+    if not prev or prev == file_id:
+        return
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    remove = getattr(getattr(ctx, "uploaded_file_mgr", None), "remove_file", None)
+    if remove is not None:  # the in-memory manager (streamlit run, AppTest); others keep their own files
+        remove(session_id=ctx.session_id, file_id=prev)
 
 
 def _fmt_tokens(x: float) -> str:

@@ -90,4 +90,6 @@ def options_from_json(text: str) -> ParseOptions:
 
 def upload_digest(data: bytes, options: ParseOptions | None) -> str:
     """SHA-256 of an upload's bytes and its reading options: the same file read another way is another profile."""
-    return hashlib.sha256(data + b"\0" + options_json(options).encode()).hexdigest()
+    h = hashlib.sha256(data)  # fed in parts: no second copy of a large upload
+    h.update(b"\0" + options_json(options).encode())
+    return h.hexdigest()

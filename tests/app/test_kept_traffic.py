@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import threading
@@ -10,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from calibration import kept_traffic
 from calibration.store import Store
-from profiles.traffic.options import upload_digest
+from profiles.traffic.options import options_json, upload_digest
 
 DATA = (b"timestamp,workload,prompt_tokens,output_tokens\n"
         + b"".join(f"2026-11-01T00:{i:02d}:00Z,chat,{900 + i},{200 + i}\n".encode() for i in range(30)))
@@ -22,11 +23,11 @@ def _db_path() -> str:
 
 def _rows(path: str) -> int:
     with sqlite3.connect(path) as c:
-        return c.execute("SELECT count(*) FROM traffic_profiles").fetchone()[0]
+        return c.execute("SELECT count(*) FROM traffic_links").fetchone()[0]
 
 
 def test_many_sessions_keep_the_same_upload_at_once():
-    Store().put_traffic("0" * 64, "warm.csv", b"x", "{}")  # the schema exists: the race is on the row, not the table
+    kept_traffic.put(Store(), "0" * 64, "warm.csv", b"x", "{}")  # the schema exists: the race is on the row
     barrier = threading.Barrier(8)
 
     def one(_):
@@ -44,12 +45,16 @@ def test_many_sessions_keep_the_same_upload_at_once():
 def test_keeping_waits_for_a_session_that_is_inserting_the_same_row():
     """Another session has inserted the same digest but not committed yet: a check-then-insert sees no row, then
     collides on the primary key once the other commits ("UNIQUE constraint failed"); the store's insert must not."""
-    Store().put_traffic("0" * 64, "warm.csv", b"x", "{}")
+    kept_traffic.put(Store(), "0" * 64, "warm.csv", b"x", "{}")
     digest = upload_digest(DATA, None)
     other = sqlite3.connect(_db_path(), timeout=30, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
-    other.execute("INSERT INTO traffic_profiles (digest, name, data, options_json, created_at) VALUES (?, ?, ?, ?, ?)",
-                  (digest, "same.csv", DATA, "{}", time.time()))
+    now = time.time()
+    other.execute("INSERT INTO traffic_files (file_digest, data, size_bytes, created_at, last_used_at) "
+                  "VALUES (?, ?, ?, ?, ?)", (hashlib.sha256(DATA).hexdigest(), DATA, len(DATA), now, now))
+    other.execute("INSERT INTO traffic_links (digest, file_digest, name, options_json, created_at, last_used_at) "
+                  "VALUES (?, ?, ?, ?, ?, ?)", (digest, hashlib.sha256(DATA).hexdigest(), "same.csv",
+                                                 options_json(None), now, now))
     result: dict = {}
 
     def keep():

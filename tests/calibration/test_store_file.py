@@ -1,0 +1,68 @@
+"""A SQLite store file removed or replaced while a Store (an app's, kept for hours) lives: the next write goes to a
+file that exists, and reads show that file, never the removed one. Real files, one Store object throughout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from calibration import kept_traffic as K
+from calibration.store import Store
+
+
+def _paths(path: Path) -> list[Path]:
+    return [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+
+
+def test_a_write_after_the_file_is_removed_lands_in_a_new_file(tmp_path: Path):
+    path = tmp_path / "cal.db"
+    s = Store(f"sqlite:///{path}")
+    first = s.create_run("engine", {"n": 1})
+    assert [r.run_id for r in s.list_runs()] == [first]
+    os.remove(path)  # what `rm calibration.db` does while the app runs; the -wal and -shm files stay
+    assert s.list_runs() == []  # a read shows the file that is there: none
+    second = s.create_run("engine", {"n": 2})
+    assert path.is_file()
+    fresh = Store(f"sqlite:///{path}")
+    assert [r.run_id for r in fresh.list_runs()] == [second]
+    assert s.get_run(second).spec == {"n": 2}
+    assert s.set_status(second, "running")  # later writes reach the new file too
+    assert fresh.get_run(second).status == "running"
+
+
+def test_every_file_of_the_store_removed_between_two_writes(tmp_path: Path):
+    path = tmp_path / "cal.db"
+    s = Store(f"sqlite:///{path}")
+    s.create_run("engine", {})
+    for p in _paths(path):
+        p.unlink(missing_ok=True)
+    run = s.create_run("engine", {"after": True})
+    assert [r.run_id for r in Store(f"sqlite:///{path}").list_runs()] == [run]
+
+
+def test_a_replaced_file_is_read_and_written_in_its_place(tmp_path: Path):
+    path, other = tmp_path / "cal.db", tmp_path / "other.db"
+    s = Store(f"sqlite:///{path}")
+    s.create_run("engine", {"store": "first"})
+    o = Store(f"sqlite:///{other}")
+    kept = o.create_run("engine", {"store": "second"})
+    o.close()
+    for p in _paths(path):
+        p.unlink(missing_ok=True)
+    shutil.copy(other, path)  # a backup restored over the store
+    assert [r.run_id for r in s.list_runs()] == [kept]
+    new = s.create_run("engine", {"store": "restored"})
+    assert {r.run_id for r in Store(f"sqlite:///{path}").list_runs()} == {kept, new}
+
+
+def test_a_kept_profile_after_the_store_file_is_removed(tmp_path: Path, monkeypatch):
+    path = tmp_path / "cal.db"
+    monkeypatch.setenv("SPECPLAN_STORE_URL", f"sqlite:///{path}")
+    first = K.keep("a.csv", b"timestamp,workload\n1,chat\n", None)
+    assert K.kept(first) is not None
+    os.remove(path)
+    assert K.kept(first) is None  # the removed file's profiles are gone with it
+    second = K.keep("b.csv", b"timestamp,workload\n2,code\n", None)
+    name, data, _ = K.get(Store(f"sqlite:///{path}"), second)
+    assert (name, data) == ("b.csv", b"timestamp,workload\n2,code\n")
