@@ -111,7 +111,7 @@ def refusal(*, active: list[Any], owner: JobOwner | None, limit: int) -> JobRefu
     if len(active) >= limit:
         first = min(active, key=lambda r: (r.created_at, r.run_id))
         return JobRefused(f"the server runs at most {limit} calibration job{'s' if limit != 1 else ''} at a time "
-                          f"(${MAX_RUNNING_JOBS_ENV}) and {describe(first)}"
+                          f"(setting {MAX_RUNNING_JOBS_ENV}) and {describe(first)}"
                           f"{f' and {len(active) - 1} more' if len(active) > 1 else ''} "
                           f"{'is' if len(active) == 1 else 'are'} running: try again when "
                           f"{'it ends' if len(active) == 1 else 'one ends'}", first.run_id)
