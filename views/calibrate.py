@@ -182,6 +182,15 @@ def submit_form(blocked: str | None = None) -> None:
                                key="cal_workloads")
     upload = c2.file_uploader("Or prompts from your traffic (prompt_text [+ workload] column)",
                               type=["csv", "jsonl", "parquet"], key="cal_upload")
+    custom: dict[str, list[str]] = {}
+    if upload:  # read at once (bounded: calibration.traffic_prompts), so a refusal shows before Run
+        try:
+            custom = prompts_from_upload(upload.name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD)
+            c2.caption(f"{sum(len(p) for p in custom.values())} prompts in {len(custom)} workload(s) from the upload.")
+        except ValueError as e:
+            c2.error("The uploaded prompt file is refused:")
+            c2.text(str(e))  # plain text: it quotes the file's name and cells
+            blocked = blocked or "Remove or replace the refused prompt file to run."
     batch_sizes = c3.multiselect("Batch sizes (prompts per group; >= 3 to separate the step-time terms)",
                                  [1, 2, 4, 8, 16, 32], default=list(DEFAULT_BATCH_SIZES), key="cal_batch_sizes")
     max_tokens = c3.number_input("Output tokens per prompt", 8, 512, 32, step=8, key="cal_max_tokens")
@@ -226,8 +235,6 @@ def submit_form(blocked: str | None = None) -> None:
     if not st.button("Run calibration", key="cal_submit", type="primary", disabled=bool(blocked), help=blocked):
         return
     try:
-        custom = (prompts_from_upload(upload.name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD)
-                  if upload else {})
         spec = JobSpec(model=model, configs=configs, workloads=tuple(workloads),
                        batch_sizes=tuple(sorted(int(b) for b in batch_sizes)), target_half_width=float(target_hw),
                        budget_s=float(budget_s), max_output_tokens=int(max_tokens), custom_prompts=custom)
