@@ -106,7 +106,7 @@ def refusal(*, active: list[Any], owner: JobOwner | None, limit: int) -> JobRefu
     the server-wide cap."""
     mine = own_job(active, owner)
     if mine is not None:
-        return JobRefused(f"you already have {describe(mine)} running: one job per user at a time; wait for it to "
+        return JobRefused(f"you already have {describe(mine)}: one job per user at a time; wait for it to "
                           "end or cancel it", mine.run_id)
     if len(active) >= limit:
         first = min(active, key=lambda r: (r.created_at, r.run_id))

@@ -49,7 +49,7 @@ def _running(store: Store, owner: JobOwner | None, kind: str = "engine") -> str:
 
 def test_two_sessions_of_one_client_get_one_job_and_the_second_is_told_which(store: Store) -> None:
     rid = admit(store, "engine", {"model": "smollm2-135m"}, kinds=JOB_KINDS, owner=TAB_1, limit=8)
-    with pytest.raises(JobRefused, match=f"you already have job {rid} \\(engine, queued\\) running") as e:
+    with pytest.raises(JobRefused, match=f"you already have job {rid} \\(engine, queued\\): one job per user") as e:
         admit(store, "engine", {}, kinds=JOB_KINDS, owner=TAB_2, limit=8)
     assert e.value.run_id == rid
     store.set_status(rid, "running")
@@ -215,7 +215,7 @@ def test_the_page_shows_the_users_running_job_with_cancel_and_disables_run(page)
     store.heartbeat(rid, "configuration 2/5: ngram-k2")
     at = open_page()
     assert _run_button(at).disabled
-    assert any(f"you already have job {rid} (engine, running) running" in w.value for w in at.warning)
+    assert any(f"you already have job {rid} (engine, running): one job per user" in w.value for w in at.warning)
     assert any(s.value == f"Job {rid}: running" for s in at.subheader)
     assert any("configuration 2/5: ngram-k2" in c.value for c in at.code)
     cancel = next(b for b in at.button if b.key == "cal_cancel")
