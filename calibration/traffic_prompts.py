@@ -60,6 +60,8 @@ def prompts_from_upload(filename: str, data: bytes, *, per_workload: int = MAX_P
                         ) -> dict[str, list[str]]:
     """{workload: [prompt, ...]} from an uploaded file (at most `per_workload` prompts per workload, the first
     ones of the file); raises ValueError naming what is wrong and the limit it broke."""
+    import pyarrow as pa
+
     from profiles.traffic import DEFAULT_OPTIONS, TrafficError
     from profiles.traffic.sources import open_source
 
@@ -88,6 +90,9 @@ def prompts_from_upload(filename: str, data: bytes, *, per_workload: int = MAX_P
         raise _refuse(filename, str(e)) from None
     except MemoryError:
         raise _refuse(filename, "reading it ran out of memory: upload a smaller sample") from None
+    except (pa.ArrowException, OverflowError, TypeError, KeyError, IndexError, UnicodeError, RecursionError,
+            OSError, EOFError) as e:  # a reader failure not anticipated above: still one short refusal
+        raise _refuse(filename, f"could not be read ({type(e).__name__}: {str(e)[:200]})") from None
     if not out:
         raise _refuse(filename, f"no non-empty {PROMPT_COLUMN} values")
     return out
