@@ -5,12 +5,14 @@ hash of the prompt set).
 
 The file goes through the traffic upload's bounded readers (profiles.traffic.sources.open_source: format,
 header and metadata checks before anything is decoded) under smaller bounds fit for a prompt set: at most
-MAX_PROMPT_UPLOAD_BYTES of file, MAX_PROMPT_ROWS rows (a Parquet file's footer is read first),
-MAX_PROMPT_DECODED_BYTES of decompressed prompt and workload columns, MAX_PROMPT_CHARS characters per prompt and
-MAX_UPLOAD_WORKLOADS workloads. Prompt lengths are measured on the Arrow arrays (for a dictionary-encoded
-column, on its dictionary), and only the prompts kept become Python strings: a dictionary of one long string
-repeated on every row is refused before it is ever expanded. Every refusal is a ValueError naming the file, the
-row and column where there is one, the value (cut) and the limit.
+MAX_PROMPT_UPLOAD_BYTES of file, MAX_PROMPT_LINE_BYTES per line (checked before a line is split),
+MAX_PROMPT_ROWS rows, MAX_PROMPT_DECODED_BYTES of decompressed prompt and workload columns (a Parquet file's
+footer, and every page header where profiles.traffic.sources.parquet_pages reads them, so a footer that
+understates is caught), MAX_PROMPT_CHARS characters per prompt and MAX_UPLOAD_WORKLOADS workloads. Prompt
+lengths are measured on the Arrow arrays (for a dictionary-encoded column, on its dictionary), and only the
+prompts kept become Python strings: a dictionary of one long string repeated on every row is refused before it
+is ever expanded. Every refusal is a ValueError naming the file, the row and column where there is one, the
+value (cut) and the limit.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ MAX_PROMPT_UPLOAD_BYTES = 4 * 2**20  # a prompt sample, not a traffic log: 4 MiB
 MAX_PROMPT_ROWS = 20_000
 # Parquet: the prompt and workload columns once decompressed, from the footer, before any page is decoded.
 MAX_PROMPT_DECODED_BYTES = 64 * 2**20
+MAX_PROMPT_PAGES = 2 * MAX_PROMPT_ROWS + 16  # pages per column chunk walked (a page holds at least one value)
 # CSV / JSONL: a line holds a prompt (up to 4 UTF-8 bytes a character) and its other cells: the traffic readers'
 # cell limit (profiles.traffic MAX_FIELD_CHARS) per line, checked before a reader splits a line into fields.
 MAX_PROMPT_LINE_BYTES = 131_072
@@ -73,11 +76,11 @@ def prompts_from_upload(filename: str, data: bytes, *, per_workload: int = MAX_P
         raise _refuse(filename, f"size {len(data):,} bytes; at most {MAX_PROMPT_UPLOAD_BYTES:,} bytes "
                       f"({MAX_PROMPT_UPLOAD_BYTES // 2**20} MiB) allowed for a prompt set: upload a sample of the "
                       "prompts (64 per workload are used)")
-    if filename.lower().endswith(".parquet"):
-        _check_parquet_footer(filename, data)
-    else:
+    if not filename.lower().endswith(".parquet"):
         _check_line_lengths(filename, data)
     try:
+        if filename.lower().endswith(".parquet"):
+            _check_parquet_footer(filename, data)
         src = open_source(filename, data, DEFAULT_OPTIONS, MAX_PROMPT_UPLOAD_BYTES)
         if PROMPT_COLUMN not in src.columns:
             raise _refuse(filename, f"no {PROMPT_COLUMN!r} column; columns: "
@@ -136,10 +139,23 @@ def _check_parquet_footer(filename: str, data: bytes) -> None:
         for g in range(md.num_row_groups):
             rg = md.row_group(g)
             total += rg.column(j).total_uncompressed_size + 4 * rg.num_rows  # + dictionary indices
+    used = [c for c in cols if c in leaves]
     if total > MAX_PROMPT_DECODED_BYTES:
-        used = [c for c in cols if c in leaves]
         raise _refuse(filename, f"columns {used} take {total:,} bytes once decompressed (the file's metadata); at "
                       f"most {MAX_PROMPT_DECODED_BYTES:,} bytes allowed for a prompt set")
+    try:  # the traffic readers' page-header walk, where the installed profiles.traffic has it
+        from profiles.traffic.sources.parquet_pages import chunk_pages
+    except ImportError:
+        return
+    pages = 0
+    for c in used:
+        for g in range(md.num_row_groups):
+            got = chunk_pages(data, md.row_group(g).column(leaves[c]), max_pages=MAX_PROMPT_PAGES, column=c)
+            pages += got.uncompressed_bytes
+            if pages > MAX_PROMPT_DECODED_BYTES:  # a footer that understates what its pages decompress to
+                raise _refuse(filename, f"columns {used}: their pages hold {pages:,} bytes or more once "
+                              f"decompressed (the footer says {total:,}); at most {MAX_PROMPT_DECODED_BYTES:,} bytes "
+                              "allowed for a prompt set")
 
 
 def _text_lengths(filename: str, arr: Any, column: str, first_row: int) -> Any:

@@ -155,3 +155,22 @@ def test_a_dictionary_encoded_parquet_gives_the_first_prompts_of_each_workload()
     # rows 0, 1, 2, 3, ...: text index i % 3 (index 1 is blank), workload chat on even rows, code on odd ones
     assert got == {"chat": ["write a function", "summarise this", "write a function", "summarise this"],
                    "code": ["write a function", "summarise this", "write a function", "summarise this"]}
+
+
+def test_a_parquet_footer_that_understates_its_pages_is_refused_within_the_bounds(tmp_path: Path) -> None:
+    """Where the traffic readers walk the page headers (profiles.traffic.sources.parquet_pages), a footer that
+    says 1,000 bytes for a 200 MB dictionary page is caught before the page is decoded."""
+    pytest.importorskip("profiles.traffic.sources.parquet_pages")
+    bench = pytest.importorskip("benchmarks.bench_traffic_ingest")
+    understate = getattr(bench, "understate_footer", None)
+    if understate is None:
+        pytest.skip("benchmarks.bench_traffic_ingest has no understate_footer")
+    path = tmp_path / "understated.parquet"
+    path.write_bytes(_parquet(_one_string_on_every_row("u" * 200_000_000, 2)))
+    understate(path)
+    assert pq.read_metadata(path).row_group(0).column(0).total_uncompressed_size <= 1000
+    r = measure_prompts(path)
+    assert r["outcome"] == "refused", r
+    assert "their pages hold" in r["message"] and "at most 67,108,864 bytes allowed" in r["message"], r["message"]
+    assert r["peak_mb"] < PEAK_RSS_MB, r
+    assert r["cpu_s"] < CPU_S, r
