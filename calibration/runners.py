@@ -229,10 +229,13 @@ class LocalProcessHandle(JobHandle):
 
 
 class LocalRunner:
+    """Runs jobs in local processes; `owner` is the user its jobs are admitted for (calibration.admission)."""
+
     name = "local"
 
-    def __init__(self, store_url: str | None = None) -> None:
+    def __init__(self, store_url: str | None = None, owner: JobOwner | None = None) -> None:
         self.store = Store(store_url)
+        self.owner = owner
 
     def submit(self, kind: str, spec: dict[str, Any], *, timeout_s: float | None = None,
                run_id: str | None = None, owner: JobOwner | None = None) -> LocalProcessHandle:
@@ -248,7 +251,7 @@ class LocalRunner:
         if fit is not None:
             fit.refuse()
         run_id = admit(self.store, kind, {**stored_spec(spec), "runner": self.name, "timeout_s": timeout_s},
-                       kinds=JOB_KINDS, owner=owner, run_id=run_id)
+                       kinds=JOB_KINDS, owner=owner or self.owner, run_id=run_id)
         try:
             handle = LocalProcessHandle(run_id, self.store, job_command(kind, run_id), timeout_s,
                                         stdin_text=job_payload(spec, self.store.url, timeout_s))
@@ -367,7 +370,7 @@ class RayRunner:
     name = "ray"
 
     def __init__(self, address: str, store_url: str | None = None, num_gpus: float = 0.0,
-                 num_cpus: float = 1.0) -> None:
+                 num_cpus: float = 1.0, owner: JobOwner | None = None) -> None:
         check_ray_address(address)
         allowed = allowed_ray_addresses()
         if allowed and not any(_same_ray_address(address, a) for a in allowed):
@@ -377,6 +380,7 @@ class RayRunner:
         self.store = Store(store_url)
         self.num_gpus = num_gpus
         self.num_cpus = num_cpus
+        self.owner = owner
 
     def _connect(self) -> None:
         global _ray_address
@@ -422,7 +426,7 @@ class RayRunner:
             raise ValueError(f"timeout_s={timeout_s} not allowed: must be > 0")
         self._connect()
         run_id = admit(self.store, kind, {**stored_spec(spec), "runner": self.name, "address": self.address},
-                       kinds=JOB_KINDS, owner=owner, run_id=run_id)
+                       kinds=JOB_KINDS, owner=owner or self.owner, run_id=run_id)
         task: Callable[..., Any] = ray.remote(num_cpus=self.num_cpus, num_gpus=self.num_gpus,
                                               max_retries=0)(_ray_task)
         try:

@@ -239,19 +239,16 @@ def submit_form(blocked: str | None = None) -> None:
                        batch_sizes=tuple(sorted(int(b) for b in batch_sizes)), target_half_width=float(target_hw),
                        budget_s=float(budget_s), max_output_tokens=int(max_tokens), custom_prompts=custom)
         if runner_kind == "ray" and ray_address:
-            runner: Any = RayRunner(ray_address, store_url=store().url)
+            runner: Any = RayRunner(ray_address, store_url=store().url, owner=owner())
         else:
             refusals = engine_refusals(model, spec.configs)
             if refusals:
                 raise ValueError("The installed engine refuses: " + "; ".join(refusals))
             spec = with_interleave(spec)
-            runner = LocalRunner(store().url)
-        st.session_state[HANDLE_KEY] = runner.submit("engine", spec.to_dict(), timeout_s=float(timeout_min) * 60,
-                                                     owner=owner())
-    except (ValueError, StoreError) as e:  # JobRefused and TargetTooLarge are ValueErrors naming the reason
+            runner = LocalRunner(store().url, owner=owner())  # refuses by the caps (JobRefused, a ValueError)
+        st.session_state[HANDLE_KEY] = runner.submit("engine", spec.to_dict(), timeout_s=float(timeout_min) * 60)
+    except (ValueError, StoreError) as e:
         st.error(str(e))
-        return
-    st.rerun()  # the form again, its Run button disabled while the job runs
 
 
 def method_offer_rows(target: Any, methods: list[str], drafts: dict[str, str], ks: list[int],
@@ -555,8 +552,11 @@ def render() -> None:
     allow = can_trigger()
     if allow:
         blocked = start_refusal(active_jobs(), owner())
+        before = st.session_state.get(HANDLE_KEY)
         with st.expander("New calibration run", expanded=True):
             submit_form(blocked)
+        if st.session_state.get(HANDLE_KEY) is not before:
+            st.rerun()  # a job started: the form again, its Run button disabled while the job runs
         job_panel()
     st.header("Results")
     try:

@@ -113,7 +113,7 @@ def test_two_processes_admitting_at_once_never_exceed_the_cap(tmp_path: Path) ->
 
 
 def test_the_local_runner_refuses_a_second_start_from_the_same_client(store: Store) -> None:
-    first = LocalRunner(store.url).submit("microbench", LONG.to_dict(), timeout_s=120, owner=TAB_1)
+    first = LocalRunner(store.url, owner=TAB_1).submit("microbench", LONG.to_dict(), timeout_s=120)
     try:
         assert live_handle(first.run_id) is first  # another session of this user finds it
         with pytest.raises(JobRefused, match=f"you already have job {first.run_id}"):
