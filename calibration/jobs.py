@@ -11,6 +11,8 @@ The job looks after itself, whoever started it and whether or not that runner is
 - it enforces its own deadline: at `timeout_s` it records "timed_out" and kills itself and its engine
   children, so nothing outlives its timeout even when the runner (CLI or app) was SIGKILLed;
 - it stops when its run is no longer active in the store (cancelled, timed out or marked dead by others);
+- it refuses, before any engine starts, a target whose weights do not fit the memory of the machine it runs on
+  (calibration.memory_fit);
 - a runner that goes away (closed stdout) does not stop it: output to a closed pipe is dropped;
 - a runner that stops it (SIGTERM) stops its measuring children too (each leads its own process group).
 
@@ -131,7 +133,11 @@ def run_job(kind: str, spec: dict[str, Any], run_id: str, store_url: str, *,
     guard = JobGuard(store, run_id, MAX_JOB_S if timeout_s is None else timeout_s, log=log)
     guard.start()
     try:
-        if kind == "engine":
+        too_large = _memory_refusal(kind, spec)
+        if too_large:
+            log(too_large)
+            state, message = "failed", too_large
+        elif kind == "engine":
             state, message = _engine_job(JobSpec.from_dict(spec), run_id, store_url, log)
         elif kind == "serve":
             state, message = _serve_job(ServeSpec.from_dict(spec), run_id, store_url, log)
@@ -144,6 +150,15 @@ def run_job(kind: str, spec: dict[str, Any], run_id: str, store_url: str, *,
     guard.stop()
     store.set_status(run_id, state, message)
     return store.get_run(run_id).status
+
+
+def _memory_refusal(kind: str, spec: dict[str, Any]) -> str:
+    """Why this machine cannot hold the job's target (calibration.memory_fit), or "": checked where the job runs,
+    so a Ray job landing on a CPU node is refused there before any engine loads."""
+    from calibration.memory_fit import spec_memory_fit
+
+    fit = spec_memory_fit(kind, spec)
+    return "" if fit is None or fit.fits else f"refused before any engine started: {fit.message}"
 
 
 def _engine_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str], None]) -> tuple[str, str]:

@@ -13,6 +13,12 @@ succeeded / failed, and timed_out when it reaches its own deadline (calibration.
 writes cancelled / timed_out after stopping it. A job killed outside any runner stops heartbeating and is
 marked failed by whoever reads its run next (calibration.store). The job gets the store URL on stdin,
 never on its command line.
+
+Admission (calibration.admission): a runner records a run only while the server-wide cap on running jobs and the
+one-job-per-user rule allow it (counted in the store), and the local runner only for a target that fits this
+host's memory (calibration.memory_fit; a Ray job's own process checks on its node). Submitted handles stay
+reachable by run id in this process (`live_handle`), so another session of the same user can follow and cancel
+the job.
 """
 
 from __future__ import annotations
@@ -25,8 +31,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from calibration.admission import JobOwner, admit
 from calibration.jobs import JOB_KINDS, REPO_ROOT, job_command, job_env, job_payload
 from calibration.procs import die_with_parent, kill_group
 from calibration.store import Store
@@ -125,6 +132,8 @@ class JobHandle:
     def _finish(self, state: str) -> None:
         self._state = state
         self._done.set()
+        with _live_lock:
+            _live.pop(self.run_id, None)
 
     # -- public --
     @property
@@ -141,6 +150,27 @@ class JobHandle:
 
     def cancel(self) -> None:
         raise NotImplementedError
+
+
+# Handles of this process's jobs still running, by run id (another session of the same user finds its job here).
+_live: dict[str, JobHandle] = {}
+_live_lock = threading.Lock()
+
+
+H = TypeVar("H", bound=JobHandle)
+
+
+def _keep(handle: H) -> H:
+    with _live_lock:
+        if handle.state in ("queued", "running"):
+            _live[handle.run_id] = handle
+    return handle
+
+
+def live_handle(run_id: str) -> JobHandle | None:
+    """The handle of a job this process submitted and that has not ended, or None."""
+    with _live_lock:
+        return _live.get(run_id)
 
 
 class LocalProcessHandle(JobHandle):
@@ -199,21 +229,36 @@ class LocalProcessHandle(JobHandle):
 
 
 class LocalRunner:
+    """Runs jobs in local processes; `owner` is the user its jobs are admitted for (calibration.admission)."""
+
     name = "local"
 
-    def __init__(self, store_url: str | None = None) -> None:
+    def __init__(self, store_url: str | None = None, owner: JobOwner | None = None) -> None:
         self.store = Store(store_url)
+        self.owner = owner
 
     def submit(self, kind: str, spec: dict[str, Any], *, timeout_s: float | None = None,
-               run_id: str | None = None) -> LocalProcessHandle:
+               run_id: str | None = None, owner: JobOwner | None = None) -> LocalProcessHandle:
+        """Start a job here; raises ValueError (calibration.admission.JobRefused for a cap, TargetTooLarge for a
+        target this host cannot hold) before anything is recorded or started."""
+        from calibration.memory_fit import spec_memory_fit
+
         if kind not in JOB_KINDS:
             raise ValueError(f"kind={kind!r} not allowed; allowed: {JOB_KINDS}")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s={timeout_s} not allowed: must be > 0")
-        run_id = self.store.create_run(kind, {**stored_spec(spec), "runner": self.name, "timeout_s": timeout_s},
-                                       run_id=run_id)
-        return LocalProcessHandle(run_id, self.store, job_command(kind, run_id), timeout_s,
-                                  stdin_text=job_payload(spec, self.store.url, timeout_s))
+        fit = spec_memory_fit(kind, spec)
+        if fit is not None:
+            fit.refuse()
+        run_id = admit(self.store, kind, {**stored_spec(spec), "runner": self.name, "timeout_s": timeout_s},
+                       kinds=JOB_KINDS, owner=owner or self.owner, run_id=run_id)
+        try:
+            handle = LocalProcessHandle(run_id, self.store, job_command(kind, run_id), timeout_s,
+                                        stdin_text=job_payload(spec, self.store.url, timeout_s))
+        except BaseException as e:  # the process did not start: the run must not hold a place
+            self.store.set_status(run_id, "failed", f"the job process could not start: {type(e).__name__}: {e}"[:500])
+            raise
+        return _keep(handle)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -325,7 +370,7 @@ class RayRunner:
     name = "ray"
 
     def __init__(self, address: str, store_url: str | None = None, num_gpus: float = 0.0,
-                 num_cpus: float = 1.0) -> None:
+                 num_cpus: float = 1.0, owner: JobOwner | None = None) -> None:
         check_ray_address(address)
         allowed = allowed_ray_addresses()
         if allowed and not any(_same_ray_address(address, a) for a in allowed):
@@ -335,6 +380,7 @@ class RayRunner:
         self.store = Store(store_url)
         self.num_gpus = num_gpus
         self.num_cpus = num_cpus
+        self.owner = owner
 
     def _connect(self) -> None:
         global _ray_address
@@ -371,7 +417,7 @@ class RayRunner:
             _ray_address = self.address
 
     def submit(self, kind: str, spec: dict[str, Any], *, timeout_s: float | None = None,
-               run_id: str | None = None) -> RayJobHandle:
+               run_id: str | None = None, owner: JobOwner | None = None) -> RayJobHandle:
         import ray
 
         if kind not in JOB_KINDS:
@@ -379,12 +425,17 @@ class RayRunner:
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s={timeout_s} not allowed: must be > 0")
         self._connect()
-        run_id = self.store.create_run(kind, {**stored_spec(spec), "runner": self.name, "address": self.address},
-                                       run_id=run_id)
+        run_id = admit(self.store, kind, {**stored_spec(spec), "runner": self.name, "address": self.address},
+                       kinds=JOB_KINDS, owner=owner or self.owner, run_id=run_id)
         task: Callable[..., Any] = ray.remote(num_cpus=self.num_cpus, num_gpus=self.num_gpus,
                                               max_retries=0)(_ray_task)
-        ref = task.remote(kind, spec, run_id, self.store.url, str(REPO_ROOT), timeout_s)
-        return RayJobHandle(run_id, self.store, ref, timeout_s)
+        try:
+            ref = task.remote(kind, spec, run_id, self.store.url, str(REPO_ROOT), timeout_s)
+        except BaseException as e:  # not submitted: the run must not hold a place
+            why = f"the Ray task could not be submitted: {type(e).__name__}: {e}"
+            self.store.set_status(run_id, "failed", why[:500])
+            raise
+        return _keep(RayJobHandle(run_id, self.store, ref, timeout_s))
 
     def shutdown(self) -> None:
         global _ray_address

