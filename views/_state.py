@@ -411,9 +411,9 @@ def _keep_upload(name: str, data: bytes, options: ParseOptions | None) -> str:
     try:
         return kept_traffic.keep(name, data, options)
     except kept_traffic.NotKept as exc:  # larger than the store's quota
-        st.session_state["_profile_keep_error"] = f"Not kept for shared links: {exc}."
+        st.session_state["_profile_keep_error"] = f"Not kept for shared links: {plain(str(exc))}."
     except Exception as exc:  # the profile is in use either way
-        st.session_state["_profile_keep_error"] = f"the profile could not be kept for shared links ({exc})"
+        st.session_state["_profile_keep_error"] = f"the profile could not be kept for shared links ({plain(str(exc))})"
     return ""
 
 

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from profiles import traffic as tr
+from profiles.traffic.guards import size_text
 from views import _state as S
 from views._text import plain, plain_in, quoted
 
@@ -188,7 +189,7 @@ def _handle_upload() -> None:
     data = up.getvalue()
     if len(data) > tr.MAX_UPLOAD_BYTES:  # the server refuses these too (server.maxUploadSize)
         _show_errors(up.name, tr.TrafficError([tr.Problem(
-            None, None, None, f"a file of at most {MAX_MB} MiB (this one is {len(data) / 2**20:.1f} MiB)")]))
+            None, None, None, f"a file of at most {size_text(tr.MAX_UPLOAD_BYTES)} (this one has {len(data):,} bytes)")]))
         return
     options = _options_ui(up, data)
     if options is None:

@@ -64,7 +64,7 @@ def test_upload_sample_and_read_recommendation(server, tmp_path):
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         page.goto(server + "/traffic", wait_until="domcontentloaded")
         page.get_by_text("Traffic profile", exact=True).first.wait_for(timeout=60_000)
-        page.locator("input[type=file]").first.set_input_files(
+        page.locator("[data-testid=stMain] input[type=file]").first.set_input_files(
             str(ROOT / "profiles" / "samples" / "code_completion.jsonl"))
         page.get_by_text("Loaded 'code_completion.jsonl'").wait_for(timeout=60_000)
         page.get_by_role("link", name="Plan").first.click()
@@ -97,7 +97,7 @@ def test_upload_sample_and_read_recommendation(server, tmp_path):
 
 
 def _upload(page, path: Path) -> None:
-    page.locator("input[type=file]").first.set_input_files(str(path))
+    page.locator("[data-testid=stMain] input[type=file]").first.set_input_files(str(path))
 
 
 def _pick(page, label: str, option: str) -> None:

@@ -86,7 +86,7 @@ def test_a_dictionary_bomb_uploaded_as_prompts_is_refused_without_the_servers_me
         run.wait_for(timeout=90_000)
         assert run.is_enabled()
         before = _hwm_mb(pid)
-        page.locator("input[type=file]").first.set_input_files(str(bomb))
+        page.locator("[data-testid=stMain] input[type=file]").first.set_input_files(str(bomb))
         page.get_by_text("The uploaded prompt file is refused:").wait_for(timeout=60_000)
         refusal = page.get_by_text("at most 8,000 characters per prompt allowed").first
         refusal.wait_for(timeout=30_000)

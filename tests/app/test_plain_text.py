@@ -183,7 +183,7 @@ def test_a_browser_shows_the_visitors_markdown_as_text(server):  # noqa: F811 - 
         # an uploaded file named like an image, then its shared link opened in a fresh context
         page.goto(server + "/traffic", wait_until="domcontentloaded")
         page.get_by_text("Traffic profile", exact=True).first.wait_for(timeout=60_000)
-        page.locator("input[type=file]").first.set_input_files(
+        page.locator("[data-testid=stMain] input[type=file]").first.set_input_files(
             files=[{"name": f"{IMAGE}.csv", "mimeType": "text/csv", "buffer": GOOD}])
         page.get_by_text("Loaded '").first.wait_for(timeout=60_000)
         page.get_by_role("link", name="Plan").first.click()
