@@ -9,6 +9,8 @@ options change, so the sample buttons and "Stop using this profile" work whateve
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -18,6 +20,9 @@ from views import _state as S
 from views._text import plain, plain_in, quoted
 
 MAX_MB = tr.MAX_UPLOAD_BYTES // 2**20
+# Streamlit's uploader counts decimal MB in the browser (100 MiB = 104.9 MB): it lets a little more than the limit
+# through, so that the page refuses an over-size file with its own message (.streamlit/config.toml: server side).
+UPLOADER_MB = math.ceil(tr.MAX_UPLOAD_BYTES / 1e6) + 1
 AUTO = "(automatic)"
 NONE = "(none)"
 SEPARATORS = {"": "sniff", ",": "comma ,", ";": "semicolon ;", "\t": "tab", "|": "pipe |"}
@@ -181,8 +186,8 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
 
 def _handle_upload() -> None:
     up = st.file_uploader(f"Upload your traffic: a gateway or cloud export, a trace or a mix table (CSV, JSONL, "
-                          f"JSON, Parquet or Excel .xlsx; at most {MAX_MB} MiB and {tr.MAX_ROWS:,} rows)",
-                          type=UPLOAD_TYPES, key="traffic_upload", max_upload_size=MAX_MB)
+                          f"JSON, Parquet or Excel .xlsx; at most {MAX_MB} MiB = {tr.MAX_UPLOAD_BYTES / 1e6:.1f} MB and "
+                          f"{tr.MAX_ROWS:,} rows)", type=UPLOAD_TYPES, key="traffic_upload", max_upload_size=UPLOADER_MB)
     if up is None:
         return
     _drop_older_uploads(up.file_id)

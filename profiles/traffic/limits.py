@@ -7,7 +7,8 @@ import pandas as pd
 
 from planner.fleet import DAYS_PER_MONTH  # one value for the planner and the traffic: 365.25 / 12
 
-MAX_UPLOAD_BYTES = 100 * 1024 * 1024  # 100 MiB: about 2 million per-request CSV rows (= server.maxUploadSize)
+# 100 MiB: about 2 million per-request CSV rows (.streamlit/config.toml lets a little more reach the page)
+MAX_UPLOAD_BYTES = 100 * 1024 * 1024
 MAX_ROWS = 2_000_000
 MAX_COLUMNS = 1_000  # the widest known export (LiteLLM spend logs) has ~40 columns
 # Python's csv module default field limit; ~32k tokens of prompt text. Longer cells are not traffic metadata.

@@ -1,0 +1,115 @@
+"""Every traffic bomb (benchmarks.bench_traffic_ingest, benchmarks.bench_xlsx_ingest) uploaded through a real
+Chromium to a running `streamlit run app.py`: the Traffic page refuses each one with its error message, and the
+server's peak RSS (VmHWM of the server process) stays under 300 MB above what the server held once the page had
+rendered. The server's CPU time per upload is printed (the parse functions' own CPU bound is asserted in
+tests/profiles/test_traffic_bombs.py; here the upload's transfer and the page's rerun are in it too). The 100 MiB +
+1 byte file reaches the page too (Streamlit's browser side counts decimal MB: .streamlit/config.toml)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PEAK_RSS_MB = 300
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="server RSS from /proc (Linux)")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory) -> dict[str, Path]:
+    from benchmarks.bench_traffic_ingest import make_bombs
+    from benchmarks.bench_xlsx_ingest import make_xlsx_bombs
+
+    d = tmp_path_factory.mktemp("bombs")
+    out = dict(make_bombs(d / "tabular"))
+    out.update({f"xlsx: {k}": v for k, v in make_xlsx_bombs(d / "xlsx").items()})
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (./dev setup installs it)")
+    port = _free_port()
+    store = tmp_path_factory.mktemp("store") / "store.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SPECPLAN_STORE_URL": f"sqlite:///{store}"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start")
+    yield url, proc.pid
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def test_every_bomb_uploaded_to_the_running_app_is_refused_within_the_memory_bound(server, bombs):
+    from playwright.sync_api import sync_playwright
+
+    url, pid = server
+    refused, rows = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "/traffic", wait_until="domcontentloaded")
+        page.get_by_text("Traffic profile", exact=True).first.wait_for(timeout=120_000)
+        base_kib = _status_kib(pid, "VmHWM")
+        for i, (label, path) in enumerate(bombs.items()):
+            # a fresh name per upload: the message names the file, so the wait below sees this upload's refusal
+            named = path.with_name(f"bomb{i}{path.suffix}")
+            if not named.exists():
+                named.symlink_to(path)
+            cpu0, t0 = _cpu_s(pid), time.perf_counter()
+            page.locator("[data-testid=stMain] input[type=file]").first.set_input_files(str(named))
+            alert = page.locator("[data-testid=stAlert]", has_text=f"bomb{i}{path.suffix}").first
+            alert.wait_for(timeout=240_000)
+            text = alert.inner_text()
+            rows.append((label, time.perf_counter() - t0, _cpu_s(pid) - cpu0, _status_kib(pid, "VmHWM")))
+            print(f"{label:60s} wall {rows[-1][1]:6.2f} s  server CPU {rows[-1][2]:5.2f} s  "
+                  f"peak RSS +{(rows[-1][3] - base_kib) / 1024:6.0f} MB", flush=True)
+            if "was not loaded" in text:
+                refused.append(label)
+        browser.close()
+    assert refused == list(bombs), f"not refused: {[k for k in bombs if k not in refused]}"
+    peak_mb = (_status_kib(pid, "VmHWM") - base_kib) / 1024
+    assert peak_mb < PEAK_RSS_MB, f"server peak RSS grew {peak_mb:.0f} MB over {len(bombs)} bomb uploads"
