@@ -8,29 +8,19 @@ tests/profiles/test_traffic_bombs.py; here the upload's transfer and the page's 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from tests.app.live_app import ARGS, CHROMIUM, running_app
+
 PEAK_RSS_MB = 300
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="server RSS from /proc (Linux)")]
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _status_kib(pid: int, key: str) -> int:
@@ -58,29 +48,8 @@ def bombs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (./dev setup installs it)")
-    port = _free_port()
-    store = tmp_path_factory.mktemp("store") / "store.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "SPECPLAN_STORE_URL": f"sqlite:///{store}"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start")
-    yield url, proc.pid
-    proc.terminate()
-    proc.wait(timeout=20)
+    with running_app(tmp_path_factory.mktemp("store") / "store.db") as (url, pid):
+        yield url, pid
 
 
 def test_every_bomb_uploaded_to_the_running_app_is_refused_within_the_memory_bound(server, bombs):

@@ -2,58 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.app.live_app import ARGS, CHROMIUM, running_app
+
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENS = Path("/tmp/specplan-screens")
 
 pytestmark = pytest.mark.browser
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (./dev setup installs it)")
-    store = tmp_path_factory.mktemp("store") / "store.db"  # the server's own store, not the user's
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "SPECPLAN_STORE_URL": f"sqlite:///{store}"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    with running_app(tmp_path_factory.mktemp("store") / "store.db") as (url, _pid):
+        yield url
 
 
 def test_upload_sample_and_read_recommendation(server, tmp_path):

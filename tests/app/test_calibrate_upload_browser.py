@@ -4,12 +4,7 @@ in plain text, the Run button stays disabled, and the server's peak RSS grows by
 from __future__ import annotations
 
 import io
-import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from tests.app.live_app import ARGS, CHROMIUM, running_app
+
 PEAK_RSS_GROWTH_MB = 300
 
 pytestmark = [pytest.mark.browser,
@@ -36,31 +29,8 @@ def _hwm_mb(pid: int) -> float:
 
 @pytest.fixture
 def calibrate_server(tmp_path: Path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (./dev setup installs it)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "SPECPLAN_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}",
-             "SPECPLAN_CALIBRATE_TOKEN": "s3cret"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
-    yield url, proc.pid
-    proc.terminate()
-    proc.wait(timeout=20)
+    with running_app(tmp_path / "store.db", env={"SPECPLAN_CALIBRATE_TOKEN": "s3cret"}) as (url, pid):
+        yield url, pid
 
 
 def test_a_dictionary_bomb_uploaded_as_prompts_is_refused_without_the_servers_memory(calibrate_server, tmp_path):
