@@ -143,6 +143,10 @@ def put(store: Store, digest: str, name: str, data: bytes, options_json_text: st
     def fn(c: Connection) -> KeptTraffic:
         if c.dialect.name == "postgresql":
             c.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_TRAFFIC_LOCK})
+        else:  # SQLite: take the write lock before reading (pysqlite begins a transaction only at the first
+            # write, so without this the reads below could see a file another writer evicts before this commit,
+            # leaving a link without its file)
+            c.execute(text("UPDATE traffic_files SET last_used_at = last_used_at WHERE 0"))
         if c.execute(has_file).first() is None:  # the bytes travel only when the file is new
             c.execute(insert_or_ignore(c.dialect.name, traffic_files, ("file_digest",)).values(
                 file_digest=file_digest, data=data, size_bytes=size, created_at=now, last_used_at=now))
