@@ -7,11 +7,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from views import _state
+from views import _memory, _state
 
 HERE = Path(__file__).resolve().parent
 
 st.set_page_config(page_title="Speculative-decoding planner", layout="wide")
+_memory.return_large_buffers_to_os()
 
 url_problems = _state.init()
 _state.sidebar()
