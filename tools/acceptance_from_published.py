@@ -1,7 +1,7 @@
 """Copy the SpecBundle rows of the published speedup table (profiles/data/published/published_specdec.csv, ids SBD_*:
 SGLang EAGLE-3 on H200, accept_length stated) into the acceptance library (profiles/data/acceptance/acceptance.csv),
-one library row per published row, marked "from published_specdec.csv row ID". Idempotent: rows already copied are
-left as they are.
+one library row per published row (and each head in heads.csv), marked "from published_specdec.csv row ID".
+Idempotent: rows already copied are left as they are.
 
     python tools/acceptance_from_published.py
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "profiles" / "data" / "published" / "published_specdec.csv"
 LIBRARY = ROOT / "profiles" / "data" / "acceptance" / "acceptance.csv"
+HEADS = ROOT / "profiles" / "data" / "acceptance" / "heads.csv"
 # Same weights only (the library's rule: a head trained for one checkpoint is not measured on another); the
 # Instruct-2507 and Coder checkpoints are not the catalogue's Qwen3 entries.
 MODEL_KEYS = {"Llama-3.1-8B-Instruct": "llama-3.1-8b", "Llama-3.3-70B-Instruct": "llama-3.3-70b",
@@ -50,6 +51,20 @@ def main() -> int:
     with LIBRARY.open("a", newline="") as f:
         csv.DictWriter(f, fieldnames=fields, lineterminator="\r\n").writerows(new)
     print(f"{len(new)} rows added to {LIBRARY.relative_to(ROOT)} ({len(published) - len(new)} already there)")
+    with HEADS.open(newline="") as f:
+        reader = csv.DictReader(f)
+        fields, have = reader.fieldnames, {(r["model"], r["head"]) for r in reader}
+    heads = {}
+    for row in map(library_row, published):
+        heads.setdefault((row["model"], row["head"]), {
+            "model": row["model"], "model_key": row["model_key"], "method": "eagle3", "head": row["head"],
+            "source": row["source"], "date": row["date"],
+            "notes": "measured in SpecForge's SpecBundle dashboard data (SGLang, H200); "
+                     "the acceptance library's SBD-* rows"})
+    new_heads = [h for key, h in heads.items() if key not in have]
+    with HEADS.open("a", newline="") as f:
+        csv.DictWriter(f, fieldnames=fields, lineterminator="\r\n").writerows(new_heads)
+    print(f"{len(new_heads)} heads added to {HEADS.relative_to(ROOT)}")
     return 0
 
 
