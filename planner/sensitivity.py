@@ -241,7 +241,7 @@ def _cut_and_saving(ctx: Context, cands, smp: Samples) -> tuple[np.ndarray, np.n
     under the request's billing) per sample; sample 0 (the middle) sizes both fleets, the other samples scale their
     replica capacity (bill_draws). nan where either cannot serve."""
     sr = search(ctx, cands, smp)
-    cpm = with_speedup_error(ctx, cands, blended_cpm(ctx, cands, sr)[0])  # the class's held-out speedup error
+    cpm, _ = blended_cpm(ctx, cands, sr)  # tornado ends: one driver at a time, no speedup-error draw
     pts = points(ctx, cands, sr, n=0)
     fleet = plan_fleet(ctx, pts)
     have = {c.method for c in fleet.configs} if fleet is not None else set()
