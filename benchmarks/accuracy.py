@@ -77,11 +77,12 @@ def main() -> int:
         print(f"DeepSeek-V3 batch 1: ours {o:.2f} ms, aiconfigurator {a:.2f} ms "
               f"({100 * (o / a - 1):+.1f} %; target +-20 %)")
     print()
-    speculation()
+    res = speculation()
+    engine_classes(res)
     return 0
 
 
-def speculation() -> None:
+def speculation():
     """Speedup on the published table: leave-one-source-out MAPE per method and the MoE batch curves."""
     from calibration.fitting import curves  # noqa: PLC0415
     from calibration.fitting import speculation as fs  # noqa: PLC0415
@@ -104,6 +105,38 @@ def speculation() -> None:
     sweep = curves.deepseek_mtp_sweep(catalog)
     print("  DeepSeek-V3 MTP K=1, 8xH200 fp8, tau 1.85, batch 1..256: "
           + " ".join(f"{x:.2f}" for x in sweep) + f"  | falls: {bool((sweep[1:] <= sweep[:-1]).all())}")
+    return res
+
+
+def engine_classes(res) -> None:
+    """Issue 19: the engine model's leave-one-source-out MAPE per method, engine and dense/MoE class, the side-of-1.0
+    agreement and whether each measured batch curve moves in the model as in the data."""
+    from calibration.fitting import engines as fe  # noqa: PLC0415
+
+    cv, cat = res.engine_cv, res.catalog
+    if cv is None:
+        return
+    print(f"== Engine model (per-engine t_spec_s, t_fixed_draft_s): leave-one-source-out MAPE {100 * cv.mape:.1f} % "
+          f"over {len(cv.rows)} rows (one set for every engine: {100 * res.cv.mape:.1f} %; target <= 12 %)")
+    for title, keyf in (("method", lambda r: r.method), ("engine", lambda r: r.engine),
+                        ("target", lambda r: fe.target_kind(r, cat))):
+        n = defaultdict(int)
+        for r in cv.rows:
+            n[keyf(r)] += 1
+        print(f"  by {title}: " + ", ".join(f"{k} {100 * v:.1f} % ({n[k]})" for k, v in cv.mape_by(keyf).items()))
+    print("  by class (engine/target; target <= 20 % where >= 3 rows):")
+    for (eng, kind), (m, c) in fe.class_errors(cv, cat).items():
+        verdict = "too few rows" if c < 3 else ("meets" if m <= 0.20 else "ABOVE TARGET: the app says so")
+        print(f"    {eng}/{kind:6} {100 * m:5.1f} % ({c} rows) {verdict}")
+    ok, n, wrong = fe.side_of_one(cv)
+    print(f"  side of 1.0x (held out): {ok}/{n} = {100 * ok / n:.0f} % right (target >= 90 %)"
+          + (f"; wrong: {', '.join(wrong)}" if wrong else ""))
+    curves = fe.curve_directions(cv)
+    print(f"  measured batch curves whose direction the model follows (held out): "
+          f"{sum(c[4] for c in curves)}/{len(curves)}")
+    for name, b, m, p, same in curves:
+        pairs = "  ".join(f"b{x:g}: {y:.2f}/{z:.2f}" for x, y, z in zip(b, m, p))
+        print(f"    {name[:48]:48} {pairs}  | {'same direction' if same else 'DIFFERS'}")
 
 
 if __name__ == "__main__":

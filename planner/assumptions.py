@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from planner.answer import Assumption
 from planner.context import Context
+from planner.engines import DEFAULT_ENGINE_VERSION, ENGINES, plan_speedup_error
 from planner.formatting import fmt_usd
 from planner.serving import sampler_time_s
 from planner.sizing import DEFAULT_SHAPE
@@ -72,6 +73,7 @@ def assumptions(ctx: Context) -> list[Assumption]:
             "",
         ),
     ]
+    out.extend(engine_assumptions(ctx))
     out.extend(calibrated_method_assumptions(ctx))
     for m in cat.methods.values():
         rng = m.alpha_tuned if req.tuned else m.alpha_default
@@ -134,4 +136,36 @@ def calibrated_method_assumptions(ctx: Context) -> list[Assumption]:
         parts = [f"draft pass {t_draft_s * 1e3:.2f} ms, {t_spec_s * 1e3:.2f} ms per verifier step"] + acc.get(m, [])
         out.append(Assumption(f"{CALIBRATED_PREFIX}{label} on {ctx.hw.label}", "; ".join(parts),
                               eff.source.source, eff.source.date))
+    return out
+
+
+def engine_assumptions(ctx: Context) -> list[Assumption]:
+    """The serving engine (and version) with its per-step and per-draft-pass speculation terms as the plan uses them
+    (fitted to its published rows, held at the pooled fit, or a calibration's), and the speedup error of the plan's
+    class (engine x dense/MoE target), leave-one-source-out over the published table."""
+    req, cat, eff = ctx.req, ctx.catalog, ctx.eff
+    eng = getattr(req, "engine", "vllm")
+    label = ENGINES.get(eng, eng)
+    version = req.engine_version or DEFAULT_ENGINE_VERSION.get(eng) or "version not stated"
+    terms = (getattr(cat, "speculation_engines", None) or {}).get(eng)
+    if eff.calibrated:
+        how = "measured by the calibration run (replaces the published terms)"
+        src, date = eff.source.source, eff.source.date
+    elif terms is not None:
+        how = (f"per verifier step {terms.term_text('t_spec_s')}, per draft pass {terms.term_text('t_fixed_draft_s')}; "
+               f"from {terms.rows} published {label} row(s), {terms.sources} source(s)")
+        spec_src = getattr(cat, "fitted_speculation_source", None)
+        src, date = (spec_src.source, spec_src.date) if spec_src else (eff.source.source, eff.source.date)
+    else:
+        how = "no per-engine fit in the catalogue: the pooled speculation terms"
+        src, date = eff.source.source, eff.source.date
+    out = [Assumption(f"serving engine {label} {version}",
+                      f"{eff.t_spec_s * 1e3:.2f} ms per verifier step, {eff.t_fixed_draft_s * 1e3:.2f} ms per draft "
+                      f"pass ({how})", src, date)]
+    err = plan_speedup_error(cat, eng, ctx.model)
+    if err is not None:
+        spec_src = getattr(cat, "fitted_speculation_source", None)
+        out.append(Assumption(f"speedup error ({label}, {err.kind} target)", err.text(),
+                              "tools/fit_speculation.py leave-one-source-out over the published table",
+                              spec_src.date if spec_src else ""))
     return out

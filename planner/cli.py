@@ -126,6 +126,10 @@ def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default=None,
                    help="KV-cache format (default: fp8 with fp8 weights, else bf16)")
     p.add_argument("--usd-per-gpu-hour", type=float)
+    p.add_argument("--engine", default="vllm",
+                   help="serving engine: vllm (default, the version the calibration pins), sglang or trtllm; its "
+                        "own per-step and per-draft-pass speculation overheads (planner.engines)")
+    p.add_argument("--engine-version", default=None, help="the engine's version, shown with the plan")
     p.add_argument("--tpot-slo-ms", type=float, default=50.0)
     p.add_argument("--draft-cost-ratio", type=float, help="override c = draft pass time / target step time")
     p.add_argument("--tuned", action="store_true", help="use the method's tuned alpha range")
@@ -288,7 +292,8 @@ def _plan_request(args, cat, *, levers: bool = False):
         tuned=args.tuned, costs=costs, acceptance=acceptance,
         acceptance_method=method if acceptance is not None else None, acceptance_k=k_meas,
         levers_start="auto" if levers else None, billing=getattr(args, "billing", "autoscaled"),
-        confidence=getattr(args, "confidence", 0.8), price_range=getattr(args, "price_range", False))
+        confidence=getattr(args, "confidence", 0.8), price_range=getattr(args, "price_range", False),
+        engine=getattr(args, "engine", "vllm"), engine_version=getattr(args, "engine_version", None))
 
 
 def plan_json(p) -> dict[str, Any]:

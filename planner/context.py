@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.engines import DEFAULT_ENGINE, ENGINE_TERMS
 from planner.request import NO_SPEC, CostAssumptions, PlanRequest, TrafficSegment, default_costs, validate
 from planner.roofline import HwParams, hw_params, target_net
 from planner.types import Efficiency
@@ -23,19 +24,21 @@ WHICH_U = {"mid": 0.5, "low": 0.0, "high": 1.0}
 SAMPLED_SPEC_FIELDS = ("t_spec_s", "sampler_vocab_passes")  # Samples' optional speculation overheads
 
 
-def efficiency_for(catalog, hardware: str, dtype: str, override: Efficiency | None = None) -> Efficiency:
+def efficiency_for(catalog, hardware: str, dtype: str, override: Efficiency | None = None,
+                   engine: str = DEFAULT_ENGINE) -> Efficiency:
     """The step-time parameters a (hardware, weight dtype) runs with: an explicit override (a calibration), else
-    the parameters fitted to measured kernels (profiles/data/fitted), else the hardware's assumed defaults."""
+    the parameters fitted to measured kernels (profiles/data/fitted), else the hardware's assumed defaults; with
+    the serving engine's own speculation terms (planner.engines) unless a calibration measured them."""
     if override is not None:
         return override
     fitted = getattr(catalog, "fitted_efficiency", None) or {}
     eff = fitted.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
     if eff.calibrated:  # a calibrated profile's hardware entry: measured whole, used as it is
         return eff
-    return with_fitted_speculation(catalog, eff)
+    return with_fitted_speculation(catalog, eff, engine)
 
 
-def with_fitted_speculation(catalog, eff: Efficiency) -> Efficiency:
+def with_fitted_speculation(catalog, eff: Efficiency, engine: str = DEFAULT_ENGINE) -> Efficiency:
     """`eff` with the speculation overheads fitted to published speedups (t_spec_s, sampler_vocab_passes,
     t_fixed_draft_s, t_ngram_s, moe_verify_overlap: profiles/data/fitted/speculation_vllm.yaml, one set for
     every hardware), when the catalogue has them; its source names both fits."""
@@ -45,6 +48,11 @@ def with_fitted_speculation(catalog, eff: Efficiency) -> Efficiency:
     src = getattr(catalog, "fitted_speculation_source", None)
     source = dataclasses.replace(eff.source, source=f"{eff.source.source}; speculation: {src.source}") if src \
         else eff.source
+    terms = (getattr(catalog, "speculation_engines", None) or {}).get(engine)
+    if terms is not None:  # the engine's own per-step and per-draft-pass terms (held at the pooled fit where unfitted)
+        spec = {**spec, **{n: getattr(terms, n) for n in ENGINE_TERMS}}
+        source = dataclasses.replace(source, source=f"{source.source}; {terms.label} terms from {terms.rows} of its "
+                                                     "published rows")
     return dataclasses.replace(eff, source=source, **spec)
 
 
@@ -168,7 +176,7 @@ def make_context(req: PlanRequest, catalog, segs: tuple[TrafficSegment, ...] | N
                  tp: int | None = None) -> Context:
     """The request resolved (validated unless its segments are given: they come from validate())."""
     hw = catalog.hardware[req.hardware]
-    eff = efficiency_for(catalog, req.hardware, req.dtype, req.efficiency)
+    eff = efficiency_for(catalog, req.hardware, req.dtype, req.efficiency, engine=req.engine)
     price = req.usd_per_gpu_hour if req.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
     return Context(req=req, catalog=catalog, model=catalog.models[req.model], hw=hw,
                    segs=segs if segs is not None else validate(req, catalog), eff=eff, price=float(price),

@@ -136,3 +136,51 @@ def vllm_serve_command(method: Method, model: ModelSpec, k: int, *, tp: int = 1,
                        draft_model: ModelSpec | None = None, head_path: str | None = None) -> str:
     return vllm_deployment(method, model, k, tp=tp, dtype=dtype, draft_model=draft_model,
                            head_path=head_path)["command"]
+
+
+# SGLang's --speculative-algorithm per vLLM speculative method (sglang/srt/speculative/spec_info.py: EAGLE, EAGLE3,
+# NEXTN for MTP modules, STANDALONE for a separate draft model, NGRAM for prompt lookup).
+SGLANG_ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "deepseek_mtp": "NEXTN",
+                    "draft_model": "STANDALONE", "ngram": "NGRAM"}
+
+
+def engine_deployment(engine: str, dep: dict[str, Any], method: Method, model: ModelSpec, k: int, *, tp: int = 1,
+                      attention_dp: bool = False, max_num_seqs: int | None = None, tree_shape=None,
+                      engine_version: str | None = None) -> dict[str, Any]:
+    """The deployment for the plan's serving engine: vLLM's (vllm_deployment) as it is; SGLang's launch_server
+    command with its speculative flags (the chain as num_steps = K, topk 1, K + 1 draft tokens, or the tree's flags);
+    TensorRT-LLM: the settings only (the planner writes no TensorRT-LLM command: say what is given)."""
+    out = {**dep, "engine": engine, "engine_version": engine_version}
+    if engine == "vllm":
+        return out
+    target = model.hf_id or model.name
+    cfg = dep["speculative_config"]
+    if engine == "sglang":
+        algo = SGLANG_ALGORITHM.get(method.drafting if method.drafting == "ngram" else (method.vllm_method or ""),
+                                    "EAGLE3")
+        if method.drafting == "draft_model":
+            algo = "STANDALONE"
+        flags = dep.get("sglang_flags") or [f"--speculative-num-steps={int(k)}", "--speculative-eagle-topk=1",
+                                             f"--speculative-num-draft-tokens={int(k) + 1}"]
+        parts = ["python", "-m", "sglang.launch_server", "--model-path", target, "--tp", str(int(tp)),
+                 "--speculative-algorithm", algo]
+        if cfg.get("model"):
+            parts += ["--speculative-draft-model-path", str(cfg["model"])]
+        if attention_dp and tp > 1:
+            parts += ["--enable-dp-attention", "--dp", str(int(tp)), "--enable-ep-moe"]
+        if max_num_seqs:
+            parts += ["--max-running-requests", str(int(max_num_seqs))]
+        parts += [str(f) for f in flags]
+        notes = [f"SGLang {engine_version or '(version not stated)'}: the same K and batch as the plan; the vLLM "
+                 "command is kept under vllm_command"] + list(dep["notes"])
+        return {**out, "command": " ".join(shlex.quote(p) for p in parts), "vllm_command": dep["command"],
+                "notes": notes}
+    notes = [f"TensorRT-LLM {engine_version or '(version not stated)'}: the planner gives the speculative settings, "
+             f"not a command: decoding with {method.label}, max_draft_len={int(k)}"
+             + (f", draft {cfg['model']}" if cfg.get("model") else "")
+             + (f", max_batch_size={int(max_num_seqs)}" if max_num_seqs else "")
+             + f", tensor_parallel_size={int(tp)}; put them in the LLM API's speculative_config (trtllm-serve "
+             "--extra_llm_api_options); the vLLM command is kept under vllm_command"] + list(dep["notes"])
+    return {**out, "command": None, "vllm_command": dep["command"], "notes": notes,
+            "trtllm_settings": {"max_draft_len": int(k), "method": method.name, "draft": cfg.get("model"),
+                                "max_batch_size": int(max_num_seqs) if max_num_seqs else None, "tp": int(tp)}}

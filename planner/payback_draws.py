@@ -1,7 +1,8 @@
 """The probability that one change of configuration (a lever step: its before and after candidates) pays back its
 one-time cost within the horizon, under the same seeded uncertainty as the plan's Monte Carlo
 (planner.sensitivity.seeded_samples: acceptance, step-time efficiencies, speculation overheads; the price only when
-the request asks for the list range). Each draw's full-load CPM comes from the one search (planner.search) and its
+the request asks for the list range; the speedup error of the plan's engine and target class: planner.engines).
+Each draw's full-load CPM comes from the one search (planner.search) and its
 fleet bill from the plan's fleet scaled by that draw's throughput (planner.sensitivity.bill_draws).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from planner.context import Candidate, Context
+from planner.engines import with_speedup_error
 from planner.search import blended_cpm, search
 from planner.sensitivity import PLAN_MC_SAMPLES, PLAN_MC_SEED, bill_draws, seeded_samples
 from planner.sizing import plan_fleet
@@ -21,7 +23,7 @@ def p_payback_within_horizon(ctx: Context, *, before: Candidate, after: Candidat
     over `samples` seeded draws (draw 0, the plan's middle, sizes both fleets and is not counted)."""
     smp, _ = seeded_samples(ctx, np.random.default_rng(seed), int(samples))
     cands = [before, after]
-    cpm, _ = blended_cpm(ctx, cands, search(ctx, cands, smp))
+    cpm = with_speedup_error(ctx, cands, blended_cpm(ctx, cands, search(ctx, cands, smp))[0])
     cfgs = []
     for pt, cand in ((before_pt, before), (after_pt, after)):
         fleet = plan_fleet(ctx, [pt], cands=[cand]) if pt.feasible else None

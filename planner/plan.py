@@ -37,8 +37,9 @@ from planner.assumptions import assumptions
 from planner.bill import band_bills, bills, point_bill
 from planner.context import Context, make_context
 from planner.decision import choose_reference, decide
-from planner.deploy import k_schedule, vllm_deployment
+from planner.deploy import engine_deployment, k_schedule, vllm_deployment
 from planner.economics import plan_economics
+from planner.engines import DEFAULT_ENGINE_VERSION
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.hardware_choice import compare_hardware, hardware_sentence
 from planner.levers import levers, order_by_return, plan_levers
@@ -151,8 +152,11 @@ def deployment(ctx: Context, pt: OperatingPoint) -> dict:
     if tree is None and pt.batch and pt.batch > 1:
         schedule = k_schedule(k_by_batch(req, cat, pt.method, operating_batch=int(pt.batch), operating_k=int(pt.k)),
                               max_batch=int(pt.batch))
-    return vllm_deployment(
+    dep = vllm_deployment(
         m, ctx.model, pt.k, tp=req.tp, attention_dp=req.attention_dp, dtype=req.dtype, max_num_seqs=pt.batch,
         draft_model=cat.models[ctx.model.draft_model] if m.drafting == "draft_model" else None,
         tree_shape=tree, kv_dtype=req.kv_dtype or default_kv_dtype(req.dtype), k_per_batch=schedule,
     )
+    return engine_deployment(req.engine, dep, m, ctx.model, pt.k, tp=req.tp, attention_dp=req.attention_dp,
+                             max_num_seqs=pt.batch, tree_shape=tree, engine_version=req.engine_version
+                             or DEFAULT_ENGINE_VERSION.get(req.engine))

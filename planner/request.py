@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.engines import DEFAULT_ENGINE, ENGINES
 from planner.fleet import SHAPES
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Efficiency
 
@@ -153,6 +154,10 @@ class PlanRequest:
     # ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price)
     compare_hardware: bool = False
     hardware_prices: tuple[tuple[str, float], ...] = ()
+    # the serving engine (planner.engines.ENGINES): its own speculation overheads, fitted to its published rows, and
+    # its deploy command; engine_version None: the version the calibration pins (vLLM) or not stated
+    engine: str = DEFAULT_ENGINE
+    engine_version: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -234,6 +239,15 @@ def check_spend(req: PlanRequest, catalog) -> None:
             raise PlanError(f"hardware_prices[{name}]", price, "a price above $0 and at most $1000 per GPU-hour")
 
 
+def check_engine(req: PlanRequest) -> None:
+    """The serving engine: one of planner.engines.ENGINES, and a version as a short string or none."""
+    if not isinstance(req.engine, str) or req.engine not in ENGINES:
+        raise PlanError("engine", req.engine, "one of " + ", ".join(f"{k} ({v})" for k, v in ENGINES.items()))
+    v = req.engine_version
+    if v is not None and not (isinstance(v, str) and 0 < len(v.strip()) <= 40):
+        raise PlanError("engine_version", v, "a version string of 1 to 40 characters (e.g. 0.32.0), or none")
+
+
 def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
     """Check every field; return the traffic segments (the request's, or one from workload / language)."""
     models, hardware = catalog.models, catalog.hardware
@@ -261,6 +275,7 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
             if not (is_number(getattr(h, name)) and getattr(h, name) >= 1):
                 raise PlanError(f"hours[{i}].{name}", getattr(h, name), "a mean of at least 1 token")
     check_spend(req, catalog)
+    check_engine(req)
     if req.current_method != NO_SPEC and req.current_method not in catalog.methods:
         catalog.methods[req.current_method]
     for name in req.methods or ():

@@ -29,6 +29,7 @@ from planner.context import (
     r5,
     single_segment,
 )
+from planner.engines import with_speedup_error
 from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY
 from planner.points import points
 from planner.request import NO_SPEC, PlanError, PlanRequest, TrafficSegment
@@ -240,7 +241,7 @@ def _cut_and_saving(ctx: Context, cands, smp: Samples) -> tuple[np.ndarray, np.n
     under the request's billing) per sample; sample 0 (the middle) sizes both fleets, the other samples scale their
     replica capacity (bill_draws). nan where either cannot serve."""
     sr = search(ctx, cands, smp)
-    cpm, _ = blended_cpm(ctx, cands, sr)
+    cpm, _ = blended_cpm(ctx, cands, sr)  # tornado ends: one driver at a time, no speedup-error draw
     pts = points(ctx, cands, sr, n=0)
     fleet = plan_fleet(ctx, pts)
     have = {c.method for c in fleet.configs} if fleet is not None else set()
@@ -435,7 +436,7 @@ def monte_carlo(
     if cur != NO_SPEC and cur != method:
         cands.append(Candidate(cur, tuple(range(1, catalog.methods[cur].max_k + 1)), tuned=req.tuned))
     sr = search(ctx, cands, smp)
-    cpm, _ = blended_cpm(ctx, cands, sr)
+    cpm = with_speedup_error(ctx, cands, blended_cpm(ctx, cands, sr)[0])  # the class's held-out speedup error
     ref_i = 0 if cur == NO_SPEC else (1 if cur == method else 2)
     pts = points(ctx, cands, sr, n=0)
     fleet = plan_fleet(ctx, [pts[ref_i], pts[1]])

@@ -293,6 +293,11 @@ class Catalog:
     fitted_speculation_source: Sourced | None = None
     # the fitted ones' standard errors (same units): the Monte Carlo and the tornado draw them
     fitted_speculation_stderr: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # each serving engine's own speculation terms (planner.engines.EngineTerms) and the leave-one-source-out speedup
+    # error per (engine, dense|moe) class and overall ((MAPE, rows)): profiles/engines.py
+    speculation_engines: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    speculation_class_error: Mapping[tuple[str, str], tuple[float, int]] = dataclasses.field(default_factory=dict)
+    speculation_overall_error: tuple[float, int] | None = None
 
     @property
     def engineering_usd_per_week(self) -> float:
@@ -428,6 +433,11 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
         params, stderr, src = load_fitted_speculation(spec_path)
         cat = dataclasses.replace(cat, fitted_speculation=params, fitted_speculation_source=src,
                                   fitted_speculation_stderr=stderr)
+        from profiles.engines import load_engine_terms  # noqa: PLC0415
+
+        engines, classes, overall = load_engine_terms(spec_path)
+        cat = dataclasses.replace(cat, speculation_engines=engines, speculation_class_error=classes,
+                                  speculation_overall_error=overall)
     _check_cross(cat)
     return cat
 

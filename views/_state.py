@@ -24,6 +24,7 @@ from calibration.store import default_url
 from planner import plan as P
 from planner import sensitivity as sens
 from planner import spend
+from planner.engines import ENGINES
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
@@ -124,6 +125,8 @@ def _params() -> dict[str, Param]:
         "fleet_shape": Param("flat", str, lambda v: v in ("flat", "business_hours", "consumer_evening")),
         # how the fleet is paid (planner.bill): every page's bills, savings and paybacks use it
         "billing": Param("autoscaled", str, lambda v: v in ("autoscaled", "fixed")),
+        # the serving engine (planner.engines): its own speculation overheads and deploy command
+        "engine": Param("vllm", str, lambda v: v in ENGINES),
         "sens_tornado_unit": Param("bill", str, lambda v: v in ("bill", "cpm")),
     }
     for name, m in cat.methods.items():  # setup GPU-hours per method (draft training)
@@ -222,6 +225,10 @@ def sidebar() -> None:
                              "heads, so an MLA latent is stored once, not on every GPU) and holds 1/N of the "
                              "experts; tokens reach their experts by all-to-all (vLLM --data-parallel-size N "
                              "--enable-expert-parallel). Off: tensor parallel.")
+        st.selectbox("Serving engine", list(ENGINES), key="engine", format_func=lambda v: ENGINES[v],
+                     help="Its own per-step and per-draft-pass speculation overheads, fitted to its published rows "
+                          "(held at the pooled fit where they do not identify them), its deploy command, and the "
+                          "speedup error measured for its class. vLLM: the version the calibration pins (0.32.0).")
         st.selectbox("KV cache", ["auto", *KV_CACHE_DTYPES], key="kv",
                      format_func=lambda v: "auto (fp8 with fp8 weights, else bf16)" if v == "auto" else v,
                      help="The KV cache's own format: it sets how many sequences fit and how long attention "
@@ -310,7 +317,7 @@ def request(**changes) -> P.PlanRequest:
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
         costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)),
-        billing=ss.get("billing", "autoscaled"))
+        billing=ss.get("billing", "autoscaled"), engine=ss.get("engine", "vllm"))
     if ss["volume_source"] == "spend":  # the planner derives the volume from the spend (planner.spend)
         gpus = int(ss["spend_gpus"])
         req = dataclasses.replace(req, spend_usd_per_month=float(ss["spend_usd"]), spend_gpus=gpus or None)

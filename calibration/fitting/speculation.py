@@ -291,16 +291,26 @@ def evaluate_row(row: SpecRow, catalog, eff: Efficiency, *, method: str, k: int,
         attention_dp=1.0 if row.attention_dp else 0.0, **tree)
 
 
+def engine_params(params: Mapping[str, float], engine: str) -> dict[str, float]:
+    """The Efficiency fields of `params` for a row of `engine`: an engine's own term (`name@engine`, engines.key)
+    replaces the pooled one; other engines' terms are dropped."""
+    out = {n: v for n, v in params.items() if "@" not in n}
+    suffix = f"@{engine}"
+    out.update({n[: -len(suffix)]: v for n, v in params.items() if n.endswith(suffix)})
+    return out
+
+
 def predict_speedup(rows: Sequence[SpecRow], catalog, params: Mapping[str, float], *,
                     hardware: Mapping[str, Hardware] | None = None,
                     models: Mapping[str, ModelSpec] | None = None) -> np.ndarray:
     """The planner's speedup for each row with the speculation parameters `params` (Efficiency fields)."""
     out = np.empty(len(rows))
     for i, row in enumerate(rows):
+        row_params = engine_params(params, row.engine)
         hw = (hardware or {}).get(row.hardware)
         model = (models or {}).get(row.model)
         base = base_efficiency(catalog, row.hardware, row.dtype, row.step_fit_from) if hw is None else hw.efficiency
-        eff = replace(base, t_ngram_s=0.0 if row.ngram_on_gpu else T_NGRAM_S, **params)
+        eff = replace(base, t_ngram_s=0.0 if row.ngram_on_gpu else T_NGRAM_S, **row_params)
         res = evaluate_row(row, catalog, eff, method=row.method, k=row.k, tau=row.tau, hardware=hw, model=model)
         s = float(res.speedup)
         if row.reference is not None:  # against the other method at its best K: its fastest candidate
@@ -378,7 +388,10 @@ def cross_validate(rows: Sequence[SpecRow], catalog) -> CrossValidation:
 # ----------------------------------------------------------------------------------------------
 
 def to_yaml_doc(res: SpeculationRun, date: str) -> dict:
-    fit, cv, rows = res.fit, res.cv, res.rows
+    from calibration.fitting import engines  # noqa: PLC0415
+
+    fit, rows = res.fit, res.rows
+    cv = res.engine_cv if res.engine_cv is not None else res.cv
     params = {n: shipped_param(fit, n) for n in fit.names}
     params["t_ngram_s"] = {"value": T_NGRAM_S, "stderr": None, "prior": "prior: tens of microseconds per sequence "
                            "for vLLM's host n-gram lookup (one usable n-gram row)"}
@@ -387,7 +400,10 @@ def to_yaml_doc(res: SpeculationRun, date: str) -> dict:
             params[n] = {"value": v, "stderr": None, "prior": f"prior: {why}"}
     return {
         "about": ("Speculation overheads of planner/serving.py (one set for every hardware, applied by "
-                  "planner.scenario.efficiency_for), fitted by tools/fit_speculation.py to the pinned published table. "
+                  "planner.scenario.efficiency_for), fitted by tools/fit_speculation.py to the pinned published table; "
+                  "per_engine: each serving engine's own per-step and per-draft-pass terms (a term held at the pooled "
+                  "params where its rows do not identify it); loso_*: the engine model's leave-one-source-out error "
+                  "(loso_mape_pooled: one set for every engine). "
                   "Regenerate with `python tools/fit_speculation.py`; do not edit by hand."),
         "fit": {
             "source": DATA_SOURCE, "version": TABLE_VERSION, "date": date,
@@ -399,12 +415,15 @@ def to_yaml_doc(res: SpeculationRun, date: str) -> dict:
             "loso_mape_by_method": {k: round(v, 4) for k, v in cv.mape_by(lambda r: r.method).items()},
             "checked_not_fitted": {
                 "row_ids": [r.id for r in res.checked],
-                "why": {e: RESEARCH_LOOPS[e] for e in dict.fromkeys(r.engine for r in res.checked)},
+                "why": {e: RESEARCH_LOOPS.get(e, "not a serving engine (row_engines.csv)")
+                        for e in dict.fromkeys(r.engine for r in res.checked)},
                 "mean_error": (round(float(np.mean(res.checked_predictions()
                                                    / np.array([r.speedup for r in res.checked]) - 1.0)), 4)
                                if res.checked else None),
                 "loso_mape_all_rows": round(res.cv_all.mape, 4) if res.cv_all is not None else None,
             },
+            **(engines.yaml_sections(res.engine_fit, cv, res.cv, res.catalog, res.row_engines or {})
+               if res.engine_fit is not None else {}),
         },
     }
 
@@ -421,21 +440,28 @@ class SpeculationRun:
     fit: FitResult
     cv: CrossValidation
     cv_all: CrossValidation | None  # None when there are no checked rows
+    engine_fit: object = None  # engines.EngineFit: each engine's own terms (what the planner ships)
+    engine_cv: CrossValidation | None = None  # leave-one-source-out of the engine model
+    row_engines: Mapping[str, tuple[str, str]] | None = None  # row_engines.csv: {id: (engine, version)}
 
     def checked_predictions(self) -> np.ndarray:
         return predict_speedup(self.checked, self.catalog, fitted_params(self.fit))
 
 
 def run(table_csv: Path = TABLE_CSV, *, with_all_rows_cv: bool = True) -> SpeculationRun:
+    from calibration.fitting import engines  # noqa: PLC0415
     from profiles import load_catalog  # noqa: PLC0415
 
     catalog = load_catalog()
     usable, skipped = usable_rows(read_table(table_csv))
+    mapping = engines.read_row_engines()
+    usable = engines.with_row_engines(usable, mapping)
     rows, checked = split_rows(usable)
     fit = fit_speculation(rows, catalog)
     cv = cross_validate(rows, catalog)
     cv_all = cross_validate(usable, catalog) if checked and with_all_rows_cv else None
-    return SpeculationRun(catalog, rows, checked, skipped, fit, cv, cv_all)
+    return SpeculationRun(catalog, rows, checked, skipped, fit, cv, cv_all, engines.fit_engines(rows, catalog, fit),
+                          engines.cross_validate_engines(rows, catalog), mapping)
 
 
 def print_report(res: SpeculationRun) -> None:
@@ -451,9 +477,13 @@ def print_report(res: SpeculationRun) -> None:
     for r, p, e in zip(rows, pred, cv.residuals):
         print(f"{r.id:18} {r.engine:8} {r.method:11} {r.batch:4g} {r.k:2d} {r.tau:5.2f} | {r.speedup:8.2f} "
               f"{p:5.2f} {r.speedup * (1 + e):5.2f}")
-    print(f"leave-one-source-out speedup MAPE: {100 * cv.mape:.1f} % (target <= 12 %)")
+    print(f"leave-one-source-out speedup MAPE: {100 * cv.mape:.1f} % (one set for every engine; target <= 12 %)")
     for m, v in cv.mape_by(lambda r: r.method).items():
         print(f"  {m:12} {100 * v:5.1f} %")
+    if res.engine_fit is not None:
+        for eng, f in res.engine_fit.engines.items():
+            print(f"engine {eng} ({len(res.engine_fit.rows_by_engine[eng])} rows): {f.describe()}")
+        print(f"leave-one-source-out speedup MAPE, per-engine terms: {100 * res.engine_cv.mape:.1f} %")
     for s, v in cv.mape_by(lambda r: r.source).items():
         print(f"  held out {s[:70]:70} {100 * v:5.1f} %")
     print_checked(res)
@@ -485,6 +515,9 @@ def check(res: SpeculationRun, shipped: Mapping) -> list[str]:
     bad = [] if doc["row_ids"] == s["row_ids"] else [f"row_ids: refit {doc['row_ids']}, shipped {s['row_ids']}"]
     bad += [why for n, p in doc["params"].items() if (why := check_param(n, p, s["params"].get(n)))]
     bad += [f"{n}: shipped, not refitted" for n in s["params"] if n not in doc["params"]]
+    from calibration.fitting.engines import check_sections  # noqa: PLC0415
+
+    bad += check_sections(doc, s)
     if not abs(doc["loso_mape"] - s["loso_mape"]) <= 1e-3:
         bad.append(f"loso_mape: refit {doc['loso_mape']}, shipped {s['loso_mape']}")
     return bad
