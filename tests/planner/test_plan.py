@@ -185,7 +185,8 @@ def test_segment_shares_must_sum_to_one(catalog):
 def test_economics_come_from_the_one_economics_function(catalog):
     """The saving, payback and NPV come from the two fleets' bills (the money number), through economics()."""
     # 1e11 tokens/month: the fleets differ (at 3e10 one replica serves the traffic with or without speculation)
-    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=1e11)
+    # confidence 0.5: the saving is uncertain here (P(saving > 0) ~0.63 with the fit's speedup error drawn)
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", monthly_output_tokens=1e11, confidence=0.5)
     p = P.plan(req, catalog)
     assert p.recommendation is not None
     e = economics_of_bills(baseline_monthly_usd=p.bill(p.reference.method).usd_per_month,
