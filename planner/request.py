@@ -153,6 +153,11 @@ class PlanRequest:
     # ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price)
     compare_hardware: bool = False
     hardware_prices: tuple[tuple[str, float], ...] = ()
+    # The share of prompt tokens served from the prefix cache, 0..1 (planner.serving.prefill_time_s): those tokens
+    # are not recomputed. None: 0, every prompt prefilled in full. prefix_cache_source: where the share comes from
+    # (entered, a trace's block hashes), shown in the assumptions.
+    prefix_cache_share: float | None = None
+    prefix_cache_source: str = ""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -234,6 +239,13 @@ def check_spend(req: PlanRequest, catalog) -> None:
             raise PlanError(f"hardware_prices[{name}]", price, "a price above $0 and at most $1000 per GPU-hour")
 
 
+def check_prefix_cache_share(share: Any) -> None:
+    """None (no prefix cache hits assumed) or a share of prompt tokens from 0 to 1."""
+    if share is not None and (isinstance(share, (bool, np.bool_)) or not (is_number(share) and 0 <= share <= 1)):
+        raise PlanError("prefix_cache_share", share,
+                        "a share of prompt tokens served from the prefix cache, from 0 to 1 (e.g. 0.5), or none")
+
+
 def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
     """Check every field; return the traffic segments (the request's, or one from workload / language)."""
     models, hardware = catalog.models, catalog.hardware
@@ -261,6 +273,7 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
             if not (is_number(getattr(h, name)) and getattr(h, name) >= 1):
                 raise PlanError(f"hours[{i}].{name}", getattr(h, name), "a mean of at least 1 token")
     check_spend(req, catalog)
+    check_prefix_cache_share(req.prefix_cache_share)
     if req.current_method != NO_SPEC and req.current_method not in catalog.methods:
         catalog.methods[req.current_method]
     for name in req.methods or ():
