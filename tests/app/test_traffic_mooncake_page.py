@@ -29,3 +29,11 @@ def test_mooncake_trace_loads_with_its_name_and_share(app):
     assert not at.exception
     captions = " ".join(c.value for c in at.caption)
     assert f"Using 20 % (entered); it replaces the trace's {shown}." in captions
+
+
+def test_an_entered_prefix_cache_share_round_trips_through_the_url(app):
+    at = app({"prefix_set": "true", "prefix_pct": "30"})
+    assert at.checkbox(key="prefix_set").value is True and at.number_input(key="prefix_pct").value == 30.0
+    assert "Using 30 % (entered)." in " ".join(c.value for c in at.caption)
+    bad = app({"prefix_set": "true", "prefix_pct": "150"})  # out of range: refused, the default kept
+    assert bad.number_input(key="prefix_pct").value == 0.0
