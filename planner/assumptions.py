@@ -72,6 +72,7 @@ def assumptions(ctx: Context) -> list[Assumption]:
             "planner model",
             "",
         ),
+        prefix_cache_assumption(ctx),
     ]
     out.extend(engine_assumptions(ctx))
     out.extend(calibrated_method_assumptions(ctx))
@@ -108,6 +109,19 @@ def assumptions(ctx: Context) -> list[Assumption]:
             )
         )
     return out
+
+
+def prefix_cache_assumption(ctx: Context) -> Assumption:
+    """The share of prompt tokens served from the prefix cache that prefill is charged with, and where it comes
+    from: entered, a trace's block hashes, or the default 0 (every prompt prefilled in full)."""
+    share, req = ctx.prefix_cache_share, ctx.req
+    what = ("prefill of the other prompt tokens charged; cached tokens are not recomputed, the new ones still attend "
+            "over the cached context" if share > 0 else "every prompt token prefilled (no cache hits assumed)")
+    if req.prefix_cache_share is None:
+        return Assumption("prefix cache share", f"0 % of prompt tokens: {what}",
+                          "planner default (no share entered, the traffic gives none)", "")
+    return Assumption("prefix cache share", f"{share * 100:.1f} % of prompt tokens: {what}",
+                      req.prefix_cache_source or "entered by the user", "")
 
 
 def _price_src(cat, key: str, value) -> tuple[str, str]:

@@ -159,6 +159,9 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--price-range", action="store_true",
                    help="let the uncertainty draw $/GPU-hour from the hardware's list range (never over a "
                         "--usd-per-gpu-hour you entered)")
+    p.add_argument("--prefix-cache-share", type=float, default=None, metavar="SHARE",
+                   help="the share of prompt tokens served from the prefix cache, 0 to 1: those tokens are not "
+                        "prefilled again (default: a --traffic trace's own, from Mooncake hash_ids, else 0)")
     p.set_defaults(traffic=None, current_method="none")
 
 
@@ -254,24 +257,42 @@ def _assumptions(cat, s: Scenario) -> dict:
     }
 
 
-def _plan_request(args, cat, *, levers: bool = False):
+def _traffic(args, cat):
+    """The --traffic file's profile (None without one)."""
+    if not getattr(args, "traffic", None):
+        return None
+    from pathlib import Path
+
+    from profiles.traffic import parse_traffic
+
+    path = Path(args.traffic)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"--traffic={args.traffic!r}: cannot read the file ({exc.strerror})") from None
+    return parse_traffic(path.name, data, cat)
+
+
+def traffic_json(prof) -> dict[str, Any]:
+    """The traffic summary: the file, its recognised format, its volume and, for a trace with prompt block hashes
+    (Mooncake), its prefix-reuse share."""
+    reuse = prof.prefix_reuse
+    return {"name": prof.name, "format": prof.source_format, "kind": prof.kind, "rows": prof.rows,
+            "requests": prof.requests, "span_s": prof.span_s, "monthly_output_tokens": prof.monthly_output_tokens,
+            "workload_shares": prof.workload_shares,
+            "prefix_reuse": None if reuse is None else {
+                "share": reuse.share, "cached_prompt_tokens": reuse.cached_tokens,
+                "prompt_tokens": reuse.prompt_tokens, "block_tokens": reuse.block_tokens, "source": reuse.source,
+                "note": reuse.note}}
+
+
+def _plan_request(args, cat, *, levers: bool = False, prof=None):
     """The CLI's flags -> planner.plan.PlanRequest, built by the one traffic-to-request adapter the app uses
-    (profiles.request.request_from_traffic)."""
+    (profiles.request.request_from_traffic); prof: the --traffic profile when the caller has read it already."""
     from planner.plan import CostAssumptions, default_costs
     from profiles.request import request_from_traffic
 
-    prof = None
-    if getattr(args, "traffic", None):
-        from pathlib import Path
-
-        from profiles.traffic import parse_traffic
-
-        path = Path(args.traffic)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ValueError(f"--traffic={args.traffic!r}: cannot read the file ({exc.strerror})") from None
-        prof = parse_traffic(path.name, data, cat)
+    prof = prof if prof is not None else _traffic(args, cat)
     costs = default_costs(cat)
     changes = {k: v for k, v in (("engineering_usd_per_week", args.engineering_usd_per_week),
                                  ("annual_discount_rate", args.discount_rate),
@@ -293,7 +314,9 @@ def _plan_request(args, cat, *, levers: bool = False):
         acceptance_method=method if acceptance is not None else None, acceptance_k=k_meas,
         levers_start="auto" if levers else None, billing=getattr(args, "billing", "autoscaled"),
         confidence=getattr(args, "confidence", 0.8), price_range=getattr(args, "price_range", False),
-        engine=getattr(args, "engine", "vllm"), engine_version=getattr(args, "engine_version", None))
+        engine=getattr(args, "engine", "vllm"), engine_version=getattr(args, "engine_version", None),
+        prefix_cache_share=getattr(args, "prefix_cache_share", None),
+        prefix_cache_label="entered (--prefix-cache-share)")
 
 
 def plan_json(p) -> dict[str, Any]:
@@ -332,6 +355,8 @@ def plan_json(p) -> dict[str, Any]:
         "usd_per_gpu_hour": p.usd_per_gpu_hour,
         "segments": [s.__dict__ for s in p.segments],
         "assumptions": [a.__dict__ for a in p.assumptions],
+        "prefix_cache": {"share": p.request.prefix_cache_share or 0.0,
+                         "source": p.request.prefix_cache_source or "default: none entered, the traffic gives none"},
         "conventions": CONVENTIONS,
         **_spend_and_hardware_json(p),
     }
@@ -386,7 +411,11 @@ def cmd_plan(args) -> Any:
     from planner.plan import plan
 
     cat = _catalog(args)
-    out = plan_json(plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers), args), cat))
+    prof = _traffic(args, cat)
+    p = plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers, prof=prof), args), cat)
+    out = plan_json(p)
+    if prof is not None:
+        out["traffic"] = traffic_json(prof)
     if _model_json(args):
         out["model_config"] = _model_json(args)
     return out

@@ -133,6 +133,12 @@ class Context:
         """evaluate_arrays' attention_dp: 1.0 for data-parallel attention + expert parallel."""
         return 1.0 if self.req.attention_dp else 0.0
 
+    @property
+    def prefix_cache_share(self) -> float:
+        """The share of prompt tokens served from the prefix cache (planner.serving.prefill_time_s): the
+        request's, 0 when it states none (every prompt prefilled in full)."""
+        return float(self.req.prefix_cache_share or 0.0)
+
     @functools.cached_property
     def target(self):
         """The target network in the request's weight and KV-cache formats."""

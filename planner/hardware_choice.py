@@ -206,7 +206,8 @@ def _compute_floor(req: PlanRequest, catalog, segs, hardware: str, dtype: str, p
     hp = ctx.hw_params
     per_token_s = 2.0 * float(np.asarray(ctx.target.active_params)) / float(np.asarray(hp.peak_flops_s * hp.eta_flops))
     gpu_s_per_s = sum(h.requests_per_s * (h.output_tokens * per_token_s + float(
-        prefill_time_s(ctx.target, hp, prompt_tokens=h.prompt_tokens, tp=1))) for h in hours)
+        prefill_time_s(ctx.target, hp, prompt_tokens=h.prompt_tokens, tp=1,
+                       cached_share=ctx.prefix_cache_share))) for h in hours)
     return gpu_s_per_s * HOURS_PER_DAY / len(hours) * DAYS_PER_MONTH * price
 
 

@@ -158,6 +158,11 @@ class PlanRequest:
     # its deploy command; engine_version None: the version the calibration pins (vLLM) or not stated
     engine: str = DEFAULT_ENGINE
     engine_version: str | None = None
+    # The share of prompt tokens served from the prefix cache, 0..1 (planner.serving.prefill_time_s): those tokens
+    # are not recomputed. None: 0, every prompt prefilled in full. prefix_cache_source: where the share comes from
+    # (entered, a trace's block hashes), shown in the assumptions.
+    prefix_cache_share: float | None = None
+    prefix_cache_source: str = ""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -248,6 +253,13 @@ def check_engine(req: PlanRequest) -> None:
         raise PlanError("engine_version", v, "a version string of 1 to 40 characters (e.g. 0.32.0), or none")
 
 
+def check_prefix_cache_share(share: Any) -> None:
+    """None (no prefix cache hits assumed) or a share of prompt tokens from 0 to 1."""
+    if share is not None and (isinstance(share, (bool, np.bool_)) or not (is_number(share) and 0 <= share <= 1)):
+        raise PlanError("prefix_cache_share", share,
+                        "a share of prompt tokens served from the prefix cache, from 0 to 1 (e.g. 0.5), or none")
+
+
 def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
     """Check every field; return the traffic segments (the request's, or one from workload / language)."""
     models, hardware = catalog.models, catalog.hardware
@@ -276,6 +288,7 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
                 raise PlanError(f"hours[{i}].{name}", getattr(h, name), "a mean of at least 1 token")
     check_spend(req, catalog)
     check_engine(req)
+    check_prefix_cache_share(req.prefix_cache_share)
     if req.current_method != NO_SPEC and req.current_method not in catalog.methods:
         catalog.methods[req.current_method]
     for name in req.methods or ():

@@ -70,7 +70,8 @@ def engine_args(ctx: Context, cands: Sequence[Candidate], smp: Samples, grid: Ev
         target=ctx.target, hw=ctx.sampled_hw(smp, cands), k=grid.k, tau=grid.tau,
         context_tokens=grid.context_tokens, prompt_tokens=grid.prompt_tokens, output_tokens=grid.output_tokens,
         usd_per_gpu_hour=r5(smp.usd_per_gpu_hour, 0), tp=ctx.tp, attention_dp=ctx.attention_dp,
-        verify_tokens=grid.verify_tokens, draft_cost_factor=r5([c.draft_cost_factor for c in cands], 1),
+        prefix_cache_share=ctx.prefix_cache_share, verify_tokens=grid.verify_tokens,
+        draft_cost_factor=r5([c.draft_cost_factor for c in cands], 1),
         **tree_overrides(ctx, cands), **(drafts or draft_arrays(ctx, cands)).as_kwargs())
 
 

@@ -106,9 +106,17 @@ def speculation_overhead_s(hw: HwParams, *, mode, batch, drafted_tokens, vocab_s
             + sampler_time_s(hw, batch=b, drafted_tokens=drafted_tokens, vocab_size=vocab_size) + ngram)
 
 
-def prefill_time_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1) -> np.ndarray:
+def prefill_time_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1, cached_share=0.0) -> np.ndarray:
+    """GPU-seconds to prefill one prompt of P tokens, compute-bound (module docstring), of which a share s is served
+    from the prefix cache: the P s cached tokens are not recomputed; the P (1 - s) new ones (the prompt's tail) run
+    the GEMMs and attend over the whole context before them, cached part included (their attention still reads the
+    cached KV):
+        flops = 2 * active_params * P (1 - s) + 4 * attn_dim * sum_{j = Ps..P} j
+              = P (1 - s) * (2 * active_params + 2 * attn_dim * P (1 + s))
+    s = 0 is the full prompt exactly (the same floating-point operations as before the share existed)."""
     p = np.asarray(prompt_tokens, float)
-    flops = p * (2.0 * np.asarray(target.active_params) + 2.0 * np.asarray(target.attn_dim) * p)
+    s = np.asarray(cached_share, float)
+    flops = p * (1.0 - s) * (2.0 * np.asarray(target.active_params) + 2.0 * np.asarray(target.attn_dim) * p * (1.0 + s))
     return flops / (np.asarray(hw.peak_flops_s) * np.asarray(hw.eta_flops) * np.asarray(tp, float))
 
 
@@ -254,6 +262,7 @@ def evaluate_arrays(
     draft_context_tokens: np.ndarray | float | None = None,
     attention_dp: np.ndarray | float = 0.0,
     with_memory: bool = True,
+    prefix_cache_share: np.ndarray | float = 0.0,
 ) -> SpecResult:
     """The whole model over broadcast arrays: one call evaluates a grid of scenarios.
 
@@ -267,7 +276,8 @@ def evaluate_arrays(
     only that budget: MagicDec, arXiv 2408.11049). attention_dp: 1 where the replica's tp GPUs run attention data
     parallel and the experts expert parallel (planner.roofline.step_time_terms), 0 for tensor parallel.
     with_memory=False: skip memory_max_batch (it does not depend on the batch) for a caller that has it already;
-    the max_batch fields are NaN and the fits_memory fields False then.
+    the max_batch fields are NaN and the fits_memory fields False then. prefix_cache_share: the share of prompt
+    tokens served from the prefix cache (prefill_time_s); 0 charges every prompt's prefill in full.
 
     Draft side of a step (speculation_overhead_s and first_draft_pass_tokens):
         T_draft = T_pass(first) + (passes - 1) * T_pass(tokens_pp) + T_fusion + speculation_overhead_s
@@ -305,7 +315,7 @@ def evaluate_arrays(
     tpot = spec_t / tau
     thr = b * tau / spec_t
     base_thr = b / base_t
-    pre = prefill_time_s(target, hw, prompt_tokens=prompt_tokens, tp=tp)
+    pre = prefill_time_s(target, hw, prompt_tokens=prompt_tokens, tp=tp, cached_share=prefix_cache_share)
     out = np.asarray(output_tokens, float)
     # the replica at full load at this batch, prefill sharing its time (planner.replica): TPOT seen, tokens/s
     full = replica_load(tpot_s=tpot, batch=b, prefill_s=pre, output_tokens=out)

@@ -77,7 +77,8 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
     res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), with_memory=False, **eng)  # mb: above
     is_base = r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
     tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(uniq), bmax))
-    pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=uniq[:, 0], tp=ctx.tp),
+    pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=uniq[:, 0], tp=ctx.tp,
+                                                      cached_share=ctx.prefix_cache_share),
                                        (len(uniq),)), float)
     cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3)
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,

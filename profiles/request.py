@@ -82,19 +82,39 @@ def with_fleet(req: PlanRequest, profile: TrafficProfile | None, *, shape: str |
     return dataclasses.replace(req, daily_shape=shape, hours=hours, hours_source=source)
 
 
+def prefix_cache_of(profile: TrafficProfile | None, *, share: float | None, label: str) -> tuple[float | None, str]:
+    """(prefix-cache share, where it comes from): a share the user gave (`label` says where) overrides the traffic
+    profile's (a Mooncake trace's hash_ids, TrafficProfile.prefix_reuse); without either, (None, ""): the planner's
+    default 0, every prompt prefilled in full."""
+    reuse = None if profile is None else profile.prefix_reuse
+    if share is not None:
+        if reuse is None:
+            return share, label
+        return share, (f"{label}; it replaces the {reuse.share * 100:.1f} % from the {reuse.source} of the traffic "
+                       f"profile '{profile.name}'")
+    if reuse is None:
+        return None, ""
+    return reuse.share, f"traffic profile '{profile.name}': {reuse.source} ({reuse.note})"
+
+
 def request_from_traffic(profile: TrafficProfile | None, *, volume: float, volume_typed: bool,
                          volume_label: str, tpot_slo_ms: float, cap_batch: bool = True, fleet: bool = False,
-                         shape: str | None = None, **fields: Any) -> PlanRequest:
+                         shape: str | None = None, prefix_cache_share: float | None = None,
+                         prefix_cache_label: str = "entered by the user", **fields: Any) -> PlanRequest:
     """The planner request for `profile` (None: no traffic profile) and the user's inputs.
 
     volume: the monthly output tokens the user typed (or the caller's default); volume_typed: whether the user typed
     it (then it overrides the trace's own volume); volume_label: where the typed number comes from. cap_batch: cap
     the batch at the traffic's concurrency (batch_cap). fleet: size the fleet by hour (fleet_hours); shape: the
-    daily shape (planner.fleet.SHAPES) for traces shorter than a day and requests without a trace. fields: the
-    rest of PlanRequest (model, hardware, tp, costs, ...)."""
+    daily shape (planner.fleet.SHAPES) for traces shorter than a day and requests without a trace.
+    prefix_cache_share: the share of prompt tokens served from the prefix cache the user gave (None: the profile's,
+    prefix_cache_of), prefix_cache_label: where it comes from. fields: the rest of PlanRequest (model, hardware, tp,
+    costs, ...)."""
     monthly, source = volume_of(profile, volume=volume, typed=volume_typed, typed_label=volume_label)
     segments = () if profile is None else segments_from_mix(profile.mix_key())
     cap = batch_cap(profile, monthly_output_tokens=monthly, tpot_slo_ms=tpot_slo_ms) if cap_batch else None
+    cache_share, cache_source = prefix_cache_of(profile, share=prefix_cache_share, label=prefix_cache_label)
     req = PlanRequest(tpot_slo_ms=tpot_slo_ms, monthly_output_tokens=monthly, volume_source=source,
-                      segments=segments, batch_cap=cap, **fields)
+                      segments=segments, batch_cap=cap, prefix_cache_share=cache_share,
+                      prefix_cache_source=cache_source, **fields)
     return with_fleet(req, profile, shape=shape) if fleet else req

@@ -128,6 +128,10 @@ def _params() -> dict[str, Param]:
         # the serving engine (planner.engines): its own speculation overheads and deploy command
         "engine": Param("vllm", str, lambda v: v in ENGINES),
         "sens_tornado_unit": Param("bill", str, lambda v: v in ("bill", "cpm")),
+        # the share of prompt tokens served from the prefix cache (PlanRequest.prefix_cache_share): off = the trace's
+        # own (a Mooncake trace's hash_ids), else 0; on = prefix_pct, which then overrides the trace's
+        "prefix_set": Param(False, _bool, lambda v: isinstance(v, bool)),
+        "prefix_pct": Param(0.0, float, _finite(0.0, 100.0)),
     }
     for name, m in cat.methods.items():  # setup GPU-hours per method (draft training)
         params[f"gpuh_{name}"] = Param(float(m.setup_gpu_hours), float, _finite(0.0, 1e6))
@@ -270,6 +274,7 @@ def sidebar() -> None:
                      format_func=lambda n: cat.languages[n].label)
         if disabled:
             st.caption(f"Workload and language come from the traffic profile {quoted(prof.name)}.")
+        _prefix_cache_inputs(prof)
         st.checkbox("Draft heads tuned on my domain (tuned alpha range)", key="tuned",
                     help="alpha: the probability that a drafted token is accepted by the target model (per token, "
                          "at draft position 1). Tuned heads use the seed article's tuned range.")
@@ -284,6 +289,26 @@ def sidebar() -> None:
             for name, m in cat.methods.items():
                 st.number_input(f"{m.label}", min_value=0.0, max_value=1e6, step=8.0, key=f"gpuh_{name}",
                                 help=f"{m.setup_note} ({m.source.source}, {m.source.date})")
+
+
+def _prefix_cache_inputs(prof: TrafficProfile | None) -> None:
+    """The prefix-cache share: the trace's own (a Mooncake trace's hash_ids) or 0, unless the user sets one."""
+    ss = st.session_state
+    reuse = None if prof is None else prof.prefix_reuse
+    st.checkbox("Set the prefix-cache share myself", key="prefix_set",
+                help="The share of prompt tokens served from the prefix cache (vLLM's automatic prefix caching): "
+                     "they are not prefilled again, so prefill costs less GPU time. Off: a Mooncake trace's own "
+                     "share (from its hash_ids), else 0 (every prompt prefilled in full).")
+    st.number_input("Prefix-cache share, % of prompt tokens", min_value=0.0, max_value=100.0, step=5.0,
+                    key="prefix_pct", disabled=not ss["prefix_set"])
+    if ss["prefix_set"]:
+        st.caption(f"Using {float(ss['prefix_pct']):g} % (entered)"
+                   + (f"; it replaces the trace's {reuse.share * 100:.1f} %." if reuse is not None else "."))
+    elif reuse is not None:
+        st.caption(f"Using the trace's {reuse.share * 100:.1f} % ({plain(reuse.source)}; an upper bound: a cache "
+                   "that keeps every earlier block).")
+    else:
+        st.caption("Using 0 %: no share entered and the traffic gives none.")
 
 
 def _src(cat, key: str) -> str:
@@ -317,7 +342,9 @@ def request(**changes) -> P.PlanRequest:
         usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
         costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)),
-        billing=ss.get("billing", "autoscaled"), engine=ss.get("engine", "vllm"))
+        billing=ss.get("billing", "autoscaled"), engine=ss.get("engine", "vllm"),
+        prefix_cache_share=float(ss["prefix_pct"]) / 100.0 if ss.get("prefix_set") else None,
+        prefix_cache_label="entered in the sidebar")
     if ss["volume_source"] == "spend":  # the planner derives the volume from the spend (planner.spend)
         gpus = int(ss["spend_gpus"])
         req = dataclasses.replace(req, spend_usd_per_month=float(ss["spend_usd"]), spend_gpus=gpus or None)

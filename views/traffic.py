@@ -272,6 +272,11 @@ def _summary(prof: tr.TrafficProfile) -> None:
                      "the sidebar scales it with the arrivals.")
     if prof.volume_note:
         st.info(f"**Volume.** {plain(prof.volume_note)}")
+    if prof.prefix_reuse is not None:
+        pr = prof.prefix_reuse
+        st.info(f"**Prefix reuse: {pr.share * 100:.1f} % of prompt tokens** (from the {plain(pr.source)}). "
+                f"{plain(pr.note)}. The plan takes it as the prefix-cache share of prefill unless you set one in "
+                "the sidebar.")
     if prof.arrival_rate_per_s:
         r = prof.arrival_rate_per_s
         st.caption(f"Arrival rate per minute: p50 {r[0]:.3g}, p90 {r[1]:.3g}, peak {r[2]:.3g} requests/s.")

@@ -48,6 +48,22 @@ class HourlyArrivals:
 
 
 @dataclass(frozen=True)
+class PrefixReuse:
+    """How much of the trace's prompts a prefix cache could serve, from the prompts' block hashes (a Mooncake
+    trace's hash_ids): `share` = cached_tokens / prompt_tokens, 0..1; `note` says how it was counted and what it
+    assumes (the cache's size); `source` names where it comes from ("Mooncake trace hash_ids")."""
+
+    share: float
+    cached_tokens: float
+    prompt_tokens: float
+    block_tokens: int  # prompt tokens per hash id
+    blocks: int  # hash ids counted
+    requests: int  # requests counted
+    source: str
+    note: str
+
+
+@dataclass(frozen=True)
 class TrafficProfile:
     name: str
     kind: Literal["requests", "mix"]
@@ -79,6 +95,7 @@ class TrafficProfile:
     minute_requests_per_s: tuple[float, ...] | None = None
     time_note: str = ""  # how timestamps were read (unit, time zone, relative)
     workload_note: str = ""  # where each row's workload came from (column, chosen, guessed, mapped, rules)
+    prefix_reuse: PrefixReuse | None = None  # prompt tokens a prefix cache could serve (a trace with block hashes)
 
     def _shares(self, attr: str) -> dict[str, float]:
         """Output-token share per value of a segment attribute (workload or language)."""
@@ -200,6 +217,8 @@ def _check_sane(prof: TrafficProfile) -> None:
     fin(prof.requests, "requests")
     fin(prof.output_tokens, "output tokens")
     fin(prof.monthly_output_tokens, "monthly output tokens")
+    if prof.prefix_reuse is not None and not 0.0 <= prof.prefix_reuse.share <= 1.0:
+        bad.append(f"prefix-reuse share = {prof.prefix_reuse.share!r}")
     for x in (prof.arrival_rate_per_s or ()) + (prof.hour_requests_per_s or ()) + prof.context_tokens_quantiles:
         fin(x, "a rate or context length")
     if bad:

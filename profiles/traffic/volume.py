@@ -197,6 +197,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         span_s=span_s if span_s > 0 else None, monthly_output_tokens_ci95=ci, volume_note=volume_note,
         hour_requests_per_s=hour_rate, hour_mean_prompt_tokens=hour_p, hour_mean_output_tokens=hour_o,
         minute_requests_per_s=minute_rates, time_note=tstate.note, workload_note=wl_note,
+        prefix_reuse=src.prefix_reuse,
     )
     _check_sane(prof)
     return prof

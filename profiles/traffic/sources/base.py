@@ -11,6 +11,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from profiles.traffic.limits import MAX_FIELD_CHARS
+from profiles.traffic.profile import PrefixReuse
 
 Format = Literal["csv", "jsonl", "json", "parquet", "xlsx"]
 
@@ -28,6 +29,7 @@ class Source:
     notes: tuple[str, ...] = ()
     string_cols: set[str] = field(default_factory=set)  # columns to read as text (CSV: no type inference)
     stream: Callable[[list[str]], Iterable[pa.Table]] | None = None  # bounded pieces, in order (CSV)
+    prefix_reuse: PrefixReuse | None = None  # a trace with prompt block hashes (Mooncake): its prefix-reuse share
 
 
 

@@ -20,6 +20,7 @@ from profiles.traffic.limits import (
     MAX_VALUE_CHARS,
 )
 from profiles.traffic.options import ParseOptions
+from profiles.traffic.sources import mooncake
 from profiles.traffic.sources.base import Source, _json_scalar_type, _records_table
 
 
@@ -79,6 +80,8 @@ def _jsonl_source(data: bytes, options: ParseOptions) -> Source:
                 pass
         return _jsonl_slow(data, start, cols)
 
+    if mooncake.looks_like(rec):
+        return mooncake.source(data, start, line_of)
     return Source("jsonl", names, read, line_of)
 
 
