@@ -17,6 +17,7 @@ from planner import trees
 from planner.context import Candidate, Context, Samples
 from planner.drafting import availability
 from planner.request import NO_SPEC, PlanError, is_number
+from planner.types import LOOKUP_DRAFTING
 
 MAX_ALPHA = 0.98  # a shifted alpha is clipped here: no trained drafter is perfect
 DEFAULT_TREE_WIDTH = 3  # candidates at depth 1 of the planner's default tree
@@ -45,7 +46,7 @@ def alpha_position_1(ctx: Context, cand: Candidate, smp: Samples) -> np.ndarray:
     position, shifted by each segment's workload and language; prompt lookup takes the workload's n-gram alpha."""
     m = ctx.catalog.methods[cand.method]
     ngram, shift = ctx.segment_alphas
-    if m.drafting == "ngram":
+    if m.drafting in LOOKUP_DRAFTING:
         a = np.broadcast_to(ngram, (smp.n, ngram.size))
     else:
         rng = m.alpha_tuned if cand.tuned else m.alpha_default

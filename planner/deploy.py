@@ -26,7 +26,9 @@ def speculative_config(method: Method, model: ModelSpec, k: int, *, draft_model:
     if method.vllm_method is None:
         raise ValueError(f"method={method.name!r} has no vLLM speculative method")
     cfg: dict[str, Any] = {"method": method.vllm_method, "num_speculative_tokens": int(k)}
-    if method.drafting == "ngram":
+    if method.vllm_method == "suffix":
+        pass  # suffix decoding: its suffix_decoding_* defaults (tree depth 24, 10000 cached requests)
+    elif method.drafting in ("ngram", "ngram_gpu"):
         cfg.update(prompt_lookup_max=4, prompt_lookup_min=2)
     elif method.drafting == "draft_model":
         if draft_model is None:
@@ -34,7 +36,10 @@ def speculative_config(method: Method, model: ModelSpec, k: int, *, draft_model:
         cfg["model"] = draft_model.hf_id or draft_model.name
     elif method.drafting == "native_module":
         pass  # vLLM loads the MTP module from the target checkpoint
+    elif method.vllm_method == "dspark" and "dspark" in model.native_methods and head_path is None:
+        pass  # DeepSeek-V4 ships its DSpark stages in the checkpoint: vLLM loads them from the target
     else:
+        # DFlash / DSpark: vLLM sets parallel_drafting itself for these methods (SpeculativeConfig.__post_init__)
         cfg["model"] = head_path or HEAD_PLACEHOLDER.format(label=method.label)
         if method.drafting == "parallel_head" and method.vllm_method == "eagle3":
             cfg["parallel_drafting"] = True
@@ -102,7 +107,8 @@ def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, at
             notes.append("SGLang takes no explicit node list: its flags give the nearest dynamic tree")
     if method.drafting == "draft_model" and draft_model is not None:
         notes.append(f"draft model: {draft_model.label} (same tokenizer as {model.label})")
-    elif method.drafting in ("sequential_head", "parallel_head") and head_path is None:
+    elif method.drafting in ("sequential_head", "parallel_head", "block_parallel") and "model" in cfg \
+            and head_path is None:
         notes.append(f"fill in 'model' with the {method.label} head trained for {target} (a local path or a Hugging "
                      f"Face id); {method.setup_note}")
         if cfg.get("parallel_drafting"):
@@ -110,6 +116,7 @@ def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, at
                          "drafting")
     elif method.drafting == "native_module":
         notes.append(f"the MTP module ships inside {target}; nothing to fill in")
+    notes += _method_notes(method)
     parts = ["vllm", "serve", target]
     if attention_dp and tp > 1:
         parts += ["--data-parallel-size", str(int(tp)), "--enable-expert-parallel"]
@@ -130,6 +137,24 @@ def vllm_deployment(method: Method, model: ModelSpec, k: int, *, tp: int = 1, at
     parts += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
     return {"command": " ".join(shlex.quote(p) for p in parts), "speculative_config": cfg, "notes": notes,
             "sglang_flags": sglang_flags}
+
+
+# What each engine-side method needs beyond its speculative_config (the pinned vLLM 0.32.0's own rules,
+# vllm/config/speculative.py; version notes from the PR that added each).
+METHOD_NOTES: dict[str, str] = {
+    "suffix": "suffix decoding needs Arctic Inference beside vLLM: `pip install arctic-inference==0.1.1` (vLLM refuses "
+              "method 'suffix' without it); it drafts only where its suffix tree matches (vLLM PR 25784)",
+    "ngram_gpu": "ngram_gpu: vLLM's n-gram lookup as a GPU kernel, for async scheduling (vLLM PR 29184)",
+    "dflash": "DFlash (vLLM >= 0.19.0): K = the drafter's block size - 1 (a b16 drafter takes K up to 15); its "
+              "attention backend must support non-causal attention (speculative_config attention_backend)",
+    "dspark": "DSpark (vLLM PR 46995): enable_adaptive_verification=true lets vLLM size each request's verify length "
+              "from the confidence head under load (not in the planner's figures, which verify K per step)",
+}
+
+
+def _method_notes(method: Method) -> list[str]:
+    note = METHOD_NOTES.get(method.vllm_method or "")
+    return [note] if note else []
 
 
 def vllm_serve_command(method: Method, model: ModelSpec, k: int, *, tp: int = 1, dtype: str = "bf16",

@@ -15,7 +15,7 @@ from planner.context import Candidate, Context, r5
 from planner.request import NO_SPEC
 from planner.roofline import Net, head_net, null_net, resident_weight_bytes, stack, target_net
 from planner.serving import DRAFTING_MODE_CODE, MODE_NONE
-from planner.types import Method, ModelSpec
+from planner.types import LOOKUP_DRAFTING, Method, ModelSpec
 
 
 def availability(model: ModelSpec, method: Method) -> tuple[bool, str]:
@@ -40,7 +40,7 @@ def draft_net(m: Method | None, model: ModelSpec, draft_spec: ModelSpec | None, 
             return null_net(), mode, False, 0.0, True
         dnet = target_net(draft_spec, dtype, kv_dtype=kv_dtype)
         return dnet, mode, False, float(resident_weight_bytes(dnet)), True
-    if m.drafting == "ngram":
+    if m.drafting in LOOKUP_DRAFTING:
         return null_net(), mode, False, 0.0, False
     return head_net(m, model, dtype, kv_dtype=kv_dtype), mode, m.draft_params_scale_with_k, 0.0, False
 

@@ -24,6 +24,7 @@ from planner.formatting import fmt_cpm, fmt_months, fmt_usd
 from planner.payback_draws import p_payback_within_horizon
 from planner.points import one_point
 from planner.request import NO_SPEC, PlanError, PlanRequest
+from planner.types import LOOKUP_DRAFTING
 
 
 def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None) -> list[LeverStep]:
@@ -37,7 +38,8 @@ def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None
     cat = ctx.catalog
     names = [n for n in (order or sorted(cat.levers, key=lambda n: cat.levers[n].number)) if n != "adopt"]
     steps = []
-    if start == NO_SPEC or cat.methods[start].drafting == "ngram":  # today has no draft network: adopt one first
+    # today has no draft network (no speculation, or a lookup): adopt one first
+    if start == NO_SPEC or cat.methods[start].drafting in LOOKUP_DRAFTING:
         today = BASELINE if start == NO_SPEC else _candidate(ctx, start)
         pt = one_point(ctx, today)
         bill = point_bill(ctx, pt, billing=ctx.req.billing, cand=today).usd_per_month
@@ -88,7 +90,7 @@ def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None
                 why = (f"tree verification ({shape.verify_tokens_per_seq} tokens verified per sequence)" if shape
                        else "tree verification (the planner's default tree)")
         elif lever.kind == "draft_cost":
-            if method.drafting == "ngram":
+            if method.drafting in LOOKUP_DRAFTING:
                 why = "n-gram drafting has no draft network"
             else:
                 new = dataclasses.replace(

@@ -190,6 +190,11 @@ def head_net(method: Method, model: ModelSpec, dtype: str = "bf16", *, kv_dtype:
         fusion_bytes = 0.0
         fusion_params = 0.0
     else:
+        if method.drafting == "block_parallel":
+            # DFlash / DSpark: each verified token's fused target hidden state is projected to K/V for every draft
+            # layer once per step (vLLM qwen3_dflash.py precompute_and_store_context_kv): draft_layers * (K and V
+            # widths) * h more parameters on the fusion's GEMM over the verified tokens
+            fusion_params += method.draft_layers * float(model.kv_elements_per_token_per_layer) * h
         head_bpp = BYTES_PER_PARAM[dtype] if dtype in ("bf16", "fp8") else BYTES_PER_PARAM["bf16"]
         dense_params = method.draft_layers * PARAMS_PER_LAYER_PER_HIDDEN_SQ * h * h + lm_head_params
         dense_bytes = dense_params * head_bpp

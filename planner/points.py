@@ -21,6 +21,7 @@ from planner.drafting import availability, draft_weight_bytes
 from planner.memory import memory_way_out
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest
 from planner.search import SearchResult, search
+from planner.types import LOOKUP_DRAFTING
 
 
 def pct(new: float, ref: float | None) -> float | None:
@@ -178,7 +179,7 @@ def methods_with_band(ctx: Context, names: Sequence[str]) -> list[OperatingPoint
     band, owner = [], []
     for c in cands:
         m = ctx.catalog.methods[c.method]
-        if m.drafting == "ngram" or (ctx.req.acceptance is not None and ctx.req.acceptance_method == c.method):
+        if m.drafting in LOOKUP_DRAFTING or (ctx.req.acceptance is not None and ctx.req.acceptance_method == c.method):
             continue
         rng = m.alpha_tuned if c.tuned else m.alpha_default
         half = 0.5 * (rng.high - rng.low)

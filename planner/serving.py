@@ -41,26 +41,34 @@ SECONDS_PER_HOUR = 3600.0
 TOKENS_PER_MTOK = 1e6
 
 # Drafting modes as integers, so methods vectorise: passes(K) and tokens per pass.
-MODE_SEQUENTIAL, MODE_PARALLEL, MODE_NONE = 0, 1, 2
+# MODE_NONE: no draft pass, a host lookup per sequence (n-gram, suffix decoding) or no speculation;
+# MODE_BLOCK: DFlash / DSpark block drafting; MODE_GPU_LOOKUP: n-gram lookup as a GPU kernel (no host time).
+MODE_SEQUENTIAL, MODE_PARALLEL, MODE_NONE, MODE_BLOCK, MODE_GPU_LOOKUP = 0, 1, 2, 3, 4
 DRAFTING_MODE_CODE = {
     "sequential_head": MODE_SEQUENTIAL,
     "native_module": MODE_SEQUENTIAL,
     "draft_model": MODE_SEQUENTIAL,
     "parallel_head": MODE_PARALLEL,
     "ngram": MODE_NONE,
+    "block_parallel": MODE_BLOCK,
+    "ngram_gpu": MODE_GPU_LOOKUP,
 }
 
 
 def draft_passes(mode: np.ndarray | int, k: np.ndarray | float) -> np.ndarray:
-    """Draft forward passes per verifier step: K sequential, 1 parallel, 0 for n-gram lookup."""
+    """Draft forward passes per verifier step: K sequential, 1 parallel or block (DFlash, DSpark), 0 for lookups."""
     mode = np.asarray(mode)
     k = np.asarray(k, float)
-    return np.where(mode == MODE_SEQUENTIAL, k, np.where(mode == MODE_PARALLEL, 1.0, 0.0))
+    return np.where(mode == MODE_SEQUENTIAL, k, np.where((mode == MODE_PARALLEL) | (mode == MODE_BLOCK), 1.0, 0.0))
 
 
 def draft_tokens_per_pass(mode: np.ndarray | int, k: np.ndarray | float) -> np.ndarray:
-    """Tokens per sequence in one draft pass: 1 sequential, K in one parallel pass (P-EAGLE, MEDUSA)."""
-    return np.where(np.asarray(mode) == MODE_PARALLEL, np.asarray(k, float), 1.0)
+    """Tokens per sequence in one draft pass: 1 sequential, K in one parallel pass (P-EAGLE, MEDUSA), K + 1 in a
+    block pass (DFlash: the bonus token and K mask queries, vLLM SpeculativeConfig.max_num_new_slots_for_drafting;
+    DSpark's anchor-as-first layout runs K, charged K + 1 here: one token per sequence over)."""
+    mode = np.asarray(mode)
+    k = np.asarray(k, float)
+    return np.where(mode == MODE_PARALLEL, k, np.where(mode == MODE_BLOCK, k + 1.0, 1.0))
 
 
 def first_draft_pass_tokens(mode, draft_scales_with_k, tokens_per_pass, verify_tokens) -> np.ndarray:
@@ -68,11 +76,13 @@ def first_draft_pass_tokens(mode, draft_scales_with_k, tokens_per_pass, verify_t
     from every verified position of the step (vLLM v1's EAGLE/MTP/draft-model proposer runs its first forward
     over the B * (K+1) verified tokens, then one token per sequence per pass): max(tokens per pass, n). A
     parallel head (P-EAGLE) runs the verified tokens and its K - 1 mask tokens in its one pass:
-    tokens per pass + n - 1. MEDUSA's heads read the last hidden state only: one token per head."""
+    tokens per pass + n - 1. MEDUSA's heads read the last hidden state only: one token per head. A block drafter
+    (DFlash, DSpark) queries its block only: the verified tokens reach it as context K/V, projected once per step
+    (head_net's fusion terms), not as queries through its layers."""
     tpp = np.asarray(tokens_per_pass, float)
     n = np.asarray(verify_tokens, float)
     mode = np.asarray(mode)
-    first = np.where(mode == MODE_PARALLEL, tpp + n - 1.0, np.maximum(tpp, n))
+    first = np.where(mode == MODE_PARALLEL, tpp + n - 1.0, np.where(mode == MODE_BLOCK, tpp, np.maximum(tpp, n)))
     return np.where(np.asarray(draft_scales_with_k), tpp, first)
 
 
@@ -172,7 +182,8 @@ def memory_max_batch(*, target: Net, draft: Net, hw: HwParams, mode, prompt_toke
     kv_tp, _, copies = data_parallel_split(tp, attention_dp)  # copies: of a draft model, one per GPU under DP
     target_bytes = replica_weight_bytes(target, tp=tp, attention_dp=attention_dp)
     target_kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq_tokens, tp=kv_tp)
-    draft_kv = np.where(np.asarray(mode) == MODE_NONE, 0.0,
+    no_draft = (np.asarray(mode) == MODE_NONE) | (np.asarray(mode) == MODE_GPU_LOOKUP)
+    draft_kv = np.where(no_draft, 0.0,
                         kv_cache_bytes_per_sequence(draft, sequence_tokens=seq_tokens, tp=kv_tp))
     draft_bytes = np.where(np.asarray(draft_is_model), np.asarray(draft_weight_bytes_total, float) * copies,
                            replica_weight_bytes(draft, tp=tp, attention_dp=attention_dp))

@@ -17,7 +17,7 @@ from planner.candidates import MAX_ALPHA
 from planner.drafting import draft_net
 from planner.roofline import hw_params, stack, target_net
 from planner.serving import DRAFTING_MODE_CODE, SpecResult, evaluate_arrays
-from planner.types import Hardware, Method, ModelSpec, Workload
+from planner.types import LOOKUP_DRAFTING, Hardware, Method, ModelSpec, Workload
 
 AXES = ("hardware", "method", "k", "batch", "workload", "alpha")
 
@@ -50,7 +50,7 @@ def alpha_for(methods: Sequence[Method], workloads: Sequence[Workload], alphas: 
     a = _reshape(alphas, 5)
     shift = _reshape([w.alpha_shift for w in workloads], 4)
     ngram = _reshape([w.ngram_alpha for w in workloads], 4)
-    is_ngram = _reshape([m.drafting == "ngram" for m in methods], 1).astype(bool)
+    is_ngram = _reshape([m.drafting in LOOKUP_DRAFTING for m in methods], 1).astype(bool)
     mid = float(np.mean(alphas)) if len(alphas) else 1.0
     return np.clip(np.where(is_ngram, ngram * a / mid, a + shift), 0.0, MAX_ALPHA)
 

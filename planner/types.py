@@ -16,8 +16,15 @@ DraftingMode = Literal[
     "parallel_head",  # P-EAGLE / MEDUSA: all K draft tokens in one pass
     "native_module",  # MTP: the model's own module(s), K sequential passes of the module
     "draft_model",  # a separate smaller model: K sequential steps on its own roofline
-    "ngram",  # prompt lookup: no accelerator cost
+    "ngram",  # prompt lookup on the host (vLLM ngram, suffix decoding): no accelerator pass
+    # DFlash / DSpark: one pass of a small multi-layer drafter over a block of K mask queries (+ the bonus token);
+    # the verified tokens enter only as context K/V projected from the target's hidden states
+    "block_parallel",
+    "ngram_gpu",  # prompt lookup as a GPU kernel (vLLM ngram_gpu): no draft network, no host lookup
 ]
+# Drafting modes that look tokens up instead of running a draft network: their acceptance is the workload's
+# n-gram alpha (the share of output that copies earlier text), not the method's trained range.
+LOOKUP_DRAFTING: tuple[str, ...] = ("ngram", "ngram_gpu")
 AlphaConvention = Literal["per_token", "draft_acceptance_rate", "acceptance_length"]
 
 BYTES_PER_PARAM: dict[str, float] = {

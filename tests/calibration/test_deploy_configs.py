@@ -117,3 +117,76 @@ def test_every_deploy_config_builds_with_the_pinned_speculative_config(method: s
                                                  vllm_num_speculative_tokens=built.num_speculative_tokens)
         for a, b, k in sched:
             assert dense[a] == dense[b] == k
+
+
+# ---- the methods engines ship today: DFlash, DSpark, suffix decoding, ngram_gpu ----------------------------
+def _block_drafter(kind: str, target: Path, dest: Path) -> Path:
+    """A DFlash / DSpark drafter's config (no weights: SpeculativeConfig reads only the config) for the CPU target:
+    one Qwen3-style layer over three of its hidden states, in the layout vllm/config/speculative.py detects
+    (architectures DFlashDraftModel / Qwen3DSparkModel, dflash_config with mask_token_id and target_layer_ids)."""
+    import json
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    cfg = json.loads((target / "config.json").read_text())
+    layers = int(cfg["num_hidden_layers"])
+    cfg.update(architectures=["DFlashDraftModel" if kind == "dflash" else "Qwen3DSparkModel"], model_type="qwen3",
+               num_hidden_layers=1, num_target_layers=layers, block_size=8,
+               dflash_config={"mask_token_id": 0, "target_layer_ids": [1, layers // 2, layers - 3]})
+    if kind == "dspark":
+        cfg.update(dspark_block_size=8, use_aux_hidden_state=True)
+    (dest / "config.json").write_text(json.dumps(cfg))
+    for f in target.glob("tokenizer*"):
+        shutil.copy(f, dest)
+    return dest
+
+
+def _plan_config(method: str) -> dict[str, Any]:
+    cat = load_catalog()
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", methods=(method,))
+    cfg = P.deployment(P.make_context(req, cat), P.plan(req, cat).method(method))["speculative_config"]
+    assert cfg["method"] == cat.methods[method].vllm_method
+    return cfg
+
+
+@pytest.mark.parametrize("method", ["dflash", "dspark", "ngram_gpu"])
+def test_new_method_deploy_configs_build_with_the_pinned_speculative_config(method: str, smol: Path,
+                                                                           tmp_path: Path) -> None:
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    from calibration.engine_check import build_speculative_config
+
+    cfg = _plan_config(method)
+    if method in ("dflash", "dspark"):
+        cfg = {**cfg, "model": str(_block_drafter(method, smol, tmp_path / method))}
+    built = build_speculative_config(str(smol), cfg)
+    assert built.method == method
+    assert built.num_speculative_tokens == cfg["num_speculative_tokens"]
+    # the engine drafts DFlash / DSpark blocks in parallel: the planner's one-pass block mode
+    assert bool(built.parallel_drafting) == (method in ("dflash", "dspark"))
+    sched = cfg.get("num_speculative_tokens_per_batch_size")
+    if sched:
+        dense = build_dynamic_sd_schedule_lookup(sched, vllm_max_batch_size=sched[-1][1],
+                                                 vllm_num_speculative_tokens=built.num_speculative_tokens)
+        for a, b, k in sched:
+            assert dense[a] == dense[b] == k
+
+
+def test_suffix_deploy_config_builds_or_is_refused_for_arctic_inference_only(smol: Path) -> None:
+    """vLLM's suffix decoding needs the optional arctic-inference package. Without it the pinned engine refuses the
+    config with its own message, which the deploy notes repeat; with it the config builds."""
+    import importlib.util
+
+    from calibration.engine_check import build_speculative_config
+
+    cfg = _plan_config("suffix")
+    if importlib.util.find_spec("arctic_inference") is None:
+        with pytest.raises(ValueError, match=r"Arctic Inference is required for suffix decoding\. Install via "
+                                             r"`pip install arctic-inference==0\.1\.1`"):
+            build_speculative_config(str(smol), cfg)
+    else:
+        built = build_speculative_config(str(smol), cfg)
+        assert built.method == "suffix" and built.num_speculative_tokens == cfg["num_speculative_tokens"]
+    cat = load_catalog()
+    notes = vllm_deployment(cat.methods["suffix"], cat.models["llama-3.1-8b"], cfg["num_speculative_tokens"])["notes"]
+    assert any("pip install arctic-inference==0.1.1" in n for n in notes)

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from planner import acceptance as acc
+from profiles import load_catalog
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -45,7 +46,9 @@ def test_evaluate_with_per_position_and_override():
 def test_compare_covers_every_method():
     out = json.loads(run("compare", "--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4").stdout)
     names = {m["method"]: m for m in out["methods"]}
-    assert set(names) == {"eagle3", "medusa", "mtp", "p_eagle", "draft_model", "ngram"}
+    assert set(names) == set(load_catalog().methods)
+    assert {"eagle3", "medusa", "mtp", "p_eagle", "draft_model", "ngram", "dflash", "dspark", "suffix",
+            "ngram_gpu"} <= set(names)
     assert not names["mtp"]["available"]
     assert all(m["tpot_ms"] <= 50 for m in out["methods"] if m["available"])
 
