@@ -293,6 +293,8 @@ class Catalog:
     fitted_speculation_source: Sourced | None = None
     # the fitted ones' standard errors (same units): the Monte Carlo and the tornado draw them
     fitted_speculation_stderr: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # measured acceptance and public heads (profiles.acceptance_library; planner.acceptance_tiers); None: empty
+    acceptance_library: Any = None
 
     @property
     def engineering_usd_per_week(self) -> float:
@@ -429,7 +431,10 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
         cat = dataclasses.replace(cat, fitted_speculation=params, fitted_speculation_source=src,
                                   fitted_speculation_stderr=stderr)
     _check_cross(cat)
-    return cat
+    from profiles.acceptance_library import load_library
+
+    lib = load_library(d / "acceptance", model_keys=list(cat.models), workload_keys=list(cat.workloads))
+    return dataclasses.replace(cat, acceptance_library=lib)
 
 
 FITTED_SPECULATION_YAML = DATA_DIR / "fitted" / "speculation_vllm.yaml"
