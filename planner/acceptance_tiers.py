@@ -183,6 +183,10 @@ class HeadStatus:
 
 
 def head_status(ctx, method: str) -> HeadStatus:
+    """Whether a public head of the method exists for the request's model (heads.csv, or a library row naming one)
+    and the draft-training GPU-hours that follow: ~0 to download one (unless the user entered hours), methods.yaml's
+    setup_gpu_hours to train one. Methods that draft without a trained head (native MTP, a separate draft model,
+    n-gram) need none; native MTP's availability is planner.drafting.availability's."""
     cat, model = ctx.catalog, ctx.model
     m = cat.methods[method]
     override = dict(ctx.costs.setup_gpu_hours)
@@ -194,11 +198,14 @@ def head_status(ctx, method: str) -> HeadStatus:
         more = f" (+{len(heads) - 1} more)" if len(heads) > 1 else ""
         hours = override.get(method, 0.0)
         return HeadStatus(True, heads, hours, f"a public {m.label} head exists ({h.head}, {h.source}, {h.date}){more}: "
-                          f"download, ~{hours:g} GPU-hours of training")
+                          f"download it, ~{hours:g} GPU-hours of training")
     hours = ctx.costs.gpu_hours(m)
+    tier = {e.tier for s in ctx.segs if not (e := estimate(ctx, method, s.workload, ctx.req.tuned)).tier == "customer"}
+    what = "a prior" if tier <= {"prior"} else (" / ".join(sorted(tier)) + " over other models' heads, not a "
+                                                  "measurement of a head for this model")
     return HeadStatus(True, (), hours, f"no public {m.label} head for {model.label} in the library: training it costs "
                       f"{hours:g} GPU-hours ({'entered' if method in override else 'methods.yaml setup_gpu_hours'})"
-                      " and its acceptance is a prior")
+                      f" and its acceptance is {what}")
 
 
 def one_time_usd(ctx, m) -> tuple[float, float]:

@@ -149,7 +149,7 @@ def fit_profile(points: Sequence[tuple[int, float]], *, decay: float | None = No
         d = 1.0 if decay is None else float(decay)
         res = least_squares(lambda x: tau_profile(x[0], d, ks) - taus, [0.7], bounds=([0.0], [1.0]))
         return float(res.x[0]), d, float(np.sqrt(np.mean(res.fun**2)))
-    res = least_squares(lambda x: tau_profile(x[0], x[1], ks) - taus, [0.7, 0.95], bounds=([0.0, 0.3], [1.0, 1.2]))
+    res = least_squares(lambda x: tau_profile(x[0], x[1], ks) - taus, [0.7, 0.95], bounds=([0.0, 0.3], [1.0, 1.05]))
     return float(res.x[0]), float(res.x[1]), float(np.sqrt(np.mean(res.fun**2)))
 
 
@@ -183,14 +183,16 @@ def shift_for_tau_half_width(a: float, d: float, k: int, tau_half_width: float) 
 
 
 def dataset_matches(row: LibraryRow, workload: str, datasets: Sequence[str]) -> bool:
-    """A row counts for a workload when it names that workload, or its dataset is one of the workload's
-    (workloads.yaml `datasets`; case-insensitive, either name containing the other)."""
+    """A row counts for a workload when it names that workload, or its dataset names one of the workload's
+    (workloads.yaml `datasets`; case-insensitive: "MT-Bench (80 prompts)" is MT-Bench; a bare "SPEED-Bench"
+    is none of its categories)."""
     if row.workload:
         return row.workload == workload
     name = row.dataset.strip().lower()
-    return bool(name) and any(d.lower() in name or name in d.lower() for d in datasets if d)
+    return bool(name) and any(d.lower() in name for d in datasets if d)
 
 
+@functools.lru_cache(maxsize=64)
 def temperature_slope(lib: AcceptanceLibrary, method: str) -> tuple[float, str]:
     """(slope, source) of alpha(T) = alpha(0) (1 - slope T): from the library's pairs of rows (same model, method,
     dataset, chain K) at T = 0 and T > 0 where it has them, else the assumption TEMPERATURE_SLOPE."""
@@ -262,7 +264,8 @@ def rows_source(rows: Sequence[LibraryRow], limit: int = 6) -> str:
 # ---------------------------------------------------------------------------------------------------
 
 
-def model_fit(lib: AcceptanceLibrary, model: str, method: str, workload: str, datasets: Sequence[str],
+@functools.lru_cache(maxsize=256)
+def model_fit(lib: AcceptanceLibrary, model: str, method: str, workload: str, datasets: tuple[str, ...],
               temperature: float, *, decay: float) -> ProfileFit | None:
     """The profile of this model's own measured rows (public heads) on the workload's datasets, or None.
     Rows at several K fit a and d; rows at one K fit a with d = `decay` (the family's or the prior's)."""
