@@ -344,7 +344,8 @@ def leave_one_model_out(lib: AcceptanceLibrary, method: str, workload: str = ANY
     if not errs:
         return LooResult(method, models, 0, math.nan, math.nan, (), math.nan)
     e = np.array([x for _, x in errs])
-    by_k = tuple((k, float(np.sqrt(np.mean([x**2 for kk, x in errs if kk == k])))) for k in sorted({k for k, _ in errs}))
+    ks = sorted({k for k, _ in errs})
+    by_k = tuple((k, float(np.sqrt(np.mean([x**2 for kk, x in errs if kk == k])))) for k in ks)
     return LooResult(method, models, len(errs), float(np.mean(np.abs(e))), float(np.sqrt(np.mean(e**2))), by_k,
                      float(np.sqrt(np.mean(np.square(shifts)))))
 
