@@ -294,3 +294,16 @@ def test_shipped_library_loads_with_the_catalogue(catalog):
     lib = tiers.library_of(catalog)
     assert isinstance(lib, library.AcceptanceLibrary)
     assert all(r.model_key == "" or r.model_key in catalog.models for r in lib.rows)
+
+
+def test_claims_table_shows_seed_and_library_at_the_same_k(lib_catalog, catalog):
+    from planner.claims import seed_vs_library
+
+    rows = {(r["method"], r["K"]): r for r in seed_vs_library(lib_catalog)}
+    m = catalog.methods["eagle3"]
+    r = rows[(m.label, 7)]  # FX2 alone measured K=7
+    lo = float(acc.acceptance_length_decay(m.alpha_default.low, 7, m.position_decay))
+    assert r["seed as tau at K"].startswith(f"{lo:.2f}-") and r["rows"] == "FX2"
+    assert r["library as i.i.d. alpha"].startswith(f"{float(acc.alpha_from_acceptance_length(3.40, 7)):.2f}")
+    assert r["verdict"] == "seed range below the measurements"
+    assert rows[(catalog.methods["medusa"].label, catalog.methods["medusa"].default_k)]["verdict"] == "no measurement"
