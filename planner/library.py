@@ -227,8 +227,8 @@ def usable_rows(lib: AcceptanceLibrary, method: str, workload: str, datasets: Se
     """Chain rows of a method on the workload's datasets (ANY_DATASET: every dataset) of one model, or of all but
     one: those measured at the request's temperature where there are any, else every temperature (rescaled by
     rescaled_points)."""
-    rows = [r for r in lib.rows if r.method == method and r.model_key and r.chain_k
-            and (model is None or r.model_key == model) and r.model_key != exclude_model
+    rows = [r for r in lib.rows if r.method == method and r.chain_k
+            and (model is None or r.model_key == model) and (not r.model_key or r.model_key != exclude_model)
             and (workload == ANY_DATASET or dataset_matches(r, workload, datasets))]
     same = [r for r in rows if r.temperature is not None and abs(r.temperature - temperature) <= SAME_TEMPERATURE]
     if temperature == 0:  # greedy: a row whose temperature is not stated is taken as greedy (the engines' default)
@@ -250,6 +250,12 @@ def rescaled_points(rows: Sequence[LibraryRow], temperature: float, slope: float
             a = float(alpha_from_acceptance_length(min(tau, k + 1.0), k))
             out.append((k, float(acceptance_length_iid(min(a * scale, 1.0), k))))
     return out
+
+
+def who(row: LibraryRow) -> str:
+    """The model a row measured: its catalogue key, else the name its source gives (models outside the catalogue
+    still count in a method's family fit)."""
+    return row.model_key or row.model
 
 
 def rows_source(rows: Sequence[LibraryRow], limit: int = 6) -> str:
@@ -290,17 +296,17 @@ def family_fit(lib: AcceptanceLibrary, method: str, workload: str, datasets: tup
     the half-width that covers its own leave-one-model-out tau error at every K it was measured at."""
     note = ""
     rows = usable_rows(lib, method, workload, datasets, temperature, exclude_model=exclude_model)
-    if len({r.model_key for r in rows}) < 2:
+    if len({who(r) for r in rows}) < 2:
         workload = ANY_DATASET
         rows = usable_rows(lib, method, workload, datasets, temperature, exclude_model=exclude_model)
         note = "fitted over every dataset (fewer than two models measured on this workload's datasets)"
-    models = sorted({r.model_key for r in rows})
+    models = sorted({who(r) for r in rows})
     if len(models) < 2:
         return None
     slope, _ = temperature_slope(lib, method)
     pts = rescaled_points(rows, temperature, slope)
     a, d, rmse = fit_profile(pts)
-    shifts = [shift_to_match(a, d, rescaled_points([r for r in rows if r.model_key == m], temperature, slope))
+    shifts = [shift_to_match(a, d, rescaled_points([r for r in rows if who(r) == m], temperature, slope))
               for m in models]
     h = max(MIN_HALF_WIDTH, float(np.sqrt(np.mean(np.square(shifts)))))
     if with_loo:
@@ -329,15 +335,15 @@ def leave_one_model_out(lib: AcceptanceLibrary, method: str, workload: str = ANY
     """For each model with rows of the method, the family fit of the others (no LOO of its own) predicts its points;
     errors in tau (per K) and as the alpha shift the model needed. Empty (NaN errors) below three models."""
     rows = usable_rows(lib, method, workload, datasets, temperature, exclude_model=exclude_model)
-    models = tuple(sorted({r.model_key for r in rows}))
+    models = tuple(sorted({who(r) for r in rows}))
     slope, _ = temperature_slope(lib, method)
     errs: list[tuple[int, float]] = []
     shifts = []
     for m in models if len(models) >= 3 else ():
-        others = [r for r in rows if r.model_key != m]
+        others = [r for r in rows if who(r) != m]
         fit_pts = rescaled_points(others, temperature, slope)
         a, d, _ = fit_profile(fit_pts)
-        held = rescaled_points([r for r in rows if r.model_key == m], temperature, slope)
+        held = rescaled_points([r for r in rows if who(r) == m], temperature, slope)
         for k, tau in held:
             errs.append((k, float(tau_profile(a, d, [k])[0]) - tau))
         shifts.append(shift_to_match(a, d, held))

@@ -307,3 +307,15 @@ def test_claims_table_shows_seed_and_library_at_the_same_k(lib_catalog, catalog)
     assert r["library as i.i.d. alpha"].startswith(f"{float(acc.alpha_from_acceptance_length(3.40, 7)):.2f}")
     assert r["verdict"] == "seed range below the measurements"
     assert rows[(catalog.methods["medusa"].label, catalog.methods["medusa"].default_k)]["verdict"] == "no measurement"
+
+
+def test_rows_of_models_outside_the_catalogue_count_in_the_family_fit(lib_catalog):
+    lib = lib_catalog.acceptance_library
+    fx4 = fixture_rows(lib_catalog, id="FX4")[0]
+    extra = dataclasses.replace(fx4, id="FX-EXT", model="Some-Model-Not-In-The-Catalogue", model_key="",
+                                acceptance_length=2.2)
+    lib2 = dataclasses.replace(lib, rows=(*lib.rows, extra))
+    ds = tiers.workload_datasets(lib_catalog, "chat")
+    fam = library.family_fit(lib2, "eagle3", "chat", ds, 0.0, "qwen3-32b")
+    assert "Some-Model-Not-In-The-Catalogue" in fam.models and "FX-EXT" in fam.row_ids
+    assert fam.a < library.family_fit(lib, "eagle3", "chat", ds, 0.0, "qwen3-32b").a  # its lower tau pulls the fit down
