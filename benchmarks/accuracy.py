@@ -13,7 +13,9 @@ Speculation (calibration/fitting/speculation.py): speedup on the published train
 (profiles/data/published/published_specdec.csv), leave-one-source-out cross-validation (target MAPE <= 12 %),
 and every MoE batch curve in it: does the model's speedup fall with batch as the data's does?
 
-    python benchmarks/accuracy.py
+Acceptance library: leave-one-model-out error of the family fit per method (profiles/data/acceptance).
+
+    python benchmarks/accuracy.py [ACCEPTANCE_DIR]
 """
 
 from __future__ import annotations
@@ -79,7 +81,33 @@ def main() -> int:
     print()
     res = speculation()
     engine_classes(res)
+    print()
+    acceptance_library(sys.argv[1] if len(sys.argv) > 1 else None)
     return 0
+
+
+def acceptance_library(directory: str | None = None) -> None:
+    """Leave-one-model-out error of the acceptance library's family fit (planner.library): each model's measured
+    curve of a method predicted from the other models' curves of that method (the planner's "family fit" tier), in
+    tau (bonus token included) per K, and as the alpha shift the held-out model needed. The band the planner shows
+    for that tier is at least this wide (planner.library.family_fit; tests/planner/test_acceptance_library.py)."""
+    from planner import library  # noqa: PLC0415
+    from profiles.acceptance_library import load_library  # noqa: PLC0415
+
+    cat = load_catalog()
+    lib = load_library(directory, model_keys=list(cat.models), workload_keys=list(cat.workloads)) if directory \
+        else cat.acceptance_library
+    print(f"== Acceptance library ({lib.path or 'none'}): {len(lib.rows)} rows, {len(lib.heads)} heads")
+    print("leave-one-model-out error of the family fit (every dataset, greedy; tau = acceptance length incl. bonus):")
+    for method in library.METHODS:
+        loo = library.leave_one_model_out(lib, method)
+        if not loo.n_points:
+            n = len(loo.models)
+            print(f"  {method:12} {n} model(s) with chain rows: " + ("too few (needs 3)" if n else "no rows"))
+            continue
+        by_k = "  ".join(f"K={k}: {e:.2f}" for k, e in loo.rmse_tau_by_k)
+        print(f"  {method:12} {len(loo.models)} models, {loo.n_points} points: tau MAE {loo.mae_tau:.3f}, RMSE "
+              f"{loo.rmse_tau:.3f} | RMSE by K {by_k} | alpha shift RMS {loo.rmse_alpha_shift:.3f}")
 
 
 def speculation():

@@ -67,6 +67,10 @@ class OperatingPoint:
     tp: int = 0  # GPUs per replica
     # (K, acceptance length) at the two ends of the alpha range (the fleet's bills for the saving's band)
     band_k_tau: tuple[tuple[int, float], ...] = ()
+    # where the acceptance comes from (planner.acceptance_tiers): customer, public head, family fit or prior
+    acceptance_tier: str = ""
+    acceptance_source: str = ""
+    head: str = ""  # "a public <method> head exists (...)" or "no public <method> head ...: training it costs ..."
 
 
 @dataclass(frozen=True)

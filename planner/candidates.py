@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from planner import acceptance as acc
+from planner import acceptance_tiers as tiers
 from planner import trees
 from planner.context import Candidate, Context, Samples
 from planner.drafting import availability
@@ -42,15 +43,30 @@ def method_candidates(ctx: Context, names: Sequence[str], *, tuned: bool | None 
 
 
 def alpha_position_1(ctx: Context, cand: Candidate, smp: Samples) -> np.ndarray:
-    """Per-token alpha at draft position 1, shape (N, S): the method's range (default or tuned) at the sample's
-    position, shifted by each segment's workload and language; prompt lookup takes the workload's n-gram alpha."""
+    """Per-token alpha at draft position 1, shape (N, S), from the candidate's acceptance tier
+    (planner.acceptance_tiers): the prior's range at the sample's position (shifted by each segment's workload and
+    language; prompt lookup takes the workload's n-gram alpha), else the measured or fitted profile's."""
+    if not tiers.all_prior(ctx, cand):
+        return per_position_alpha(ctx, cand, smp, 1)[1]
+    return prior_alpha_position_1(ctx, cand, smp)
+
+
+def prior_alpha_position_1(ctx: Context, cand: Candidate, smp: Samples) -> np.ndarray:
+    """The prior tier's per-token alpha at position 1 (N, S): the method's range (default or tuned, widened to the
+    library's measurements) at the sample's position, shifted by workload and language, times the temperature
+    factor; prompt lookup takes the workload's n-gram alpha."""
     m = ctx.catalog.methods[cand.method]
     ngram, shift = ctx.segment_alphas
+    ests = [tiers.estimate(ctx, cand.method, s.workload, cand.tuned) for s in ctx.segs]
+    tf = np.array([e.temperature_factor for e in ests])
     if m.drafting in LOOKUP_DRAFTING:
         a = np.broadcast_to(ngram, (smp.n, ngram.size))
     else:
-        rng = m.alpha_tuned if cand.tuned else m.alpha_default
-        a = (rng.low + smp.alpha_u * (rng.high - rng.low))[:, None] + shift[None, :]
+        low = np.array([e.prior_low for e in ests])
+        high = np.array([e.prior_high for e in ests])
+        a = low[None, :] + smp.alpha_u[:, None] * (high - low)[None, :] + shift[None, :]
+    if np.any(tf != 1.0):
+        a = a * tf[None, :]
     return np.clip(a + cand.alpha_shift, 0.0, MAX_ALPHA)
 
 
@@ -112,18 +128,32 @@ def tau_for_ks(per_pos: np.ndarray, ks: np.ndarray, *, tree: bool = False, width
 
 
 def per_position_alpha(ctx: Context, cand: Candidate, smp: Samples, k_max: int) -> tuple[np.ndarray, np.ndarray]:
-    """(conditional alpha per draft position (N, S, k_max), alpha at position 1 (N, S)): a measured acceptance
-    (NaN beyond the measured positions), else the method's alpha at position 1 decaying by its position_decay;
-    the candidate's alpha shift added either way."""
+    """(conditional alpha per draft position (N, S, k_max), alpha at position 1 (N, S)) from each segment's
+    acceptance tier (planner.acceptance_tiers): a measured acceptance (NaN beyond the measured positions); a
+    calibrated, public-head or family profile with the sample's place in its band and the language's shift; else
+    the prior's alpha at position 1 decaying by its position_decay. The candidate's alpha shift added in every tier."""
     measured = measured_alpha(ctx, cand, k_max)
     if measured is not None:
         per_pos = np.clip(
             np.broadcast_to(measured[None, None, :] + cand.alpha_shift, (smp.n, len(ctx.segs), k_max)), 0.0, 1.0
         )
         return per_pos, per_pos[..., 0]
-    a1 = alpha_position_1(ctx, cand, smp)  # (N, S)
     decay = ctx.catalog.methods[cand.method].position_decay ** np.arange(k_max)
-    return np.clip(a1[..., None] * decay, 0.0, 1.0), a1
+    if tiers.all_prior(ctx, cand):
+        a1 = prior_alpha_position_1(ctx, cand, smp)  # (N, S)
+        return np.clip(a1[..., None] * decay, 0.0, 1.0), a1
+    a1_prior = prior_alpha_position_1(ctx, cand, smp)
+    per_pos = np.empty((smp.n, len(ctx.segs), k_max))
+    band = 2.0 * smp.alpha_u - 1.0  # the sample's place in the band: -1 low, 0 middle, +1 high
+    for j, seg in enumerate(ctx.segs):
+        est = tiers.estimate(ctx, cand.method, seg.workload, cand.tuned)
+        if est.is_prior:
+            per_pos[:, j] = np.clip(a1_prior[:, j, None] * decay, 0.0, 1.0)
+            continue
+        lang = ctx.catalog.languages[seg.language].alpha_shift
+        per_pos[:, j] = np.clip(est.center(k_max)[None, :] + band[:, None] * est.half_width + lang
+                                + cand.alpha_shift, 0.0, 1.0)
+    return per_pos, per_pos[..., 0]
 
 
 def candidate_tau(ctx: Context, cand: Candidate, smp: Samples, ks: np.ndarray
@@ -156,10 +186,10 @@ def candidate_taus(ctx: Context, cands: Sequence[Candidate], smp: Samples, ks: n
     nver = np.ones_like(tau)
     a1 = np.zeros((n, len(cands), s_))
     simple = [i for i, c in enumerate(cands) if c.method != NO_SPEC and not c.tree and measured_alpha(
-        ctx, c, 1) is None]
+        ctx, c, 1) is None and tiers.all_prior(ctx, c)]
     if simple:
         k_max = int(ks.max())
-        a = np.stack([alpha_position_1(ctx, cands[i], smp) for i in simple], axis=1)  # (N, C', S)
+        a = np.stack([prior_alpha_position_1(ctx, cands[i], smp) for i in simple], axis=1)  # (N, C', S)
         decay = np.array([ctx.catalog.methods[cands[i].method].position_decay for i in simple])
         per_pos = np.clip(a[..., None] * decay[None, :, None, None] ** np.arange(k_max), 0.0, 1.0)
         cum = 1.0 + np.cumsum(np.cumprod(per_pos, axis=-1), axis=-1)  # (N, C', S, Kmax)

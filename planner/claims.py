@@ -420,3 +420,38 @@ def evaluate_claims(req: PlanRequest, catalog, claims: tuple[Claim, ...]) -> tup
 def _one_of(req: PlanRequest) -> PlanRequest:
     """The request's segments checked the way plan() checks them, at the cost of one method and no extras."""
     return dataclasses.replace(req, methods=("ngram",), daily_shape=None, hours=(), levers_start=None)
+
+
+def seed_vs_library(catalog) -> list[dict]:
+    """Each method's seed alpha range beside what the acceptance library measured for it, in one convention: the
+    seed range (per-token alpha at position 1, decaying by the method's assumed position_decay) converted to tau at
+    each chain K the library measured, and the library's tau there (bonus token included) converted back to the
+    i.i.d. per-token alpha with the same tau. A method the library has not measured shows its default K only."""
+    from planner import acceptance as acc_
+    from planner import library
+    from planner.acceptance_tiers import library_of
+
+    lib = library_of(catalog)
+    out = []
+    for name, m in catalog.methods.items():
+        meas = library.method_measurements(lib, name)
+        for k in sorted({x[0] for x in meas}) or [m.default_k]:
+            here = [x for x in meas if x[0] == k]
+            lo, hi = (float(acc_.acceptance_length_decay(a, k, m.position_decay))
+                      for a in (m.alpha_default.low, m.alpha_default.high))
+            row = {"method": m.label, "K": k,
+                   "seed alpha (per-token, position 1)": f"{m.alpha_default.low:.2f}-{m.alpha_default.high:.2f}",
+                   "seed as tau at K": f"{lo:.2f}-{hi:.2f}", "library tau at K": "not measured",
+                   "library as i.i.d. alpha": "", "rows": "", "verdict": "no measurement"}
+            if here:
+                taus = sorted(x[1] for x in here)
+                alphas = sorted(x[2] for x in here)
+                row.update({"library tau at K": f"{taus[0]:.2f}-{taus[-1]:.2f} (median {np.median(taus):.2f}, "
+                                                f"{len(taus)} rows)",
+                            "library as i.i.d. alpha": f"{alphas[0]:.2f}-{alphas[-1]:.2f}",
+                            "rows": ", ".join(x[3] for x in here[:8]) + (" ..." if len(here) > 8 else ""),
+                            "verdict": "seed range below the measurements" if np.median(taus) > hi else
+                            "seed range above the measurements" if np.median(taus) < lo else
+                            "measurements' median inside the seed range"})
+            out.append(row)
+    return out

@@ -133,6 +133,9 @@ def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     p.add_argument("--tpot-slo-ms", type=float, default=50.0)
     p.add_argument("--draft-cost-ratio", type=float, help="override c = draft pass time / target step time")
     p.add_argument("--tuned", action="store_true", help="use the method's tuned alpha range")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature of the requests, 0 (greedy, default) to 2: library rows measured at it "
+                        "where there are any, else acceptance scaled down as stated in the assumptions")
     p.add_argument("--tree", nargs="?", const="default", default=None, metavar="FILE",
                    help="tree verification (methods that support it): alone, the planner's default tree; with a "
                         "FILE, the tree in it (JSON: a list of node paths as vLLM's speculative_token_tree or "
@@ -215,7 +218,7 @@ def _scenario(args, catalog) -> Scenario:
         usd_per_gpu_hour=args.usd_per_gpu_hour, tpot_slo_ms=args.tpot_slo_ms,
         draft_cost_ratio=args.draft_cost_ratio, tuned=args.tuned, tree=args.tree is not None or shape is not None,
         tree_shape=shape,
-        monthly_output_tokens=args.monthly_output_tokens,
+        monthly_output_tokens=args.monthly_output_tokens, temperature=args.temperature,
     )
 
 
@@ -225,12 +228,19 @@ def cmd_convert(args) -> Any:
 
 
 def cmd_evaluate(args) -> Any:
-    from planner.scenario import evaluate
+    import dataclasses
+
+    from planner.scenario import best_batch, evaluate
 
     cat = _catalog(args)
     s = _scenario(args, cat)
+    batch_source = "entered (--batch)"
+    if s.batch is None:  # the batch plan() would choose at this K
+        s = dataclasses.replace(s, batch=best_batch(s, cat))
+        batch_source = "the cheapest batch under the TPOT SLO that fits memory, at this K (no --batch given)"
     ev = evaluate(s, cat)
     out = ev.to_dict()
+    out["batch_source"] = batch_source
     out["conventions"] = {
         "alpha_per_token": "i.i.d. per-token alpha with the same acceptance length",
         "alpha_per_position": "conditional per-token acceptance at each draft position",
@@ -316,7 +326,8 @@ def _plan_request(args, cat, *, levers: bool = False, prof=None):
         confidence=getattr(args, "confidence", 0.8), price_range=getattr(args, "price_range", False),
         engine=getattr(args, "engine", "vllm"), engine_version=getattr(args, "engine_version", None),
         prefix_cache_share=getattr(args, "prefix_cache_share", None),
-        prefix_cache_label="entered (--prefix-cache-share)")
+        prefix_cache_label="entered (--prefix-cache-share)",
+        temperature=args.temperature)
 
 
 def plan_json(p) -> dict[str, Any]:
@@ -331,7 +342,8 @@ def plan_json(p) -> dict[str, Any]:
                 "draft_acceptance_rate": m.draft_acceptance_rate, "speedup": m.speedup,
                 "output_tokens_per_s": m.output_tokens_per_s, "verifier_bound": m.verifier_bound,
                 "one_time_usd_low": m.one_time_usd_low, "one_time_usd_high": m.one_time_usd_high,
-                "reason": m.reason, "way_out": m.way_out,
+                "reason": m.reason, "way_out": m.way_out, "acceptance_tier": m.acceptance_tier,
+                "acceptance_source": m.acceptance_source, "head": m.head,
                 "segments": [s.__dict__ for s in m.segments]}
     rec = p.recommendation
     b = p.baseline

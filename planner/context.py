@@ -157,6 +157,11 @@ class Context:
                 np.array([w.alpha_shift + self.catalog.languages[s.language].alpha_shift
                           for w, s in zip(wl, self.segs, strict=True)]))
 
+    @functools.cached_property
+    def tier_cache(self) -> dict:
+        """planner.acceptance_tiers.estimate's answers for this request, per (method, workload, tuned)."""
+        return {}
+
     def mid_samples(self) -> Samples:
         """One sample: the middle of every alpha range, the plan's efficiencies and price."""
         return samples_for(("mid",), self.eff, self.price)

@@ -36,3 +36,13 @@ def fmt_pct(x: float | None, digits: int = 1) -> str:
     if round(x, digits) == 0:
         return f"{0:.{digits}f} %"
     return f"{x:+.{digits}f} %"
+
+
+def fmt_acceptance(pt) -> str:
+    """Where a method's acceptance comes from, in one line: tau at its K (bonus token included), the tier
+    (customer, public head, family fit, prior; planner.acceptance_tiers), the source and whether a head exists."""
+    if not getattr(pt, "k", 0) or not getattr(pt, "acceptance_tier", ""):
+        return ""
+    head = f" {pt.head[0].upper()}{pt.head[1:]}." if getattr(pt, "head", "") else ""
+    return (f"{pt.label}: acceptance length tau {pt.acceptance_length:.2f} tokens/step at K={pt.k} (bonus token "
+            f"included), from the {pt.acceptance_tier} tier: {pt.acceptance_source}.{head}")

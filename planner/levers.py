@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from planner.acceptance_tiers import one_time_usd
 from planner.answer import LeverStep, OperatingPoint
 from planner.bill import point_bill
 from planner.candidates import vsd_alpha_shift
@@ -161,7 +162,7 @@ def _adopt(ctx: Context, today: Candidate, pt: OperatingPoint, bill: float):
                          today.method, pt.k, pt.batch, False, pt.alpha_position_1, pt.alpha_position_1,
                          pt.usd_per_mtok, pt.usd_per_mtok, 0.0, 0.0, 0.0, math.inf, math.inf, "", "", bill,
                          bill), today, pt, bill
-    low, high = ctx.costs.one_time_usd(m)
+    low, high = one_time_usd(ctx, m)
     src = f"{m.source.source} ({m.source.date})"
     step, applied, after_bill = _judge(ctx, "adopt", 0, label, f"from {pt.label} to {m.label}", new, pt, after,
                                        bill, low, high, "", src, before_cand=today)

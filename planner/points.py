@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from planner import acceptance as acc
+from planner import acceptance_tiers as tiers
 from planner.answer import OperatingPoint, SegmentPoint
 from planner.candidates import method_candidates
 from planner.context import BASELINE, Candidate, Context, make_context, r5
@@ -95,7 +96,8 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
             reason = f"misses the {ctx.req.tpot_slo_ms:g} ms TPOT SLO: best achievable {best_ms:.1f} ms (batch 1)"
             way = "a larger TP, a smaller model or fp8 weights; or a looser SLO"
         m = ctx.catalog.methods[cand.method] if cand.method != NO_SPEC else None
-        one = ctx.costs.one_time_usd(m) if m is not None else (0.0, 0.0)
+        one = tiers.one_time_usd(ctx, m) if m is not None else (0.0, 0.0)
+        tier, tier_src = tiers.provenance(ctx, cand.method, cand.tuned) if m is not None else ("", "")
         out.append(
             OperatingPoint(
                 method=cand.method,
@@ -126,6 +128,9 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
                 alpha_convention=m.alpha_convention if m else "",
                 alpha_source=f"{m.source.source} ({m.source.date})" if m else "",
                 tp=ctx.tp,
+                acceptance_tier=tier,
+                acceptance_source=tier_src,
+                head=tiers.head_status(ctx, cand.method).sentence if m is not None else "",
             )
         )
     # tau -> the i.i.d. per-token alpha with the same acceptance length, all candidates in one inversion
@@ -138,7 +143,7 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
 def unavailable(ctx: Context, name: str, why: str) -> OperatingPoint:
     """A method that cannot run on the model: its costs, and why."""
     m = ctx.catalog.methods[name]
-    one = ctx.costs.one_time_usd(m)
+    one = tiers.one_time_usd(ctx, m)
     nan = math.nan
     return OperatingPoint(
         method=name,

@@ -163,6 +163,9 @@ class PlanRequest:
     # (entered, a trace's block hashes), shown in the assumptions.
     prefix_cache_share: float | None = None
     prefix_cache_source: str = ""
+    # sampling temperature of the requests (0: greedy, vLLM's temperature=0); acceptance falls as it rises
+    # (planner.acceptance_tiers)
+    temperature: float = 0.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -202,6 +205,15 @@ def check_deployment(q, model, hw) -> None:
         raise PlanError("monthly_output_tokens", q.monthly_output_tokens, "a volume from 0 to 1e19 tokens a month")
 
 
+MAX_TEMPERATURE = 2.0  # vLLM and the OpenAI API accept temperatures from 0 to 2
+
+
+def check_temperature(value: Any) -> None:
+    """A sampling temperature: a number from 0 (greedy) to 2."""
+    if isinstance(value, bool) or not (is_number(value) and 0 <= float(value) <= MAX_TEMPERATURE):
+        raise PlanError("temperature", value, f"a sampling temperature from 0 (greedy) to {MAX_TEMPERATURE:g}")
+
+
 def check_tokens(name: str, value: Any, model) -> None:
     """A mean length in tokens: at least one, at most the model's context."""
     if not (is_number(value) and 1 <= value <= model.max_context_tokens):
@@ -215,6 +227,7 @@ def validate_scenario(s, model, hw, method) -> None:
     if s.batch is not None and not (is_number(s.batch) and 1 <= s.batch <= MAX_BATCH):
         raise PlanError("batch", s.batch, f"an integer from 1 to {MAX_BATCH}")
     check_deployment(s, model, hw)
+    check_temperature(getattr(s, "temperature", 0.0))
     if s.draft_cost_ratio is not None and not (is_number(s.draft_cost_ratio) and 0 <= s.draft_cost_ratio <= 10):
         raise PlanError("draft_cost_ratio", s.draft_cost_ratio, "a ratio in [0, 10]")
     for name in ("context_tokens", "prompt_tokens", "output_tokens"):
@@ -270,6 +283,7 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
     hw = hardware[req.hardware]
     model = models[req.model]
     check_deployment(req, model, hw)
+    check_temperature(req.temperature)
     if req.batch_cap is not None and not (is_number(req.batch_cap) and req.batch_cap > 0):
         raise PlanError("batch_cap", req.batch_cap, "a positive number of concurrent sequences, or none")
     if req.billing not in BILLINGS:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from planner import acceptance as acc
+from planner import acceptance_tiers as tiers
 from planner import trees
 from planner.candidates import MAX_ALPHA, default_tree_shape, per_position_alpha, tau_for_ks
 from planner.context import Candidate, Context, efficiency_for, make_context, r5, samples_for, with_fitted_speculation
@@ -76,6 +77,11 @@ class Evaluation:
     prefill_share: float  # share of GPU time spent on prefill (speculative config)
     available: bool = True
     unavailable_reason: str = ""
+    # where the acceptance comes from (planner.acceptance_tiers): customer, public head, family fit or prior
+    acceptance_tier: str = ""
+    acceptance_source: str = ""
+    head: str = ""  # whether a public draft head exists for the model (and the setup it implies)
+    temperature: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -101,7 +107,8 @@ def _search_inputs(s: Scenario, catalog: CatalogLike, workload, ks: Sequence[flo
                       kv_dtype=s.kv_dtype, usd_per_gpu_hour=s.usd_per_gpu_hour, tpot_slo_ms=s.tpot_slo_ms,
                       monthly_output_tokens=s.monthly_output_tokens, segments=(seg,), tuned=s.tuned,
                       efficiency=s.efficiency, tree_shape=s.tree_shape, acceptance=s.acceptance,
-                      acceptance_method=s.method if s.acceptance is not None else None, acceptance_k=s.k)
+                      acceptance_method=s.method if s.acceptance is not None else None, acceptance_k=s.k,
+                      temperature=s.temperature)
     cand = Candidate(s.method, tuple(int(k) for k in ks), alpha_shift=s.alpha_shift_extra,
                      draft_cost_factor=s.draft_cost_factor, tree=s.tree, tuned=s.tuned, tree_shape=s.tree_shape)
     return make_context(req, catalog, (seg,)), cand
@@ -219,6 +226,17 @@ def _pick(res: SpecResult, i: int, j: int, s: Scenario, ks, batches, model, hw, 
     )
 
 
+def best_batch(s: Scenario, catalog: CatalogLike) -> int:
+    """The batch plan() would run this scenario's method at, at the scenario's K: the cheapest under the TPOT SLO
+    that fits memory (planner.points.one_point); 1 where none does."""
+    from planner.points import one_point
+
+    _, _, _, workload, _ = resolve(s, catalog)
+    ctx, cand = _search_inputs(s, catalog, workload, [s.k])
+    pt = one_point(ctx, cand)
+    return int(pt.batch) if pt.feasible and pt.batch >= 1 else 1
+
+
 def evaluate(s: Scenario, catalog: CatalogLike, *, which: str = "mid") -> Evaluation:
     """The scenario at its K and batch. Choosing the best batch (and K) is planner.plan's job, in one place."""
     model, hw, method, workload, language = resolve(s, catalog)
@@ -226,5 +244,9 @@ def evaluate(s: Scenario, catalog: CatalogLike, *, which: str = "mid") -> Evalua
         raise PlanError("batch", None, "a batch here; planner.plan.plan() (CLI: `plan`, `compare`) searches the "
                         "best batch under the TPOT SLO")
     res, ks, batches = grid(s, catalog, which=which)
-    alphas = _alphas(s, *_search_inputs(s, catalog, workload, ks), s.k, which)
-    return _pick(res, 0, 0, s, ks, batches, model, hw, method, alphas)
+    ctx, cand = _search_inputs(s, catalog, workload, ks)
+    alphas = _alphas(s, ctx, cand, s.k, which)
+    tier, source = tiers.provenance(ctx, s.method, s.tuned)
+    return dataclasses.replace(_pick(res, 0, 0, s, ks, batches, model, hw, method, alphas), acceptance_tier=tier,
+                               acceptance_source=source, head=tiers.head_status(ctx, s.method).sentence,
+                               temperature=float(s.temperature))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.acceptance_tiers import one_time_usd
 from planner.candidates import alpha_position_1, candidate_taus
 from planner.context import (
     BASELINE,
@@ -444,7 +445,7 @@ def monte_carlo(
     bills = bill_draws(cfgs, gpus_per_replica=ctx.tp, billing=req.billing, cpm=cpm[:, [ref_i, 1]],
                        price=smp.usd_per_gpu_hour)
     b_cpm, m_cpm, r_cpm = cpm[1:, 0], cpm[1:, 1], cpm[1:, ref_i]
-    lo, hi = ctx.costs.one_time_usd(catalog.methods[method]) if method != cur else (0.0, 0.0)
+    lo, hi = one_time_usd(ctx, catalog.methods[method]) if method != cur else (0.0, 0.0)
     one = gen.uniform(lo, hi, n) if hi > lo else np.full(n, lo)
     with np.errstate(invalid="ignore"):
         saving = np.nan_to_num(bills[0] - bills[1], nan=0.0, posinf=0.0, neginf=0.0)

@@ -243,6 +243,8 @@ class Workload:
     prompt_tokens: int  # typical prompt length
     output_tokens: int  # typical output length
     source: Sourced
+    # public benchmark datasets that stand for this workload in the acceptance library (planner.library)
+    datasets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -312,3 +314,4 @@ class Scenario:
     alpha_shift_extra: float = 0.0  # levers: added to per-token alpha
     draft_cost_factor: float = 1.0  # levers: multiplies the draft pass time (FP8 head)
     speedup_factor: float = 1.0  # levers: multiplies decode throughput (VSD)
+    temperature: float = 0.0  # sampling temperature of the requests (0: greedy); planner.request.check_temperature

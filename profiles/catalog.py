@@ -298,6 +298,8 @@ class Catalog:
     speculation_engines: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     speculation_class_error: Mapping[tuple[str, str], tuple[float, int]] = dataclasses.field(default_factory=dict)
     speculation_overall_error: tuple[float, int] | None = None
+    # measured acceptance and public heads (profiles.acceptance_library; planner.acceptance_tiers); None: empty
+    acceptance_library: Any = None
 
     @property
     def engineering_usd_per_week(self) -> float:
@@ -439,7 +441,10 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
         cat = dataclasses.replace(cat, speculation_engines=engines, speculation_class_error=classes,
                                   speculation_overall_error=overall)
     _check_cross(cat)
-    return cat
+    from profiles.acceptance_library import load_library
+
+    lib = load_library(d / "acceptance", model_keys=list(cat.models), workload_keys=list(cat.workloads))
+    return dataclasses.replace(cat, acceptance_library=lib)
 
 
 FITTED_SPECULATION_YAML = DATA_DIR / "fitted" / "speculation_vllm.yaml"

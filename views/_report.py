@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from planner.answer import LeverStep, Plan
-from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
+from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\n")
 
@@ -262,6 +262,9 @@ def scenario_rows(p: Plan, levers: list[LeverStep], mc=None) -> list[dict]:
                           ("output_tokens_per_s", "tokens/s per replica"), ("tpot_ms", "ms"),
                           ("usd_per_mtok", "$/Mtok output"), ("cpm_change_pct", "% vs today")):
             add(f"method {m.method}", key, getattr(m, key), unit, m.alpha_source or "no speculation")
+        if m.acceptance_tier:
+            add(f"method {m.method}", "acceptance_tier", m.acceptance_tier, "", m.acceptance_source)
+            add(f"method {m.method}", "draft_head", m.head or "no trained head needed", "", "acceptance library")
     for s_ in levers:
         add(f"lever {s_.number}", s_.label, s_.usd_per_mtok_after, "$/Mtok after", s_.reason)
         add(f"lever {s_.number}", "one-time high", s_.one_time_usd_high, "$", s_.source)
@@ -345,6 +348,8 @@ def html_report(*, p: Plan, catalog, figures: list[tuple[str, go.Figure]], lever
                      f"$ per million output tokens at batch {b.batch}; range over the alpha range"))
         rows.append(("Acceptance", f"alpha {b.alpha_position_1:.3f}", f"tau {b.acceptance_length:.3f}; vLLM rate "
                      f"{b.draft_acceptance_rate * 100:.1f} %", "per-token alpha (position 1); tau incl. bonus token"))
+        if b.acceptance_tier:
+            rows.append(("Acceptance from", b.acceptance_tier, b.acceptance_source, b.head or "no trained head needed"))
     rows += [
         ("Monthly saving", "n/a" if ec.monthly_saving_usd is None else f"{fmt_usd(ec.monthly_saving_usd)}/month",
          f"{fmt_usd(ec.monthly_saving_low_usd)} to {fmt_usd(ec.monthly_saving_high_usd)}", "$/month"),
@@ -379,6 +384,8 @@ def html_report(*, p: Plan, catalog, figures: list[tuple[str, go.Figure]], lever
             parts.append(f"<tr><td>{e(m.label)}</td><td>{'yes' if m.feasible else e(m.reason)}</td><td>{m.k}</td>"
                          f"<td>{m.batch}</td><td>{m.alpha_position_1:.3f}</td><td>{m.acceptance_length:.3f}</td>"
                          f"<td>{m.usd_per_mtok:.4f}</td><td>{e(fmt_pct(m.cpm_change_pct))}</td></tr>")
+            if m.acceptance_tier:
+                parts.append(f"<tr><td></td><td colspan='7'>{e(fmt_acceptance(m))}</td></tr>")
         else:
             parts.append(f"<tr><td>{e(m.label)}</td><td colspan='7'>{e(m.reason)}</td></tr>")
     parts.append("</table><h2>Levers (article order)</h2><table><tr><th>#</th><th>lever</th><th>applied</th>"

@@ -105,6 +105,8 @@ def _params() -> dict[str, Param]:
         "workload": Param(DEFAULTS["workload"], str, lambda v: v in cat.workloads),
         "language": Param(DEFAULTS["language"], str, lambda v: v in cat.languages),
         "tuned": Param(False, _bool, lambda v: isinstance(v, bool)),
+        # sampling temperature of the requests (planner.request.check_temperature): 0 greedy .. 2
+        "temperature": Param(0.0, float, _finite(0.0, 2.0)),
         "eng_week": Param(costs.engineering_usd_per_week, float, _finite(0.0, 1e6)),
         "disc_pct": Param(round(costs.annual_discount_rate * 100, 6), float, _finite(-49.0, 100.0)),
         "horizon": Param(costs.horizon_months, int, lambda v: 1 <= v <= 240),
@@ -278,6 +280,9 @@ def sidebar() -> None:
         st.checkbox("Draft heads tuned on my domain (tuned alpha range)", key="tuned",
                     help="alpha: the probability that a drafted token is accepted by the target model (per token, "
                          "at draft position 1). Tuned heads use the seed article's tuned range.")
+        st.number_input("Sampling temperature", min_value=0.0, max_value=2.0, step=0.1, key="temperature",
+                        help="0 = greedy. Sampled requests accept fewer drafts: library measurements at this "
+                             "temperature where there are any, else the assumption the plan states.")
         with st.expander("Cost assumptions"):
             st.number_input("Engineering cost, $ per engineer-week", min_value=0.0, max_value=1e6, step=500.0,
                             key="eng_week", help=_src(cat, "engineering_usd_per_week"))
@@ -344,7 +349,8 @@ def request(**changes) -> P.PlanRequest:
         costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)),
         billing=ss.get("billing", "autoscaled"), engine=ss.get("engine", "vllm"),
         prefix_cache_share=float(ss["prefix_pct"]) / 100.0 if ss.get("prefix_set") else None,
-        prefix_cache_label="entered in the sidebar")
+        prefix_cache_label="entered in the sidebar",
+        temperature=float(ss.get("temperature", 0.0)))
     if ss["volume_source"] == "spend":  # the planner derives the volume from the spend (planner.spend)
         gpus = int(ss["spend_gpus"])
         req = dataclasses.replace(req, spend_usd_per_month=float(ss["spend_usd"]), spend_gpus=gpus or None)

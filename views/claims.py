@@ -38,6 +38,11 @@ def render() -> None:
             c2.caption(f"Conditions: {r.conditions}")
     with st.expander("All claims as a table", expanded=False):
         st.dataframe([r.as_dict() for r in rows], key="claims_table", hide_index=True)
+    st.subheader("Seed acceptance ranges vs the acceptance library")
+    st.caption("The seed's alpha ranges are per-token alpha at draft position 1 (decaying by each method's assumed "
+               "position decay); the library holds measured acceptance lengths tau at K (bonus token included). Both "
+               "are shown as tau at the same K, and the library's tau as the i.i.d. per-token alpha with that tau.")
+    st.dataframe(C.seed_vs_library(S.catalog()), key="seed_vs_library", hide_index=True)
     st.caption("Claims are priors, not truths: each row says where the claim holds and where it fails under the "
                "model, with its conditions. Acceptance conventions: alpha is per-token; vLLM's draft acceptance "
                "rate is (tau-1)/K; tau (acceptance length) counts the bonus token.")

@@ -12,7 +12,7 @@ import streamlit as st
 
 from planner.answer import OperatingPoint, Plan
 from planner.assumptions import CALIBRATED_PREFIX
-from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
+from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.request import PlanRequest
 from views import _hardware
 from views import _state as S
@@ -86,6 +86,8 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
         row1[1].caption(f"{best.label}, K={best.k}; effective on the fleet {fmt_cpm(e.new_effective_usd_per_mtok)}"
                         f" /Mtok; full-load range {fmt_cpm(min(best.usd_per_mtok_low, best.usd_per_mtok_high))}-"
                         f"{fmt_cpm(max(best.usd_per_mtok_low, best.usd_per_mtok_high))} over its alpha range")
+        if fmt_acceptance(best):
+            st.caption(fmt_acceptance(best))
     else:
         row1[1].metric("Best method CPM", "none feasible")
     sav = e.monthly_saving_usd
@@ -244,7 +246,7 @@ def _row(m: OperatingPoint) -> dict:
             "vs today": (fmt_pct(m.cpm_change_pct) if m.cpm_change_pct is not None else
                          (m.reason if not m.feasible else "n/a (no feasible reference)")),
             "tau (tokens/step)": round(m.acceptance_length, 2), "verifier": m.verifier_bound + "-bound",
-            "meets SLO": m.feasible}
+            "meets SLO": m.feasible, "acceptance from": m.acceptance_tier or "none"}
 
 
 if __name__ == "__main__":
