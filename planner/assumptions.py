@@ -183,6 +183,7 @@ def engine_assumptions(ctx: Context) -> list[Assumption]:
         out.append(Assumption(f"speedup error ({label}, {err.kind} target)", err.text(),
                               "tools/fit_speculation.py leave-one-source-out over the published table",
                               spec_src.date if spec_src else ""))
+    return out
 
 
 def acceptance_tier_assumptions(ctx: Context) -> list[Assumption]:

@@ -60,7 +60,7 @@ class LibraryRow:
         if self.tree == "chain":
             return self.k
         parts = dict(p.split("=") for p in self.tree.split(","))
-        return int(parts["steps"]) if int(parts["topk"]) == 1 else None
+        return int(parts["steps"]) if parts["topk"] == "1" else None  # a width not stated: not a chain
 
     def conditional(self) -> np.ndarray:
         """Conditional alpha per measured position (may be empty)."""
@@ -259,8 +259,12 @@ def who(row: LibraryRow) -> str:
 
 
 def rows_source(rows: Sequence[LibraryRow], limit: int = 6) -> str:
-    """'id (source, date); ...' for the first rows, then how many more."""
-    parts = [f"{r.id} ({r.source}, {r.date})" for r in rows[:limit]]
+    """'id, id (source, date); id (source, date)' for the first rows, the ids of one source together, then how many
+    more."""
+    by_source: dict[tuple[str, str], list[str]] = {}
+    for r in rows[:limit]:
+        by_source.setdefault((r.source, r.date), []).append(r.id)
+    parts = [f"{', '.join(ids)} ({src}, {date})" for (src, date), ids in by_source.items()]
     more = f"; +{len(rows) - limit} more" if len(rows) > limit else ""
     return "; ".join(parts) + more
 

@@ -22,8 +22,12 @@ ACCEPTANCE_COLUMNS = ("id", "source", "title", "date", "model", "model_key", "he
                       "draft_acceptance_rate", "per_position", "per_position_convention", "notes", "quote", "verified")
 HEADS_COLUMNS = ("model", "model_key", "method", "head", "source", "date", "notes")
 NOT_STATED = "not stated"
-TREE_RE = re.compile(r"^steps=(\d+),topk=(\d+),draft_tokens=(\d+)$")
-DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+# a tree as SGLang states it; a source may leave its width and node count unstated (such a row is kept as measured
+# and never enters a fit: only chains and width-1 trees do)
+TREE_RE = re.compile(r"^steps=(\d+),topk=(\d+|not stated),draft_tokens=(\d+|not stated)$")
+# the source's date, or 'not stated' where it gives none, each with an optional note in brackets
+DATE_RE = re.compile(r"^(\d{4}(-\d{2}(-\d{2})?)?|not stated)( \(.+\))?$")
+DATE_ALLOWED = "an ISO date YYYY-MM-DD (or YYYY-MM, YYYY) or 'not stated', optionally followed by a note in brackets"
 MAX_K = 64
 
 
@@ -72,7 +76,7 @@ def _parse_row(file: str, rec: dict[str, str], line: int, model_keys: Iterable[s
         if not rec[col]:
             raise err(col, "", "text (the source, the model as the source names it, the dataset)")
     if not DATE_RE.match(rec["date"]):
-        raise err("date", rec["date"], "an ISO date YYYY-MM-DD (or YYYY-MM, YYYY)")
+        raise err("date", rec["date"], DATE_ALLOWED)
     if rec["method"] not in METHODS:
         raise err("method", rec["method"], "one of " + ", ".join(METHODS))
     if rec["model_key"] and model_keys is not None and rec["model_key"] not in set(model_keys):
@@ -86,10 +90,11 @@ def _parse_row(file: str, rec: dict[str, str], line: int, model_keys: Iterable[s
     tree = rec["tree"] or "chain"
     m = TREE_RE.match(tree)
     if tree != "chain" and m is None:
-        raise err("tree", tree, "'chain' or 'steps=S,topk=T,draft_tokens=N'")
+        raise err("tree", tree, "'chain' or 'steps=S,topk=T,draft_tokens=N' (T and N may be 'not stated')")
     temp = None if rec["temperature"].lower() in ("", NOT_STATED) else _number(
         err, "temperature", rec["temperature"], 0.0, 2.0, "a number from 0 to 2, or 'not stated'")
-    verify_k = int(m.group(3)) - 1 if m else k  # tokens a step can accept besides the bonus one
+    # tokens a step can accept besides the bonus one (a tree of unstated size: up to the largest K we read)
+    verify_k = (int(m.group(3)) - 1 if m.group(3).isdigit() else MAX_K) if m else k
     tau = _number(err, "acceptance_length", rec["acceptance_length"], 1.0, verify_k + 1.0,
                   f"tau including the bonus token, from 1 to K+1 = {verify_k + 1}")
     rate = _number(err, "draft_acceptance_rate", rec["draft_acceptance_rate"], 0.0, 1.0,
@@ -162,7 +167,7 @@ def load_heads(path: str | Path, *, model_keys: Iterable[str] | None = None) -> 
             raise AcceptanceLibraryError(path.name, rid, "model_key", rec["model_key"],
                                          "a model name in profiles/data/models.yaml, or empty")
         if not DATE_RE.match(rec["date"]):
-            raise AcceptanceLibraryError(path.name, rid, "date", rec["date"], "an ISO date YYYY-MM-DD (or YYYY-MM)")
+            raise AcceptanceLibraryError(path.name, rid, "date", rec["date"], DATE_ALLOWED)
         out.append(HeadRecord(rec["model"], rec["model_key"], rec["method"], rec["head"], rec["source"], rec["date"],
                               rec["notes"]))
     return tuple(out)
