@@ -28,7 +28,7 @@ from planner.acceptance import acceptance_length_decay, alpha_from_acceptance_le
 TIERS = ("customer", "public head", "family fit", "prior")
 # drafting modes that need a trained draft head for the target (the others: native modules, a separate draft model
 # or n-gram lookup, need none)
-HEAD_DRAFTING = ("sequential_head", "parallel_head")
+HEAD_DRAFTING = ("sequential_head", "parallel_head", "block_parallel")  # methods that draft with a trained drafter
 
 
 @dataclass(frozen=True)

@@ -89,11 +89,12 @@ def test_lever2_switches_draft_model_to_a_head_and_lever6_needs_mtp(catalog):
     assert not steps["switch_to_mtp"].applied and "MTP" in steps["switch_to_mtp"].reason
 
 
-def test_lever6_switches_to_mtp_only_where_mtp_is_cheaper_than_the_head_so_far(catalog):
+def test_lever6_switches_to_mtp_only_where_mtp_is_cheaper_than_the_head_so_far(prior_catalog):
     """DeepSeek-V3 ships MTP. Against the default EAGLE-3 head (alpha 0.62-0.68, +0.05 on code) MTP (0.78-0.82,
     +0.05) is cheaper, so lever 6 alone switches to it. After lever 1 the head's domain fine-tune (+0.15) brings it
     to MTP's position-1 alpha (0.85 both), and MTP's later positions decay (position_decay 0.85) while the head's do
     not: there lever 6 must be skipped because MTP raises CPM."""
+    catalog = prior_catalog  # the seed priors' mechanism (conftest.prior_catalog)
     req = _r(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8")
     p = plan(req, catalog)
     assert p.method("mtp").usd_per_mtok < p.method("eagle3").usd_per_mtok
@@ -112,8 +113,9 @@ def test_lever6_switches_to_mtp_only_where_mtp_is_cheaper_than_the_head_so_far(c
     assert f"-> ${p.method('mtp').usd_per_mtok:.3f}/Mtok" in six.reason
 
 
-def test_lever1_is_not_counted_twice_when_heads_are_tuned(catalog):
+def test_lever1_is_not_counted_twice_when_heads_are_tuned(prior_catalog):
     """The tuned alpha range already holds a domain fine-tune: lever 1 must not add +0.15 on top."""
+    catalog = prior_catalog  # the seed priors' mechanism (conftest.prior_catalog)
     tuned = {st.lever: st for st in waterfall(_r(tuned=True), catalog, start="eagle3")}
     assert not tuned["domain_finetune"].applied and "tuned" in tuned["domain_finetune"].reason
     assert tuned["domain_finetune"].alpha_after == tuned["domain_finetune"].alpha_before
@@ -139,7 +141,8 @@ def test_vsd_is_an_acceptance_gain_that_shrinks_where_the_verifier_is_compute_bo
     assert gain_large < gain_small
 
 
-def test_vsd_breakeven_is_computed_and_scales_with_its_cost(catalog):
+def test_vsd_breakeven_is_computed_and_scales_with_its_cost(prior_catalog):
+    catalog = prior_catalog  # the seed priors' mechanism (conftest.prior_catalog)
     steps = {st.lever: st for st in waterfall(_r(monthly_output_tokens=5e12), catalog, start="eagle3")}
     vsd = steps["vsd"]
     assert vsd.applied
@@ -246,7 +249,8 @@ def _vsd_at(catalog, confidence):
     return steps, next(s for s in steps if s.lever == "vsd")
 
 
-def test_a_lever_is_applied_only_at_the_stated_confidence_of_paying_back(catalog):
+def test_a_lever_is_applied_only_at_the_stated_confidence_of_paying_back(prior_catalog):
+    catalog = prior_catalog  # the seed priors' mechanism (conftest.prior_catalog)
     steps_lo, lo = _vsd_at(catalog, 0.5)
     steps_hi, hi = _vsd_at(catalog, 0.95)
     assert lo.payback_months <= 36 and lo.npv_usd > 0  # passes the rule at the middle acceptance

@@ -262,7 +262,8 @@ def test_optimal_k_shrinks_as_the_batch_grows(catalog):
     assert best_k[1] >= 4 and best_k[512] <= 2
 
 
-def test_code_wants_a_longer_k_than_chat_and_rag(catalog):
+def test_code_wants_a_longer_k_than_chat_and_rag(prior_catalog):
+    catalog = prior_catalog  # the seed priors' mechanism (conftest.prior_catalog)
     # Seed lever 3: K=4 default, code 6-8. The higher code alpha makes longer drafts pay.
     def k_at_1(workload):
         req = PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", workload=workload, tuned=True)

@@ -8,7 +8,8 @@ from planner.types import Scenario
 
 
 @pytest.mark.parametrize("method", ["eagle3", "medusa", "p_eagle", "draft_model"])
-def test_grid_cells_match_evaluate(catalog, method):
+def test_grid_cells_match_evaluate(prior_catalog, method):
+    catalog = prior_catalog  # the seed priors' mechanism (conftest.prior_catalog)
     m = catalog.methods[method]
     model = catalog.models["llama-3.1-8b"]
     hws = [catalog.hardware["h100-sxm"], catalog.hardware["l40s"]]

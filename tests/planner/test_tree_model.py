@@ -12,9 +12,10 @@ from planner.trees import TreeShape
 from planner.types import Scenario
 
 
-def test_the_planner_prices_its_default_tree_with_the_fitted_sibling_model(catalog):
+def test_the_planner_prices_its_default_tree_with_the_fitted_sibling_model(prior_catalog):
     """A tree candidate without a stated shape: tau is trees.expected_acceptance_length of the planner's default
     tree at DEFAULT_RANK_DECAY (one model for the search, evaluate and the fit)."""
+    catalog = prior_catalog  # the seed priors' mechanism (conftest.prior_catalog)
     req = PlanRequest(model="llama-3.1-8b", hardware="h100-sxm")
     ctx = make_context(req, catalog)
     cand = Candidate("eagle3", (2, 4), tree=True)
