@@ -141,7 +141,7 @@ def engine_classes(res) -> None:
     if lto.rows:
         by = lto.mape_by(fe.sbd_target)
         ok, n, _ = fe.side_of_one(lto)
-        print(f"  diagnostic, leave-one-target-out within SpecBundle ({len(lto.rows)} rows; every other row trained on): "
+        print(f"  diagnostic, leave-one-target-out within SpecBundle ({len(lto.rows)} rows, the rest trained on): "
               f"MAPE {100 * lto.mape:.1f} %, side of 1.0x {ok}/{n}; by target: "
               + ", ".join(f"{t} {100 * v:.1f} %" for t, v in by.items()))
 

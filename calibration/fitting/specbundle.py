@@ -45,8 +45,8 @@ TARGETS: dict[str, tuple[str, str, int, int, str]] = {
              "4096, 128 experts top-8); TP 4 assumed (not stated): the smallest TP its BF16 weights (470 GB) fit"),
     "KIMI": ("kimi-k2", "fp8", 8, 8,
              "FP8 (the only checkpoint Moonshot ships); TP 8 assumed (not stated): one 8 x H200 node, as SGLang's "
-             "Kimi-K2 cookbook states ('Requires 8 GPUs with >=140GB each (H200/B200)'); the planner's 90 %-of-HBM rule "
-             "would need 16 GPUs (1026 GB of weights against 985 GB usable on 8), the 1128 GB of 8 H200s hold them"),
+             "Kimi-K2 cookbook states ('Requires 8 GPUs with >=140GB each (H200/B200)'); the planner's 90 %-of-HBM "
+             "rule would need 16 GPUs (1026 GB of weights against 985 GB usable on 8), 8 H200s (1128 GB) hold them"),
 }
 # Mean context per decoded token (prompt + half the answer), assumptions from each benchmarker's prompt: MT-Bench a
 # ~100-token question with answers of a few hundred tokens; GSM8K five worked examples as chat turns (~800 tokens,
@@ -55,10 +55,11 @@ TARGETS: dict[str, tuple[str, str, int, int, str]] = {
 CONTEXT_TOKENS = {"mtbench": 400.0, "gsm8k": 1000.0, "humaneval": 350.0, "livecodebench": 1250.0}
 # Rows the fit leaves out, with why ({id prefix: reason}).
 LEFT_OUT = {
-    "SBD_SCOUT_mtbench_": "the Scout MT-Bench cells share one no-speculation throughput (502.1 tok/s) that is inconsistent "
-                          "with the speculative runs divided by it: in SBD_SCOUT_mtbench_{old,sb}_s3t1n4 the speedup "
-                          "(2.495, 2.594) exceeds the stated acceptance length (2.354, 2.491), impossible when a verify "
-                          "step is never cheaper than a decode step (README beside the table: doubtful); the same "
+    "SBD_SCOUT_mtbench_": "the Scout MT-Bench cells share one no-speculation throughput (502.1 tok/s) that is "
+                          "inconsistent with the speculative runs divided by it: in SBD_SCOUT_mtbench_{old,sb}_s3t1n4 "
+                          "the speedup (2.495, 2.594) exceeds the stated acceptance length (2.354, 2.491), impossible "
+                          "when a verify step is never cheaper than a decode step (README beside the table: doubtful); "
+                          "the same "
                           "target's GSM8K cells (no-spec 455.9 tok/s) are kept",
 }
 ID_RE = re.compile(r"^SBD_(?P<target>[A-Z0-9]+)_(?P<bench>[a-z0-9]+)_(?P<draft>sb|old)_s(?P<steps>\d+)t(?P<topk>\d+)"
