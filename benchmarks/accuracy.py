@@ -165,6 +165,13 @@ def engine_classes(res) -> None:
     for name, b, m, p, same in curves:
         pairs = "  ".join(f"b{x:g}: {y:.2f}/{z:.2f}" for x, y, z in zip(b, m, p))
         print(f"    {name[:48]:48} {pairs}  | {'same direction' if same else 'DIFFERS'}")
+    lto = fe.leave_one_target_out_sbd(res.rows, cat)
+    if lto.rows:
+        by = lto.mape_by(fe.sbd_target)
+        ok, n, _ = fe.side_of_one(lto)
+        print(f"  diagnostic, leave-one-target-out within SpecBundle ({len(lto.rows)} rows, the rest trained on): "
+              f"MAPE {100 * lto.mape:.1f} %, side of 1.0x {ok}/{n}; by target: "
+              + ", ".join(f"{t} {100 * v:.1f} %" for t, v in by.items()))
 
 
 if __name__ == "__main__":

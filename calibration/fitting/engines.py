@@ -133,19 +133,33 @@ def fit_engines(rows: Sequence[sp.SpecRow], catalog, pooled: FitResult | None = 
     return EngineFit(pooled, fits, {e: tuple(v) for e, v in groups.items()})
 
 
-def cross_validate_engines(rows: Sequence[sp.SpecRow], catalog) -> sp.CrossValidation:
+def cross_validate_engines(rows: Sequence[sp.SpecRow], catalog, group=None) -> sp.CrossValidation:
     """Leave-one-source-out of the engine model: pooled and per-engine fits to the other sources; a held-out engine
-    with no rows left is predicted at the pooled fit."""
-    res = np.empty(len(rows))
+    with no rows left is predicted at the pooled fit. group(row) -> str | None: hold out by that key instead (None:
+    a row never held out, always trained on; it is left out of the result)."""
+    group = group or (lambda r: r.source)
+    res = np.full(len(rows), np.nan)
     fits = {}
-    for src in dict.fromkeys(r.source for r in rows):
-        train = [r for r in rows if r.source != src]
-        test = [i for i, r in enumerate(rows) if r.source == src]
+    for src in dict.fromkeys(g for r in rows if (g := group(r)) is not None):
+        train = [r for r in rows if group(r) != src]
+        test = [i for i, r in enumerate(rows) if group(r) == src]
         ef = fit_engines(train, catalog)
         fits[src] = ef.pooled
         pred = sp.predict_speedup([rows[i] for i in test], catalog, ef.params())
         res[test] = pred / np.array([rows[i].speedup for i in test]) - 1.0
-    return sp.CrossValidation(tuple(rows), res, fits)
+    kept = [i for i, r in enumerate(rows) if group(r) is not None]
+    return sp.CrossValidation(tuple(rows[i] for i in kept), res[kept], fits)
+
+
+def sbd_target(row: sp.SpecRow) -> str | None:
+    """The SpecBundle target code of an SBD row (SBD_<target>_...), None for any other row."""
+    return row.id.split("_")[1] if row.id.startswith("SBD_") else None
+
+
+def leave_one_target_out_sbd(rows: Sequence[sp.SpecRow], catalog) -> sp.CrossValidation:
+    """A diagnostic beside leave-one-source-out: each SpecBundle target's rows predicted by the engine model fitted to
+    every other row (the other targets' SpecBundle rows included); the other sources' rows are never held out."""
+    return cross_validate_engines(rows, catalog, group=sbd_target)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.fitting import specbundle
 from calibration.fitting.cli import run_cli
 from calibration.fitting.core import FitResult, check_param, fit_relative, shipped_param
 from planner.roofline import head_net, hw_params, null_net, target_net
@@ -50,8 +51,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TABLE_CSV = ROOT / "profiles" / "data" / "published" / "published_specdec.csv"
 OUT_YAML = ROOT / "profiles" / "data" / "fitted" / "speculation_vllm.yaml"
-DATA_SOURCE = "published_specdec.csv (73 published speculative-decoding results, shared training table)"
-TABLE_VERSION = "2026-11-30"
+DATA_SOURCE = "published_specdec.csv (206 published speculative-decoding results, shared training table)"
+TABLE_VERSION = "2026-12-02"
 # Parameters a fit may set, their start values and bounds (seconds, fp32 vocabulary-row passes, seconds, share).
 PARAM_NAMES = ("t_spec_s", "sampler_vocab_passes", "t_fixed_draft_s", "moe_verify_overlap")
 P0 = (5e-4, 20.0, 3e-4, 0.5)
@@ -208,26 +209,48 @@ def read_table(path: Path = TABLE_CSV) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+# `verified` labels whose speedup is still one measured ratio at one stated configuration and batch: `yes`, and
+# `yes (speedup derived)` (SpecBundle: the ratio of the two output throughputs the source states for the same target,
+# benchmark, batch size and server settings, computed by us; the measurements are the source's). Not accepted: ranges
+# over configurations or concurrencies (`yes (range)`, `yes (range only)`: no single batch), and rows that give only
+# tau, only absolute numbers, an incomplete configuration or a headline (README beside the table).
+ACCEPTED_LABELS = ("yes", "yes (speedup derived)")
+
+
+def row_config(rid: str) -> dict | None:
+    """The planner configuration of a row: USABLE's, else the SpecBundle id mapping (specbundle.config)."""
+    return USABLE.get(rid) or specbundle.config(rid)
+
+
 def usable_rows(table: Sequence[Mapping[str, str]]) -> tuple[list[SpecRow], list[Skipped]]:
-    """The rows the fit uses, and every other `verified == yes` row with why it is left out."""
+    """The rows the fit uses, and every other `verified == yes...` row with why it is left out."""
     rows, skipped = [], []
     for r in table:
-        rid = r["id"]
-        if r["verified"].strip() != "yes":
+        rid, label = r["id"], r["verified"].strip()
+        if not label.startswith("yes"):
             continue
-        cfg = USABLE.get(rid)
         tau, speedup = first_number(r["tau"]), first_number(r["speedup"])
+        if label not in ACCEPTED_LABELS:
+            skipped.append(Skipped(rid, f"verified = {label!r}: not one measured ratio at a stated configuration "
+                                        f"and batch (ACCEPTED_LABELS); {_why_not(r, tau, speedup)}"))
+            continue
+        cfg = row_config(rid)
+        if cfg is not None and (why := specbundle.left_out(rid)):
+            skipped.append(Skipped(rid, why))
+            continue
         if cfg is None:
             skipped.append(Skipped(rid, _why_not(r, tau, speedup)))
             continue
         if tau is None or speedup is None:
             raise ValueError(f"row {rid}: tau={r['tau']!r}, speedup={r['speedup']!r}: USABLE needs both numbers")
+        if rid.startswith("SBD_") and first_number(r["batch"]) != cfg["batch"]:
+            raise ValueError(f"row {rid}: batch={r['batch']!r}, the mapping says {cfg['batch']}")
         rows.append(SpecRow(id=rid, source=r["source"], tau=tau, speedup=speedup, **cfg))
     return rows, skipped
 
 
 def _why_not(r: Mapping[str, str], tau: float | None, speedup: float | None) -> str:
-    if tau is None:
+    if tau is None and not r["id"].startswith(("RDD_", "RE3_", "RSX_", "SGO_")):
         return "no acceptance length given"
     if speedup is None:
         return "no speedup given"
@@ -239,6 +262,16 @@ def _why_not(r: Mapping[str, str], tau: float | None, speedup: float | None) -> 
         return "B300 and MiniMax-M3 are not in the catalogue (no verified public specs/config.json here)"
     if r["id"].startswith("ATOM"):
         return "GPU, TP and K not stated (trend checked in batch_curves, not fitted)"
+    why = {"RDD_": "AMD 'Deep Dive' (MI300X, draft models): mean end-to-end request latency under a request-rate load "
+                   "(concurrency not stated), K not stated for the 70B rows, and no acceptance length",
+           "RE3_": "AMD MI355X EAGLE-3 (the AE1/AE2 measurements): MI355X is not in the catalogue (and K is not stated "
+                   "for the Kimi-K2.5 rows)",
+           "RSX_": "AMD MI300X draft models: a range over 8 target/draft pairs or the side of 1.0 read off a figure",
+           "SGO_": "SGLang gpt-oss-120b: the GPU is not stated (the fa3 backend runs on H100 and H200 alike) and the "
+                   "speedup is the best over three datasets"}
+    for prefix, text in why.items():
+        if r["id"].startswith(prefix):
+            return text + ("" if tau is not None else "; no acceptance length given")
     return "configuration not fully stated"
 
 

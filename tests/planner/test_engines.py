@@ -123,6 +123,29 @@ def test_class_error_falls_back_to_overall_and_flags_a_class_above_target():
     assert few.overall and few.mape == 0.12
 
 
+def test_leave_one_target_out_holds_out_only_specbundle_targets_one_at_a_time(catalog):
+    truth = {**{n: v for n, (v, _) in sp.PRIORS.items()}, "sampler_vocab_passes": 40.0}
+    other = _rows("vllm", "v", 4)
+    sbd = [dataclasses.replace(r, id=f"SBD_{t}_mtbench_sb_s{r.k}t1n{r.k + 1}", source="sbd")
+           for t, rs in (("A", _rows("sglang", "s", 4)), ("B", _rows("sglang", "s", 4)[:3])) for r in rs]
+    rows = _with_measured(other + sbd, catalog, truth)
+    lto = fe.leave_one_target_out_sbd(rows, catalog)
+    assert [r.id for r in lto.rows] == [r.id for r in sbd]  # the other sources' rows are trained on, never scored
+    assert set(lto.fits) == {"A", "B"} and np.all(np.isfinite(lto.residuals))
+    assert set(lto.mape_by(fe.sbd_target)) == {"A", "B"}
+
+
+def test_shipped_class_table_has_the_specbundle_classes_with_their_verdict():
+    import yaml  # noqa: PLC0415
+
+    doc = yaml.safe_load((Path(sp.OUT_YAML)).read_text())["fit"]
+    classes = doc["loso_mape_by_class"]
+    for name in ("sglang/dense", "sglang/moe"):
+        assert classes[name]["rows"] >= 3  # the SpecBundle rows: enough for a verdict
+        assert classes[name]["meets_target"] == (classes[name]["mape"] <= 0.20)
+    assert doc["per_engine"]["sglang"]["rows"] == sum(c["rows"] for k, c in classes.items() if k.startswith("sglang/"))
+
+
 def test_speedup_error_draws_have_the_measured_mean_absolute_log_error():
     err = speedup_error({("vllm", "dense"): (0.15, 20)}, None, "vllm", "dense")
     f = speedup_error_factors(err, 20000)
