@@ -112,10 +112,13 @@ def acceptance_library(directory: str | None = None) -> None:
 
 def speculation():
     """Speedup on the published table: leave-one-source-out MAPE per method and the MoE batch curves."""
-    from calibration.fitting import curves  # noqa: PLC0415
+    from calibration.fitting import (
+        curves,  # noqa: PLC0415
+        speculation_run,  # noqa: PLC0415
+    )
     from calibration.fitting import speculation as fs  # noqa: PLC0415
 
-    res = fs.run()
+    res = speculation_run.run()
     catalog, rows, skipped, fit, cv = res.catalog, res.rows, res.skipped, res.fit, res.cv
     print(f"== Speculation: {len(rows)} published rows on serving engines from {len({r.source for r in rows})} "
           f"sources fitted, {len(res.checked)} research-loop rows checked ({len(skipped)} verified rows left out: "
@@ -125,7 +128,7 @@ def speculation():
     print(f"leave-one-source-out speedup MAPE: {100 * cv.mape:.1f} % (target <= 12 %)")
     for m, v in cv.mape_by(lambda r: r.method).items():
         print(f"  {m:12} {100 * v:5.1f} %  ({sum(r.method == m for r in rows)} rows)")
-    fs.print_checked(res)
+    speculation_run.print_checked(res)
     print("MoE batch curves (speedup by batch, measured / model):")
     for c in curves.batch_curves(catalog, fs.fitted_params(fit), rows):
         pairs = "  ".join(f"b{b:g}: {m:.2f}/{p:.2f}" for b, m, p in zip(c.batches, c.measured, c.predicted))

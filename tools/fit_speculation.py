@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from calibration.fitting.speculation import main  # noqa: E402
+from calibration.fitting.speculation_run import main  # noqa: E402
 
 if __name__ == "__main__":
     raise SystemExit(main())
