@@ -165,8 +165,13 @@ def vllm_serve_command(method: Method, model: ModelSpec, k: int, *, tp: int = 1,
 
 # SGLang's --speculative-algorithm per vLLM speculative method (sglang/srt/speculative/spec_info.py: EAGLE, EAGLE3,
 # NEXTN for MTP modules, STANDALONE for a separate draft model, NGRAM for prompt lookup).
-SGLANG_ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "deepseek_mtp": "NEXTN",
-                    "draft_model": "STANDALONE", "ngram": "NGRAM"}
+# SGLang's --speculative-algorithm per planner method (sglang 0.5.23 srt/speculative/spec_info.py SpeculativeAlgorithm:
+# DFLASH, DSPARK, EAGLE, EAGLE3, STANDALONE, NGRAM; NEXTN is its alias for a model's own MTP layers). MEDUSA and suffix
+# decoding are not SGLang algorithms: None, the plan deploys them on vLLM.
+SGLANG_ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3", "p_eagle": "EAGLE3", "mtp": "NEXTN",
+                    "draft_model": "STANDALONE", "ngram": "NGRAM", "ngram_gpu": "NGRAM", "dflash": "DFLASH",
+                    "dspark": "DSPARK", "medusa": None, "suffix": None}
+SGLANG_VERSION = "0.5.23"  # the SGLang whose server-args parser checks these flags (requirements-sglang-args.txt)
 
 
 def engine_deployment(engine: str, dep: dict[str, Any], method: Method, model: ModelSpec, k: int, *, tp: int = 1,
@@ -181,10 +186,11 @@ def engine_deployment(engine: str, dep: dict[str, Any], method: Method, model: M
     target = model.hf_id or model.name
     cfg = dep["speculative_config"]
     if engine == "sglang":
-        algo = SGLANG_ALGORITHM.get(method.drafting if method.drafting == "ngram" else (method.vllm_method or ""),
-                                    "EAGLE3")
-        if method.drafting == "draft_model":
-            algo = "STANDALONE"
+        algo = SGLANG_ALGORITHM.get(method.name)
+        if algo is None:
+            notes = [f"SGLang {SGLANG_VERSION} has no {method.label} algorithm: deploy it with vLLM (the vLLM command "
+                     "is kept under vllm_command)"] + list(dep["notes"])
+            return {**out, "command": None, "vllm_command": dep["command"], "notes": notes}
         flags = dep.get("sglang_flags") or [f"--speculative-num-steps={int(k)}", "--speculative-eagle-topk=1",
                                              f"--speculative-num-draft-tokens={int(k) + 1}"]
         parts = ["python", "-m", "sglang.launch_server", "--model-path", target, "--tp", str(int(tp)),
@@ -198,6 +204,9 @@ def engine_deployment(engine: str, dep: dict[str, Any], method: Method, model: M
         parts += [str(f) for f in flags]
         notes = [f"SGLang {engine_version or '(version not stated)'}: the same K and batch as the plan; the vLLM "
                  "command is kept under vllm_command"] + list(dep["notes"])
+        if method.name == "p_eagle":
+            notes.insert(1, "P-EAGLE's parallel drafting is a vLLM feature (parallel_drafting): SGLang drafts the "
+                            "same head sequentially, at EAGLE-3's cost per draft token")
         return {**out, "command": " ".join(shlex.quote(p) for p in parts), "vllm_command": dep["command"],
                 "notes": notes}
     notes = [f"TensorRT-LLM {engine_version or '(version not stated)'}: the planner gives the speculative settings, "

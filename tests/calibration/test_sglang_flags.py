@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.deploy import vllm_deployment
+from planner.deploy import SGLANG_ALGORITHM as DEPLOY_ALGORITHM
+from planner.deploy import engine_deployment, vllm_deployment
 from planner.trees import TreeShape
 from profiles import load_catalog
 
@@ -96,3 +97,30 @@ def test_the_algorithm_names_are_sglangs_own(server_args_parser) -> None:
 def test_a_wrong_flag_or_value_is_refused(server_args_parser, bad: list[str]) -> None:
     with pytest.raises((argparse.ArgumentError, SystemExit)):
         server_args_parser.parse_args(["--model-path", "org/target", *bad])
+
+
+@pytest.mark.parametrize("method", sorted(load_catalog().methods))
+def test_every_sglang_deploy_command_parses_with_sglangs_server_args(server_args_parser, method: str) -> None:
+    """engine_deployment's SGLang command for every method of the catalogue (what `--engine sglang` prints): its
+    arguments parse with SGLang's own parser and its algorithm is one SGLang knows; a method SGLang does not ship
+    gets no command and a note that says so."""
+    import shlex
+
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    cat = load_catalog()
+    m = cat.methods[method]
+    model = cat.models["deepseek-v3" if m.requires_native == "mtp" else "llama-3.3-70b"]
+    k = min(3, m.max_k)
+    draft = cat.models[model.draft_model] if m.drafting == "draft_model" else None  # llama-3.3-70b: llama-3.1-8b
+    dep = engine_deployment("sglang", vllm_deployment(m, model, k, tp=8, draft_model=draft), m, model, k, tp=8,
+                            max_num_seqs=64)
+    if DEPLOY_ALGORITHM[method] is None:
+        assert dep["command"] is None and "has no" in dep["notes"][0] and dep["vllm_command"]
+        return
+    parts = shlex.split(dep["command"])
+    assert parts[:3] == ["python", "-m", "sglang.launch_server"]
+    ns = server_args_parser.parse_args(parts[3:])
+    assert ns.speculative_algorithm == DEPLOY_ALGORITHM[method]
+    assert SpeculativeAlgorithm.from_string(ns.speculative_algorithm) is not None
+    assert ns.tp_size == 8 and ns.max_running_requests == 64
