@@ -34,8 +34,11 @@ Z95 = 1.959963984540054  # two-sided 95 % standard normal quantile
 REL_STDERR_MAX = 1.0
 # Distance to a bound, as a share of the bound interval (or of the scale when unbounded), that counts as on it.
 BOUND_RTOL = 1e-6
-# Singular values below this share of the largest: the Jacobian is rank deficient in their directions.
-RANK_RTOL = 1e-9
+# Singular values below this share of the largest: the Jacobian is rank deficient in their directions. The solver's
+# Jacobian is finite-differenced (~sqrt(eps) relative noise): a pair the data sees only as a sum showed 5e-9 of the
+# largest on an AMD EPYC, which a 1e-9 threshold took for data; 1e-6 is well above that noise, and both shipped fits
+# hold the same parameters with it (--check).
+RANK_RTOL = 1e-6
 TOL = 1e-12  # ftol, xtol, gtol of scipy.optimize.least_squares
 MAX_NFEV = 4000
 
@@ -216,17 +219,14 @@ the data cannot identify them). hold_unidentified=False: plain bounded least squ
 
 
 def _unidentified(names, idx, p, se, zero, null, lo, hi, scale, start, priors) -> dict[str, tuple[float, str]]:
-    """The parameters to hold next: every one on a bound, else every one the data does not move at all, else one of
-    a set the data sees only together (rank-deficient Jacobian: the one with a stated prior and the largest weight in
-    the null space), else the one with the largest relative standard error above REL_STDERR_MAX."""
+    """The parameters to hold next: every one the data does not move at all, else one of a set the data sees only
+    together (rank-deficient Jacobian: the one with a stated prior and the largest weight in the null space), else
+    every one on a bound, else the one with the largest relative standard error above REL_STDERR_MAX. Rank comes
+    before bounds: along a direction the data does not see, where the solver stops (on a bound or not) depends on
+    its path, which differs between BLAS builds and CPUs; holding the stated prior first gives every machine the
+    same answer."""
     width = np.where(np.isfinite(hi - lo), hi - lo, scale)
     out = {}
-    for i in idx:
-        for side, b in (("lower", lo[i]), ("upper", hi[i])):
-            if np.isfinite(b) and abs(p[i] - b) <= BOUND_RTOL * width[i]:
-                out[names[i]] = (float(b), f"prior: its {side} bound {b:g} (the fit runs into it)")
-    if out:
-        return out
 
     def prior(i: int, reason: str) -> tuple[float, str]:
         if names[i] not in priors:
@@ -243,6 +243,12 @@ def _unidentified(names, idx, p, se, zero, null, lo, hi, scale, start, priors) -
     if collinear:
         i = max(collinear, key=lambda j: (names[j] in priors, null[j], -j))
         return {names[i]: prior(i, "the data sees it only together with another parameter")}
+    for i in idx:
+        for side, b in (("lower", lo[i]), ("upper", hi[i])):
+            if np.isfinite(b) and abs(p[i] - b) <= BOUND_RTOL * width[i]:
+                out[names[i]] = (float(b), f"prior: its {side} bound {b:g} (the fit runs into it)")
+    if out:
+        return out
     rel = np.array([se[i] / abs(p[i]) if p[i] != 0 else math.inf for i in idx])
     rel = np.where(np.isnan(rel), 0.0, rel)  # no spare points: cannot judge
     worst = int(np.argmax(rel)) if rel.size else -1
