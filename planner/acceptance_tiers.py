@@ -84,8 +84,8 @@ def _estimate(ctx, method: str, workload: str, tuned: bool) -> TierEstimate:
     req, cat = ctx.req, ctx.catalog
     m = cat.methods[method]
     if req.acceptance is not None and req.acceptance_method == method:
-        return TierEstimate("customer", "measured acceptance entered by the user"
-                            + (f" at K={req.acceptance_k}" if req.acceptance_k else ""))
+        return TierEstimate("customer", (getattr(req, "acceptance_source", "") or "measured acceptance entered by the "
+                                         "user" + (f" at K={req.acceptance_k}" if req.acceptance_k else "")))
     for meth, wl, k, tau, lo, hi in getattr(ctx.eff, "calibrated_acceptance", ()):
         if meth == method and wl == workload:
             a = float(alpha_from_acceptance_length(min(tau, k + 1.0), k))

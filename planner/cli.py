@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from planner import acceptance as acc
@@ -94,8 +95,33 @@ def _floats(text: str) -> tuple[float, ...]:
         ) from None
 
 
+def _acceptance_file(path: str):
+    """--acceptance-file: the customer's own measurement (profiles.measured_acceptance: vLLM /metrics text, a vllm
+    bench result, per-position rates or a per-step histogram) -> its MeasuredAcceptance."""
+    from profiles.measured_acceptance import MeasuredAcceptanceError, read_measured_acceptance
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"--acceptance-file={path!r}: {exc.strerror}") from None
+    try:
+        return read_measured_acceptance(Path(path).name, data)
+    except MeasuredAcceptanceError as exc:
+        raise argparse.ArgumentTypeError(f"--acceptance-file={path!r}: {exc}") from None
+
+
+def _per_position(args) -> tuple[float, ...] | None:
+    """The conditional per-token alpha per position given by --alpha-per-position or read from --acceptance-file."""
+    f = getattr(args, "acceptance_file", None)
+    return f.per_position if f is not None else args.alpha_per_position
+
+
 def _add_acceptance(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
+    g.add_argument("--acceptance-file", type=_acceptance_file, metavar="FILE",
+                   help="your measured acceptance for --method: a vLLM /metrics text, a `vllm bench serve "
+                        "--save-result` JSON, or a CSV of per-position rates (position,rate) or of verifier steps by "
+                        "accepted drafts (accepted,count); K is the file's")
     g.add_argument("--alpha", type=float, help="per-token acceptance alpha (i.i.d. over positions)")
     g.add_argument("--alpha-per-position", type=_floats, help="conditional per-token alpha per position")
     g.add_argument("--draft-acceptance-rate", type=float, help="vLLM's accepted / drafted, in [0, 1]")
@@ -171,8 +197,8 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
 def _acceptance(args) -> Acceptance | None:
     if args.alpha is not None:
         return Acceptance("per_token", value=args.alpha)
-    if args.alpha_per_position is not None:
-        return Acceptance("per_token", per_position=args.alpha_per_position)
+    if _per_position(args) is not None:
+        return Acceptance("per_token", per_position=_per_position(args))
     if args.draft_acceptance_rate is not None:
         return Acceptance("draft_acceptance_rate", value=args.draft_acceptance_rate)
     if args.acceptance_length is not None:
@@ -208,7 +234,7 @@ def _scenario(args, catalog) -> Scenario:
     shape = tree_shape(args)
     k = args.k if args.k is not None else (
         shape.depth if shape is not None else
-        len(args.alpha_per_position) if args.alpha_per_position else method.default_k)
+        len(_per_position(args)) if _per_position(args) else method.default_k)
     return Scenario(
         model=args.model, hardware=args.hardware, method=args.method, k=k, batch=args.batch,
         acceptance=_acceptance(args), workload=args.workload, language=args.language,
@@ -311,7 +337,7 @@ def _plan_request(args, cat, *, levers: bool = False, prof=None):
         costs = CostAssumptions(**{**costs.__dict__, **changes})
     acceptance = _acceptance(args)
     method = getattr(args, "method", None) or "eagle3"
-    k_meas = args.k if args.k is not None else (len(args.alpha_per_position) if args.alpha_per_position else None)
+    k_meas = args.k if args.k is not None else (len(_per_position(args)) if _per_position(args) else None)
     shape = getattr(args, "daily_shape", None)
     return request_from_traffic(
         prof, volume=args.monthly_output_tokens, volume_typed=args.monthly_output_tokens_given,
@@ -322,6 +348,8 @@ def _plan_request(args, cat, *, levers: bool = False, prof=None):
         workload=args.workload, language=args.language, current_method=getattr(args, "current_method", "none"),
         tuned=args.tuned, costs=costs, acceptance=acceptance,
         acceptance_method=method if acceptance is not None else None, acceptance_k=k_meas,
+        acceptance_source=(f"measured: {args.acceptance_file.describe()}"
+                           if getattr(args, "acceptance_file", None) is not None else ""),
         levers_start="auto" if levers else None, billing=getattr(args, "billing", "autoscaled"),
         confidence=getattr(args, "confidence", 0.8), price_range=getattr(args, "price_range", False),
         engine=getattr(args, "engine", "vllm"), engine_version=getattr(args, "engine_version", None),

@@ -127,6 +127,8 @@ class PlanRequest:
     acceptance: Acceptance | None = None
     acceptance_method: str | None = None
     acceptance_k: int | None = None
+    # where that measurement comes from (an uploaded file's description); empty: entered by the user
+    acceptance_source: str = ""
     methods: tuple[str, ...] | None = None  # None: every method in the catalogue
     efficiency: Efficiency | None = None  # None: the hardware's (or a calibrated profile's)
     # Fleet by hour (planner.fleet), always sized: None = the default shape (planner.sizing.DEFAULT_SHAPE); else

@@ -30,7 +30,7 @@ from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
-from views import _model_box
+from views import _acceptance_box, _model_box
 from views._text import plain, plain_in, quoted
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
@@ -213,6 +213,7 @@ def sidebar() -> None:
         st.subheader("Scenario (all pages)")
         st.selectbox("Model", _model_box.model_options(cat), key="model", format_func=lambda n: _model_box.label(cat, n))
         _model_box.model_box(cat)
+        _acceptance_box.acceptance_box(cat)
         st.selectbox("Hardware", list(cat.hardware), key="hardware", format_func=lambda n: cat.hardware[n].label,
                      on_change=_on_hardware_change)
         hw = cat.hardware[ss["hardware"]]
@@ -350,7 +351,7 @@ def request(**changes) -> P.PlanRequest:
         billing=ss.get("billing", "autoscaled"), engine=ss.get("engine", "vllm"),
         prefix_cache_share=float(ss["prefix_pct"]) / 100.0 if ss.get("prefix_set") else None,
         prefix_cache_label="entered in the sidebar",
-        temperature=float(ss.get("temperature", 0.0)))
+        temperature=float(ss.get("temperature", 0.0)), **_acceptance_box.request_fields())
     if ss["volume_source"] == "spend":  # the planner derives the volume from the spend (planner.spend)
         gpus = int(ss["spend_gpus"])
         req = dataclasses.replace(req, spend_usd_per_month=float(ss["spend_usd"]), spend_gpus=gpus or None)

@@ -1,0 +1,71 @@
+"""The sidebar's "Your measured acceptance" box: a file the customer's engine already writes (vLLM /metrics text, a
+`vllm bench serve --save-result` JSON, per-position rates or a per-step histogram as CSV), read by
+profiles/measured_acceptance.py and used for one method: the top tier of the planner's acceptance (the customer's
+measurement beats a public head, a family fit and a prior). Kept in this session only (a link does not carry it).
+
+The file's name and the reader's messages quoting it are shown with st.text: plain text, never Markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from planner.types import Acceptance
+from profiles.measured_acceptance import MeasuredAcceptanceError, read_measured_acceptance
+
+KEY = "_measured_acceptance"  # (method, MeasuredAcceptance) in use
+UPLOAD_KEY = "acceptance_box_upload"
+METHOD_KEY = "acceptance_box_method"
+MESSAGE_KEY = "_acceptance_box_message"  # ("error" | "ok", plain text)
+
+
+def _use() -> None:
+    ss = st.session_state
+    upload = ss.get(UPLOAD_KEY)
+    if upload is None:
+        ss[MESSAGE_KEY] = ("error", "Upload a file first.")
+        return
+    try:
+        measured = read_measured_acceptance(upload.name, upload.getvalue())
+    except MeasuredAcceptanceError as exc:
+        ss[MESSAGE_KEY] = ("error", f"Not used: {exc}")
+        return
+    ss[KEY] = (ss[METHOD_KEY], measured)
+    ss[MESSAGE_KEY] = ("ok", f"Used for {ss[METHOD_KEY]}: {measured.describe()}")
+
+
+def _clear() -> None:
+    st.session_state.pop(KEY, None)
+    st.session_state[MESSAGE_KEY] = ("ok", "Back to the library and the priors.")
+
+
+def request_fields() -> dict[str, Any]:
+    """The PlanRequest fields of the measurement in use (none: {})."""
+    got = st.session_state.get(KEY)
+    if not got:
+        return {}
+    method, m = got
+    return {"acceptance": Acceptance("per_token", per_position=m.per_position), "acceptance_method": method,
+            "acceptance_k": m.k, "acceptance_source": f"measured: {m.describe()}"}
+
+
+def acceptance_box(cat) -> None:
+    """Draw the box (inside the sidebar)."""
+    ss = st.session_state
+    kind, text = ss.get(MESSAGE_KEY) or ("", "")
+    with st.expander("Your measured acceptance", expanded=kind == "error"):
+        st.caption("From your own engine: vLLM's /metrics text, a `vllm bench serve --save-result` JSON, or a CSV of "
+                   "per-position rates (position,rate) or of verifier steps by accepted drafts (accepted,count). It "
+                   "replaces the library and the priors for that method; K is the file's.")
+        st.selectbox("Method it was measured with", list(cat.methods), key=METHOD_KEY,
+                     format_func=lambda n: cat.methods[n].label)
+        st.file_uploader("Upload the measurement", type=["txt", "prom", "json", "csv"], key=UPLOAD_KEY)
+        c1, c2 = st.columns(2)
+        c1.button("Use it", key="acceptance_box_use", on_click=_use)
+        if ss.get(KEY):
+            c2.button("Stop using it", key="acceptance_box_clear", on_click=_clear)
+        if kind == "error":
+            st.error("This file was not used:")
+        if kind:
+            st.text(text)
