@@ -455,3 +455,51 @@ def seed_vs_library(catalog) -> list[dict]:
                             "measurements' median inside the seed range"})
             out.append(row)
     return out
+
+
+# What a library pair would have to differ in to measure each seed lever that moves acceptance (levers.yaml).
+LEVER_PAIRS = {
+    "domain_finetune": "the same head before and after an in-domain fine-tune, on that domain's dataset",
+    "match_draft_size": "a separate draft model and a head on the same target and dataset",
+    "fp8_draft": "the same head in BF16 and in FP8",
+    "vsd": "an EAGLE-3 head and a VSD-trained head on the same target and dataset",
+}
+
+
+def seed_levers_vs_library(catalog) -> list[dict]:
+    """Each seed lever that claims an acceptance effect beside what the acceptance library measured for it: the tree
+    lever from every (tree, chain of its depth) pair of the same model, head, dataset, engine and temperature (as
+    i.i.d. per-token alpha at K = depth, the seed's "effective acceptance"); the others say which pair would measure
+    them when the library holds none."""
+    from planner import library
+    from planner.acceptance_tiers import library_of
+
+    lib = library_of(catalog)
+    out = []
+    for name, lv in catalog.levers.items():
+        if name == "tree_attention":
+            pairs = library.tree_pairs(lib)
+            row = {"lever": f"{lv.number}. {lv.label}", "seed claim": lv.note, "pairs": len(pairs)}
+            if pairs:
+                gains = np.array([p.alpha_gain for p in pairs])
+                taus = np.array([p.tree_tau / p.chain_tau for p in pairs])
+                row.update({"library measured": f"tree vs the chain of its depth: alpha {np.median(gains):+.3f} "
+                                                f"(median; {gains.min():+.3f} to {gains.max():+.3f}), tau x "
+                                                f"{np.median(taus):.2f}; trees of {min(p.nodes for p in pairs)}-"
+                                                f"{max(p.nodes for p in pairs)} verified tokens, depth "
+                                                f"{min(p.steps for p in pairs)}-{max(p.steps for p in pairs)}",
+                            "rows": ", ".join(f"{p.tree_id}/{p.chain_id}" for p in pairs[:4])
+                            + (" ..." if len(pairs) > 4 else ""),
+                            "verdict": "holds" if np.median(gains) >= 0.10 else
+                            "not seen: trees did not raise acceptance over the chain of their depth"
+                            if np.median(gains) <= 0 else "smaller than claimed"})
+            else:
+                row.update({"library measured": "no tree and chain pair", "rows": "", "verdict": "no measurement"})
+            out.append(row)
+        elif name in LEVER_PAIRS:
+            out.append({"lever": f"{lv.number}. {lv.label}",
+                        "seed claim": (f"speedup x{lv.speedup_factor:g}" if lv.speedup_factor != 1.0 else
+                                       f"alpha {lv.alpha_gain.low:+.2f} to {lv.alpha_gain.high:+.2f}") + f"; {lv.note}",
+                        "pairs": 0, "library measured": f"no pair in the library ({LEVER_PAIRS[name]})", "rows": "",
+                        "verdict": "no measurement"})
+    return out

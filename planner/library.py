@@ -369,3 +369,41 @@ def method_measurements(lib: AcceptanceLibrary, method: str) -> list[tuple[int, 
             tau = min(float(r.acceptance_length), k + 1.0)
             out.append((k, tau, float(alpha_from_acceptance_length(tau, k)), r.id))
     return out
+
+
+@dataclass(frozen=True)
+class TreePair:
+    """A tree (top-k > 1) and a chain measured on the same model, head, dataset, engine and temperature."""
+
+    tree_id: str
+    chain_id: str
+    steps: int
+    topk: int
+    nodes: int  # tokens the tree verifies (SGLang's draft_tokens, root included)
+    tree_tau: float
+    chain_tau: float  # the chain of the tree's depth (K = steps)
+    alpha_gain: float  # i.i.d. per-token alpha of the tree's tau at K = steps minus the chain's
+
+
+def tree_pairs(lib: AcceptanceLibrary) -> list[TreePair]:
+    """Every (tree, chain of its depth) pair the library holds: the seed's lever 4 ("tree candidates raise effective
+    acceptance 0.62 -> 0.74") checked on measurements that differ only in the tree."""
+    chains = {}
+    for r in lib.rows:
+        if r.chain_k and r.acceptance_length is not None:
+            chains.setdefault((r.model, r.head, r.dataset, r.engine, r.temperature, r.chain_k), r)
+    out = []
+    for r in lib.rows:
+        if r.chain_k or r.acceptance_length is None or not r.tree.startswith("steps="):
+            continue
+        parts = dict(p.split("=") for p in r.tree.split(","))
+        if not all(parts[x].isdigit() for x in ("steps", "topk", "draft_tokens")):
+            continue
+        steps, topk = int(parts["steps"]), int(parts["topk"])
+        c = chains.get((r.model, r.head, r.dataset, r.engine, r.temperature, steps))
+        if c is None:
+            continue
+        t_tau, c_tau = min(float(r.acceptance_length), steps + 1.0), min(float(c.acceptance_length), steps + 1.0)
+        gain = float(alpha_from_acceptance_length(t_tau, steps)) - float(alpha_from_acceptance_length(c_tau, steps))
+        out.append(TreePair(r.id, c.id, steps, topk, int(parts["draft_tokens"]), t_tau, c_tau, gain))
+    return out

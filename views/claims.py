@@ -43,6 +43,11 @@ def render() -> None:
                "position decay); the library holds measured acceptance lengths tau at K (bonus token included). Both "
                "are shown as tau at the same K, and the library's tau as the i.i.d. per-token alpha with that tau.")
     st.dataframe(C.seed_vs_library(S.catalog()), key="seed_vs_library", hide_index=True)
+    st.subheader("Seed levers vs the acceptance library")
+    st.caption("A lever's acceptance effect is measured by a pair of library rows that differ only in that lever. "
+               "Trees: each SGLang tree (top-k > 1) beside the chain of its depth on the same model, head, dataset, "
+               "engine and temperature, as i.i.d. per-token alpha at K = depth.")
+    st.dataframe(C.seed_levers_vs_library(S.catalog()), key="seed_levers_vs_library", hide_index=True)
     st.caption("Claims are priors, not truths: each row says where the claim holds and where it fails under the "
                "model, with its conditions. Acceptance conventions: alpha is per-token; vLLM's draft acceptance "
                "rate is (tau-1)/K; tau (acceptance length) counts the bonus token.")
