@@ -296,16 +296,17 @@ def model_fit(lib: AcceptanceLibrary, model: str, method: str, workload: str, da
 def family_fit(lib: AcceptanceLibrary, method: str, workload: str, datasets: tuple[str, ...], temperature: float,
                exclude_model: str | None = None, *, with_loo: bool = True) -> ProfileFit | None:
     """The method's position profile fitted over every other model's rows on the workload's datasets (at least
-    two models; else over all datasets, or None). Its band: the larger of the spread of the models around it and
-    the half-width that covers its own leave-one-model-out tau error at every K it was measured at."""
+    MIN_FAMILY_MODELS models; else over all datasets, or None). Its band: the larger of the spread of the models
+    around it and the half-width that covers its own leave-one-model-out tau error at every K it was measured at."""
     note = ""
     rows = usable_rows(lib, method, workload, datasets, temperature, exclude_model=exclude_model)
-    if len({who(r) for r in rows}) < 2:
+    if len({who(r) for r in rows}) < MIN_FAMILY_MODELS:
         workload = ANY_DATASET
         rows = usable_rows(lib, method, workload, datasets, temperature, exclude_model=exclude_model)
-        note = "fitted over every dataset (fewer than two models measured on this workload's datasets)"
+        note = (f"fitted over every dataset (fewer than {MIN_FAMILY_MODELS} models measured on this workload's "
+                "datasets)")
     models = sorted({who(r) for r in rows})
-    if len(models) < 2:
+    if len(models) < MIN_FAMILY_MODELS:
         return None
     slope, _ = temperature_slope(lib, method)
     pts = rescaled_points(rows, temperature, slope)
@@ -318,6 +319,11 @@ def family_fit(lib: AcceptanceLibrary, method: str, workload: str, datasets: tup
         for k, err in loo.rmse_tau_by_k:
             h = max(h, shift_for_tau_half_width(a, d, k, err))
     return ProfileFit(a, d, h, tuple(r.id for r in rows), tuple(models), rmse, len(pts), note)
+
+
+# A family fit needs models enough that leaving one out still leaves a fit (two): its band is then at least its own
+# leave-one-model-out error. With two models that error cannot be measured, so the method stays on its prior.
+MIN_FAMILY_MODELS = 3
 
 
 @dataclass(frozen=True)
@@ -343,7 +349,7 @@ def leave_one_model_out(lib: AcceptanceLibrary, method: str, workload: str = ANY
     slope, _ = temperature_slope(lib, method)
     errs: list[tuple[int, float]] = []
     shifts = []
-    for m in models if len(models) >= 3 else ():
+    for m in models if len(models) >= MIN_FAMILY_MODELS else ():
         others = [r for r in rows if who(r) != m]
         fit_pts = rescaled_points(others, temperature, slope)
         a, d, _ = fit_profile(fit_pts)
