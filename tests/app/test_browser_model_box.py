@@ -22,7 +22,8 @@ def test_upload_a_config_json_and_get_a_plan_for_it(server):  # noqa: F811
         page.goto(server + "/", wait_until="domcontentloaded")
         sidebar = page.locator("[data-testid=stSidebar]")
         sidebar.get_by_text("Your model (config.json)").click()
-        sidebar.locator("input[type=file]").set_input_files(str(CONFIG))
+        box = sidebar.locator("[data-testid=stExpander]", has_text="Your model (config.json)")
+        box.locator("input[type=file]").set_input_files(str(CONFIG))
         page.wait_for_timeout(1000)
         sidebar.get_by_role("button", name="Use this model").click()
         sidebar.get_by_text("Using DeepseekV32ForCausalLM (config").wait_for(timeout=60_000)
@@ -32,5 +33,7 @@ def test_upload_a_config_json_and_get_a_plan_for_it(server):  # noqa: F811
         page.get_by_text("DeepseekV32ForCausalLM (config", exact=False).nth(1).wait_for(timeout=60_000)
         caption = page.locator("[data-testid=stCaptionContainer]", has_text="DeepseekV32ForCausalLM").first
         assert "(fp8)" in caption.inner_text()
+        # the link follows the page's rerun (history.replaceState): wait for it rather than read it at once
+        page.wait_for_function("() => /model=config(%3A|:)/.test(window.location.search)", timeout=60_000)
         assert "model=config%3A" in page.url or "model=config:" in page.url
         browser.close()
