@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner import acceptance as acc  # noqa: E402
 from planner.candidates import MAX_ALPHA  # noqa: E402
-from planner.drafting import draft_net  # noqa: E402
+from planner.drafting import LOOKUP_DRAFTING, draft_net  # noqa: E402
 from planner.roofline import hw_params, target_net  # noqa: E402
 from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays  # noqa: E402
 from planner.sweep import evaluate_grid  # noqa: E402
@@ -46,7 +46,7 @@ def one_scenario(inp, ih, im, ik, ib, iw, ia):
     k, b, a = KS[ik], BATCHES[ib], float(ALPHAS[ia])
     model = inp["model"]
     draft, _, _, draft_total, _ = draft_net(m, model, inp["draft_model"], "bf16", None)
-    if m.drafting == "ngram":
+    if m.drafting in LOOKUP_DRAFTING:  # prompt lookup (n-gram, ngram_gpu, suffix): the workload's copy share
         a0 = w.ngram_alpha * a / float(np.mean(ALPHAS))
     else:
         a0 = a + w.alpha_shift

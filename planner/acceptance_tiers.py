@@ -16,6 +16,7 @@ planner.library.temperature_factor (fitted from the library's greedy/sampled pai
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -142,8 +143,10 @@ def _rows(lib: lib_.AcceptanceLibrary, ids: tuple[str, ...]) -> list[lib_.Librar
     return [r for r in lib.rows if r.id in want]
 
 
+@functools.lru_cache(maxsize=4096)
 def position_1_alpha(tau: float, k: int, decay: float) -> float:
-    """The alpha at position 1 whose decaying profile a d^(i-1) reaches tau at K (planner.acceptance)."""
+    """The alpha at position 1 whose decaying profile a d^(i-1) reaches tau at K (planner.acceptance); cached: a
+    plan asks it for the same few (tau, K, decay) once per segment and method."""
     tau = min(max(tau, 1.0), k + 1.0)
     f = lambda a: float(acceptance_length_decay(a, k, decay)) - tau  # noqa: E731
     if f(1.0) <= 0:
