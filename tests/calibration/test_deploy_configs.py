@@ -21,6 +21,18 @@ HEAD_KIND = {"eagle3": "eagle3", "medusa": "medusa"}
 
 
 # ---- pure: the schedule --------------------------------------------------------------------------------
+
+def _check_schedule(cfg: dict, built) -> None:
+    """The K-per-batch-size table, expanded by vLLM's own dynamic-K lookup: each range gives its K at both ends."""
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    sched = cfg.get("num_speculative_tokens_per_batch_size")
+    if sched:
+        dense = build_dynamic_sd_schedule_lookup(sched, vllm_max_batch_size=sched[-1][1],
+                                                 vllm_num_speculative_tokens=built.num_speculative_tokens)
+        for a, b, k in sched:
+            assert dense[a] == dense[b] == k
+
 def test_schedule_ranges_start_at_one_cover_every_batch_and_merge_equal_neighbours() -> None:
     # by hand: K=4 from 1, K=4 at 2 merges, K=3 from 4 to 7, K=0 from 8 to 15, K=2 from 16 to 40
     assert k_schedule([(1, 4), (2, 4), (4, 3), (8, 0), (16, 2)], max_batch=40) == [
@@ -92,8 +104,6 @@ def _local(cfg: dict[str, Any], method: str, target: Path, model_cache: dict) ->
 @pytest.mark.parametrize("method", ["eagle3", "p_eagle", "medusa", "draft_model", "ngram", "mtp"])
 def test_every_deploy_config_builds_with_the_pinned_speculative_config(method: str, smol: Path,
                                                                          model_cache: dict) -> None:
-    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
-
     from calibration import model_assets
     from calibration.engine_check import build_speculative_config
 
@@ -111,12 +121,7 @@ def test_every_deploy_config_builds_with_the_pinned_speculative_config(method: s
     built = build_speculative_config(str(target), _local(cfg, method, target, model_cache))
     assert built.num_speculative_tokens == cfg["num_speculative_tokens"]
     assert bool(built.parallel_drafting) == (method == "p_eagle")
-    sched = cfg.get("num_speculative_tokens_per_batch_size")
-    if sched:
-        dense = build_dynamic_sd_schedule_lookup(sched, vllm_max_batch_size=sched[-1][1],
-                                                 vllm_num_speculative_tokens=built.num_speculative_tokens)
-        for a, b, k in sched:
-            assert dense[a] == dense[b] == k
+    _check_schedule(cfg, built)
 
 
 # ---- the methods engines ship today: DFlash, DSpark, suffix decoding, ngram_gpu ----------------------------
@@ -152,8 +157,6 @@ def _plan_config(method: str) -> dict[str, Any]:
 @pytest.mark.parametrize("method", ["dflash", "dspark", "ngram_gpu"])
 def test_new_method_deploy_configs_build_with_the_pinned_speculative_config(method: str, smol: Path,
                                                                            tmp_path: Path) -> None:
-    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
-
     from calibration.engine_check import build_speculative_config
 
     cfg = _plan_config(method)
@@ -164,12 +167,7 @@ def test_new_method_deploy_configs_build_with_the_pinned_speculative_config(meth
     assert built.num_speculative_tokens == cfg["num_speculative_tokens"]
     # the engine drafts DFlash / DSpark blocks in parallel: the planner's one-pass block mode
     assert bool(built.parallel_drafting) == (method in ("dflash", "dspark"))
-    sched = cfg.get("num_speculative_tokens_per_batch_size")
-    if sched:
-        dense = build_dynamic_sd_schedule_lookup(sched, vllm_max_batch_size=sched[-1][1],
-                                                 vllm_num_speculative_tokens=built.num_speculative_tokens)
-        for a, b, k in sched:
-            assert dense[a] == dense[b] == k
+    _check_schedule(cfg, built)
 
 
 def test_suffix_deploy_config_builds_or_is_refused_for_arctic_inference_only(smol: Path) -> None:
