@@ -113,7 +113,8 @@ def _scenario(x: _In, req: PlanRequest, method: str, **kw) -> Scenario:
     return Scenario(model=req.model, hardware=req.hardware, method=method, k=x.catalog.methods[method].default_k,
                     batch=1, workload=seg.workload, language=seg.language, prompt_tokens=int(seg.prompt_tokens),
                     output_tokens=int(seg.output_tokens), tp=req.tp, dtype=req.dtype,
-                    usd_per_gpu_hour=req.usd_per_gpu_hour, tpot_slo_ms=req.tpot_slo_ms, **kw)
+                    usd_per_gpu_hour=req.usd_per_gpu_hour, tpot_slo_ms=req.tpot_slo_ms, engine=req.engine,
+                    engine_version=req.engine_version, **kw)
 
 
 def _best_at_batch1(s: Scenario, catalog, ks: np.ndarray) -> tuple[float, int]:

@@ -245,6 +245,7 @@ def _scenario(args, catalog) -> Scenario:
         draft_cost_ratio=args.draft_cost_ratio, tuned=args.tuned, tree=args.tree is not None or shape is not None,
         tree_shape=shape,
         monthly_output_tokens=args.monthly_output_tokens, temperature=args.temperature,
+        engine=getattr(args, "engine", "vllm"), engine_version=getattr(args, "engine_version", None),
     )
 
 
@@ -267,6 +268,7 @@ def cmd_evaluate(args) -> Any:
     ev = evaluate(s, cat)
     out = ev.to_dict()
     out["batch_source"] = batch_source
+    out["engine"] = s.engine
     out["conventions"] = {
         "alpha_per_token": "i.i.d. per-token alpha with the same acceptance length",
         "alpha_per_position": "conditional per-token acceptance at each draft position",
@@ -290,7 +292,17 @@ def _assumptions(cat, s: Scenario) -> dict:
                        "source": eff.source.source, "date": eff.source.date},
         "prefill": "prompt GPU time (compute-bound) charged to output tokens in usd_per_mtok; "
                    "TPOT is decode-only",
+        "speculation": _speculation_terms(cat, s),
     }
+
+
+def _speculation_terms(cat, s: Scenario) -> dict:
+    """The serving engine's speculation overheads the evaluation used (planner.context.efficiency_for)."""
+    from planner.context import efficiency_for
+
+    eff = efficiency_for(cat, s.hardware, s.dtype, s.efficiency, engine=s.engine)
+    return {"engine": s.engine, "t_spec_s": eff.t_spec_s, "t_fixed_draft_s": eff.t_fixed_draft_s,
+            "sampler_vocab_passes": eff.sampler_vocab_passes, "source": eff.source.source, "date": eff.source.date}
 
 
 def _traffic(args, cat):

@@ -108,7 +108,7 @@ def _search_inputs(s: Scenario, catalog: CatalogLike, workload, ks: Sequence[flo
                       monthly_output_tokens=s.monthly_output_tokens, segments=(seg,), tuned=s.tuned,
                       efficiency=s.efficiency, tree_shape=s.tree_shape, acceptance=s.acceptance,
                       acceptance_method=s.method if s.acceptance is not None else None, acceptance_k=s.k,
-                      temperature=s.temperature)
+                      temperature=s.temperature, engine=s.engine, engine_version=s.engine_version)
     cand = Candidate(s.method, tuple(int(k) for k in ks), alpha_shift=s.alpha_shift_extra,
                      draft_cost_factor=s.draft_cost_factor, tree=s.tree, tuned=s.tuned, tree_shape=s.tree_shape)
     return make_context(req, catalog, (seg,)), cand

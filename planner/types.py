@@ -315,3 +315,5 @@ class Scenario:
     draft_cost_factor: float = 1.0  # levers: multiplies the draft pass time (FP8 head)
     speedup_factor: float = 1.0  # levers: multiplies decode throughput (VSD)
     temperature: float = 0.0  # sampling temperature of the requests (0: greedy); planner.request.check_temperature
+    engine: str = "vllm"  # serving engine (planner.engines.ENGINES): its own speculation overheads
+    engine_version: str | None = None

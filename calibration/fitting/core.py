@@ -269,11 +269,18 @@ def fit_relative(
     x_scale: Sequence[float] | None = None,
     hold: Sequence[str] = (),
     hold_unidentified: bool = True,
+    shrink: Mapping[str, tuple[float, float]] | None = None,
+    noise: float | None = None,
 ) -> FitResult:
     """Fit `model(params) ~ measured` minimising sum(log(model / measured)^2) (relative error), as least_squares.
 
     Assumes measured = model(params) * exp(eps), eps ~ N(0, s^2). The result's residuals are the relative errors
     predicted / measured - 1 per point.
+
+    shrink: {name: (centre, width)}, a Gaussian prior on each named parameter's relative distance from its centre,
+    p / centre - 1 ~ N(0, width^2), with the data's noise s = `noise` (log residual, stated by the caller): the fit is
+    the posterior mode (each prior adds the residual noise * (p / centre - 1) / width). Standard errors and the
+    held/identified tests then include the prior; residuals and the point count are the data's only.
     """
     y = np.asarray(measured, float)
     if y.size == 0:
@@ -282,11 +289,27 @@ def fit_relative(
         raise ValueError("measured values must be finite and > 0")
     if y.size <= len(p0):
         raise ValueError(f"{y.size} points cannot identify {len(p0)} parameters {tuple(names)}")
-    res = least_squares(lambda p: np.log(np.maximum(model(p), 1e-300) / y), names=names, p0=p0, lower=bounds[0],
-                        upper=bounds[1], x_scale=x_scale, priors=priors, hold=hold,
-                        hold_unidentified=hold_unidentified)
-    return FitResult(res.names, res.params, res.stderr, tuple(float(x) for x in np.expm1(res.residuals)),
-                     res.success, res.message, res.cost, res.n_points, res.held, res.extra)
+    shrink = dict(shrink or {})
+    if shrink and not (noise is not None and noise > 0):
+        raise ValueError(f"shrink={shrink}: needs the data's noise (> 0), got noise={noise!r}")
+    bad = sorted(n for n, (c, w) in shrink.items() if n not in names or not (c > 0 and w > 0))
+    if bad:
+        raise ValueError(f"shrink: {bad} not among {tuple(names)} or centre/width not > 0")
+    idx = [list(names).index(n) for n in shrink]
+    centre = np.array([shrink[n][0] for n in shrink], float)
+    width = np.array([shrink[n][1] for n in shrink], float)
+
+    def residual(p: np.ndarray) -> np.ndarray:
+        r = np.log(np.maximum(model(p), 1e-300) / y)
+        if not idx:
+            return r
+        return np.concatenate([r, noise * (p[idx] / centre - 1.0) / width])
+
+    res = least_squares(residual, names=names, p0=p0, lower=bounds[0], upper=bounds[1], x_scale=x_scale,
+                        priors=priors, hold=hold, hold_unidentified=hold_unidentified, n_points=int(y.size))
+    data = np.asarray(res.residuals[:y.size])
+    return FitResult(res.names, res.params, res.stderr, tuple(float(x) for x in np.expm1(data)),
+                     res.success, res.message, 0.5 * float(data @ data), res.n_points, res.held, res.extra)
 
 
 # ---------------------------------------------------------------------------------------------------

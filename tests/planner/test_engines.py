@@ -191,3 +191,54 @@ def test_small_active_moe_at_acceptance_length_about_2_can_lose_at_batch_1(catal
                                        method="eagle3", k=k, tau=1.9).speedup)
     assert out[1] > out[2] > out[3]
     assert out[3] < 1.0
+
+
+def test_an_engines_own_terms_are_drawn_toward_the_pooled_fit_by_a_stated_prior(catalog, monkeypatch):
+    truth = {**{n: v for n, (v, _) in sp.PRIORS.items()}, "sampler_vocab_passes": 40.0,
+             fe.key("t_fixed_draft_s", "vllm"): 2e-4, fe.key("t_spec_s", "vllm"): 3e-4,
+             fe.key("t_fixed_draft_s", "sglang"): 3.5e-4, fe.key("t_spec_s", "sglang"): 6e-4}
+    vllm = _with_measured(_rows("vllm", "v", 8), catalog, truth)
+    # SGLang's rows: other terms, measured with a scatter of a few per cent
+    noise = np.array([1.02, 0.98, 1.03, 0.99, 1.02, 1.01, 0.98, 1.02])
+    sgl = [dataclasses.replace(r, speedup=r.speedup * f)
+           for r, f in zip(_with_measured(_rows("sglang", "s", 8), catalog, truth), noise)]
+    rows = vllm + sgl
+    pooled = sp.fitted_params(sp.fit_speculation(rows, catalog))
+
+    def distance(width: float) -> float:
+        monkeypatch.setattr(fe, "ENGINE_PRIOR_WIDTH", width)
+        p = fe.fit_engines(rows, catalog).params()
+        return max(abs(p[fe.key(n, "sglang")] / pooled[n] - 1) for n in ("t_spec_s", "t_fixed_draft_s"))
+
+    width = fe.ENGINE_PRIOR_WIDTH
+    free, shipped, narrow = distance(0.0), distance(width), distance(1e-3)
+    assert 0 < shipped < free  # the prior pulls the engine's identified terms toward the pooled ones
+    assert narrow < 0.01 < free  # a narrow prior holds them there; no prior leaves them where its rows put them
+
+
+def test_a_shrinkage_prior_needs_the_datas_noise():
+    from calibration.fitting.core import fit_relative
+
+    with pytest.raises(ValueError, match="noise"):
+        fit_relative(lambda p: p[0] * np.ones(3), [1.0, 1.1, 0.9], names=("a",), p0=[1.0], bounds=([0.0], [2.0]),
+                     shrink={"a": (1.0, 0.5)})
+    fit = fit_relative(lambda p: p[0] * np.ones(3), [2.0, 2.2, 1.8], names=("a",), p0=[1.0], bounds=([0.0], [5.0]),
+                       shrink={"a": (1.0, 0.5)}, noise=0.1)
+    assert 1.0 < fit.value("a") < 2.0 and len(fit.residuals) == 3  # between prior and data; data residuals only
+
+
+def test_evaluate_takes_the_engine_and_uses_its_terms(catalog, capsys):
+    out = {}
+    for eng in ("vllm", "sglang"):
+        assert cli_main(["evaluate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--method", "eagle3",
+                         "--k", "5", "--batch", "1", "--acceptance-length", "2.8", "--engine", eng]) == 0
+        out[eng] = json.loads(capsys.readouterr().out)
+    for eng, d in out.items():
+        terms = catalog.speculation_engines[eng]
+        assert d["engine"] == eng
+        assert d["assumptions"]["speculation"]["t_fixed_draft_s"] == pytest.approx(terms.t_fixed_draft_s)
+        assert d["assumptions"]["speculation"]["t_spec_s"] == pytest.approx(terms.t_spec_s)
+    v, s = catalog.speculation_engines["vllm"], catalog.speculation_engines["sglang"]
+    if (v.t_spec_s, v.t_fixed_draft_s) != (s.t_spec_s, s.t_fixed_draft_s):  # different terms, different speedup
+        assert out["vllm"]["speedup"] != pytest.approx(out["sglang"]["speedup"], rel=1e-6)
+    assert out["vllm"]["baseline_tpot_ms"] == pytest.approx(out["sglang"]["baseline_tpot_ms"])  # only speculation
