@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TABLE_CSV = ROOT / "profiles" / "data" / "published" / "published_specdec.csv"
 OUT_YAML = ROOT / "profiles" / "data" / "fitted" / "speculation_vllm.yaml"
-DATA_SOURCE = "published_specdec.csv (206 published speculative-decoding results, shared training table)"
+DATA_SOURCE = "published_specdec.csv (209 published speculative-decoding results, shared training table)"
 TABLE_VERSION = "2026-12-02"
 # Parameters a fit may set, their start values and bounds (seconds, fp32 vocabulary-row passes, seconds, share).
 PARAM_NAMES = ("t_spec_s", "sampler_vocab_passes", "t_fixed_draft_s", "moe_verify_overlap")
