@@ -40,7 +40,7 @@ NAMES = ("overhead_scale", "eta_bw")
 P0, LOWER, UPPER = (1.0, 0.65), (0.1, 0.2), (10.0, 1.0)
 # eta_bw free runs into its bound 1 on the MI300X curve (5 points, flat in concurrency): the data cannot tell weight
 # streaming from per-step overheads, so it stays at the hardware's own assumption and only the overheads are scaled.
-ETA_BW_HELD = ("prior: the hardware.yaml assumption; held (free, the 5 points drive it to its bound 1: they cannot "
+ETA_BW_HELD = ("the hardware.yaml assumption; held (free, the 5 points drive it to its bound 1: they cannot "
                "separate weight streaming from per-step overheads)")
 
 
