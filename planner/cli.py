@@ -282,14 +282,18 @@ def cmd_evaluate(args) -> Any:
 
 
 def _assumptions(cat, s: Scenario) -> dict:
+    from planner.context import efficiency_for  # noqa: PLC0415
+
     hw = cat.hardware[s.hardware]
-    eff = s.efficiency or hw.efficiency
+    eff = efficiency_for(cat, s.hardware, s.dtype, s.efficiency)  # what the step time ran with (fit, borrowed, default)
+    band = (getattr(cat, "fitted_tpot_error", None) or {}).get((s.hardware, s.dtype))
     return {
         "price": {"usd_per_gpu_hour": s.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid,
                   "source": "user" if s.usd_per_gpu_hour else hw.price.source,
                   "date": None if s.usd_per_gpu_hour else hw.price.date},
         "efficiency": {"eta_bw": eff.eta_bw, "eta_flops": eff.eta_flops, "t_fixed_s": eff.t_fixed_s,
-                       "source": eff.source.source, "date": eff.source.date},
+                       "source": eff.source.source, "date": eff.source.date,
+                       "tpot_error": band},  # relative TPOT error of the step-time set (held-out or stated band)
         "prefill": "prompt GPU time (compute-bound) charged to output tokens in usd_per_mtok; "
                    "TPOT is decode-only",
         "speculation": _speculation_terms(cat, s),

@@ -27,12 +27,14 @@ SAMPLED_SPEC_FIELDS = ("t_spec_s", "sampler_vocab_passes")  # Samples' optional 
 def efficiency_for(catalog, hardware: str, dtype: str, override: Efficiency | None = None,
                    engine: str = DEFAULT_ENGINE) -> Efficiency:
     """The step-time parameters a (hardware, weight dtype) runs with: an explicit override (a calibration), else
-    the parameters fitted to measured kernels (profiles/data/fitted), else the hardware's assumed defaults; with
+    the parameters fitted to measured kernels (profiles/data/fitted), else for a GPU without kernel data the nearest
+    fitted GPU's terms (planner.borrowed), else the hardware's assumed defaults; with
     the serving engine's own speculation terms (planner.engines) unless a calibration measured them."""
     if override is not None:
         return override
     fitted = getattr(catalog, "fitted_efficiency", None) or {}
-    eff = fitted.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
+    borrowed = getattr(catalog, "borrowed_efficiency", None) or {}  # no kernel data: planner.borrowed
+    eff = fitted.get((hardware, dtype)) or borrowed.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
     if eff.calibrated:  # a calibrated profile's hardware entry: measured whole, used as it is
         return eff
     return with_fitted_speculation(catalog, eff, engine)

@@ -288,6 +288,8 @@ class Catalog:
     fitted_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
     # each fit's held-out TPOT error (a fraction): the Monte Carlo and the tornado draw the step time from it
     fitted_tpot_error: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
+    # GPUs without kernel data: terms borrowed from the nearest fitted GPU (planner.borrowed; profiles/borrowed.py)
+    borrowed_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
     # speculation overheads fitted to published speedups (one set for every hardware): efficiency_for applies them
     fitted_speculation: Mapping[str, float] = dataclasses.field(default_factory=dict)
     fitted_speculation_source: Sourced | None = None
@@ -430,6 +432,10 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
                   for e in doc.get("entries", {}).values() if "tpot_mape_held_out" in e}
         cat = dataclasses.replace(cat, fitted_efficiency=load_fitted_efficiencies(hardware, fitted_path),
                                   fitted_tpot_error=errors)
+        from profiles.borrowed import load_borrowed  # noqa: PLC0415
+
+        borrowed, bands = load_borrowed(hardware, cat.fitted_efficiency, d / "fitted" / "steptime_borrowed.yaml")
+        cat = dataclasses.replace(cat, borrowed_efficiency=borrowed, fitted_tpot_error={**bands, **errors})
     spec_path = d / "fitted" / "speculation_vllm.yaml"
     if spec_path.is_file():
         params, stderr, src = load_fitted_speculation(spec_path)

@@ -47,16 +47,20 @@ MI355X = Hardware(
                           allreduce_latency_s=0.00001, source=Sourced("mi300x's assumed defaults", "2026-11-29")),
     fp4_tflops=10000)
 def mi355x_with_borrowed_terms(catalog) -> Hardware:
-    """MI355X for the ATOM curve check. No AMD kernel data is pinned, and the assumed defaults have no per-layer,
-    per-token or MoE terms at all, so a MoE step there is flat in tokens until compute-bound. Assumption: the
-    step-time terms fitted to NVIDIA H200 / vLLM fp8 kernels (profiles/data/fitted/steptime_vllm.yaml) stand in,
-    on MI355X's own peaks; the curve's direction is checked, not its level."""
-    fitted = (getattr(catalog, "fitted_efficiency", None) or {}).get(("h200", "fp8"))
-    if fitted is None:
+    """MI355X for the ATOM curve check. No AMD kernel data is pinned and no public MI355X end-to-end TPOT is in
+    profiles/data/published/amd_nospec_tpot.csv, so it gets the general mechanism's assumption (planner.borrowed):
+    the nearest kernel-fitted GPU's per-step, per-layer, MoE and collective-latency terms at scale 1, on MI355X's own
+    peaks and its assumed eta_bw / eta_flops (0.65 / 0.5, as MI300X); the curve's direction is checked, not its
+    level."""
+    from planner.borrowed import borrow, nearest_donor  # noqa: PLC0415
+
+    fitted = getattr(catalog, "fitted_efficiency", None) or {}
+    table = {**catalog.hardware, MI355X.name: MI355X}
+    key = nearest_donor(MI355X.name, "fp8", table, fitted)
+    if key is None:
         return MI355X
-    src = Sourced("assumption: NVIDIA H200 / vLLM fp8 fitted step-time terms on MI355X peaks (no AMD kernel data)",
-                  fitted.source.date)
-    return replace(MI355X, efficiency=replace(fitted, source=src))
+    return replace(MI355X, efficiency=borrow(MI355X.efficiency, fitted[key], donor_key=key, fit=None,
+                                             hardware=MI355X.name))
 
 
 ATOM_ROWS = {  # concurrency: measured total-throughput gain (ROCm/ATOM PR #1333)

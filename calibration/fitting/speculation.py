@@ -282,12 +282,14 @@ def base_efficiency(catalog, hardware: str, dtype: str, step_fit_from: tuple[str
     """The step-time parameters the planner runs this (hardware, dtype) with, before any speculation fit:
     the kernel fit (profiles/data/fitted/steptime_vllm.yaml), else the kernel fit of `step_fit_from` (a row's
     named assumption: the same GPU's fit in another dtype; efficiencies and per-layer, per-token and MoE terms
-    carry over, the peaks stay the row's), else the hardware's defaults."""
+    carry over, the peaks stay the row's), else for a GPU without kernel data the borrowed terms (planner.borrowed),
+    else the hardware's defaults."""
     fitted = getattr(catalog, "fitted_efficiency", None) or {}
     own = fitted.get((hardware, dtype))
     if own is None and step_fit_from is not None:
         own = fitted.get(step_fit_from)
-    return own or catalog.hardware[hardware].efficiency
+    borrowed = (getattr(catalog, "borrowed_efficiency", None) or {}).get((hardware, dtype))  # planner.borrowed
+    return own or borrowed or catalog.hardware[hardware].efficiency
 
 
 def evaluate_row(row: SpecRow, catalog, eff: Efficiency, *, method: str, k: int, tau: float,

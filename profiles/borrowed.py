@@ -1,0 +1,45 @@
+"""Loader of the borrowed step-time terms (planner/borrowed.py) for GPUs without kernel data: the end-to-end fits of
+profiles/data/fitted/steptime_borrowed.yaml (tools/fit_borrowed_steptime.py), applied at catalogue load."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+from planner.borrowed import BorrowFit, borrowed_efficiencies
+from planner.types import Efficiency, Hardware
+
+BORROWED_YAML = Path(__file__).resolve().parent / "data" / "fitted" / "steptime_borrowed.yaml"
+
+
+def load_borrow_fits(path: str | os.PathLike | None = None) -> dict[str, BorrowFit]:
+    """{hardware: BorrowFit} from the YAML; empty when the file is absent."""
+    p = Path(path) if path else BORROWED_YAML
+    if not p.is_file():
+        return {}
+    doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    out = {}
+    for name, e in (doc.get("entries") or {}).items():
+        params = e.get("params") or {}
+        if "overhead_scale" not in params:
+            raise ValueError(f"{p.name} entry {name!r}: params.overhead_scale missing (a mapping {{value: ...}})")
+        eta = params.get("eta_bw") or {}
+        out[str(name)] = BorrowFit(
+            overhead_scale=float(params["overhead_scale"]["value"]),
+            # a held eta_bw is the hardware's own assumption: not replaced
+            eta_bw=None if "prior" in eta or "value" not in eta else float(eta["value"]),
+            tpot_error=float(e["tpot_error"]),
+            source=f"{e['source']} (fit error {100 * float(e['fit_mape']):.0f} %, leave-one-out "
+                   f"{100 * float(e['loo_mape']):.0f} %)",
+            date=str(e["date"]))
+    return out
+
+
+def load_borrowed(hardware: Mapping[str, Hardware], fitted: Mapping[tuple[str, str], Efficiency],
+                  path: str | os.PathLike | None = None,
+                  ) -> tuple[dict[tuple[str, str], Efficiency], dict[tuple[str, str], float]]:
+    """({(GPU, dtype): borrowed Efficiency}, {(GPU, dtype): TPOT band}) for every GPU without kernel data."""
+    return borrowed_efficiencies(hardware, fitted, load_borrow_fits(path))
