@@ -285,7 +285,8 @@ def _assumptions(cat, s: Scenario) -> dict:
     from planner.context import efficiency_for  # noqa: PLC0415
 
     hw = cat.hardware[s.hardware]
-    eff = efficiency_for(cat, s.hardware, s.dtype, s.efficiency)  # what the step time ran with (fit, borrowed, default)
+    # what the step time and speculation ran with (fit, borrowed, default; the engine's speculation terms)
+    eff = efficiency_for(cat, s.hardware, s.dtype, s.efficiency, engine=s.engine)
     band = (getattr(cat, "fitted_tpot_error", None) or {}).get((s.hardware, s.dtype))
     return {
         "price": {"usd_per_gpu_hour": s.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid,
@@ -296,17 +297,9 @@ def _assumptions(cat, s: Scenario) -> dict:
                        "tpot_error": band},  # relative TPOT error of the step-time set (held-out or stated band)
         "prefill": "prompt GPU time (compute-bound) charged to output tokens in usd_per_mtok; "
                    "TPOT is decode-only",
-        "speculation": _speculation_terms(cat, s),
+        "speculation": {"engine": s.engine, "t_spec_s": eff.t_spec_s, "t_fixed_draft_s": eff.t_fixed_draft_s,
+                        "sampler_vocab_passes": eff.sampler_vocab_passes},
     }
-
-
-def _speculation_terms(cat, s: Scenario) -> dict:
-    """The serving engine's speculation overheads the evaluation used (planner.context.efficiency_for)."""
-    from planner.context import efficiency_for
-
-    eff = efficiency_for(cat, s.hardware, s.dtype, s.efficiency, engine=s.engine)
-    return {"engine": s.engine, "t_spec_s": eff.t_spec_s, "t_fixed_draft_s": eff.t_fixed_draft_s,
-            "sampler_vocab_passes": eff.sampler_vocab_passes, "source": eff.source.source, "date": eff.source.date}
 
 
 def _traffic(args, cat):
