@@ -196,9 +196,11 @@ def compare_interleaved(rev: str, *, rounds: int = ROUNDS, calls: int = CALLS) -
         now, then = (statistics.median(times[(who, what)]) for who in ("now", rev))
         ratios[what] = now / then
         rr = per_round[what]
+        q1 = [float(np.percentile(times[(who, what)], 25)) for who in ("now", rev)]  # less touched by load spikes
         print(f"plan(), 12 segments, {label}, {rounds} interleaved rounds x {calls} calls: median CPU "
-              f"{now * 1e3:.1f} ms "
-              f"now vs {then * 1e3:.1f} ms at {rev}: ratio {now / then:.3f} (per round {min(rr):.3f}-{max(rr):.3f})")
+              f"{now * 1e3:.1f} ms now vs {then * 1e3:.1f} ms at {rev}: ratio {now / then:.3f} (per round "
+              f"{min(rr):.3f}-{max(rr):.3f}; lower quartiles {q1[0] * 1e3:.1f} vs {q1[1] * 1e3:.1f} ms: "
+              f"{q1[0] / q1[1]:.3f})")
     return ratios
 
 
