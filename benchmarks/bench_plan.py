@@ -7,12 +7,17 @@
    plan(), charts); each rerun changes the TPOT SLO so the st.cache_data entry misses (target < 150 ms).
 3. The 10^6-scenario grid (benchmarks/bench_planner_grid.py; target < 100 ms).
 --compare REV: benchmarks 1 and 2 again through REV's code (REV's own bench_plan and bench_page, in a temporary git
-worktree), measured in the same run, so the two figures share the machine's load.
+worktree), measured in the same run, so the two figures share the machine's load; then plan() for the six methods
+issue 19 started with (SIX_METHODS), the same request in both trees, and for every method of each tree's catalogue,
+in ROUNDS interleaved rounds: one worker process per tree, each round CALLS calls in one, then in the other (order
+alternating), so slow spells of the machine fall on both; printed as median CPU ms per call and the ratio now / REV.
+`--compare REV --quick`: only the interleaved comparison.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import statistics
 import subprocess
@@ -20,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -99,6 +105,105 @@ def bench_rev(rev: str) -> None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], capture_output=True)
 
 
+# The methods the catalogue had when issue 19 started (41370db): plan()'s speed is compared on the same work.
+SIX_METHODS = ("eagle3", "medusa", "mtp", "p_eagle", "draft_model", "ngram")
+ROUNDS, CALLS = 10, 6
+
+# One tree's plan() timed on request: `six N` or `all N` on stdin -> N CPU times (seconds) as JSON on stdout. Only
+# the PlanRequest fields that tree has are passed, so an older revision runs the same request.
+WORKER = """
+import dataclasses, json, sys, time
+sys.path.insert(0, {root!r})
+import numpy as np
+from planner.plan import plan
+from planner.request import PlanRequest, TrafficSegment
+from profiles import load_catalog
+cat = load_catalog()
+rng = np.random.default_rng(3)
+shares = rng.dirichlet(np.ones(12))
+segs = []
+for i, (w, lang) in enumerate((w, lang) for w in {workloads!r} for lang in {languages!r}):
+    wl = cat.workloads[w]
+    segs.append(TrafficSegment(w, lang, float(shares[i]), float(wl.prompt_tokens * rng.uniform(0.5, 1.5)),
+                               float(wl.output_tokens * rng.uniform(0.5, 1.5))))
+fields = {{f.name for f in dataclasses.fields(PlanRequest)}}
+base = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, segments=tuple(segs), monthly_output_tokens=2e10)
+reqs = {{"six": PlanRequest(**base, methods={six!r}), "all": PlanRequest(**base)}}
+assert "methods" in fields
+for r in reqs.values():
+    plan(r, cat)  # warm-up
+print(json.dumps({{"all_methods": len(cat.methods)}}), flush=True)
+for line in sys.stdin:
+    what, n = line.split()
+    out = []
+    for i in range(int(n)):
+        r = dataclasses.replace(reqs[what], tpot_slo_ms=40.0 + i)
+        c = time.process_time()
+        plan(r, cat)
+        out.append(time.process_time() - c)
+    print(json.dumps(out), flush=True)
+"""
+
+
+def _worker(root: Path) -> subprocess.Popen:
+    code = WORKER.format(root=str(root), workloads=WORKLOADS, languages=LANGUAGES, six=SIX_METHODS)
+    return subprocess.Popen([sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+
+
+def _ask(w: subprocess.Popen, line: str) -> Any:
+    w.stdin.write(line + "\n")
+    w.stdin.flush()
+    got = w.stdout.readline()
+    if not got:
+        raise RuntimeError(f"worker exited ({w.wait()})")
+    return json.loads(got)
+
+
+def compare_interleaved(rev: str, *, rounds: int = ROUNDS, calls: int = CALLS) -> dict[str, float]:
+    """plan() for SIX_METHODS and for every method, here and at REV, in interleaved rounds (module docstring);
+    returns {"six": ratio, "all": ratio} (now / REV, median CPU per call)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wt = Path(tmp) / "rev"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
+                       capture_output=True)
+        workers = {"now": _worker(ROOT), rev: _worker(wt)}
+        try:
+            n_methods = {who: w.stdout.readline() for who, w in workers.items()}
+            n_methods = {who: json.loads(line)["all_methods"] if line else None for who, line in n_methods.items()}
+            if None in n_methods.values():
+                print(f"{rev}: interleaved comparison failed (a worker did not start)")
+                return {}
+            times = {(who, what): [] for who in workers for what in ("six", "all")}
+            per_round = {"six": [], "all": []}
+            for r in range(rounds):
+                order = list(workers) if r % 2 == 0 else list(workers)[::-1]
+                for what in ("six", "all"):
+                    med = {}
+                    for who in order:
+                        got = _ask(workers[who], f"{what} {calls}")
+                        times[(who, what)] += got
+                        med[who] = statistics.median(got)
+                    per_round[what].append(med["now"] / med[rev])
+        finally:
+            for w in workers.values():
+                w.stdin.close()
+                w.wait(timeout=60)
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], capture_output=True)
+    ratios = {}
+    for what, label in (("six", f"the six original methods ({', '.join(SIX_METHODS)})"),
+                        ("all", f"every method ({n_methods['now']} now, {n_methods[rev]} at {rev})")):
+        now, then = (statistics.median(times[(who, what)]) for who in ("now", rev))
+        ratios[what] = now / then
+        rr = per_round[what]
+        q1 = [float(np.percentile(times[(who, what)], 25)) for who in ("now", rev)]  # less touched by load spikes
+        print(f"plan(), 12 segments, {label}, {rounds} interleaved rounds x {calls} calls: median CPU "
+              f"{now * 1e3:.1f} ms now vs {then * 1e3:.1f} ms at {rev}: ratio {now / then:.3f} (per round "
+              f"{min(rr):.3f}-{max(rr):.3f}; lower quartiles {q1[0] * 1e3:.1f} vs {q1[1] * 1e3:.1f} ms: "
+              f"{q1[0] / q1[1]:.3f})")
+    return ratios
+
+
 def bench_page(cat) -> None:
     from streamlit.testing.v1 import AppTest
 
@@ -134,9 +239,14 @@ def bench_grid() -> None:
 
 
 if __name__ == "__main__":
+    rev_arg = sys.argv[sys.argv.index("--compare") + 1] if "--compare" in sys.argv else None
+    if rev_arg is not None and "--quick" in sys.argv:
+        compare_interleaved(rev_arg)
+        sys.exit(0)
     catalog = load_catalog()
     bench_plan(catalog)
     bench_page(catalog)
-    if "--compare" in sys.argv:
-        bench_rev(sys.argv[sys.argv.index("--compare") + 1])
+    if rev_arg is not None:
+        bench_rev(rev_arg)
+        compare_interleaved(rev_arg)
     bench_grid()

@@ -81,6 +81,22 @@ def estimate(ctx, method: str, workload: str, tuned: bool) -> TierEstimate:
     return cache[key]
 
 
+def segment_estimates(ctx, method: str, tuned: bool) -> tuple[TierEstimate, ...]:
+    """estimate() for each of the context's segments, in order (cached on the context)."""
+    key = (method, None, bool(tuned))
+    cache = ctx.tier_cache
+    if key not in cache:
+        cache[key] = tuple(estimate(ctx, method, s.workload, tuned) for s in ctx.segs)
+    return cache[key]
+
+
+# The library and prior tiers' estimates shared by every request that reads them alike: keyed by the identity of the
+# (frozen) library, method and workload objects it reads and the model, temperature and tuning; each entry holds
+# those objects, so an id is never reused while its entry stands.
+_LIBRARY_ESTIMATES: dict[tuple, tuple] = {}
+_LIBRARY_ESTIMATES_MAX = 4096
+
+
 def _estimate(ctx, method: str, workload: str, tuned: bool) -> TierEstimate:
     req, cat = ctx.req, ctx.catalog
     m = cat.methods[method]
@@ -95,6 +111,23 @@ def _estimate(ctx, method: str, workload: str, tuned: bool) -> TierEstimate:
             return TierEstimate("customer", f"calibrated profile: acceptance length {tau:.2f} [{lo:.2f}, {hi:.2f}] at "
                                 f"K={k} on {wl} ({ctx.eff.source.source}, {ctx.eff.source.date})", a=a, d=1.0,
                                 half_width=max(0.5 * (a_hi - a_lo), 0.0))
+    lib, wl, temp = library_of(cat), cat.workloads[workload], _temperature(ctx)
+    key = (id(lib), id(m), id(wl), ctx.model.name, temp, tuned)
+    hit = _LIBRARY_ESTIMATES.get(key)
+    if hit is not None and hit[0] is lib and hit[1] is m and hit[2] is wl:
+        return hit[3]
+    est = _library_estimate(ctx, method, workload, tuned)
+    if len(_LIBRARY_ESTIMATES) >= _LIBRARY_ESTIMATES_MAX:
+        _LIBRARY_ESTIMATES.clear()
+    _LIBRARY_ESTIMATES[key] = (lib, m, wl, est)
+    return est
+
+
+def _library_estimate(ctx, method: str, workload: str, tuned: bool) -> TierEstimate:
+    """Tiers 2-4 (public head, family fit, prior): they read the library, the method, the workload, the model's name
+    and the temperature only."""
+    cat = ctx.catalog
+    m = cat.methods[method]
     lib = library_of(cat)
     temp = _temperature(ctx)
     datasets = workload_datasets(cat, workload)
@@ -158,13 +191,21 @@ def all_prior(ctx, cand) -> bool:
     """True when every segment of the candidate drafts with the prior (the planner's vectorised fast path)."""
     if cand.method == "none":
         return True
-    return all(estimate(ctx, cand.method, s.workload, cand.tuned).is_prior for s in ctx.segs)
+    return all(e.is_prior for e in segment_estimates(ctx, cand.method, cand.tuned))
 
 
 def provenance(ctx, method: str, tuned: bool) -> tuple[str, str]:
     """(tier, source) of a method's acceptance over the request's segments ("<tier> (<workload>)" when they
-    differ)."""
-    ests = [(s.workload, estimate(ctx, method, s.workload, tuned)) for s in ctx.segs]
+    differ); cached on the context."""
+    key = ("provenance", method, bool(tuned))
+    cache = ctx.tier_cache
+    if key not in cache:
+        cache[key] = _provenance(ctx, method, tuned)
+    return cache[key]
+
+
+def _provenance(ctx, method: str, tuned: bool) -> tuple[str, str]:
+    ests = list(zip((s.workload for s in ctx.segs), segment_estimates(ctx, method, tuned), strict=True))
     tiers = {e.tier for _, e in ests}
     if len(tiers) == 1:
         return ests[0][1].tier, " | ".join(dict.fromkeys(e.source for _, e in ests))
@@ -189,7 +230,15 @@ def head_status(ctx, method: str) -> HeadStatus:
     """Whether a public head of the method exists for the request's model (heads.csv, or a library row naming one)
     and the draft-training GPU-hours that follow: ~0 to download one (unless the user entered hours), methods.yaml's
     setup_gpu_hours to train one. Methods that draft without a trained head (native MTP, a separate draft model,
-    n-gram) need none; native MTP's availability is planner.drafting.availability's."""
+    n-gram) need none; native MTP's availability is planner.drafting.availability's. Cached on the context."""
+    key = ("head", method)
+    cache = ctx.tier_cache
+    if key not in cache:
+        cache[key] = _head_status(ctx, method)
+    return cache[key]
+
+
+def _head_status(ctx, method: str) -> HeadStatus:
     cat, model = ctx.catalog, ctx.model
     m = cat.methods[method]
     override = dict(ctx.costs.setup_gpu_hours)

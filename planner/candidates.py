@@ -55,19 +55,31 @@ def prior_alpha_position_1(ctx: Context, cand: Candidate, smp: Samples) -> np.nd
     """The prior tier's per-token alpha at position 1 (N, S): the method's range (default or tuned, widened to the
     library's measurements) at the sample's position, shifted by workload and language, times the temperature
     factor; prompt lookup takes the workload's n-gram alpha."""
-    m = ctx.catalog.methods[cand.method]
+    lookup, low, width, tf = _prior_ranges(ctx, cand.method, cand.tuned)
     ngram, shift = ctx.segment_alphas
-    ests = [tiers.estimate(ctx, cand.method, s.workload, cand.tuned) for s in ctx.segs]
-    tf = np.array([e.temperature_factor for e in ests])
-    if m.drafting in LOOKUP_DRAFTING:
+    if lookup:
         a = np.broadcast_to(ngram, (smp.n, ngram.size))
     else:
-        low = np.array([e.prior_low for e in ests])
-        high = np.array([e.prior_high for e in ests])
-        a = low[None, :] + smp.alpha_u[:, None] * (high - low)[None, :] + shift[None, :]
-    if np.any(tf != 1.0):
+        a = low[None, :] + smp.alpha_u[:, None] * width[None, :] + shift[None, :]
+    if tf is not None:
         a = a * tf[None, :]
     return np.clip(a + cand.alpha_shift, 0.0, MAX_ALPHA)
+
+
+def _prior_ranges(ctx: Context, method: str, tuned: bool
+                  ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(prompt lookup?, prior low (S,), high - low (S,), temperature factor (S,) or None when 1 everywhere) of a
+    method's prior tier per segment (cached on the context)."""
+    key = ("prior ranges", method, bool(tuned))
+    cache = ctx.tier_cache
+    if key not in cache:
+        ests = tiers.segment_estimates(ctx, method, tuned)
+        tf = np.array([e.temperature_factor for e in ests])
+        low = np.array([e.prior_low for e in ests])
+        high = np.array([e.prior_high for e in ests])
+        cache[key] = (ctx.catalog.methods[method].drafting in LOOKUP_DRAFTING, low, high - low,
+                      tf if np.any(tf != 1.0) else None)
+    return cache[key]
 
 
 def alpha_from_measured(a, k_meas: int) -> float:
@@ -143,17 +155,29 @@ def per_position_alpha(ctx: Context, cand: Candidate, smp: Samples, k_max: int) 
         a1 = prior_alpha_position_1(ctx, cand, smp)  # (N, S)
         return np.clip(a1[..., None] * decay, 0.0, 1.0), a1
     a1_prior = prior_alpha_position_1(ctx, cand, smp)
-    per_pos = np.empty((smp.n, len(ctx.segs), k_max))
+    is_prior, center, half_width, lang = _profile_tiers(ctx, cand.method, cand.tuned, k_max)
     band = 2.0 * smp.alpha_u - 1.0  # the sample's place in the band: -1 low, 0 middle, +1 high
-    for j, seg in enumerate(ctx.segs):
-        est = tiers.estimate(ctx, cand.method, seg.workload, cand.tuned)
-        if est.is_prior:
-            per_pos[:, j] = np.clip(a1_prior[:, j, None] * decay, 0.0, 1.0)
-            continue
-        lang = ctx.catalog.languages[seg.language].alpha_shift
-        per_pos[:, j] = np.clip(est.center(k_max)[None, :] + band[:, None] * est.half_width + lang
-                                + cand.alpha_shift, 0.0, 1.0)
+    measured = np.clip(center[None] + band[:, None, None] * half_width[None, :, None] + lang[None, :, None]
+                       + cand.alpha_shift, 0.0, 1.0)  # (N, S, k_max)
+    prior = np.clip(a1_prior[..., None] * decay, 0.0, 1.0)
+    per_pos = np.where(is_prior[None, :, None], prior, measured)
     return per_pos, per_pos[..., 0]
+
+
+def _profile_tiers(ctx: Context, method: str, tuned: bool, k_max: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment (S,): drafts with the prior?, and for the other tiers their centre profile (S, k_max), band half
+    width and the language's alpha shift (cached on the context)."""
+    key = ("profile tiers", method, bool(tuned), k_max)
+    cache = ctx.tier_cache
+    if key not in cache:
+        ests = tiers.segment_estimates(ctx, method, tuned)
+        is_prior = np.array([e.is_prior for e in ests])
+        center = np.array([np.zeros(k_max) if e.is_prior else e.center(k_max) for e in ests]).reshape(-1, k_max)
+        half_width = np.array([0.0 if e.is_prior else e.half_width for e in ests])
+        lang = np.array([ctx.catalog.languages[s.language].alpha_shift for s in ctx.segs])
+        cache[key] = (is_prior, center, half_width, lang)
+    return cache[key]
 
 
 def candidate_tau(ctx: Context, cand: Candidate, smp: Samples, ks: np.ndarray

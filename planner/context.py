@@ -161,7 +161,8 @@ class Context:
 
     @functools.cached_property
     def tier_cache(self) -> dict:
-        """planner.acceptance_tiers.estimate's answers for this request, per (method, workload, tuned)."""
+        """planner.acceptance_tiers.estimate's answers for this request, per (method, workload, tuned), and what the
+        tiers and planner.candidates derive from them per method (keys named there)."""
         return {}
 
     def mid_samples(self) -> Samples:

@@ -7,6 +7,7 @@ error measured leave-one-source-out for the plan's class (engine x dense/MoE tar
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,7 +106,13 @@ def speedup_error_factors(err: SpeedupError | None, n: int, seed: int = SPEEDUP_
     measured = predicted * exp(eps), so the real cost per token is the predicted one times exp(eps) drawn here."""
     if err is None or n <= 0:
         return np.ones(max(n, 0) + 1)
-    s = err.mape * math.sqrt(math.pi / 2.0)
+    return _error_factors(float(err.mape), int(n), int(seed)).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _error_factors(mape: float, n: int, seed: int) -> np.ndarray:
+    """speedup_error_factors' draws, drawn once per (MAPE, n, seed): every plan of a class asks the same ones."""
+    s = mape * math.sqrt(math.pi / 2.0)
     return np.r_[1.0, np.exp(np.random.default_rng(seed).normal(0.0, s, n))]
 
 

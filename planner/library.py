@@ -101,7 +101,11 @@ class AcceptanceLibrary:
     path: str = ""  # where it was read from ("" : no file)
 
     def heads_for(self, model: str, method: str) -> tuple[HeadRecord, ...]:
-        """Public heads for a catalogue model and method: heads.csv's, then those the acceptance rows name."""
+        """Public heads for a catalogue model and method: heads.csv's, then those the acceptance rows name (cached
+        per library: it is frozen)."""
+        return _heads_for(self, model, method)
+
+    def _heads_for(self, model: str, method: str) -> tuple[HeadRecord, ...]:
         out = [h for h in self.heads if h.model_key == model and h.method == method]
         seen = {h.head for h in out}
         for r in self.rows:
@@ -109,6 +113,11 @@ class AcceptanceLibrary:
                 seen.add(r.head)
                 out.append(HeadRecord(r.model, r.model_key, r.method, r.head, r.source, r.date, f"row {r.id}"))
         return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _heads_for(lib: AcceptanceLibrary, model: str, method: str) -> tuple[HeadRecord, ...]:
+    return lib._heads_for(model, method)
 
 
 EMPTY = AcceptanceLibrary()

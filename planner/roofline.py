@@ -127,6 +127,12 @@ def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None =
     )
 
 
+def _is_scalar(x, value: float) -> bool:
+    """x is one number (not an array with axes) equal to `value`: the step-time terms then skip whole-grid work that
+    cannot change a result (adding 0, multiplying by 1, a mask that is the same everywhere)."""
+    return np.ndim(x) == 0 and float(x) == value
+
+
 def _has_experts(net: Net) -> bool:
     """Whether any network on the grid has routed experts (dense networks skip the MoE terms, which are 0)."""
     return bool(np.any(np.asarray(net.experts, float) > 0))
@@ -189,6 +195,8 @@ def eta_flops_at(hw: HwParams, tokens_in_step: np.ndarray | float) -> np.ndarray
     few rows fills a fraction of each MMA tile). m_half = flops_tokens_half; 0 keeps it constant."""
     m = np.asarray(tokens_in_step, float)
     half = np.asarray(hw.flops_tokens_half, float)
+    if half.ndim == 0 and half > 0:  # one m_half for the whole grid: the masks below select everywhere alike
+        return np.asarray(hw.eta_flops, float) * (m / (m + half))
     frac = np.where(half > 0, m / np.where(half > 0, m + half, 1.0), 1.0)
     return np.asarray(hw.eta_flops, float) * frac
 
@@ -328,10 +336,16 @@ def allreduce_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndar
     Shoeybi et al. 2019, section 3), each latency + ring bytes 2 (tp-1)/tp * m * hidden * 2 B over
     interconnect * eta_allreduce (Patarasuk & Yuan 2009). 0 at tp = 1."""
     tp = np.asarray(tp, float)
+    if tp.ndim == 0 and tp <= 1:  # no all-reduce anywhere on the grid: zeros of the result's shape
+        return np.zeros(np.broadcast_shapes(np.shape(tokens_in_step), np.shape(net.hidden_size), np.shape(net.layers),
+                                            np.shape(hw.interconnect_bytes_s), np.shape(hw.eta_allreduce),
+                                            np.shape(hw.allreduce_latency_s)))
     msg = np.asarray(tokens_in_step, float) * np.asarray(net.hidden_size, float) * ACT_BYTES
     per = (2.0 * (tp - 1.0) / tp * msg
            / (np.asarray(hw.interconnect_bytes_s, float) * np.asarray(hw.eta_allreduce, float))
            + np.asarray(hw.allreduce_latency_s, float))
+    if tp.ndim == 0:  # tp > 1 on the whole grid
+        return 2.0 * np.asarray(net.layers, float) * per
     return np.where(tp > 1, 2.0 * np.asarray(net.layers, float) * per, 0.0)
 
 
@@ -436,7 +450,7 @@ def step_time_terms(
     tp = np.asarray(tp, float)
     dp = np.asarray(attention_dp, float)
     tp_d, share, ep = data_parallel_split(tp, dp)  # per GPU: attention / dense ways and its share of sequences
-    b_d, m_d = b * share, m * share
+    b_d, m_d = (b, m) if _is_scalar(share, 1.0) else (b * share, m * share)
     # MoE routing draws: a sequence's verify tokens share experts (routed_tokens); m when dense or n = 1
     r = routed_tokens(b, tokens_per_seq, hw.moe_verify_overlap) if _has_experts(net) else m
     t_w = weight_stream_time_s(net, hw, tokens_in_step=m, tp=tp, routed=r, dense_tp=tp_d, dense_tokens=m_d)
@@ -445,17 +459,33 @@ def step_time_terms(
     t_a = attention_compute_time_s(net, hw, tokens_in_step=m_d, context_tokens=context_tokens, tp=tp_d)
     p = np.asarray(hw.per_op_roofline, float)
     t_mem, t_cmp = t_w + t_kv, t_g + t_a
-    core = (1.0 - p) * np.maximum(t_mem, t_cmp) + p * (np.maximum(t_w, t_g) + np.maximum(t_kv, t_a))
+    # p the same on the whole grid: the other roofline's weight (0) adds nothing (finite terms), so it is skipped
+    if _is_scalar(p, 1.0):
+        core = np.maximum(t_w, t_g) + np.maximum(t_kv, t_a)
+    elif _is_scalar(p, 0.0):
+        core = np.maximum(t_mem, t_cmp)
+    else:
+        core = (1.0 - p) * np.maximum(t_mem, t_cmp) + p * (np.maximum(t_w, t_g) + np.maximum(t_kv, t_a))
     t_e = moe_expert_time_s(net, hw, tokens_in_step=r, ep=ep)
     t_mt = moe_token_time_s(net, hw, tokens_in_step=m, ep=ep)  # every routed token pays, shared experts or not
     t_c = allreduce_time_s(net, hw, tokens_in_step=m, tp=tp)
     if np.any(dp > 0):  # expert parallel where attention is data parallel: all-to-all there instead
         t_c = np.where(dp > 0, alltoall_time_s(net, hw, tokens_per_gpu=m_d, gpus=tp), t_c)
     t_l = layer_kernel_time_s(net, hw)
-    t_lt = layer_token_time_s(net, hw, tokens_in_step=m_d)
+    per_token = not _is_scalar(hw.t_layer_token_s, 0.0)
+    t_lt = layer_token_time_s(net, hw, tokens_in_step=m_d) if per_token else np.zeros(())
     fixed = np.asarray(hw.t_fixed_s if t_fixed_s is None else t_fixed_s, float)
     active = np.asarray(net.active_params) > 0
-    total = np.where(active, core + t_e + t_mt + t_c + t_l + t_lt + fixed, 0.0)
+    # the sum in the formula's order; terms that are 0 on the whole grid (dense networks' MoE terms, no per-token
+    # layer time) are not added (adding 0 changes no bit)
+    total = core
+    if _has_experts(net):
+        total = total + t_e + t_mt
+    total = total + t_c + t_l
+    if per_token:
+        total = total + t_lt
+    total = total + fixed
+    total = total if active.ndim == 0 and active else np.where(active, total, 0.0)
     return StepTerms(t_w, t_kv, t_g, t_a, core, t_e, t_c, t_l, fixed, total, t_cmp > t_mem, moe_tokens_s=t_mt,
                      layer_tokens_s=t_lt)
 

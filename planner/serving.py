@@ -193,6 +193,12 @@ def memory_max_batch(*, target: Net, draft: Net, hw: HwParams, mode, prompt_toke
     return mb, base_mb
 
 
+def _full(x, shape: tuple[int, ...]) -> np.ndarray:
+    """x on the result's shape: itself when it has it already, else a read-only broadcast view."""
+    x = np.asarray(x)
+    return x if x.shape == shape else np.broadcast_to(x, shape)
+
+
 def _result_ndim(*inputs) -> int:
     """Dimensions of the broadcast result of evaluate_arrays' inputs (networks and hardware field by field)."""
     nd = 0
@@ -237,14 +243,18 @@ def draft_time_s(draft: Net, hw: HwParams, *, mode, draft_scales_with_k, k, batc
         ov = np.asarray(draft_tokens_per_pass_override, float)
         tokens_pp = np.where(np.isnan(ov), tokens_pp, ov)
     factor = np.asarray(draft_cost_factor, float)
+    unit = bool(np.all(factor == 1.0))  # no FP8 lever anywhere: x * 1 is x, skipped on the whole grid
     first_tokens = first_draft_pass_tokens(mode, draft_scales_with_k, tokens_pp, n_verify)
     d2, _ = step_time_s(scaled, hw, batch=b, tokens_per_seq=_pair(tokens_pp, first_tokens, nd),
                         context_tokens=context_tokens, tp=tp, t_fixed_s=hw.t_fixed_draft_s, attention_dp=attention_dp)
-    pass_t, first_t = d2[0] * factor, d2[1]
+    pass_t, first_t = (d2[0] if unit else d2[0] * factor), d2[1]
     # data parallel: each GPU fuses its own sequences' hidden states with the whole projection
     tp_d, share, _ = data_parallel_split(tp, attention_dp)
     fusion_t = fusion_time_s(scaled, hw, batch=b * share, tokens_per_seq=n_verify, tp=tp_d)
-    gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
+    if unit:
+        gpu_draft_t = np.where(passes > 0, first_t + fusion_t + (passes - 1.0) * pass_t, 0.0)
+    else:
+        gpu_draft_t = np.where(passes > 0, first_t * factor + fusion_t * factor + (passes - 1.0) * pass_t, 0.0)
     return gpu_draft_t, pass_t, passes
 
 
@@ -340,31 +350,31 @@ def evaluate_arrays(
     else:
         mb = base_mb = np.nan
     return SpecResult(
-        acceptance_length=np.broadcast_to(tau, thr.shape),
+        acceptance_length=_full(tau, thr.shape),
         step_time_s=spec_t,
-        baseline_step_time_s=np.broadcast_to(base_t, thr.shape),
+        baseline_step_time_s=_full(base_t, thr.shape),
         verify_time_s=verify_t,
-        draft_time_s=np.broadcast_to(draft_t, thr.shape),
-        draft_cost_ratio=np.broadcast_to(c, thr.shape),
+        draft_time_s=_full(draft_t, thr.shape),
+        draft_cost_ratio=_full(c, thr.shape),
         tpot_s=tpot,
-        baseline_tpot_s=np.broadcast_to(base_t, thr.shape),
-        tpot_seen_s=np.broadcast_to(full.tpot_seen_s, thr.shape),
-        baseline_tpot_seen_s=np.broadcast_to(base_full.tpot_seen_s, thr.shape),
-        prefill_share=np.broadcast_to(full.prefill_share, thr.shape),
-        baseline_prefill_share=np.broadcast_to(base_full.prefill_share, thr.shape),
+        baseline_tpot_s=_full(base_t, thr.shape),
+        tpot_seen_s=_full(full.tpot_seen_s, thr.shape),
+        baseline_tpot_seen_s=_full(base_full.tpot_seen_s, thr.shape),
+        prefill_share=_full(full.prefill_share, thr.shape),
+        baseline_prefill_share=_full(base_full.prefill_share, thr.shape),
         output_tokens_per_s=thr,
-        baseline_output_tokens_per_s=np.broadcast_to(base_thr, thr.shape),
+        baseline_output_tokens_per_s=_full(base_thr, thr.shape),
         effective_output_tokens_per_s=eff,
-        baseline_effective_output_tokens_per_s=np.broadcast_to(base_eff, thr.shape),
+        baseline_effective_output_tokens_per_s=_full(base_eff, thr.shape),
         speedup=base_t / tpot,
         usd_per_mtok=usd_per_mtok(gpus=tp, usd_per_gpu_hour=usd_per_gpu_hour, output_tokens_per_s=eff),
-        baseline_usd_per_mtok=np.broadcast_to(
+        baseline_usd_per_mtok=_full(
             usd_per_mtok(gpus=tp, usd_per_gpu_hour=usd_per_gpu_hour, output_tokens_per_s=base_eff),
             thr.shape),
-        compute_bound=np.broadcast_to(verify_cb, thr.shape),
-        baseline_compute_bound=np.broadcast_to(base_cb, thr.shape),
-        max_batch=np.broadcast_to(mb, thr.shape),
-        fits_memory=np.broadcast_to(b <= mb, thr.shape),
-        baseline_max_batch=np.broadcast_to(base_mb, thr.shape),
-        baseline_fits_memory=np.broadcast_to(b <= base_mb, thr.shape),
+        compute_bound=_full(verify_cb, thr.shape),
+        baseline_compute_bound=_full(base_cb, thr.shape),
+        max_batch=_full(mb, thr.shape),
+        fits_memory=_full(b <= mb, thr.shape),
+        baseline_max_batch=_full(base_mb, thr.shape),
+        baseline_fits_memory=_full(b <= base_mb, thr.shape),
     )
