@@ -133,9 +133,11 @@ def speculation():
     for c in curves.batch_curves(catalog, fs.fitted_params(fit), rows):
         pairs = "  ".join(f"b{b:g}: {m:.2f}/{p:.2f}" for b, m, p in zip(c.batches, c.measured, c.predicted))
         print(f"  {c.name:48} {pairs}  | falls: data {c.falls_in_data}, model {c.falls_in_model}")
-    sweep = curves.deepseek_mtp_sweep(catalog)
-    print("  DeepSeek-V3 MTP K=1, 8xH200 fp8, tau 1.85, batch 1..256: "
-          + " ".join(f"{x:.2f}" for x in sweep) + f"  | falls: {bool((sweep[1:] <= sweep[:-1]).all())}")
+    for hw in ("h200", "mi300x"):
+        sweep = curves.deepseek_mtp_sweep(catalog, hardware=hw)
+        print(f"  DeepSeek-V3 MTP K=1, 8x{hw} fp8, "
+              "tau 1.85, batch 1..256: " + " ".join(f"{x:.2f}" for x in sweep)
+              + f"  | falls: {bool((sweep[1:] <= sweep[:-1]).all())}")
     return res
 
 

@@ -117,14 +117,15 @@ def batch_curves(catalog, params: Mapping[str, float], rows: Sequence[SpecRow]) 
 
 def deepseek_mtp_sweep(catalog, params: Mapping[str, float] | None = None,
                        batches: Sequence[float] = (1, 2, 4, 8, 16, 32, 64, 128, 256), *, tau: float = 1.85,
-                       context_tokens: float = 1100.0) -> np.ndarray:
-    """DeepSeek-V3 MTP K=1 on 8xH200 fp8: the planner's speedup per batch (the shipped parameters by default)."""
+                       context_tokens: float = 1100.0, hardware: str = "h200") -> np.ndarray:
+    """DeepSeek-V3 MTP K=1 on 8 GPUs (H200 by default), fp8: the planner's speedup per batch (the shipped parameters
+    by default)."""
     from planner.scenario import efficiency_for  # noqa: PLC0415
 
-    eff = efficiency_for(catalog, "h200", "fp8")
+    eff = efficiency_for(catalog, hardware, "fp8")
     if params:
         eff = replace(eff, **params)
-    row = SpecRow(id="sweep", source="", engine="vllm", model="deepseek-v3", hardware="h200", dtype="fp8", tp=8,
+    row = SpecRow(id="sweep", source="", engine="vllm", model="deepseek-v3", hardware=hardware, dtype="fp8", tp=8,
                   batch=1, method="mtp", k=1, tau=tau, context_tokens=context_tokens, speedup=1.0)
     return np.array([float(evaluate_row(replace(row, batch=float(b)), catalog, eff, method="mtp", k=1, tau=tau).speedup)
                      for b in batches])
