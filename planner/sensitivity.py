@@ -44,15 +44,17 @@ MAPE_TO_SIGMA = 1.2533  # sqrt(pi / 2): a normal error's standard deviation from
 
 
 def fit_sigma(catalog, hardware: str, dtype: str) -> float | None:
-    """The step-time fit's relative uncertainty (one sigma) for a (hardware, dtype), from its held-out TPOT error;
-    None where the hardware runs on assumed efficiencies (no fit)."""
+    """The step-time fit's relative uncertainty (one sigma) for a (hardware, dtype), from its held-out TPOT error
+    (a GPU without kernel data that borrows a fitted GPU's terms: the borrowed fit's leave-one-out error or stated
+    band, planner/borrowed.py); None where the hardware runs on assumed efficiencies (no fit)."""
     err = (getattr(catalog, "fitted_tpot_error", None) or {}).get((hardware, dtype))
     return None if err is None else float(err) * MAPE_TO_SIGMA
 
 
 UNCERTAINTY_SOURCE = (
     "alpha: seed article ranges (2026-04-15); price: hardware list range; step time: the fit's held-out TPOT error "
-    "where the hardware is fitted to aiconfigurator kernels (log-normal), else eta_bw 0.60-0.85 and eta_flops "
+    "where the hardware is fitted to aiconfigurator kernels or borrows a fitted GPU's terms (log-normal), else "
+    "eta_bw 0.60-0.85 and eta_flops "
     "0.45-0.75 (aiconfigurator H100 kernel span, 2026-11-30); fixed step time x0.5-x2: assumption (2026-11-30); "
     "speculation overheads (per-step time, sampler passes): the published-speedup fit's standard errors, drawn "
     "independently (normal, cut at 0; tools/fit_speculation.py)"

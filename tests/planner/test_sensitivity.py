@@ -19,7 +19,11 @@ def test_fit_sigma_comes_from_the_fits_held_out_error(catalog):
     err = next(e["tpot_mape_held_out"] for e in doc["entries"].values()
                if (e["hardware"], e["dtype"]) == ("h100-sxm", "bf16"))
     assert S.fit_sigma(catalog, "h100-sxm", "bf16") == pytest.approx(err * np.sqrt(np.pi / 2), rel=1e-3)
-    assert S.fit_sigma(catalog, "mi300x", "bf16") is None  # assumed efficiencies: no fit (no AMD kernel data)
+    # MI300X (no kernel data) borrows a fitted GPU's terms: its sigma is the borrowed fit's leave-one-out TPOT error
+    borrowed = yaml.safe_load((FITTED_STEPTIME_YAML.parent / "steptime_borrowed.yaml").read_text())
+    band = borrowed["entries"]["mi300x"]["tpot_error"]
+    assert S.fit_sigma(catalog, "mi300x", "bf16") == pytest.approx(band * np.sqrt(np.pi / 2), rel=1e-3)
+    assert S.fit_sigma(catalog, "a100-80gb-sxm", "fp8") is None  # no fit of that format: assumed efficiencies
 
 
 def test_tornado_moves_the_saving_with_the_step_time_and_names_its_ranges(catalog):
