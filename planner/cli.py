@@ -286,7 +286,7 @@ def _assumptions(cat, s: Scenario) -> dict:
 
     hw = cat.hardware[s.hardware]
     # what the step time and speculation ran with (fit, borrowed, default; the engine's speculation terms)
-    eff = efficiency_for(cat, s.hardware, s.dtype, s.efficiency, engine=s.engine)
+    eff = efficiency_for(cat, s.hardware, s.dtype, s.efficiency, engine=s.engine, model=cat.models.get(s.model))
     band = (getattr(cat, "fitted_tpot_error", None) or {}).get((s.hardware, s.dtype))
     return {
         "price": {"usd_per_gpu_hour": s.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid,

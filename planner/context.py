@@ -17,6 +17,7 @@ import numpy as np
 from planner.engines import DEFAULT_ENGINE, ENGINE_TERMS
 from planner.request import NO_SPEC, CostAssumptions, PlanRequest, TrafficSegment, default_costs, validate
 from planner.roofline import HwParams, hw_params, target_net
+from planner.step_scope import own_gpu_fit, scoped
 from planner.types import Efficiency
 
 WHICH = ("mid", "low", "high")  # position in each method's alpha range: 0.5, 0, 1
@@ -25,19 +26,42 @@ SAMPLED_SPEC_FIELDS = ("t_spec_s", "sampler_vocab_passes")  # Samples' optional 
 
 
 def efficiency_for(catalog, hardware: str, dtype: str, override: Efficiency | None = None,
-                   engine: str = DEFAULT_ENGINE) -> Efficiency:
+                   engine: str = DEFAULT_ENGINE, model=None) -> Efficiency:
     """The step-time parameters a (hardware, weight dtype) runs with: an explicit override (a calibration), else
-    the parameters fitted to measured kernels (profiles/data/fitted), else for a GPU without kernel data the nearest
-    fitted GPU's terms (planner.borrowed), else the hardware's assumed defaults; with
-    the serving engine's own speculation terms (planner.engines) unless a calibration measured them."""
+    step_efficiency (the kernel fit, scoped to the model's architecture), with the serving engine's own speculation
+    terms (planner.engines) unless a calibration measured them."""
     if override is not None:
         return override
-    fitted = getattr(catalog, "fitted_efficiency", None) or {}
-    borrowed = getattr(catalog, "borrowed_efficiency", None) or {}  # no kernel data: planner.borrowed
-    eff = fitted.get((hardware, dtype)) or borrowed.get((hardware, dtype)) or catalog.hardware[hardware].efficiency
+    eff = step_efficiency(catalog, hardware, dtype, model)
     if eff.calibrated:  # a calibrated profile's hardware entry: measured whole, used as it is
         return eff
     return with_fitted_speculation(catalog, eff, engine)
+
+
+def step_efficiency(catalog, hardware: str, dtype: str, model=None,
+                    fit_from: tuple[str, str] | None = None) -> Efficiency:
+    """The step-time parameters before any speculation fit: the parameters fitted to measured kernels
+    (profiles/data/fitted), the GPU's own fit in this dtype, else `fit_from` (a named fit), else the same GPU's fit in
+    another dtype (planner.step_scope), else for a GPU without kernel data the nearest fitted GPU's terms
+    (planner.borrowed), else the hardware's assumed defaults; per-step and per-layer terms from a fit that covers the
+    model's architecture family (planner.step_scope.scoped)."""
+    fitted = getattr(catalog, "fitted_efficiency", None) or {}
+    scope = dict(fitted=fitted, families=getattr(catalog, "fitted_families", None) or {},
+                 bandwidth={n: h.hbm_bandwidth_gb_s for n, h in catalog.hardware.items()})
+    own = ((hardware, dtype), fitted[(hardware, dtype)]) if (hardware, dtype) in fitted else \
+        (fit_from, fitted[fit_from]) if fit_from in fitted else own_gpu_fit(fitted, hardware, dtype)
+    if own is not None:
+        key, eff = own
+        if key != (hardware, dtype) and fit_from is None:
+            eff = dataclasses.replace(eff, source=dataclasses.replace(
+                eff.source, source=f"{eff.source.source} ({hardware} {dtype} has no kernel fit of its own: the "
+                                   f"{key[0]} / {key[1]} fit's terms, weights at {dtype} bytes; assumption)"))
+        return scoped(eff, key, model, **scope)
+    borrowed = (getattr(catalog, "borrowed_efficiency", None) or {}).get((hardware, dtype))  # planner.borrowed
+    if borrowed is not None:
+        donor, scale = (getattr(catalog, "borrowed_donors", None) or {}).get((hardware, dtype), (None, 1.0))
+        return scoped(borrowed, donor, model, scale=scale, **scope)
+    return catalog.hardware[hardware].efficiency
 
 
 def with_fitted_speculation(catalog, eff: Efficiency, engine: str = DEFAULT_ENGINE) -> Efficiency:
@@ -190,7 +214,8 @@ def make_context(req: PlanRequest, catalog, segs: tuple[TrafficSegment, ...] | N
                  tp: int | None = None) -> Context:
     """The request resolved (validated unless its segments are given: they come from validate())."""
     hw = catalog.hardware[req.hardware]
-    eff = efficiency_for(catalog, req.hardware, req.dtype, req.efficiency, engine=req.engine)
+    eff = efficiency_for(catalog, req.hardware, req.dtype, req.efficiency, engine=req.engine,
+                         model=catalog.models[req.model])
     price = req.usd_per_gpu_hour if req.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
     return Context(req=req, catalog=catalog, model=catalog.models[req.model], hw=hw,
                    segs=segs if segs is not None else validate(req, catalog), eff=eff, price=float(price),

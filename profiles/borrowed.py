@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from planner.borrowed import BorrowFit, borrowed_efficiencies
+from planner.borrowed import BorrowFit, borrowed_efficiencies, nearest_donor
+from planner.step_scope import arch_family
 from planner.types import Efficiency, Hardware
 
 BORROWED_YAML = Path(__file__).resolve().parent / "data" / "fitted" / "steptime_borrowed.yaml"
@@ -43,3 +44,21 @@ def load_borrowed(hardware: Mapping[str, Hardware], fitted: Mapping[tuple[str, s
                   ) -> tuple[dict[tuple[str, str], Efficiency], dict[tuple[str, str], float]]:
     """({(GPU, dtype): borrowed Efficiency}, {(GPU, dtype): TPOT band}) for every GPU without kernel data."""
     return borrowed_efficiencies(hardware, fitted, load_borrow_fits(path))
+
+
+def load_scopes(steptime_doc: Mapping, catalog, borrowed_path: str | os.PathLike | None = None) -> dict:
+    """The catalogue fields planner.step_scope reads: {(GPU, dtype): architecture families of the models in that fit's
+    TPOT cells} (steptime_vllm.yaml's `tpot_models`; a model outside the catalogue is skipped) and, for every
+    borrowed set, {(GPU, dtype): (donor fit key, overhead scale)}."""
+    families = {}
+    for e in (steptime_doc.get("entries") or {}).values():
+        models = [catalog.models[m] for m in e.get("tpot_models") or () if m in catalog.models]
+        if models:
+            families[(e["hardware"], e["dtype"])] = frozenset(arch_family(m) for m in models)
+    fits = load_borrow_fits(borrowed_path)
+    donors = {}
+    for key in catalog.borrowed_efficiency:
+        donor = nearest_donor(key[0], key[1], catalog.hardware, catalog.fitted_efficiency)
+        if donor is not None:
+            donors[key] = (donor, fits[key[0]].overhead_scale if key[0] in fits else 1.0)
+    return {"fitted_families": families, "borrowed_donors": donors}

@@ -290,6 +290,9 @@ class Catalog:
     fitted_tpot_error: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
     # GPUs without kernel data: terms borrowed from the nearest fitted GPU (planner.borrowed; profiles/borrowed.py)
     borrowed_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
+    # each fit's architecture families (planner.step_scope) and each borrowed set's (donor fit, overhead scale)
+    fitted_families: Mapping[tuple[str, str], frozenset] = dataclasses.field(default_factory=dict)
+    borrowed_donors: Mapping[tuple[str, str], tuple] = dataclasses.field(default_factory=dict)
     # speculation overheads fitted to published speedups (one set for every hardware): efficiency_for applies them
     fitted_speculation: Mapping[str, float] = dataclasses.field(default_factory=dict)
     fitted_speculation_source: Sourced | None = None
@@ -432,10 +435,11 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
                   for e in doc.get("entries", {}).values() if "tpot_mape_held_out" in e}
         cat = dataclasses.replace(cat, fitted_efficiency=load_fitted_efficiencies(hardware, fitted_path),
                                   fitted_tpot_error=errors)
-        from profiles.borrowed import load_borrowed  # noqa: PLC0415
+        from profiles.borrowed import load_borrowed, load_scopes  # noqa: PLC0415
 
         borrowed, bands = load_borrowed(hardware, cat.fitted_efficiency, d / "fitted" / "steptime_borrowed.yaml")
         cat = dataclasses.replace(cat, borrowed_efficiency=borrowed, fitted_tpot_error={**bands, **errors})
+        cat = dataclasses.replace(cat, **load_scopes(doc, cat, d / "fitted" / "steptime_borrowed.yaml"))
     spec_path = d / "fitted" / "speculation_vllm.yaml"
     if spec_path.is_file():
         params, stderr, src = load_fitted_speculation(spec_path)

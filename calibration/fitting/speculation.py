@@ -278,18 +278,17 @@ def _why_not(r: Mapping[str, str], tau: float | None, speedup: float | None) -> 
 # The planner evaluation of a row
 # ----------------------------------------------------------------------------------------------
 
-def base_efficiency(catalog, hardware: str, dtype: str, step_fit_from: tuple[str, str] | None = None) -> Efficiency:
-    """The step-time parameters the planner runs this (hardware, dtype) with, before any speculation fit:
-    the kernel fit (profiles/data/fitted/steptime_vllm.yaml), else the kernel fit of `step_fit_from` (a row's
-    named assumption: the same GPU's fit in another dtype; efficiencies and per-layer, per-token and MoE terms
-    carry over, the peaks stay the row's), else for a GPU without kernel data the borrowed terms (planner.borrowed),
-    else the hardware's defaults."""
-    fitted = getattr(catalog, "fitted_efficiency", None) or {}
-    own = fitted.get((hardware, dtype))
-    if own is None and step_fit_from is not None:
-        own = fitted.get(step_fit_from)
-    borrowed = (getattr(catalog, "borrowed_efficiency", None) or {}).get((hardware, dtype))  # planner.borrowed
-    return own or borrowed or catalog.hardware[hardware].efficiency
+def base_efficiency(catalog, hardware: str, dtype: str, step_fit_from: tuple[str, str] | None = None,
+                    model: ModelSpec | None = None) -> Efficiency:
+    """The step-time parameters the planner runs this (hardware, dtype) with, before any speculation fit
+    (planner.context.step_efficiency, the planner's own choice): the kernel fit, else the kernel fit of
+    `step_fit_from` (a row's named assumption: the same GPU's fit in another dtype; efficiencies and per-layer,
+    per-token and MoE terms carry over, the peaks stay the row's), else the same GPU's fit in another dtype, else for
+    a GPU without kernel data the borrowed terms (planner.borrowed), else the hardware's defaults; per-step terms
+    from a fit that covers the model's architecture family."""
+    from planner.context import step_efficiency  # noqa: PLC0415
+
+    return step_efficiency(catalog, hardware, dtype, model, fit_from=step_fit_from)
 
 
 def evaluate_row(row: SpecRow, catalog, eff: Efficiency, *, method: str, k: int, tau: float,
@@ -343,7 +342,8 @@ def predict_speedup(rows: Sequence[SpecRow], catalog, params: Mapping[str, float
         row_params = engine_params(params, row.engine)
         hw = (hardware or {}).get(row.hardware)
         model = (models or {}).get(row.model)
-        base = base_efficiency(catalog, row.hardware, row.dtype, row.step_fit_from) if hw is None else hw.efficiency
+        base = (base_efficiency(catalog, row.hardware, row.dtype, row.step_fit_from,
+                                model or catalog.models.get(row.model)) if hw is None else hw.efficiency)
         eff = replace(base, t_ngram_s=0.0 if row.ngram_on_gpu else T_NGRAM_S, **row_params)
         res = evaluate_row(row, catalog, eff, method=row.method, k=row.k, tau=row.tau, hardware=hw, model=model)
         s = float(res.speedup)

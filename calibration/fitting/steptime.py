@@ -340,6 +340,7 @@ class HardwareFit:
     efficiency: Efficiency
     tpot_residuals_train: np.ndarray
     tpot_residuals_held_out: np.ndarray
+    models: tuple[str, ...] = ()  # the catalogue models of its TPOT cells (planner.step_scope: what its terms hold for)
 
     @property
     def key(self) -> str:
@@ -395,7 +396,7 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
                   f"{100 * np.mean(np.abs(res[held])):.1f} % on held-out cells", date)
     return HardwareFit(name, dtype, engine_version, gemm, attention, allreduce, alltoall, moe, e2e,
                        replace(eff, source=src),
-                       res[~held], res[held])
+                       res[~held], res[held], tuple(sorted({c.model for c in hw_cells})))
 
 
 def to_yaml_doc(fits: Sequence[HardwareFit], date: str) -> dict:
@@ -416,6 +417,8 @@ def to_yaml_doc(fits: Sequence[HardwareFit], date: str) -> dict:
             "tpot_mape_train": round(float(np.mean(np.abs(f.tpot_residuals_train))), 4),
             "tpot_mape_held_out": round(float(np.mean(np.abs(f.tpot_residuals_held_out))), 4),
             "tpot_cells": int(f.tpot_residuals_train.size + f.tpot_residuals_held_out.size),
+            # the per-step and per-layer terms hold for these models' architecture families (planner.step_scope)
+            "tpot_models": list(f.models),
         }
     return {
         "about": ("Step-time parameters of planner/roofline.py per (hardware, weight dtype, engine), fitted by "

@@ -217,7 +217,9 @@ def test_p_eagle_rows_are_against_the_best_of_the_stated_eagle3_configurations(c
 def test_a_row_without_a_kernel_fit_borrows_the_named_one(cat):
     own = fs.base_efficiency(cat, "b200", "mxfp4")
     borrowed = fs.base_efficiency(cat, "b200", "mxfp4", ("b200", "bf16"))
-    assert own is cat.hardware["b200"].efficiency  # no MXFP4 kernel data: the assumed defaults
+    # no MXFP4 kernel data: the same GPU's BF16 fit (planner.step_scope), as the row names it; not the defaults
+    assert own.eta_bw == cat.fitted_efficiency[("b200", "bf16")].eta_bw != cat.hardware["b200"].efficiency.eta_bw
+    assert "no kernel fit of its own" in own.source.source
     assert borrowed is cat.fitted_efficiency[("b200", "bf16")]
     assert fs.base_efficiency(cat, "h200", "fp8", ("b200", "bf16")) is cat.fitted_efficiency[("h200", "fp8")]
 
