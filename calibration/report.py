@@ -107,7 +107,7 @@ class CalibrationReport:
 
 def profile_method_terms(costs: tuple[MethodCost, ...]) -> dict[str, dict[str, Any]]:
     """The calibrated per-method terms as a profile stores them, keyed by the planner's method id
-    (calibration.registry.planner_method; an exact method wins over one costed as it, e.g. EAGLE-1 as eagle3)."""
+    (calibration.registry.planner_method; an exact method wins over one costed as it, should two ever map to one)."""
     from calibration.registry import planner_method
 
     out: dict[str, dict[str, Any]] = {}

@@ -253,8 +253,11 @@ def _head_status(ctx, method: str) -> HeadStatus:
                           f"download it, ~{hours:g} GPU-hours of training")
     hours = ctx.costs.gpu_hours(m)
     tier = {e.tier for s in ctx.segs if not (e := estimate(ctx, method, s.workload, ctx.req.tuned)).tier == "customer"}
-    what = "a prior" if tier <= {"prior"} else (" / ".join(sorted(tier)) + " over other models' heads, not a "
-                                                  "measurement of a head for this model")
+    if "public head" in tier:  # this model's own rows measured a head the source does not name
+        what = "measured on this model with a head its source does not name (acceptance library rows)"
+    else:
+        what = "a prior" if tier <= {"prior"} else (" / ".join(sorted(tier)) + " over other models' heads, not a "
+                                                      "measurement of a head for this model")
     return HeadStatus(True, (), hours, f"no public {m.label} head for {model.label} in the library: training it costs "
                       f"{hours:g} GPU-hours ({'entered' if method in override else 'methods.yaml setup_gpu_hours'})"
                       f" and its acceptance is {what}")

@@ -109,6 +109,9 @@ class AcceptanceLibrary:
         out = [h for h in self.heads if h.model_key == model and h.method == method]
         seen = {h.head for h in out}
         for r in self.rows:
+            # a row whose head the source does not name ("not stated ...") is a measurement, not a head to download
+            if r.head.startswith("not stated"):
+                continue
             if r.model_key == model and r.method == method and r.head and r.head not in seen:
                 seen.add(r.head)
                 out.append(HeadRecord(r.model, r.model_key, r.method, r.head, r.source, r.date, f"row {r.id}"))

@@ -157,8 +157,10 @@ def head_net(method: Method, model: ModelSpec, dtype: str = "bf16", *, kv_dtype:
     """One draft pass of a head (EAGLE-3, P-EAGLE, MEDUSA) or a native module (MTP) attached to `model`.
 
     - Heads (sequential_head, parallel_head) are dense: draft_layers * 12 h^2 parameters (Kaplan et al. 2020,
-      eq. 2.1), plus the LM head over the draft vocabulary (EAGLE-3: 32k tokens, vocab * h) read once per pass
-      when the method reads it. EAGLE-3 fuses three target hidden states (low, middle, high layers) with one
+      eq. 2.1), plus the LM head over the draft vocabulary (EAGLE-3: 32k tokens, vocab * h; EAGLE-1/2 and MEDUSA:
+      the target's full vocabulary) read once per pass when the method reads it, plus draft_pass_fc_inputs h^2 of
+      a projection run on every pass (EAGLE-1/2: fc over [token embedding; hidden], 2h -> h; vLLM
+      llama_eagle.py). EAGLE-3 fuses three target hidden states (low, middle, high layers) with one
       3h -> h projection once per speculative step over the verified tokens (vLLM's EAGLE proposer,
       combine_hidden_states), not once per pass: it is the net's fusion_* fields (draft_fusion_inputs h^2),
       timed by fusion_time_s. Heads ship in BF16 beside a 4-bit target (and in the target's bf16 / fp8).
@@ -196,7 +198,9 @@ def head_net(method: Method, model: ModelSpec, dtype: str = "bf16", *, kv_dtype:
             # widths) * h more parameters on the fusion's GEMM over the verified tokens
             fusion_params += method.draft_layers * float(model.kv_elements_per_token_per_layer) * h
         head_bpp = BYTES_PER_PARAM[dtype] if dtype in ("bf16", "fp8") else BYTES_PER_PARAM["bf16"]
-        dense_params = method.draft_layers * PARAMS_PER_LAYER_PER_HIDDEN_SQ * h * h + lm_head_params
+        # EAGLE-1/2: the fc over [token embedding; hidden] (2h -> h) runs on every pass, inside the per-pass network
+        pass_fc_params = float(method.draft_pass_fc_inputs) * h * h
+        dense_params = method.draft_layers * PARAMS_PER_LAYER_PER_HIDDEN_SQ * h * h + pass_fc_params + lm_head_params
         dense_bytes = dense_params * head_bpp
         fusion_bytes = fusion_params * head_bpp
         active_params = dense_params

@@ -231,6 +231,9 @@ class Method:
     # Target hidden states fused once per speculative step by a 3h -> h style projection over the verified
     # tokens (EAGLE-3: low, middle and high layers = 3); 0 for heads that read only the last hidden state.
     draft_fusion_inputs: int = 0
+    # Hidden-width inputs of a projection the head runs on EVERY draft pass, n*h -> h (EAGLE-1/2: fc over [token
+    # embedding; hidden state] = 2, vLLM llama_eagle.py `self.fc(torch.cat((input_embeds, hidden_states)))`); 0: none.
+    draft_pass_fc_inputs: int = 0
 
 
 @dataclass(frozen=True)

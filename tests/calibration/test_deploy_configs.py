@@ -17,7 +17,7 @@ from planner.deploy import k_schedule, vllm_deployment
 from planner.trees import TreeShape
 from profiles import load_catalog
 
-HEAD_KIND = {"eagle3": "eagle3", "medusa": "medusa"}
+HEAD_KIND = {"eagle3": "eagle3", "eagle": "eagle", "medusa": "medusa"}
 
 
 # ---- pure: the schedule --------------------------------------------------------------------------------
@@ -96,12 +96,12 @@ def _local(cfg: dict[str, Any], method: str, target: Path, model_cache: dict) ->
     out = dict(cfg)
     if method == "draft_model":
         out["model"] = str(model_cache["smollm2-135m-2l"].path)
-    elif method in ("eagle3", "p_eagle", "medusa"):
+    elif method in ("eagle3", "p_eagle", "eagle", "medusa"):
         out["model"] = str(heads.ensure_head(HEAD_KIND.get(method, "eagle3"), target))
     return out
 
 
-@pytest.mark.parametrize("method", ["eagle3", "p_eagle", "medusa", "draft_model", "ngram", "mtp"])
+@pytest.mark.parametrize("method", ["eagle3", "p_eagle", "eagle", "medusa", "draft_model", "ngram", "mtp"])
 def test_every_deploy_config_builds_with_the_pinned_speculative_config(method: str, smol: Path,
                                                                          model_cache: dict) -> None:
     from calibration import model_assets
@@ -121,6 +121,7 @@ def test_every_deploy_config_builds_with_the_pinned_speculative_config(method: s
     built = build_speculative_config(str(target), _local(cfg, method, target, model_cache))
     assert built.num_speculative_tokens == cfg["num_speculative_tokens"]
     assert bool(built.parallel_drafting) == (method == "p_eagle")
+    assert built.method == cfg["method"] == load_catalog().methods[method].vllm_method  # EAGLE-1/2: "eagle"
     _check_schedule(cfg, built)
 
 

@@ -203,7 +203,7 @@ def test_build_drafts_are_built_for_the_entry_target(cache: Path, tmp_path: Path
     assert json.loads((Path(cfg["model"]) / "config.json").read_text())["hidden_size"] == 64
     assert reg.speculative_config("t1", "eagle", 2, "cost-only")["method"] == "eagle"
     assert Path(reg.speculative_config("t1", "medusa", 5, "cost-only")["model"]).name.startswith("medusa-")
-    assert registry.planner_method("eagle") == "eagle3"
+    assert registry.planner_method("eagle") == "eagle"
 
 
 def test_a_hub_target_fetches_only_config_and_tokenizer(cache: Path, tmp_path: Path,

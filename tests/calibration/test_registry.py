@@ -96,7 +96,9 @@ def test_calibrated_methods_and_models_map_onto_the_planner(monkeypatch: pytest.
     cat = load_catalog()
     for m in METHODS:
         assert registry.planner_method(m) in cat.methods
-    assert registry.planner_method("eagle") == "eagle3"  # EAGLE-1 is costed as the sequential EAGLE head
+    # an EAGLE-1/2 head is the planner's own `eagle` (it reads the target's full LM head each pass), not eagle3
+    assert registry.planner_method("eagle") == "eagle"
+    assert cat.methods[registry.planner_method("eagle")].draft_vocab is None
     # assets convert and heads build on first use: not here
     monkeypatch.setattr(registry.ModelRef, "resolve", lambda self, target=None: "/models/x")
     reg = load_registry(registry.SHIPPED)
@@ -107,9 +109,9 @@ def test_calibrated_methods_and_models_map_onto_the_planner(monkeypatch: pytest.
             ours = reg.speculative_config(t.name, m.method, 1, d)
             theirs = planner_config(cat.methods[registry.planner_method(m.method)], spec, 1,
                                     draft_model=cat.models["llama-3.2-1b"], head_path="x")
-            # the planner's deployment command and the calibration run use the same vLLM method (an EAGLE-1
-            # head runs as vLLM's "eagle", which the planner deploys as its EAGLE-3 head)
-            assert ours["method"] == ("eagle" if m.method == "eagle" else theirs["method"]), m.method
+            # the planner's deployment command and the calibration run use the same vLLM method (an EAGLE-1/2
+            # head runs as vLLM's "eagle" in both)
+            assert ours["method"] == theirs["method"], m.method
             assert ours.get("parallel_drafting") == theirs.get("parallel_drafting"), m.method
     with pytest.raises(ValueError, match="method='vsd' not allowed"):
         registry.planner_method("vsd")

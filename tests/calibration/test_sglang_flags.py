@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ROOT / "requirements-sglang-args.txt"
 # What SGLang calls each planner method that has SGLang tree flags (SGLang's --speculative-algorithm builtins
 # "EAGLE, EAGLE3, NEXTN, ..."; NEXTN: a model's own MTP / next-n layers).
-SGLANG_ALGORITHM = {"eagle3": "EAGLE3", "p_eagle": "EAGLE3", "mtp": "NEXTN"}
+SGLANG_ALGORITHM = {"eagle3": "EAGLE3", "p_eagle": "EAGLE3", "eagle": "EAGLE", "mtp": "NEXTN"}
 
 
 def _stamp() -> str:
@@ -52,12 +52,12 @@ def server_args_parser() -> argparse.ArgumentParser:
 
 def _emitted_flag_sets() -> list[tuple[str, str, list[str]]]:
     """(method, shape, flags) for every SGLang flag set the deploy output can give: chains, SGLang dynamic trees
-    and explicit trees (given as their nearest SGLang tree) for EAGLE-3 and MTP."""
+    and explicit trees (given as their nearest SGLang tree) for EAGLE-3, EAGLE-1/2 (EAGLE-2's dynamic trees) and MTP."""
     cat = load_catalog()
     shapes = {"chain": TreeShape.chain(4), "sglang tree": TreeShape.from_sglang(3, 4, 21),
               "explicit tree": TreeShape.from_trtllm_choices([[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]])}
     out = []
-    for method, model, tp in (("eagle3", "llama-3.3-70b", 8), ("mtp", "deepseek-v3", 8)):
+    for method, model, tp in (("eagle3", "llama-3.3-70b", 8), ("eagle", "llama-3.1-8b", 1), ("mtp", "deepseek-v3", 8)):
         for label, shape in shapes.items():
             d = vllm_deployment(cat.methods[method], cat.models[model], shape.depth, tp=tp, tree_shape=shape)
             assert d["sglang_flags"], f"{method} {label}: no SGLang flags"

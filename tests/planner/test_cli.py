@@ -47,7 +47,7 @@ def test_compare_covers_every_method():
     out = json.loads(run("compare", "--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4").stdout)
     names = {m["method"]: m for m in out["methods"]}
     assert set(names) == set(load_catalog().methods)
-    assert {"eagle3", "medusa", "mtp", "p_eagle", "draft_model", "ngram", "dflash", "dspark", "suffix",
+    assert {"eagle3", "eagle", "medusa", "mtp", "p_eagle", "draft_model", "ngram", "dflash", "dspark", "suffix",
             "ngram_gpu"} <= set(names)
     assert not names["mtp"]["available"]
     assert all(m["tpot_ms"] <= 50 for m in out["methods"] if m["available"])

@@ -15,7 +15,7 @@ def test_every_profile_file_loads():
     assert {"a100-80gb-sxm", "h100-sxm", "h200", "b200", "l40s", "mi300x"} <= set(cat.hardware)
     assert {"llama-3.1-8b", "llama-3.3-70b", "qwen3-32b", "deepseek-v3", "gpt-oss-120b", "vicuna-7b",
             "vicuna-13b", "smollm2-135m"} <= set(cat.models)
-    assert {"eagle3", "medusa", "mtp", "p_eagle", "draft_model", "ngram", "dflash", "dspark", "suffix",
+    assert {"eagle3", "eagle", "medusa", "mtp", "p_eagle", "draft_model", "ngram", "dflash", "dspark", "suffix",
             "ngram_gpu"} == set(cat.methods)
     assert {"chat", "code", "agent", "reasoning", "rag_summarization", "translation"} <= set(cat.workloads)
     assert [lv.number for lv in sorted(cat.levers.values(), key=lambda x: x.number)] == list(range(1, 8))
