@@ -74,20 +74,13 @@ def _temperature(ctx) -> float:
 
 def estimate(ctx, method: str, workload: str, tuned: bool) -> TierEstimate:
     """The tier estimate for one method and workload under the context's request (cached on the context)."""
-    key = (method, workload, bool(tuned))
-    cache = ctx.tier_cache
-    if key not in cache:
-        cache[key] = _estimate(ctx, method, workload, bool(tuned))
-    return cache[key]
+    return ctx.cached((method, workload, bool(tuned)), lambda: _estimate(ctx, method, workload, bool(tuned)))
 
 
 def segment_estimates(ctx, method: str, tuned: bool) -> tuple[TierEstimate, ...]:
     """estimate() for each of the context's segments, in order (cached on the context)."""
-    key = (method, None, bool(tuned))
-    cache = ctx.tier_cache
-    if key not in cache:
-        cache[key] = tuple(estimate(ctx, method, s.workload, tuned) for s in ctx.segs)
-    return cache[key]
+    return ctx.cached((method, None, bool(tuned)),
+                      lambda: tuple(estimate(ctx, method, s.workload, tuned) for s in ctx.segs))
 
 
 # The library and prior tiers' estimates shared by every request that reads them alike: keyed by the identity of the
@@ -197,11 +190,7 @@ def all_prior(ctx, cand) -> bool:
 def provenance(ctx, method: str, tuned: bool) -> tuple[str, str]:
     """(tier, source) of a method's acceptance over the request's segments ("<tier> (<workload>)" when they
     differ); cached on the context."""
-    key = ("provenance", method, bool(tuned))
-    cache = ctx.tier_cache
-    if key not in cache:
-        cache[key] = _provenance(ctx, method, tuned)
-    return cache[key]
+    return ctx.cached(("provenance", method, bool(tuned)), lambda: _provenance(ctx, method, tuned))
 
 
 def _provenance(ctx, method: str, tuned: bool) -> tuple[str, str]:
@@ -231,11 +220,7 @@ def head_status(ctx, method: str) -> HeadStatus:
     and the draft-training GPU-hours that follow: ~0 to download one (unless the user entered hours), methods.yaml's
     setup_gpu_hours to train one. Methods that draft without a trained head (native MTP, a separate draft model,
     n-gram) need none; native MTP's availability is planner.drafting.availability's. Cached on the context."""
-    key = ("head", method)
-    cache = ctx.tier_cache
-    if key not in cache:
-        cache[key] = _head_status(ctx, method)
-    return cache[key]
+    return ctx.cached(("head", method), lambda: _head_status(ctx, method))
 
 
 def _head_status(ctx, method: str) -> HeadStatus:

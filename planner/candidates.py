@@ -70,16 +70,15 @@ def _prior_ranges(ctx: Context, method: str, tuned: bool
                   ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray | None]:
     """(prompt lookup?, prior low (S,), high - low (S,), temperature factor (S,) or None when 1 everywhere) of a
     method's prior tier per segment (cached on the context)."""
-    key = ("prior ranges", method, bool(tuned))
-    cache = ctx.tier_cache
-    if key not in cache:
+    def compute():
         ests = tiers.segment_estimates(ctx, method, tuned)
         tf = np.array([e.temperature_factor for e in ests])
         low = np.array([e.prior_low for e in ests])
         high = np.array([e.prior_high for e in ests])
-        cache[key] = (ctx.catalog.methods[method].drafting in LOOKUP_DRAFTING, low, high - low,
-                      tf if np.any(tf != 1.0) else None)
-    return cache[key]
+        return (ctx.catalog.methods[method].drafting in LOOKUP_DRAFTING, low, high - low,
+                tf if np.any(tf != 1.0) else None)
+
+    return ctx.cached(("prior ranges", method, bool(tuned)), compute)
 
 
 def alpha_from_measured(a, k_meas: int) -> float:
@@ -168,16 +167,15 @@ def _profile_tiers(ctx: Context, method: str, tuned: bool, k_max: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per segment (S,): drafts with the prior?, and for the other tiers their centre profile (S, k_max), band half
     width and the language's alpha shift (cached on the context)."""
-    key = ("profile tiers", method, bool(tuned), k_max)
-    cache = ctx.tier_cache
-    if key not in cache:
+    def compute():
         ests = tiers.segment_estimates(ctx, method, tuned)
         is_prior = np.array([e.is_prior for e in ests])
         center = np.array([np.zeros(k_max) if e.is_prior else e.center(k_max) for e in ests]).reshape(-1, k_max)
         half_width = np.array([0.0 if e.is_prior else e.half_width for e in ests])
         lang = np.array([ctx.catalog.languages[s.language].alpha_shift for s in ctx.segs])
-        cache[key] = (is_prior, center, half_width, lang)
-    return cache[key]
+        return is_prior, center, half_width, lang
+
+    return ctx.cached(("profile tiers", method, bool(tuned), k_max), compute)
 
 
 def candidate_tau(ctx: Context, cand: Candidate, smp: Samples, ks: np.ndarray

@@ -46,10 +46,9 @@ def step_efficiency(catalog, hardware: str, dtype: str, model=None,
     (planner.borrowed), else the hardware's assumed defaults; per-step and per-layer terms from a fit that covers the
     model's architecture family (planner.step_scope.scoped)."""
     fitted = getattr(catalog, "fitted_efficiency", None) or {}
-    scope = dict(fitted=fitted, families=getattr(catalog, "fitted_families", None) or {},
-                 bandwidth={n: h.hbm_bandwidth_gb_s for n, h in catalog.hardware.items()})
-    own = ((hardware, dtype), fitted[(hardware, dtype)]) if (hardware, dtype) in fitted else \
-        (fit_from, fitted[fit_from]) if fit_from in fitted else own_gpu_fit(fitted, hardware, dtype)
+    scope = dict(fitted=fitted, families=getattr(catalog, "fitted_families", None) or {}, table=catalog.hardware)
+    named = (hardware, dtype) not in fitted and fit_from in fitted
+    own = (fit_from, fitted[fit_from]) if named else own_gpu_fit(fitted, hardware, dtype)
     if own is not None:
         key, eff = own
         if key != (hardware, dtype) and fit_from is None:
@@ -188,6 +187,13 @@ class Context:
         """planner.acceptance_tiers.estimate's answers for this request, per (method, workload, tuned), and what the
         tiers and planner.candidates derive from them per method (keys named there)."""
         return {}
+
+    def cached(self, key: tuple, compute):
+        """tier_cache[key], computed by compute() the first time it is asked."""
+        cache = self.tier_cache
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
 
     def mid_samples(self) -> Samples:
         """One sample: the middle of every alpha range, the plan's efficiencies and price."""

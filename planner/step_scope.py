@@ -23,7 +23,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from planner.types import Efficiency, ModelSpec
+from planner.types import Efficiency, Hardware, ModelSpec
 
 STAGE_B = ("t_fixed_s", "t_layer_s", "t_layer_token_s")
 
@@ -44,22 +44,22 @@ def own_gpu_fit(fitted: Mapping[tuple[str, str], Efficiency], hardware: str, dty
 
 
 def _covering(family: str, key: tuple[str, str], families: Mapping[tuple[str, str], frozenset[str]],
-              bandwidth: Mapping[str, float]) -> tuple[str, str] | None:
-    pool = [k for k, fams in families.items() if family in fams]
+              table: Mapping[str, Hardware]) -> tuple[str, str] | None:
+    pool = [k for k, fams in families.items() if family in fams and k[0] in table]
     if not pool:
         return None
-    bw = bandwidth.get(key[0], 1.0)
+    bw = table[key[0]].hbm_bandwidth_gb_s if key[0] in table else 1.0
 
     def rank(k: tuple[str, str]) -> tuple:
         return (k[0] != key[0], k[1] != "bf16" if k[0] == key[0] else k[1] != key[1],
-                abs(math.log(bandwidth.get(k[0], bw) / bw)), k)
+                abs(math.log(table[k[0]].hbm_bandwidth_gb_s / bw)), k)
 
     return min(pool, key=rank)
 
 
 def scoped(eff: Efficiency, key: tuple[str, str] | None, model: ModelSpec | None, *,
            fitted: Mapping[tuple[str, str], Efficiency], families: Mapping[tuple[str, str], frozenset[str]],
-           bandwidth: Mapping[str, float], scale: float = 1.0) -> Efficiency:
+           table: Mapping[str, Hardware], scale: float = 1.0) -> Efficiency:
     """`eff` (from the fit `key`, its STAGE_B terms times `scale` for a borrowed set) with the STAGE_B terms of a
     fit whose TPOT cells cover the model's family, when `key`'s do not; unchanged without a model or family data."""
     if model is None or key is None or key not in families:
@@ -67,7 +67,7 @@ def scoped(eff: Efficiency, key: tuple[str, str] | None, model: ModelSpec | None
     family = arch_family(model)
     if family in families[key]:
         return eff
-    alt = _covering(family, key, families, bandwidth)
+    alt = _covering(family, key, families, table)
     if alt is None or alt not in fitted:
         return eff
     values = {n: getattr(fitted[alt], n) * scale for n in STAGE_B}

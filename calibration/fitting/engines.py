@@ -34,10 +34,11 @@ ENGINE_P0 = {"t_spec_s": 5e-4, "t_fixed_draft_s": 3e-4}
 ENGINE_BOUNDS = {"t_spec_s": (0.0, 5e-3), "t_fixed_draft_s": (0.0, 3e-3)}
 # Each engine's terms are drawn toward the pooled fit: p / pooled - 1 ~ N(0, ENGINE_PRIOR_WIDTH^2) (a stated prior:
 # an engine's per-step and per-draft-pass overheads are the pooled ones within a factor of about 1.5 at one standard
-# deviation), with the data's noise taken as the pooled fit's RMS log residual. Without it, an engine whose rows
-# mostly come from one source fits that source's quirks: SGLang's two terms rested on 4 rows when SpecBundle was held
-# out, and the per-engine model's leave-one-source-out error (13.1 %) was worse than one set for every engine (10.7 %).
-ENGINE_PRIOR_WIDTH = float(os.environ.get("SPECPLAN_ENGINE_PRIOR_WIDTH", "0.5"))
+# deviation), with the data's noise taken as the engine's own rows about its unshrunk fit. Without it, an engine
+# whose rows mostly come from one source fits that source's quirks: SGLang's two terms rested on 4 rows when
+# SpecBundle was held out, and the per-engine model's leave-one-source-out error (13.1 %) was worse than one set for
+# every engine (10.7 %).
+ENGINE_PRIOR_WIDTH = 0.5
 
 
 def key(name: str, engine: str) -> str:
