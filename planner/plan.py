@@ -66,8 +66,8 @@ from planner.spend import request_for_spend, volume_for_spend
 __all__ = [
     "MAX_BATCH", "NO_SPEC", "TP_OPTIONS", "Assumption", "CostAssumptions", "LeverStep", "OperatingPoint", "Plan",
     "PlanEconomics", "PlanFleet", "PlanError", "PlanRequest", "Recommendation", "SegmentPoint", "TrafficSegment",
-    "default_costs", "fmt_cpm", "fmt_months", "fmt_pct", "fmt_usd", "levers", "operating_point", "order_by_return", "plan",
-    "segments_from_mix", "validate",
+    "default_costs", "fmt_cpm", "fmt_months", "fmt_pct", "fmt_usd", "levers", "operating_point", "order_by_return",
+    "plan", "segments_from_mix", "validate",
 ]
 
 
