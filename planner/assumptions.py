@@ -4,6 +4,7 @@ volume, finance, each method's alpha range and each workload's shifts), with the
 from __future__ import annotations
 
 from planner.answer import Assumption
+from planner.bill import gpu_price
 from planner.context import Context
 from planner.engines import DEFAULT_ENGINE_VERSION, ENGINES, plan_speedup_error
 from planner.formatting import fmt_usd
@@ -16,7 +17,8 @@ def assumptions(ctx: Context) -> list[Assumption]:
     eff = ctx.eff
     sampler_us_per_token = 1e6 * float(sampler_time_s(ctx.hw_params, batch=1.0, drafted_tokens=1.0,
                                                       vocab_size=model.vocab_size))
-    price_src = ("entered by the user", "") if req.usd_per_gpu_hour is not None else (hw.price.source, hw.price.date)
+    price_src = (("entered by the user", "") if gpu_price(hw, req.usd_per_gpu_hour).entered
+                 else (hw.price.source, hw.price.date))
     out = [
         Assumption(
             "$/GPU-hour",

@@ -283,16 +283,17 @@ def cmd_evaluate(args) -> Any:
 
 
 def _assumptions(cat, s: Scenario) -> dict:
+    from planner.bill import gpu_price  # noqa: PLC0415
     from planner.context import efficiency_for  # noqa: PLC0415
 
     hw = cat.hardware[s.hardware]
+    price = gpu_price(hw, s.usd_per_gpu_hour)
     # what the step time and speculation ran with (fit, borrowed, default; the engine's speculation terms)
     eff = efficiency_for(cat, s.hardware, s.dtype, s.efficiency, engine=s.engine, model=cat.models.get(s.model))
     band = (getattr(cat, "fitted_tpot_error", None) or {}).get((s.hardware, s.dtype))
     return {
-        "price": {"usd_per_gpu_hour": s.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid,
-                  "source": "user" if s.usd_per_gpu_hour else hw.price.source,
-                  "date": None if s.usd_per_gpu_hour else hw.price.date},
+        "price": {"usd_per_gpu_hour": price.usd_per_gpu_hour, "source": "user" if price.entered else hw.price.source,
+                  "date": None if price.entered else hw.price.date},
         "efficiency": {"eta_bw": eff.eta_bw, "eta_flops": eff.eta_flops, "t_fixed_s": eff.t_fixed_s,
                        "source": eff.source.source, "date": eff.source.date,
                        "tpot_error": band},  # relative TPOT error of the step-time set (held-out or stated band)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.answer import OperatingPoint
-from planner.bill import bill_of
+from planner.bill import bill_of, gpu_price
 from planner.candidates import method_candidates
 from planner.context import BASELINE, Context, make_context
 from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, FleetPlan
@@ -96,12 +96,13 @@ def spend_price(req: PlanRequest, catalog) -> tuple[float, str]:
     """($/GPU-hour, where it comes from): the stated price; else, for a fixed fleet of a stated GPU count, the price
     the spend implies (spend / (GPUs x hours a month)); else the hardware's list midpoint."""
     hw = catalog.hardware[req.hardware]
-    if req.usd_per_gpu_hour is not None:
-        return float(req.usd_per_gpu_hour), "entered"
+    price = gpu_price(hw, req.usd_per_gpu_hour)
+    if price.entered:
+        return price.usd_per_gpu_hour, "entered"
     if req.spend_gpus is not None and req.billing == "fixed":
         return (float(req.spend_usd_per_month) / (req.spend_gpus * HOURS_PER_MONTH),
                 f"implied by the spend over {req.spend_gpus:,} GPUs all month")
-    return hw.usd_per_gpu_hour_mid, f"{hw.label} list midpoint ({hw.price.source}, {hw.price.date})"
+    return price.usd_per_gpu_hour, f"{hw.label} list midpoint ({hw.price.source}, {hw.price.date})"
 
 
 def _today(ctx: Context) -> OperatingPoint:

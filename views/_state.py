@@ -24,6 +24,7 @@ from calibration.store import default_url
 from planner import plan as P
 from planner import sensitivity as sens
 from planner import spend
+from planner.bill import gpu_price
 from planner.engines import ENGINES
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
@@ -90,6 +91,9 @@ def _params() -> dict[str, Param]:
         "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware),
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
         "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0)),
+        # True once the visitor typed a price (or a link carries one): the plan uses it whatever its value, the list
+        # midpoint included, and the Monte Carlo never draws a price over it (planner.bill.gpu_price)
+        "price_set": Param(False, _bool, lambda v: isinstance(v, bool)),
         "tp": Param(DEFAULTS["tp"], int, lambda v: v in (1, 2, 4, 8)),
         "attn_dp": Param(False, _bool, lambda v: isinstance(v, bool)),
         "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in WEIGHT_DTYPES),
@@ -139,8 +143,24 @@ def _params() -> dict[str, Param]:
         params[f"gpuh_{name}"] = Param(float(m.setup_gpu_hours), float, _finite(0.0, 1e6))
     params["hw_compare"] = Param(False, _bool, lambda v: isinstance(v, bool))  # Plan page: compare GPU types
     for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views._hardware)
-        params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
+        params[f"{GPU_PRICE_PREFIX}{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
+    # the GPU types whose comparison price was typed (comma-separated): entered whatever the value, as "price_set"
+    params["gpu_prices_set"] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
     return params
+
+
+GPU_PRICE_PREFIX = "gpu_price_"  # + GPU type: its $/GPU-hour in the hardware comparison (views._hardware)
+
+
+def mark_gpu_price_entered(name: str) -> None:
+    """A comparison price for GPU type `name` was typed (or came with a link): the plan uses it as entered."""
+    ss = st.session_state
+    names = {n for n in str(ss.get("gpu_prices_set", "")).split(",") if n} | {name}
+    ss["gpu_prices_set"] = ",".join(sorted(names))
+
+
+def gpu_price_entered(name: str) -> bool:
+    return name in str(st.session_state.get("gpu_prices_set", "")).split(",")
 
 
 def init() -> list[str]:
@@ -165,6 +185,10 @@ def init() -> list[str]:
                 problems.append(f"URL parameter {key}={plain(repr(raw))} is out of range or unknown; using {p.default!r}")
                 continue
             ss[key] = val
+            if key == "price":  # a link's price is an entered one
+                ss["price_set"] = True
+            elif key.startswith(GPU_PRICE_PREFIX):
+                mark_gpu_price_entered(key.removeprefix(GPU_PRICE_PREFIX))
         if "hardware" in st.query_params and "price" not in st.query_params:
             ss["price"] = cat_hw_price(ss["hardware"])  # a link's hardware brings its own list price
         ss["_url_problems"] = problems
@@ -204,6 +228,11 @@ def write_url() -> None:
 
 def _on_hardware_change() -> None:
     st.session_state["price"] = catalog().hardware[st.session_state["hardware"]].usd_per_gpu_hour_mid
+    st.session_state["price_set"] = False  # the new GPU type's list midpoint until a price is typed
+
+
+def _on_price_typed() -> None:
+    st.session_state["price_set"] = True
 
 
 def sidebar() -> None:
@@ -218,6 +247,7 @@ def sidebar() -> None:
                      on_change=_on_hardware_change)
         hw = cat.hardware[ss["hardware"]]
         st.number_input("Price, $/GPU-hour", min_value=0.01, max_value=1000.0, step=0.1, key="price",
+                        on_change=_on_price_typed,
                         help=f"Default: midpoint of the {hw.label} list range ${hw.usd_per_gpu_hour_low:.2f}-"
                              f"${hw.usd_per_gpu_hour_high:.2f} ({hw.price.source}, {hw.price.date}).")
         c1, c2 = st.columns(2)
@@ -338,14 +368,13 @@ def request(**changes) -> P.PlanRequest:
     the one traffic-to-request adapter the CLI uses (profiles.request.request_from_traffic)."""
     ss = st.session_state
     cat = catalog()
-    price = float(ss["price"])
     req = request_from_traffic(
         ss.get(PROFILE_KEY), volume=float(ss["volume_b"]) * 1e9, volume_typed=ss["volume_source"] == "manual",
         volume_label="entered in the sidebar", tpot_slo_ms=float(ss["slo"]), cap_batch=bool(ss.get("traffic_cap", True)),
         model=ss["model"], hardware=ss["hardware"], tp=int(ss["tp"]), dtype=ss["dtype"],
         attention_dp=bool(ss.get("attn_dp", False)) and bool(cat.models[ss["model"]].experts),
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
-        usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
+        usd_per_gpu_hour=float(ss["price"]) if ss.get("price_set") else None,  # typed: entered, whatever its value
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
         costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)),
         billing=ss.get("billing", "autoscaled"), engine=ss.get("engine", "vllm"),
@@ -380,7 +409,7 @@ def is_profile() -> bool:
 def scenario_caption(req: P.PlanRequest) -> str:
     cat = catalog()
     hw = cat.hardware[req.hardware]
-    price = req.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid
+    price = gpu_price(hw, req.usd_per_gpu_hour).usd_per_gpu_hour
     if req.spend_usd_per_month is not None:
         gpus = f" on at most {req.spend_gpus:,} GPUs" if req.spend_gpus is not None else ""
         return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
