@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from planner.answer import LeverStep, Plan, PlanFleet
-from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd
+from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd, plan_dict
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\n")
 
@@ -96,10 +96,12 @@ def _scalar(v: Any) -> bool:
 
 
 def _records(value: Any) -> list[dict] | None:
-    """A tuple of dataclass records as plain rows (scalar fields only); None when `value` is not one."""
-    if not isinstance(value, (tuple, list)) or not value or not all(dataclasses.is_dataclass(v) for v in value):
+    """A record or a list of records of the plan's JSON (planner.formatting.plan_dict) as plain rows (scalar fields
+    only); None when `value` is neither."""
+    value = [value] if isinstance(value, dict) else value
+    if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
         return None
-    return [{f.name: getattr(v, f.name) for f in dataclasses.fields(v) if _scalar(getattr(v, f.name))} for v in value]
+    return [{k: x for k, x in v.items() if _scalar(x)} for v in value]
 
 
 def bill_rows(p: Plan) -> list[dict]:
@@ -209,11 +211,12 @@ def extra_rows(p: Plan) -> list[dict]:
         if f.name not in SHOWN_ECONOMICS_FIELDS | named and _scalar(v) and v is not None:
             add("economics", f.name, v)
     rows += hardware_rows(p)
+    data = plan_dict(p)  # the one serialisation of the plan (the CLI's JSON)
     for f in dataclasses.fields(p):
         if f.name in SHOWN_PLAN_FIELDS | named | {HARDWARE_FIELD}:
             continue
-        v = getattr(p, f.name)
-        recs = _records(v if isinstance(v, (tuple, list)) else [v])
+        v = data.get(f.name)
+        recs = _records(v)
         if recs is not None:
             for i, r in enumerate(recs, 1):
                 for k, x in r.items():
