@@ -4,10 +4,10 @@ volume, finance, each method's alpha range and each workload's shifts), with the
 from __future__ import annotations
 
 from planner.answer import Assumption
-from planner.bill import gpu_price
 from planner.context import Context
 from planner.engines import DEFAULT_ENGINE_VERSION, ENGINES, plan_speedup_error
 from planner.formatting import fmt_usd
+from planner.price import gpu_price
 from planner.serving import sampler_time_s
 from planner.sizing import DEFAULT_SHAPE
 

@@ -16,26 +16,9 @@ from planner.answer import OperatingPoint, PlanFleet
 from planner.fleet import Fleet, FleetPlan
 from planner.request import BILLINGS, NO_SPEC, PlanError, PlanRequest
 from planner.serving import TOKENS_PER_MTOK
-from planner.types import Hardware
 
-__all__ = ["BILLINGS", "Bill", "GpuPrice", "bill_of", "bills", "fleet_bill", "gpu_price", "point_bill", "point_fleet",
-           "headline_fleet", "band_bills"]
-
-
-@dataclass(frozen=True)
-class GpuPrice:
-    """The $/GPU-hour a plan pays and whether the user entered it."""
-
-    usd_per_gpu_hour: float
-    entered: bool  # True: the user typed it, whatever its value (the list midpoint too); False: the list midpoint
-
-
-def gpu_price(hw: Hardware, entered_usd_per_gpu_hour: float | None) -> GpuPrice:
-    """The price rule, in one place: the price the user entered (None: none), else the hardware's list midpoint.
-    An entered price is never replaced by a draw from the list range (planner.sensitivity)."""
-    if entered_usd_per_gpu_hour is not None:
-        return GpuPrice(float(entered_usd_per_gpu_hour), True)
-    return GpuPrice(float(hw.usd_per_gpu_hour_mid), False)
+__all__ = ["BILLINGS", "Bill", "bill_of", "bills", "fleet_bill", "point_bill", "point_fleet", "headline_fleet",
+           "band_bills"]
 
 
 @dataclass(frozen=True)

@@ -283,8 +283,8 @@ def cmd_evaluate(args) -> Any:
 
 
 def _assumptions(cat, s: Scenario) -> dict:
-    from planner.bill import gpu_price  # noqa: PLC0415
     from planner.context import efficiency_for  # noqa: PLC0415
+    from planner.price import gpu_price  # noqa: PLC0415
 
     hw = cat.hardware[s.hardware]
     price = gpu_price(hw, s.usd_per_gpu_hour)

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from planner.bill import gpu_price
 from planner.engines import DEFAULT_ENGINE, ENGINE_TERMS
+from planner.price import gpu_price
 from planner.request import NO_SPEC, CostAssumptions, PlanRequest, TrafficSegment, default_costs, validate
 from planner.roofline import HwParams, hw_params, target_net
 from planner.step_scope import own_gpu_fit, scoped

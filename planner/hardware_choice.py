@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.answer import OperatingPoint
-from planner.bill import gpu_price
 from planner.candidates import method_candidates
 from planner.context import BASELINE, make_context
 from planner.fleet import monthly_bill_usd
 from planner.formatting import fmt_usd
 from planner.points import points
+from planner.price import gpu_price
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest, is_number, validate
 from planner.roofline import replica_weight_bytes, usable_memory_bytes
 from planner.search import search

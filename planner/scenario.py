@@ -18,10 +18,10 @@ import numpy as np
 from planner import acceptance as acc
 from planner import acceptance_tiers as tiers
 from planner import trees
-from planner.bill import gpu_price
 from planner.candidates import MAX_ALPHA, default_tree_shape, per_position_alpha, tau_for_ks
 from planner.context import Candidate, Context, efficiency_for, make_context, r5, samples_for, with_fitted_speculation
 from planner.drafting import availability, tree_draft_overrides
+from planner.price import gpu_price
 from planner.request import PlanError, PlanRequest, TrafficSegment, validate_scenario
 from planner.search import evaluate_at, evaluation_grid
 from planner.serving import SpecResult

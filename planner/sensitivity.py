@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.acceptance_tiers import one_time_usd
-from planner.bill import gpu_price
 from planner.candidates import alpha_position_1, candidate_taus
 from planner.context import (
     BASELINE,
@@ -34,6 +33,7 @@ from planner.context import (
 from planner.engines import with_speedup_error
 from planner.fleet import monthly_bill_usd
 from planner.points import points
+from planner.price import gpu_price
 from planner.request import NO_SPEC, PlanError, PlanRequest, TrafficSegment
 from planner.search import blended_cpm, candidate_grid, evaluate_at, evaluation_grid, search
 from planner.sizing import plan_fleet

@@ -19,12 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.answer import OperatingPoint
-from planner.bill import bill_of, gpu_price
+from planner.bill import bill_of
 from planner.candidates import method_candidates
 from planner.context import BASELINE, Context, make_context
 from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, FleetPlan
 from planner.formatting import fmt_usd
 from planner.points import points
+from planner.price import gpu_price
 from planner.request import BILLINGS, NO_SPEC, PlanError, PlanRequest, validate
 from planner.search import search
 from planner.sizing import plan_fleet

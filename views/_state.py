@@ -24,14 +24,13 @@ from calibration.store import default_url
 from planner import plan as P
 from planner import sensitivity as sens
 from planner import spend
-from planner.bill import gpu_price
 from planner.engines import ENGINES
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
-from views import _acceptance_box, _model_box
+from views import _acceptance_box, _model_box, _price
 from views._text import plain, plain_in, quoted
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
@@ -91,9 +90,7 @@ def _params() -> dict[str, Param]:
         "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware),
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
         "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0)),
-        # True once the visitor typed a price (or a link carries one): the plan uses it whatever its value, the list
-        # midpoint included, and the Monte Carlo never draws a price over it (planner.bill.gpu_price)
-        "price_set": Param(False, _bool, lambda v: isinstance(v, bool)),
+        _price.PRICE_SET: Param(False, _bool, lambda v: isinstance(v, bool)),  # typed: entered (views._price)
         "tp": Param(DEFAULTS["tp"], int, lambda v: v in (1, 2, 4, 8)),
         "attn_dp": Param(False, _bool, lambda v: isinstance(v, bool)),
         "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in WEIGHT_DTYPES),
@@ -143,24 +140,9 @@ def _params() -> dict[str, Param]:
         params[f"gpuh_{name}"] = Param(float(m.setup_gpu_hours), float, _finite(0.0, 1e6))
     params["hw_compare"] = Param(False, _bool, lambda v: isinstance(v, bool))  # Plan page: compare GPU types
     for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views._hardware)
-        params[f"{GPU_PRICE_PREFIX}{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
-    # the GPU types whose comparison price was typed (comma-separated): entered whatever the value, as "price_set"
-    params["gpu_prices_set"] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
+        params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
+    params[_price.GPU_PRICES_SET] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
     return params
-
-
-GPU_PRICE_PREFIX = "gpu_price_"  # + GPU type: its $/GPU-hour in the hardware comparison (views._hardware)
-
-
-def mark_gpu_price_entered(name: str) -> None:
-    """A comparison price for GPU type `name` was typed (or came with a link): the plan uses it as entered."""
-    ss = st.session_state
-    names = {n for n in str(ss.get("gpu_prices_set", "")).split(",") if n} | {name}
-    ss["gpu_prices_set"] = ",".join(sorted(names))
-
-
-def gpu_price_entered(name: str) -> bool:
-    return name in str(st.session_state.get("gpu_prices_set", "")).split(",")
 
 
 def init() -> list[str]:
@@ -185,10 +167,7 @@ def init() -> list[str]:
                 problems.append(f"URL parameter {key}={plain(repr(raw))} is out of range or unknown; using {p.default!r}")
                 continue
             ss[key] = val
-            if key == "price":  # a link's price is an entered one
-                ss["price_set"] = True
-            elif key.startswith(GPU_PRICE_PREFIX):
-                mark_gpu_price_entered(key.removeprefix(GPU_PRICE_PREFIX))
+            _price.from_link(key)
         if "hardware" in st.query_params and "price" not in st.query_params:
             ss["price"] = cat_hw_price(ss["hardware"])  # a link's hardware brings its own list price
         ss["_url_problems"] = problems
@@ -226,15 +205,6 @@ def write_url() -> None:
 # Sidebar: the shared scenario inputs
 # ---------------------------------------------------------------------------------------------------
 
-def _on_hardware_change() -> None:
-    st.session_state["price"] = catalog().hardware[st.session_state["hardware"]].usd_per_gpu_hour_mid
-    st.session_state["price_set"] = False  # the new GPU type's list midpoint until a price is typed
-
-
-def _on_price_typed() -> None:
-    st.session_state["price_set"] = True
-
-
 def sidebar() -> None:
     cat = catalog()
     ss = st.session_state
@@ -244,10 +214,9 @@ def sidebar() -> None:
         _model_box.model_box(cat)
         _acceptance_box.acceptance_box(cat)
         st.selectbox("Hardware", list(cat.hardware), key="hardware", format_func=lambda n: cat.hardware[n].label,
-                     on_change=_on_hardware_change)
+                     on_change=_price.on_hardware_change, args=(cat,))
         hw = cat.hardware[ss["hardware"]]
-        st.number_input("Price, $/GPU-hour", min_value=0.01, max_value=1000.0, step=0.1, key="price",
-                        on_change=_on_price_typed,
+        st.number_input("Price, $/GPU-hour", min_value=0.01, max_value=1000.0, step=0.1, key="price", on_change=_price.typed,
                         help=f"Default: midpoint of the {hw.label} list range ${hw.usd_per_gpu_hour_low:.2f}-"
                              f"${hw.usd_per_gpu_hour_high:.2f} ({hw.price.source}, {hw.price.date}).")
         c1, c2 = st.columns(2)
@@ -374,7 +343,7 @@ def request(**changes) -> P.PlanRequest:
         model=ss["model"], hardware=ss["hardware"], tp=int(ss["tp"]), dtype=ss["dtype"],
         attention_dp=bool(ss.get("attn_dp", False)) and bool(cat.models[ss["model"]].experts),
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
-        usd_per_gpu_hour=float(ss["price"]) if ss.get("price_set") else None,  # typed: entered, whatever its value
+        usd_per_gpu_hour=_price.entered_price(),  # typed: entered, whatever its value
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
         costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)),
         billing=ss.get("billing", "autoscaled"), engine=ss.get("engine", "vllm"),
@@ -409,7 +378,7 @@ def is_profile() -> bool:
 def scenario_caption(req: P.PlanRequest) -> str:
     cat = catalog()
     hw = cat.hardware[req.hardware]
-    price = gpu_price(hw, req.usd_per_gpu_hour).usd_per_gpu_hour
+    price = _price.price_of(req, hw)
     if req.spend_usd_per_month is not None:
         gpus = f" on at most {req.spend_gpus:,} GPUs" if req.spend_gpus is not None else ""
         return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "

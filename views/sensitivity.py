@@ -9,8 +9,8 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from planner import sensitivity as sens
-from planner.bill import gpu_price
 from planner.formatting import fmt_pct, fmt_usd
+from planner.price import gpu_price
 from views import _state as S
 
 

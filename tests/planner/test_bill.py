@@ -270,7 +270,7 @@ def test_tornado_bars_carry_the_fleets_bill_saving(catalog):
 def test_an_entered_price_is_entered_whatever_its_value(catalog):
     """The price rule in one place: the price the user typed, the list midpoint included, is an entered price; only
     no price at all falls back to the list midpoint."""
-    from planner.bill import GpuPrice, gpu_price
+    from planner.price import GpuPrice, gpu_price
 
     hw = catalog.hardware["h100-sxm"]
     mid = hw.usd_per_gpu_hour_mid
