@@ -30,9 +30,9 @@ from planner.price import gpu_price
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest, is_number, validate
 from planner.roofline import replica_weight_bytes, usable_memory_bytes
 from planner.search import search
-from planner.serving import prefill_time_s
+from planner.serving import TOKENS_PER_MTOK, prefill_time_s
 from planner.sizing import traffic_hours
-from planner.spend import HOURS_PER_MONTH, FleetBill, fleet_bills
+from planner.spend import FleetBill, fleet_bills
 from planner.types import WEIGHT_DTYPES
 
 
@@ -227,7 +227,7 @@ def _gpu_choice(req: PlanRequest, catalog, segs, names, name: str, priced: tuple
 
     compute = {dt: _compute_floor(req, catalog, segs, name, dt, price) for dt in WEIGHT_DTYPES}
     # best first: from the lowest floor up; once the best of both kinds is at or below a floor, the rest cannot win
-    configs = sorted((max(tp * HOURS_PER_MONTH * price, compute[dt]), tp, dt)
+    configs = sorted((max(float(monthly_bill_usd([tp], billing="fixed", usd_per_gpu_hour=price)), compute[dt]), tp, dt)
                      for tp in TP_OPTIONS if tp <= hw.max_tp for dt in WEIGHT_DTYPES)
     for i, (floor, tp, dt) in enumerate(configs):
         if beaten(False, floor) and beaten(True, floor):
@@ -239,7 +239,8 @@ def _gpu_choice(req: PlanRequest, catalog, segs, names, name: str, priced: tuple
         # a kind already beaten at this floor is not searched (its points would not be sized)
         ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor)))
         # size only the points whose bill could beat the best of their kind
-        pts = [p for p in pts if not beaten(p.method != NO_SPEC, max(floor, cpm_bound * p.usd_per_mtok * volume / 1e6))]
+        pts = [p for p in pts if not beaten(p.method != NO_SPEC,
+                                            max(floor, cpm_bound * p.usd_per_mtok * volume / TOKENS_PER_MTOK))]
         if not pts:
             skipped += 1
             continue

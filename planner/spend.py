@@ -22,7 +22,7 @@ from planner.answer import OperatingPoint
 from planner.bill import bill_of
 from planner.candidates import method_candidates
 from planner.context import BASELINE, Context, make_context
-from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, FleetPlan
+from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, FleetPlan, monthly_bill_usd
 from planner.formatting import fmt_usd
 from planner.points import points
 from planner.price import gpu_price
@@ -146,7 +146,7 @@ def volume_for_spend(req: PlanRequest, catalog) -> SpendVolume:
     if not pt.feasible:
         raise PlanError("spend_usd_per_month", spend, f"a fleet that meets the SLO: {pt.label} on {req.tp} x "
                         f"{ctx.hw.label} {pt.reason} ({pt.way_out})")
-    replica = req.tp * HOURS_PER_MONTH * price
+    replica = float(monthly_bill_usd([req.tp], billing="fixed", usd_per_gpu_hour=price))  # one replica all month
     if spend < replica:
         raise PlanError("spend_usd_per_month", spend, f"at least one replica's month: {req.tp} x {ctx.hw.label} at "
                         f"${price:.2f}/GPU-hour cost {fmt_usd(replica)}/month (a service keeps one replica up)")
