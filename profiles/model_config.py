@@ -35,6 +35,7 @@ from profiles.config_fields import SUPPORTED, ModelConfigError
 from profiles.config_fields import Cfg as _Cfg
 from profiles.config_fields import err as _err
 from profiles.model_layers import (
+    NO_MLP,
     dense_mlp,
     gated_deltanet_block,
     gqa_block,
@@ -355,15 +356,15 @@ def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None) -> Parse
         attn_layers, mlp_layers = hybrid_pattern_layers(cfg, h=h, layers=layers, attention=full, moe=moe,
                                                         dense_width=dense_inter)
     elif nas:
-        attn_layers, mlp_layers = nas_layers(cfg, h=h, heads=heads, layers=layers)
+        attn_layers, mlp_layers = nas_layers(cfg, h=h, heads=heads, head_dim=head_dim, layers=layers)
     else:
         attn_layers = [by_kind[k] for k in kinds]
         is_moe = _moe_layers(cfg, layers) if moe else [False] * layers
         if not all(is_moe) and not dense_inter:
             raise _err("intermediate_size", "(missing)",
                        "an integer (the dense layers' MLP width)" if moe else "an integer (the MLP width)")
-        dense = dense_mlp(h=h, width=dense_inter, gated=gated) if not all(is_moe) else None
-        mlp_layers = [moe if flag else dense for flag in is_moe]  # type: ignore[misc]
+        dense = dense_mlp(h=h, width=dense_inter, gated=gated) if not all(is_moe) else NO_MLP
+        mlp_layers = [moe if flag and moe else dense for flag in is_moe]
     groups = group_layers(attn_layers, mlp_layers)
     return _assemble(cfg, doc, digest, groups, notes, tied=tied, vocab=vocab, h=h, layers=layers, heads=heads,
                      head_dim=head_dim, max_ctx=max_ctx, mla=mla, window=window, today=today)
@@ -408,8 +409,8 @@ def _assemble(cfg: _Cfg, doc: dict[str, Any], digest: str, groups: tuple[LayerGr
             per = next(g.attention.state_bytes_per_sequence for g in groups if g.attention.kind == kind)
             notes.append(f"{n} of {layers} layers are {what}: " + (f"a fixed state of {per:,} bytes per layer per "
                          "sequence, charged in memory" if per else "no KV cache") + "; the step's reads plan these "
-                         f"layers as a window of {stand_in:,} token{'s' * (stand_in != 1)} of KV (exact once the context is longer; "
-                         "undercounted below it)")
+                         f"layers as a window of {stand_in:,} token{'s' * (stand_in != 1)} of KV (exact once the "
+                         "context is longer; undercounted below it)")
 
     mtp = cfg.int("num_nextn_predict_layers", 0, lo=0, hi=100) or cfg.int("mtp_num_hidden_layers", 0, lo=0, hi=100) \
         or cfg.int("num_mtp_modules", 0, lo=0, hi=100) * cfg.bool("use_mtp", True)

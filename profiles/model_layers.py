@@ -49,13 +49,6 @@ def moe_mlp(*, h: int, experts: int, top_k: int, width: int, shared_width: int, 
                     expert_params=expert, shared_params=shared, router_params=router)
 
 
-def linear_projection(h: int, mlp: bool) -> AttentionBlock | MlpBlock:
-    """A hidden x hidden linear layer in place of attention or of the MLP (Nemotron-NAS replace_with_linear)."""
-    if mlp:
-        return MlpBlock("linear_replacement", h * h, h * h)
-    return AttentionBlock("linear_replacement", h * h)
-
-
 def gated_deltanet_block(cfg: Cfg, h: int) -> AttentionBlock:
     """Qwen3-Next / Qwen3.5 linear attention: q, k, v, z and the a, b gates in, a causal convolution over q, k, v,
     out; a fixed state of value heads x key dim x value dim (FP32 when mamba_ssm_dtype says so) and kernel - 1
@@ -137,18 +130,15 @@ def _flag(block: dict[str, Any], key: str, where: str) -> bool:
     return v
 
 
-def nas_layers(cfg: Cfg, *, h: int, heads: int, layers: int) -> tuple[list[AttentionBlock], list[MlpBlock]]:
+def nas_layers(cfg: Cfg, *, h: int, heads: int, head_dim: int,
+               layers: int) -> tuple[list[AttentionBlock], list[MlpBlock]]:
     """Nemotron-NAS: block_configs, one entry per layer."""
     where = cfg.where("block_configs")
     blocks = cfg.c.get("block_configs")
     if not isinstance(blocks, list) or len(blocks) != layers:
         raise err(where, blocks, f"a list of {layers} layer configs (num_hidden_layers)")
-    head_dim = cfg.int("head_dim", 0, hi=100_000) or h // heads
-    if not cfg.has("head_dim") and h % heads:
-        raise err("hidden_size", h, f"a multiple of num_attention_heads ({heads}) when head_dim is absent")
-    attn_seen: dict[Any, AttentionBlock] = {}
-    mlp_seen: dict[Any, MlpBlock] = {}
-    attn_out, mlp_out = [], []
+    attn_out: list[AttentionBlock] = []
+    mlp_out: list[MlpBlock] = []
     for i, block in enumerate(blocks):
         here = f"{where}[{i}]"
         if not isinstance(block, dict):
@@ -162,29 +152,28 @@ def nas_layers(cfg: Cfg, *, h: int, heads: int, layers: int) -> tuple[list[Atten
             if a.get(key) not in (None, False):
                 raise err(f"{here}.attention.{key}", a[key], f"null: this attention variant is not modelled; "
                           f"{SUPPORTED}")
+        attn: AttentionBlock
+        mlp: MlpBlock  # replace_with_linear: one hidden x hidden projection in place of the block
         if _flag(a, "no_op", f"{here}.attention"):
             attn = NO_ATTENTION
         elif _flag(a, "replace_with_linear", f"{here}.attention"):
-            attn = linear_projection(h, mlp=False)
+            attn = AttentionBlock("linear_replacement", h * h)
         else:
             group = number(a.get("n_heads_in_group"), f"{here}.attention.n_heads_in_group", lo=1, hi=heads)
             if heads % group:
                 raise err(f"{here}.attention.n_heads_in_group", group,
                           f"a divisor of num_attention_heads ({heads})")
-            key = ("gqa", group)
-            attn = attn_seen.get(key) or gqa_block(h=h, heads=heads, kv_heads=heads // group, head_dim=head_dim)
-            attn_seen[key] = attn
+            attn = gqa_block(h=h, heads=heads, kv_heads=heads // group, head_dim=head_dim)
         if _flag(f, "no_op", f"{here}.ffn"):
             mlp = NO_MLP
         elif _flag(f, "replace_with_linear", f"{here}.ffn"):
-            mlp = linear_projection(h, mlp=True)
+            mlp = MlpBlock("linear_replacement", h * h, h * h)
         else:
             mult = number(f.get("ffn_mult"), f"{here}.ffn.ffn_mult", lo=0.001, hi=1_000, integer=False)
             width = ffn_to_width(mult, h)
-            mlp = mlp_seen.get(width) or dense_mlp(h=h, width=width)
-            mlp_seen[width] = mlp
-        attn_out.append(attn)  # type: ignore[arg-type]
-        mlp_out.append(mlp)  # type: ignore[arg-type]
+            mlp = dense_mlp(h=h, width=width)
+        attn_out.append(attn)
+        mlp_out.append(mlp)
     return attn_out, mlp_out
 
 

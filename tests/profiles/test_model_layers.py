@@ -191,12 +191,13 @@ def test_malformed_layer_fields_are_refused_by_name(change, pattern):
 
 
 def test_a_huge_mlp_only_layers_list_is_refused_at_once():
-    """249,000 entries on 10,000 layers took 17 s of CPU (a list scan per layer); now refused before any scan."""
-    cfg = {**BASE, **MOE, "num_hidden_layers": 10_000, "mlp_only_layers": list(range(249_000))}
+    """249,000 indices no layer has, on 10,000 layers: main scanned the whole list for every layer (18.2 s of CPU
+    measured; this test's own figure is 0.16 s, mostly digesting the dict); now refused before any scan."""
+    cfg = {**BASE, **MOE, "num_hidden_layers": 10_000, "mlp_only_layers": [10_000 + i for i in range(249_000)]}
     start = time.process_time()
     with pytest.raises(ModelConfigError, match=r"field 'mlp_only_layers' = .*at most 10000 layer indices"):
         parse_model_config(cfg)
-    assert time.process_time() - start < 5.0  # main: 17 s on the same input
+    assert time.process_time() - start < 5.0
 
 
 def test_a_long_valid_mlp_only_layers_list_is_read_as_a_set():
