@@ -8,7 +8,8 @@ The counts follow the conventions of profiles/data/models.yaml:
 - expert_params_b: one routed expert summed over the MoE layers; kv_elements_per_token_per_layer: 2 x kv_heads x
   head_dim (GQA) or the MLA latent kv_lora_rank + qk_rope_head_dim that vLLM caches.
 Parameters are counted by hand: embeddings vocab x hidden; attention q, k, v, o (MLA: q_a, q_b, kv_a, kv_b, o;
-DeepSeek sparse attention adds its indexer); gated MLPs 3 x hidden x intermediate; routers hidden x experts; norms,
+DeepSeek sparse attention adds its indexer); gated MLPs 3 x hidden x intermediate (Nemotron's relu2: 2 x); routers
+hidden x experts; Mamba-2 and Gated DeltaNet mixers as profiles/model_layers.py counts them; norms,
 biases and rotary tables are left out (under 0.1 % of any model here).
 
 The stack is read layer by layer (profiles/model_layers.py): ModelSpec.layer_groups holds each kind of layer with
@@ -355,6 +356,9 @@ def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None) -> Parse
     if hybrid:
         attn_layers, mlp_layers = hybrid_pattern_layers(cfg, h=h, layers=layers, attention=full, moe=moe,
                                                         dense_width=dense_inter)
+        notes.append(f"hybrid_override_pattern: each of the {layers} layers holds one mixer (Mamba-2, attention, "
+                     "MLP or MoE); the step time still counts each as a whole decoder layer (two all-reduces under "
+                     "tensor parallel, one layer's fixed overheads), an overestimate of those terms")
     elif nas:
         attn_layers, mlp_layers = nas_layers(cfg, h=h, heads=heads, head_dim=head_dim, layers=layers)
     else:
