@@ -105,8 +105,8 @@ def nearest_donor(hardware: str, dtype: str, table: Mapping[str, Hardware],
 
 def band_for(hardware: str, donor_key: tuple[str, str], table: Mapping[str, Hardware],
              fit: BorrowFit | None) -> float:
-    """The relative TPOT band a borrowed set states: its end-to-end fit's error (at least SAME_ARCH_TPOT_ERROR when
-    the fit is a sibling's), else SAME_ARCH_TPOT_ERROR from a donor of the same architecture, else ASSUMED_TPOT_ERROR."""
+    """The relative TPOT band a borrowed set states: its end-to-end fit's error (fit_for), else SAME_ARCH_TPOT_ERROR
+    from a donor of the same architecture, else ASSUMED_TPOT_ERROR."""
     if fit is not None:
         return fit.tpot_error
     return SAME_ARCH_TPOT_ERROR if _kin(table[hardware], table[donor_key[0]]) == 0 else ASSUMED_TPOT_ERROR

@@ -54,8 +54,8 @@ def _catalog(args=None):
     if getattr(args, "hardware_spec", None):  # named `spec:<digest>`, which becomes args.hardware
         from profiles.hardware_spec import read_hardware_spec, with_hardware_spec
 
-        cat = with_hardware_spec(cat, read_hardware_spec(args.hardware_spec))
-        args.hardware = next(reversed(cat.hardware))
+        spec = read_hardware_spec(args.hardware_spec)
+        cat, args.hardware = with_hardware_spec(cat, spec), spec.name
     return cat
 
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
-from profiles.catalog import DATA_DIR, Catalog, NamedTable, ProfileError, _Ctx, _prepare_hardware, build
 from planner.types import Hardware
+from profiles.catalog import DATA_DIR, Catalog, NamedTable, ProfileError, _Ctx, _prepare_hardware, build
 
 MAX_SPEC_BYTES = 64 * 1024  # a hardware record is well under 2 KiB; the cap stops a large or nested document early
 SPEC_PREFIX = "spec:"

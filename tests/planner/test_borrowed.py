@@ -9,9 +9,9 @@ import pytest
 
 from planner.borrowed import (
     ASSUMED_TPOT_ERROR,
+    SAME_ARCH_TPOT_ERROR,
     SHAPE_TERMS,
     TIME_TERMS,
-    SAME_ARCH_TPOT_ERROR,
     BorrowFit,
     borrow,
     borrowed_efficiencies,
