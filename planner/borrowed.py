@@ -139,7 +139,7 @@ def borrow(own: Efficiency, donor: Efficiency, *, donor_key: tuple[str, str], fi
     if fit and fit.eta_bw is not None:
         values["eta_bw"] = fit.eta_bw
     err = band if band is not None else fit.tpot_error if fit else ASSUMED_TPOT_ERROR
-    own_bw = f"eta_bw {own.eta_bw:.3g} (hardware.yaml assumption)"
+    own_bw = f"eta_bw {own.eta_bw:.3g} (its own assumed value: hardware.yaml or the spec)"
     if fit is None:
         how = f"overhead scale 1 (assumption; no end-to-end measurement), {own_bw}"
     elif fit.eta_bw is None:
