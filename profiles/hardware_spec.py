@@ -23,6 +23,7 @@ allowed, on one line.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -65,6 +66,7 @@ def _load(data: bytes | str, where: str) -> tuple[dict, str]:
     return doc, hashlib.sha256(raw).hexdigest()[:12]
 
 
+@functools.lru_cache(maxsize=1)
 def _defaults() -> dict:
     """hardware.yaml's default efficiencies (the `defaults.efficiency` mapping): a spec's efficiency starts there."""
     doc = yaml.safe_load((DATA_DIR / "hardware.yaml").read_text(encoding="utf-8"))
