@@ -8,7 +8,8 @@ experts a verify step touches its dominant cost. Here such a GPU gets:
 
     time terms  t = donor's t * overhead_scale     (TIME_TERMS: per step, per layer, per token, per expert, latencies)
     shape terms   = donor's                         (SHAPE_TERMS: routing skew, tile shapes, collective shares)
-    eta_bw, eta_flops = its own (hardware.yaml, or fitted to end-to-end measurements), never the donor's
+    eta_bw, eta_flops = its own (hardware.yaml, or fitted to end-to-end measurements); the donor's only from a donor
+                        of the same architecture with no end-to-end fit (B300 from B200: the same kernels)
 
 donor = a kernel fit of the same architecture first (B300 from B200), else of the same vendor, else any; among those
 the same dtype first, then the GPU nearest in HBM bandwidth and interconnect bandwidth (sum of log ratios: a PCIe card
@@ -34,6 +35,8 @@ TIME_TERMS = ("t_fixed_s", "t_layer_s", "t_layer_token_s", "t_expert_s", "t_moe_
 # Dimensionless terms of the kernel fit that describe the workload or kernel shape rather than the GPU's speed.
 SHAPE_TERMS = ("moe_routing_skew", "eta_bw_tokens_scale", "flops_tokens_half", "per_op_roofline", "eta_allreduce",
                "eta_alltoall")
+# The donor's achieved shares of peak, taken only from a donor of the same architecture (borrow's same_arch).
+EFFICIENCY_TERMS = ("eta_bw", "eta_flops", "eta_kv_bw", "eta_attn_flops")
 # Relative TPOT error (a fraction, as the kernel fit's held-out MAPE) stated for a borrowed set that no end-to-end
 # measurement checks: assumption (2026-12-02), twice the spread between vLLM and SGLang on the one public MI300X
 # DeepSeek-R1 curve (profiles/data/published/amd_nospec_tpot.csv, ~25 %).
@@ -125,10 +128,12 @@ def fit_for(hardware: str, table: Mapping[str, Hardware], fits: Mapping[str, Bor
 
 
 def borrow(own: Efficiency, donor: Efficiency, *, donor_key: tuple[str, str], fit: BorrowFit | None,
-           hardware: str, band: float | None = None, twin: bool = False) -> Efficiency:
+           hardware: str, band: float | None = None, twin: bool = False, same_arch: bool = False) -> Efficiency:
     """`own` (the hardware's assumed efficiencies) with the donor's TIME_TERMS (times the fit's overhead_scale) and
     SHAPE_TERMS, and the fit's eta_bw where it has one; the source names donor, scale and band (default: the fit's
-    error, else ASSUMED_TPOT_ERROR). twin: the GPU has the donor GPU's figures: the donor's set whole."""
+    error, else ASSUMED_TPOT_ERROR). twin: the GPU has the donor GPU's figures: the donor's set whole. same_arch (and
+    no end-to-end fit): the donor's EFFICIENCY_TERMS too, its kernels reach the same share of peak on a sibling chip
+    (B300 on B200's sm_100 kernels) where hardware.yaml's generic defaults would make the newer part the slower."""
     if twin:
         return dataclasses.replace(donor, source=Sourced(
             f"{hardware}: the figures of {donor_key[0]}: its {donor_key[1]} kernel fit whole ({donor.source.source})",
@@ -140,6 +145,10 @@ def borrow(own: Efficiency, donor: Efficiency, *, donor_key: tuple[str, str], fi
         values["eta_bw"] = fit.eta_bw
     err = band if band is not None else fit.tpot_error if fit else ASSUMED_TPOT_ERROR
     own_bw = f"eta_bw {own.eta_bw:.3g} (its own assumed value: hardware.yaml or the spec)"
+    if same_arch and fit is None:
+        values.update({n: getattr(donor, n) for n in EFFICIENCY_TERMS})
+        own_bw = (f"eta_bw {donor.eta_bw:.3g} and eta_flops {donor.eta_flops:.3g} of the donor (same architecture; "
+                  "assumption)")
     if fit is None:
         how = f"overhead scale 1 (assumption; no end-to-end measurement), {own_bw}"
     elif fit.eta_bw is None:
@@ -175,7 +184,7 @@ def borrowed_efficiencies(table: Mapping[str, Hardware], fitted: Mapping[tuple[s
             # a twin states what the GPU it copies states in this dtype (nothing where that one has no band)
             band = (fitted_error or {}).get((twin, dtype)) if twin else band_for(name, key, table, fit)
             out[(name, dtype)] = borrow(hw.efficiency, fitted[key], donor_key=key, fit=fit, hardware=name,
-                                        band=band, twin=twin is not None)
+                                        band=band, twin=twin is not None, same_arch=_kin(hw, table[key[0]]) == 0)
             if band is not None:
                 err[(name, dtype)] = band
     return out, err

@@ -14,7 +14,8 @@ record named `spec:<digest>` and added to a catalogue with its borrowed step-tim
     usd_per_gpu_hour: {low: 2.0, high: 4.0}
     price: {source: "our cloud contract", date: 2026-12-01}
     specs: {source: "vendor datasheet", date: 2026-06-01}
-    efficiency: {eta_bw: 0.7}                # optional: any Efficiency field over hardware.yaml's defaults
+    efficiency: {eta_bw: 0.7}                # optional: Efficiency fields over hardware.yaml's defaults (a GPU
+                                             # borrowing from its own architecture runs on the donor's eta_*)
 
 profiles/samples/my_gpu.yaml is a complete one. Errors (HardwareSpecError) name the field, the value and what is
 allowed, on one line.

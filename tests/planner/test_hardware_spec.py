@@ -82,6 +82,18 @@ def test_a_plan_on_each_new_gpu_is_feasible_and_names_its_borrowed_terms(catalog
     assert "borrowed from the" in step.source and "TPOT band +-" in step.source
 
 
+def test_a_sibling_runs_on_its_donors_shares_of_peak_another_architecture_on_its_own(catalog):
+    b200, b300 = efficiency_for(catalog, "b200", "bf16"), efficiency_for(catalog, "b300", "bf16")
+    assert (b300.eta_bw, b300.eta_flops) == (b200.eta_bw, b200.eta_flops) != (0.75, 0.6)
+    assert "of the donor (same architecture; assumption)" in b300.source.source
+    # same peaks and bandwidth, more memory: a B300 replica serves at least a B200's tokens at the same SLO
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="b200", tp=1)
+    on = {g: P.plan(dataclasses.replace(req, hardware=g), catalog).baseline for g in ("b200", "b300")}
+    assert on["b300"].output_tokens_per_s >= on["b200"].output_tokens_per_s
+    rtx = efficiency_for(catalog, "rtx-pro-6000", "bf16")  # GB202 from L40S: its own assumed shares
+    assert (rtx.eta_bw, rtx.eta_flops) == (0.75, 0.6)
+
+
 def test_gb300_peaks_are_the_racks_over_72_and_fp4_is_faster_than_b200(catalog):
     gb300, b200 = catalog.hardware["gb300"], catalog.hardware["b200"]
     assert gb300.fp4_tflops == pytest.approx(1_080_000 / 72) and gb300.scale_up_gpus == 72
