@@ -15,6 +15,7 @@ import yaml
 from planner import plan as P
 from planner.borrowed import ASSUMED_TPOT_ERROR, SAME_ARCH_TPOT_ERROR
 from planner.context import efficiency_for
+from planner.formatting import plan_dict
 from planner.sensitivity import fit_sigma
 from profiles.catalog import DATA_DIR
 from profiles.hardware_spec import (
@@ -106,10 +107,8 @@ def test_a_spec_copying_h100_plans_the_same_as_h100(catalog):
     assert hw.name.startswith("spec:") and hw.efficiency == catalog.hardware["h100-sxm"].efficiency
     cat = with_hardware_spec(catalog, hw)
     req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", tp=1)
-    from planner.cli import plan_json  # noqa: PLC0415
-
-    ours = plan_json(P.plan(dataclasses.replace(req, hardware=hw.name), cat))
-    theirs = plan_json(P.plan(req, catalog))
+    ours = plan_dict(P.plan(dataclasses.replace(req, hardware=hw.name), cat))
+    theirs = plan_dict(P.plan(req, catalog))
     assert numbers(ours) == numbers(theirs) and len(numbers(ours)) > 100
     assert (ours["recommendation"] or {}).get("method") == (theirs["recommendation"] or {}).get("method")
     assert cat.fitted_tpot_error[(hw.name, "bf16")] == catalog.fitted_tpot_error[("h100-sxm", "bf16")]
