@@ -5,6 +5,7 @@
     python -m planner compare --model llama-3.3-70b --hardware h100-sxm --tp 4 --workload code
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 [--traffic FILE] [--current-method X]
     python -m planner plan --model-config config.json --hardware h200 --tp 8   (your own model)
+    python -m planner plan --model llama-3.1-8b --hardware-spec my_gpu.yaml   (your own GPU)
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --spend-usd-per-month 100000 --gpus 32
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --compare-hardware [--gpu-price h200=3.1]
     python -m planner levers --model llama-3.3-70b --hardware h100-sxm --tp 4 --method draft_model
@@ -50,6 +51,11 @@ def _catalog(args=None):
         args.parsed_model = parsed
     if args is not None and getattr(args, "dtype", "") is None:
         args.dtype = "bf16"
+    if getattr(args, "hardware_spec", None):  # named `spec:<digest>`, which becomes args.hardware
+        from profiles.hardware_spec import read_hardware_spec, with_hardware_spec
+
+        spec = read_hardware_spec(args.hardware_spec)
+        cat, args.hardware = with_hardware_spec(cat, spec), spec.name
     return cat
 
 
@@ -135,7 +141,10 @@ def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     g.add_argument("--model-config", metavar="FILE",
                    help="your own model: its Hugging Face config.json (dense or MoE, GQA or MLA, sliding-window and "
                         "linear-attention layers, native MTP); its quantization_config sets --dtype unless given")
-    p.add_argument("--hardware", required=True)
+    hw = p.add_mutually_exclusive_group(required=True)
+    hw.add_argument("--hardware", help="a catalogue GPU name (python -m planner list hardware)")
+    hw.add_argument("--hardware-spec", metavar="FILE", help="your own GPU: a YAML or JSON file with the fields of a "
+                    "hardware.yaml entry (profiles/samples/my_gpu.yaml); it borrows a fitted GPU's step-time terms")
     p.add_argument("--method", required=method_required, default="eagle3")
     p.add_argument("--k", type=int, default=None, help="draft tokens per step (default: the method's)")
     p.add_argument("--batch", type=int, default=None, help="concurrent sequences (default: best under SLO)")

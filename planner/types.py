@@ -124,6 +124,12 @@ class Hardware:
     kind: Literal["gpu", "cpu"] = "gpu"
     # dense FP4 (NVFP4/MXFP4) peak, TFLOP/s; 0 = no FP4 tensor cores: FP4 weights run as W4A16 in BF16
     fp4_tflops: float = 0.0
+    # architecture (planner.borrowed.ARCHITECTURES: hopper, blackwell, cdna3, ...; or only the vendor, nvidia or amd;
+    # "" unknown): a GPU without kernel data borrows step-time terms from a kernel-fitted GPU of the same one first
+    architecture: str = ""
+    # GPUs in one NVLink / Infinity Fabric domain at interconnect_gb_s (GB200 NVL72: 72); 0: max_tp. Shown, not
+    # searched: the plan's tensor parallel stops at max_tp (planner.request.TP_OPTIONS)
+    scale_up_gpus: int = 0
 
     @property
     def usd_per_gpu_hour_mid(self) -> float:

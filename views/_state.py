@@ -30,7 +30,7 @@ from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
-from views import _acceptance_box, _model_box, _price
+from views import _acceptance_box, _hardware_box, _model_box, _price
 from views._text import plain, plain_in, quoted
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
@@ -43,15 +43,14 @@ PROFILE_KEY = "traffic_profile"  # TrafficProfile | None (plain session key, not
 PROFILE_ORIGIN_KEY = "traffic_origin"  # "sample:<name>" or "upload:<file name>"
 
 
-@st.cache_resource
-def _catalog_with(calibrated: tuple[tuple[str, float], ...]):
-    """The catalogue with the calibrated profiles (calibration.calibrated_catalog), cached per set of profile files
-    and their modification times."""
-    return with_calibrated(load_catalog(), tuple(name for name, _mtime in calibrated))
+@st.cache_resource(max_entries=64)
+def _catalog_with(calibrated: tuple[tuple[str, float], ...], specs: tuple[str, ...] = ()):
+    """The catalogue with the calibrated profiles (per profile files and mtimes) and the session's GPU specs."""
+    return _hardware_box.with_specs(with_calibrated(load_catalog(), tuple(name for name, _mtime in calibrated)), specs)
 
 
 def catalog():
-    return _catalog_with(calibrated_files())
+    return _catalog_with(calibrated_files(), _hardware_box.spec_names())
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ def _params() -> dict[str, Param]:
     hw = cat.hardware[DEFAULTS["hardware"]]
     params = {
         "model": Param(DEFAULTS["model"], str, lambda v: v in cat.models),
-        "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware),
+        "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware or _hardware_box.known(v)),
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
         "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0)),
         _price.PRICE_SET: Param(False, _bool, lambda v: isinstance(v, bool)),  # typed: entered (views._price)
@@ -213,8 +212,9 @@ def sidebar() -> None:
         st.selectbox("Model", _model_box.model_options(cat), key="model", format_func=lambda n: _model_box.label(cat, n))
         _model_box.model_box(cat)
         _acceptance_box.acceptance_box(cat)
-        st.selectbox("Hardware", list(cat.hardware), key="hardware", format_func=lambda n: cat.hardware[n].label,
+        st.selectbox("Hardware", list(cat.hardware), key="hardware", format_func=lambda n: _hardware_box.label(cat, n),
                      on_change=_price.on_hardware_change, args=(cat,))
+        _hardware_box.hardware_box()
         hw = cat.hardware[ss["hardware"]]
         st.number_input("Price, $/GPU-hour", min_value=0.01, max_value=1000.0, step=0.1, key="price", on_change=_price.typed,
                         help=f"Default: midpoint of the {hw.label} list range ${hw.usd_per_gpu_hour_low:.2f}-"
