@@ -173,7 +173,7 @@ def test_bad_inputs_name_the_field_and_value(catalog, field, value, needle):
 
 def test_unknown_names_are_refused_with_the_valid_ones(catalog):
     with pytest.raises(KeyError, match="b200"):
-        P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="b300"), catalog)
+        P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="b900"), catalog)
 
 
 def test_segment_shares_must_sum_to_one(catalog):
