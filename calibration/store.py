@@ -174,7 +174,7 @@ class Store:
         self._schema_ready = False  # created or verified by this instance
         self._tables_seen: set[str] = set()
         # SQLite: the file this instance's engines opened, and its -wal and -shm (calibration.store_file). A file
-        # removed or replaced while this instance lives (an app keeps one Store for hours) is noticed on the next access.
+        # removed or replaced while this instance lives (an app keeps one Store for hours) is noticed on next access.
         self._watch: FileWatch | None = None
         self._lock = threading.RLock()
 
