@@ -117,3 +117,43 @@ def test_a_backup_moved_over_the_store_while_another_store_object_holds_it(tmp_p
     after = app.create_run("engine", {"after": "restore"})  # in the new file's own log
     assert sorted(r.run_id for r in job.list_runs()) == sorted([*backed_up, after])
     assert job.create_run("engine", {"job": "after"}) in {r.run_id for r in app.list_runs()}
+
+
+def _job(url: str, wrote, replaced, out) -> None:
+    """A job process: writes through its own Store, keeps its connection while the file is replaced, writes again."""
+    s = Store(url)
+    s.create_run("engine", {"job": "before"})
+    wrote.set()
+    replaced.wait(60)
+    try:
+        out.put(s.create_run("engine", {"job": "after"}))
+    except Exception as exc:  # noqa: BLE001 - the parent reports what the store raised
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_a_backup_moved_over_the_store_while_a_job_process_holds_it(tmp_path: Path):
+    """The job's last write is in the log when the backup is moved over the file, and the job still holds its
+    connection: the app reads the backup, and the job's next write lands in the backup's file."""
+    import multiprocessing as mp
+
+    path, copy = tmp_path / "store.db", tmp_path / "copy.db"
+    url = f"sqlite:///{path}"
+    app = Store(url)
+    backed_up = [app.create_run("engine", {"i": i}) for i in range(5)]
+    _backup(path, copy)
+    ctx = mp.get_context("spawn")
+    wrote, replaced, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    job = ctx.Process(target=_job, args=(url, wrote, replaced, out))
+    job.start()
+    try:
+        assert wrote.wait(60)
+        assert len(app.list_runs()) == 6  # the app sees the job's run (and holds the log too)
+        os.replace(copy, path)
+        assert sorted(r.run_id for r in app.list_runs()) == sorted(backed_up)
+        replaced.set()
+        after = out.get(timeout=60)
+    finally:
+        job.join(60)
+    assert sorted(r.run_id for r in app.list_runs()) == sorted([*backed_up, after])
+    with sqlite3.connect(path) as c:
+        assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
