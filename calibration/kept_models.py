@@ -21,7 +21,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Connection
 
 from calibration.kept_quota import Kept, Quota, env_bytes, lock_for_keeping, owner_of, victims
-from calibration.store import Store, StoreError, insert_or_ignore, kept_models
+from calibration.store import Store, StoreError, insert_or_ignore, kept_models, shared_store
 from planner.types import ModelSpec
 from profiles.model_config import DIGEST_CHARS, NAME_PREFIX, ParsedModel, is_config_name, parse_model_config
 
@@ -48,7 +48,7 @@ def keep(data: bytes, *, visitor: str = "") -> tuple[ParsedModel, str]:
     key, views/_client.py; "" for none); (the parsed model, "" or why a link will not reopen it). The model is usable
     on this server either way (held in memory by its name)."""
     parsed = parse_model_config(data)
-    store = Store()
+    store = shared_store()
     why = ""
     q = quota()
     share = q.visitor_bytes if visitor else q.store_bytes
@@ -156,7 +156,7 @@ def parsed_model(name: str) -> ParsedModel | None:
         return None
     from profiles.model_config import ModelConfigError
 
-    store = Store()
+    store = shared_store()
     with _lock:
         hit = _cache.get((store.url, name))
     if hit is not None:

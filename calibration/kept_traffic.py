@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import time
-from collections import OrderedDict
 
 from sqlalchemy import delete, func, inspect, select, update
 from sqlalchemy.engine import Connection
@@ -26,9 +24,9 @@ from calibration.kept_quota import Kept, Quota, env_bytes, lock_for_keeping, own
 from calibration.store import (
     Store,
     StoreError,
-    default_url,
     insert_or_ignore,
     legacy_traffic_profiles,
+    shared_store,
     traffic_files,
     traffic_links,
 )
@@ -42,7 +40,6 @@ VISITOR_SHARE_DIVISOR = 4  # one visitor may fill a quarter of the quota: three 
 # A read marks a link used at most this often: a link opened by many sessions writes once a minute.
 TOUCH_EVERY_S = 60.0
 NAME_CHARS = 255
-_STORES_KEPT = 4  # Store objects (one engine each) reused per store URL
 _CHECKPOINT_BYTES = 4 * 2**20  # SQLite: a file at least this large is checkpointed at once
 
 
@@ -67,21 +64,6 @@ def quota() -> Quota:
     return Quota(store, min(store, env_bytes(PER_VISITOR_ENV, store // VISITOR_SHARE_DIVISOR)))
 
 
-_stores: OrderedDict[str, Store] = OrderedDict()
-_stores_lock = threading.Lock()
-
-
-def _store() -> Store:
-    """The Store for $SPECPLAN_STORE_URL, one per URL in this process (one engine, not one per upload or link)."""
-    url = default_url()
-    with _stores_lock:
-        s = _stores.pop(url, None) or Store(url)
-        _stores[url] = s
-        while len(_stores) > _STORES_KEPT:
-            _stores.popitem(last=False)[1].close()
-        return s
-
-
 # ---- the app's calls ------------------------------------------------------------------------------------------
 def keep(name: str, data: bytes, options: ParseOptions | None, *, visitor: str = "") -> str:
     """Store the upload (idempotent) for `visitor` (their client key, views/_client.py; "" for none) and return its
@@ -93,7 +75,7 @@ def keep(name: str, data: bytes, options: ParseOptions | None, *, visitor: str =
         raise NotKept(f"'{name[:NAME_CHARS]}' is {len(data) / 2**20:,.1f} MiB, more than the {limit / 2**20:,.1f} MiB "
                       f"this server keeps for shared links (${env}): a link will not reopen this profile")
     digest = upload_digest(data, options)
-    r = put(_store(), digest, name, data, options_json(options), max_bytes=q.store_bytes,
+    r = put(shared_store(), digest, name, data, options_json(options), max_bytes=q.store_bytes,
             visitor_max_bytes=q.visitor_bytes if visitor else None, owner=owner_of(visitor))
     if not r.kept:  # the file is kept by no one yet and the quota shrank since: nothing was written
         raise NotKept(f"'{name[:NAME_CHARS]}' was not kept for shared links: a link will not reopen this profile")
@@ -102,7 +84,7 @@ def keep(name: str, data: bytes, options: ParseOptions | None, *, visitor: str =
 
 def kept(digest: str) -> tuple[str, bytes, ParseOptions] | None:
     """(file name, bytes, reading options) of a kept upload, marked used; None when this store does not hold it."""
-    s = _store()
+    s = shared_store()
     row = get(s, digest)
     if row is None:
         return None
@@ -114,7 +96,7 @@ def kept(digest: str) -> tuple[str, bytes, ParseOptions] | None:
 def touch(digest: str) -> None:
     """Mark a link used (the LRU eviction keeps it longer); a store that cannot be written is left as it is."""
     try:
-        mark_used(_store(), digest)
+        mark_used(shared_store(), digest)
     except Exception:  # noqa: BLE001 - a read-only store still opens its links
         pass
 

@@ -25,6 +25,7 @@ import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -118,9 +119,27 @@ def insert_or_ignore(dialect: str, table: Table, keys: tuple[str, ...]):
     return dialect_insert(table).on_conflict_do_nothing(index_elements=list(keys))
 
 
+_SHARED_STORES_KEPT = 4  # Store objects (one engine each) shared per store URL
+_shared: OrderedDict[str, Store] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def shared_store() -> Store:
+    """The Store for $SPECPLAN_STORE_URL, one per URL in this process (one engine and its compiled statements, not
+    one per upload or link): for the app's many short calls (calibration.kept_traffic, kept_models)."""
+    url = default_url()
+    with _shared_lock:
+        s = _shared.pop(url, None) or Store(url)
+        _shared[url] = s
+        while len(_shared) > _SHARED_STORES_KEPT:
+            _shared.popitem(last=False)[1].close()
+        return s
+
+
 def _add_columns(c: Connection) -> None:
     """Add the columns of ADDED_COLUMNS an older store lacks, fill its rows, and create their indexes."""
     have: dict[str, set[str]] = {}
+    changed: dict[str, Table] = {}
     for table, column, fill in ADDED_COLUMNS:
         if table.name not in have:
             have[table.name] = {col["name"] for col in inspect(c).get_columns(table.name)}
@@ -129,10 +148,11 @@ def _add_columns(c: Connection) -> None:
         col = table.c[column]
         c.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {col.type.compile(c.dialect)}"))
         c.execute(text(f"UPDATE {table.name} SET {column} = {fill} WHERE {column} IS NULL"))
-        for index in table.indexes:
-            if column in index.columns:
-                index.create(c, checkfirst=True)
         have[table.name].add(column)
+        changed[table.name] = table
+    for table in changed.values():  # the indexes that came with the columns (create_all makes only new tables')
+        for index in table.indexes:
+            index.create(c, checkfirst=True)
 
 
 def _watch_connections(engine: Engine, watch: FileWatch) -> None:

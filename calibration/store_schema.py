@@ -92,7 +92,11 @@ traffic_files = Table(
     Column("last_used_at", Float, nullable=False, index=True),
     # The visitor who kept the file first (calibration.kept_quota.owner_of: a hash of the client key, never the
     # address itself); "" for files kept before visitors had shares. Added in a later version: nullable.
-    Column("owner", String(64), index=True),
+    Column("owner", String(64)),
+    # Sizes and last uses read from indexes alone: a row's later columns sit behind its bytes (SQLite's overflow
+    # pages), so summing sizes from the table reads every kept file.
+    Index("ix_traffic_files_lru_size", "last_used_at", "size_bytes", "file_digest"),
+    Index("ix_traffic_files_owner_lru_size", "owner", "last_used_at", "size_bytes", "file_digest"),
 )
 traffic_links = Table(
     "traffic_links",
@@ -130,8 +134,10 @@ kept_models = Table(
     Column("created_at", Float, nullable=False),
     # Added in a later version (nullable: ADDED_COLUMNS fills the rows an earlier version kept).
     Column("size_bytes", BigInteger),
-    Column("last_used_at", Float, index=True),
-    Column("owner", String(64), index=True),
+    Column("last_used_at", Float),
+    Column("owner", String(64)),
+    Index("ix_kept_models_lru_size", "last_used_at", "size_bytes", "digest"),  # as traffic_files'
+    Index("ix_kept_models_owner_lru_size", "owner", "last_used_at", "size_bytes", "digest"),
 )
 
 # Columns added after their table first shipped: (table, column, SQL expression that fills the rows kept before).
