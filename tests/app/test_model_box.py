@@ -109,3 +109,14 @@ def test_a_config_larger_than_a_real_one_is_used_but_not_kept():
                    "link (a real config.json is under 100 kB)")
     assert kept_models.get(Store(), parsed.digest[:16]) is None
     assert kept_models.resolve(parsed.spec.name) == parsed.spec  # still usable on this server
+
+
+def test_a_padded_config_is_planned_and_the_page_says_its_link_will_not_reopen_it(app):
+    cfg = json.loads(QWEN35)
+    cfg["notes"] = "x" * 150_000  # a key the parser does not read
+    text = json.dumps(cfg)
+    at = paste(app(), text)
+    assert at.session_state["model"] == name_of(text)
+    shown = "\n".join(t.value for t in at.text)
+    assert (f"This link will not reopen it: the config is {len(text.encode()):,} bytes, more than the 100,000 bytes "
+            "this server keeps for a model's link") in shown
