@@ -70,14 +70,15 @@ def keep(name: str, data: bytes, options: ParseOptions | None, *, visitor: str =
     link digest. Raises NotKept when the file is larger than the visitor's share or the store's quota, and what the
     store raises when it cannot write."""
     q = quota()
-    limit, env = (q.visitor_bytes, PER_VISITOR_ENV) if visitor else (q.store_bytes, MAX_BYTES_ENV)
+    limit, per, env = ((q.visitor_bytes, " per visitor", PER_VISITOR_ENV) if visitor
+                       else (q.store_bytes, "", MAX_BYTES_ENV))
     if len(data) > limit:
         raise NotKept(f"'{name[:NAME_CHARS]}' is {len(data) / 2**20:,.1f} MiB, more than the {limit / 2**20:,.1f} MiB "
-                      f"this server keeps for shared links (${env}): a link will not reopen this profile")
+                      f"this server keeps{per} for shared links (${env}): a link will not reopen this profile")
     digest = upload_digest(data, options)
     r = put(shared_store(), digest, name, data, options_json(options), max_bytes=q.store_bytes,
             visitor_max_bytes=q.visitor_bytes if visitor else None, owner=owner_of(visitor))
-    if not r.kept:  # the file is kept by no one yet and the quota shrank since: nothing was written
+    if not r.kept:  # a new file over the share or quota that put() read: nothing was written
         raise NotKept(f"'{name[:NAME_CHARS]}' was not kept for shared links: a link will not reopen this profile")
     return digest
 
