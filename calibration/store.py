@@ -158,7 +158,7 @@ def _add_columns(c: Connection) -> None:
 def _watch_connections(engine: Engine, watch: FileWatch) -> None:
     """Each connection records the file it opened; a connection to a file since replaced is discarded when checked
     out (the pool opens a new one), and the old file's -wal and -shm are removed before a connection opens the new
-    file. A connection returned to the pool notes the -wal and -shm beside its file (calibration.store_file)."""
+    file. A connection returned to the pool notes the -wal beside its file (calibration.store_file)."""
 
     @event.listens_for(engine, "do_connect")
     def _before_open(_dialect: Any, record: Any, _cargs: Any, _cparams: Any) -> None:
@@ -193,7 +193,7 @@ class Store:
         self._ro_engine: Engine | None = None  # SQLite read-only fallback
         self._schema_ready = False  # created or verified by this instance
         self._tables_seen: set[str] = set()
-        # SQLite: the file this instance's engines opened, and its -wal and -shm (calibration.store_file). A file
+        # SQLite: the file this instance's engines opened, and the -wal beside it (calibration.store_file). A file
         # removed or replaced while this instance lives (an app keeps one Store for hours) is noticed on next access.
         self._watch: FileWatch | None = None
         self._lock = threading.RLock()
