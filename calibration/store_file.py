@@ -55,7 +55,10 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without flock (some network mounts): no lock
+            pass
         yield
     finally:
         os.close(fd)  # releases the lock
