@@ -1,6 +1,6 @@
 """Hardware comparison benchmark (prints figures; no assertions): `python benchmarks/bench_hardware.py`.
 
-planner.hardware_choice.compare_hardware over the catalogue's 6 GPU types (every TP and weight format, no speculation
+planner.hardware_choice.compare_hardware over the catalogue's GPU types (14) (every TP and weight format, no speculation
 and each method at its best K, the fleet sized by hour) for the 70B model under a business-hours day, median of 7
 uncached calls, at 10B and 500B output tokens a month (target < 300 ms); and planner.spend.volume_for_spend.
 """

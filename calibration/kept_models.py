@@ -97,14 +97,16 @@ def put(store: Store, digest: str, data: bytes, *, quota: Quota | None = None, o
 
 
 def get(store: Store, digest: str) -> bytes | None:
-    """The bytes of a kept config, or None when the store does not hold it. Bytes whose SHA-256 does not begin with
-    `digest` are not the config the name stands for: removed (with a logged warning), and None."""
+    """The bytes kept under `digest` (a config's SHA-256 prefix; a GPU spec's behind its kind, `hw-<prefix>`:
+    calibration.kept_hardware), or None when the store does not hold it. Bytes whose SHA-256 does not begin with that
+    prefix are not the document the name stands for: removed (with a logged warning), and None."""
     q = select(kept_models.c.data).where(kept_models.c.digest == digest)
     row = store.read("read a model config", kept_models.name, lambda c: c.execute(q).first(), None)
     if row is None:
         return None
     data = bytes(row[0])
-    if hashlib.sha256(data).hexdigest()[:len(digest)] != digest:
+    hex_part = digest.rpartition("-")[2]
+    if hashlib.sha256(data).hexdigest()[:len(hex_part)] != hex_part:
         log.warning("kept model config %s in %s does not match its SHA-256: removed (its links open nothing)",
                     digest, store.display_url)
         try:
@@ -131,11 +133,11 @@ def _remember(url: str, name: str, parsed: ParsedModel) -> None:
             _cache.popitem(last=False)
 
 
-def _touch(store: Store, name: str) -> None:
-    """Mark a config used in the store, at most once every TOUCH_EVERY_S from this server; a store that cannot be
-    written is left as it is."""
+def touch(store: Store, digest: str) -> None:
+    """Mark what is kept under `digest` used in the store, at most once every TOUCH_EVERY_S from this server; a store
+    that cannot be written is left as it is."""
     now = time.time()
-    key = (store.url, name)
+    key = (store.url, digest)
     with _lock:
         if now - _touched.get(key, float("-inf")) < TOUCH_EVERY_S:
             return
@@ -144,7 +146,7 @@ def _touch(store: Store, name: str) -> None:
         while len(_touched) > _CACHE_SIZE:
             _touched.popitem(last=False)
     try:
-        mark_used(store, name[len(NAME_PREFIX):], now=now)
+        mark_used(store, digest, now=now)
     except StoreError:
         pass
 
@@ -160,7 +162,7 @@ def parsed_model(name: str) -> ParsedModel | None:
     with _lock:
         hit = _cache.get((store.url, name))
     if hit is not None:
-        _touch(store, name)
+        touch(store, name[len(NAME_PREFIX):])
         return hit
     try:
         data = get(store, name[len(NAME_PREFIX):])
@@ -175,7 +177,7 @@ def parsed_model(name: str) -> ParsedModel | None:
     if parsed.spec.name != name:  # the bytes under this digest are not the ones it names
         return None
     _remember(store.url, name, parsed)
-    _touch(store, name)
+    touch(store, name[len(NAME_PREFIX):])
     return parsed
 
 

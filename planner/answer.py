@@ -1,15 +1,16 @@
 """The planner's answer: a `Plan` holds the baseline, the reference ("today"), every method at its best K and batch
-(`OperatingPoint`, per segment a `SegmentPoint`), the recommendation, the economics, the levers and the
-assumptions it rests on. Records only; planner.plan fills them.
+(`OperatingPoint`, per segment a `SegmentPoint`), the recommendation, the economics, the two fleets the headline
+compares (`PlanFleet`: today's and the best method's), the levers and the assumptions it rests on. Records only;
+planner.plan fills them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from planner.fleet import FleetHour
 from planner.request import CostAssumptions, PlanRequest, TrafficSegment
 
 
@@ -119,6 +120,34 @@ class PlanEconomics:
 
 
 @dataclass(frozen=True)
+class PlanFleet:
+    """One of the two fleets the headline compares ("today" or the best method's): the configuration it runs, at its
+    own TP (today's may be another TP when the requested one misses the SLO), hour by hour and over the month. The
+    pages, the report and the CLI read these; the economics' bills and peak GPUs are the same numbers."""
+
+    role: str  # "today" or "best"
+    method: str  # NO_SPEC for no speculation
+    label: str
+    tp: int  # GPUs per replica
+    k: int  # draft tokens per step (0: no speculation)
+    batch: int  # the operating point's batch (vLLM's --max-num-seqs)
+    billing: str  # "autoscaled" or "fixed": which of the two bills below is `usd_per_month`
+    peak_gpus: int
+    gpu_hours_per_month: float  # under `billing`
+    usd_per_month: float  # the bill under `billing` (inf when the fleet cannot serve the traffic under the SLO)
+    gpu_hours_per_month_autoscaled: float
+    gpu_hours_per_month_fixed: float
+    usd_per_month_autoscaled: float
+    usd_per_month_fixed: float
+    usd_per_gpu_hour: float
+    effective_usd_per_mtok: float  # bill / output tokens
+    tpot_ms: float  # TPOT users see over the day, weighted by output tokens
+    feasible: bool
+    hours: tuple[FleetHour, ...]
+    hours_source: str  # where the hourly load comes from (a trace's hours or a daily shape on the volume)
+
+
+@dataclass(frozen=True)
 class LeverStep:
     lever: str
     number: int
@@ -180,6 +209,11 @@ class Plan:
     spend: Any = None  # planner.spend.SpendVolume: how a stated spend became the volume (None: a volume was given)
     hardware_choice: Any = None  # planner.hardware_choice.HardwareComparison (None: not asked for)
     bills: tuple[Any, ...] = ()  # planner.bill.Bill per fleet configuration under the request's billing
+    # The two fleets the headline compares (None: no feasible one): today's (the reference's, at its own TP) and the
+    # best method's. `fleet` above holds every configuration at the requested TP; these are what "today" and "with
+    # the best method" mean everywhere.
+    reference_fleet: PlanFleet | None = None
+    best_fleet: PlanFleet | None = None
 
     def bill(self, method: str) -> Any:
         """The month's bill of one configuration's fleet (planner.bill.Bill) under the request's billing."""
@@ -193,10 +227,3 @@ class Plan:
             if m.method == name:
                 return m
         raise KeyError(name)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the CLI's `plan` output and the report's data."""
-        d = dataclasses.asdict(self)
-        rec = d.pop("recommendation")
-        d["recommendation"] = rec
-        return d

@@ -7,6 +7,7 @@ from planner.answer import Assumption
 from planner.context import Context
 from planner.engines import DEFAULT_ENGINE_VERSION, ENGINES, plan_speedup_error
 from planner.formatting import fmt_usd
+from planner.price import gpu_price
 from planner.serving import sampler_time_s
 from planner.sizing import DEFAULT_SHAPE
 
@@ -16,7 +17,8 @@ def assumptions(ctx: Context) -> list[Assumption]:
     eff = ctx.eff
     sampler_us_per_token = 1e6 * float(sampler_time_s(ctx.hw_params, batch=1.0, drafted_tokens=1.0,
                                                       vocab_size=model.vocab_size))
-    price_src = ("entered by the user", "") if req.usd_per_gpu_hour is not None else (hw.price.source, hw.price.date)
+    price_src = (("entered by the user", "") if gpu_price(hw, req.usd_per_gpu_hour).entered
+                 else (hw.price.source, hw.price.date))
     out = [
         Assumption(
             "$/GPU-hour",

@@ -12,11 +12,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from planner.answer import OperatingPoint, PlanFleet
 from planner.fleet import Fleet, FleetPlan
 from planner.request import BILLINGS, NO_SPEC, PlanError, PlanRequest
+from planner.serving import TOKENS_PER_MTOK
 
-__all__ = ["BILLINGS", "Bill", "bill_of", "bills", "fleet_bill", "point_bill", "band_bills"]
-TOKENS_PER_MTOK = 1e6
+__all__ = ["BILLINGS", "Bill", "bill_of", "bills", "fleet_bill", "point_bill", "point_fleet", "headline_fleet",
+           "band_bills"]
 
 
 @dataclass(frozen=True)
@@ -65,19 +67,50 @@ def bills(fleet: Fleet, *, billing: str, monthly_output_tokens: float) -> dict[s
             for c in fleet.configs}
 
 
-def point_bill(ctx, pt, *, billing: str, cand=None) -> Bill:
-    """One operating point's bill on the plan's traffic, at the point's own TP (an alternative's may differ); cand:
-    the candidate it came from (a lever's tree, draft cost), None: the method as the request deploys it."""
+def point_fleet(ctx, pt, *, cand=None) -> Fleet | None:
+    """One operating point's fleet by hour on the plan's traffic, at the point's own TP (an alternative's may
+    differ); None when the point is not feasible. cand: the candidate it came from (a lever's tree, draft cost),
+    None: the method as the request deploys it."""
     from planner.context import make_context
     from planner.sizing import plan_fleet
 
     if pt.tp and pt.tp != ctx.tp:
         ctx = make_context(dataclasses.replace(ctx.req, tp=pt.tp), ctx.catalog, ctx.segs)
-    fleet = plan_fleet(ctx, [pt], cands=None if cand is None else [cand])
+    return plan_fleet(ctx, [pt], cands=None if cand is None else [cand])
+
+
+def point_bill(ctx, pt, *, billing: str, cand=None) -> Bill:
+    """One operating point's bill on the plan's traffic, at the point's own TP (point_fleet)."""
+    fleet = point_fleet(ctx, pt, cand=cand)
     if fleet is None:
-        return Bill(pt.method, pt.label, pt.k, billing, math.inf, math.inf, 0, ctx.tp, ctx.price,
+        return Bill(pt.method, pt.label, pt.k, billing, math.inf, math.inf, 0, pt.tp or ctx.tp, ctx.price,
                     ctx.req.monthly_output_tokens, math.inf, False)
     return bills(fleet, billing=billing, monthly_output_tokens=ctx.req.monthly_output_tokens)[pt.method]
+
+
+def headline_fleet(ctx, pt: OperatingPoint | None, fleet: Fleet | None, *, role: str
+                   ) -> tuple[PlanFleet | None, Bill | None]:
+    """(the fleet the headline shows for `pt`, its bill under the request's billing): from the plan's `fleet` (every
+    configuration at the requested TP) when it holds `pt` at that TP, else sized at `pt`'s own TP (a reference at
+    another TP); (None, None) without a point or a feasible fleet. role: "today" or "best"."""
+    if pt is None:
+        return None, None
+    own = (fleet is not None and (pt.tp or ctx.tp) == fleet.tp and any(c.method == pt.method for c in fleet.configs))
+    f = fleet if own else point_fleet(ctx, pt)
+    if f is None:
+        return None, None
+    cfg = f.config(pt.method)
+    b = bill_of(cfg, billing=ctx.req.billing, monthly_output_tokens=ctx.req.monthly_output_tokens,
+                gpus_per_replica=f.tp, usd_per_gpu_hour=f.usd_per_gpu_hour)
+    return PlanFleet(
+        role=role, method=pt.method, label=pt.label, tp=f.tp, k=pt.k, batch=pt.batch, billing=b.billing,
+        peak_gpus=b.peak_gpus, gpu_hours_per_month=b.gpu_hours_per_month, usd_per_month=b.usd_per_month,
+        gpu_hours_per_month_autoscaled=cfg.gpu_hours_per_month_autoscaled,
+        gpu_hours_per_month_fixed=cfg.gpu_hours_per_month_fixed, usd_per_month_autoscaled=cfg.usd_per_month_autoscaled,
+        usd_per_month_fixed=cfg.usd_per_month_fixed, usd_per_gpu_hour=f.usd_per_gpu_hour,
+        effective_usd_per_mtok=b.effective_usd_per_mtok, tpot_ms=b.tpot_ms, feasible=b.feasible, hours=cfg.hours,
+        hours_source=f.shape_source,
+    ), b
 
 
 def fleet_bill(req: PlanRequest, catalog, *, method: str = NO_SPEC, k: int | None = None,

@@ -5,6 +5,7 @@
     python -m planner compare --model llama-3.3-70b --hardware h100-sxm --tp 4 --workload code
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 [--traffic FILE] [--current-method X]
     python -m planner plan --model-config config.json --hardware h200 --tp 8   (your own model)
+    python -m planner plan --model llama-3.1-8b --hardware-spec my_gpu.yaml   (your own GPU)
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --spend-usd-per-month 100000 --gpus 32
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --compare-hardware [--gpu-price h200=3.1]
     python -m planner levers --model llama-3.3-70b --hardware h100-sxm --tp 4 --method draft_model
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from planner import acceptance as acc
+from planner.formatting import plan_dict
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import Acceptance, Scenario
 
@@ -49,6 +51,11 @@ def _catalog(args=None):
         args.parsed_model = parsed
     if args is not None and getattr(args, "dtype", "") is None:
         args.dtype = "bf16"
+    if getattr(args, "hardware_spec", None):  # named `spec:<digest>`, which becomes args.hardware
+        from profiles.hardware_spec import read_hardware_spec, with_hardware_spec
+
+        spec = read_hardware_spec(args.hardware_spec)
+        cat, args.hardware = with_hardware_spec(cat, spec), spec.name
     return cat
 
 
@@ -134,7 +141,10 @@ def _add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     g.add_argument("--model-config", metavar="FILE",
                    help="your own model: its Hugging Face config.json (dense or MoE, GQA or MLA, sliding-window and "
                         "linear-attention layers, native MTP); its quantization_config sets --dtype unless given")
-    p.add_argument("--hardware", required=True)
+    hw = p.add_mutually_exclusive_group(required=True)
+    hw.add_argument("--hardware", help="a catalogue GPU name (python -m planner list hardware)")
+    hw.add_argument("--hardware-spec", metavar="FILE", help="your own GPU: a YAML or JSON file with the fields of a "
+                    "hardware.yaml entry (profiles/samples/my_gpu.yaml); it borrows a fitted GPU's step-time terms")
     p.add_argument("--method", required=method_required, default="eagle3")
     p.add_argument("--k", type=int, default=None, help="draft tokens per step (default: the method's)")
     p.add_argument("--batch", type=int, default=None, help="concurrent sequences (default: best under SLO)")
@@ -283,15 +293,16 @@ def cmd_evaluate(args) -> Any:
 
 def _assumptions(cat, s: Scenario) -> dict:
     from planner.context import efficiency_for  # noqa: PLC0415
+    from planner.price import gpu_price  # noqa: PLC0415
 
     hw = cat.hardware[s.hardware]
+    price = gpu_price(hw, s.usd_per_gpu_hour)
     # what the step time and speculation ran with (fit, borrowed, default; the engine's speculation terms)
     eff = efficiency_for(cat, s.hardware, s.dtype, s.efficiency, engine=s.engine, model=cat.models.get(s.model))
     band = (getattr(cat, "fitted_tpot_error", None) or {}).get((s.hardware, s.dtype))
     return {
-        "price": {"usd_per_gpu_hour": s.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid,
-                  "source": "user" if s.usd_per_gpu_hour else hw.price.source,
-                  "date": None if s.usd_per_gpu_hour else hw.price.date},
+        "price": {"usd_per_gpu_hour": price.usd_per_gpu_hour, "source": "user" if price.entered else hw.price.source,
+                  "date": None if price.entered else hw.price.date},
         "efficiency": {"eta_bw": eff.eta_bw, "eta_flops": eff.eta_flops, "t_fixed_s": eff.t_fixed_s,
                        "source": eff.source.source, "date": eff.source.date,
                        "tpot_error": band},  # relative TPOT error of the step-time set (held-out or stated band)
@@ -367,77 +378,6 @@ def _plan_request(args, cat, *, levers: bool = False, prof=None):
         temperature=args.temperature)
 
 
-def plan_json(p) -> dict[str, Any]:
-    """The plan as JSON: the fields the issue lists first, then everything else."""
-    def point(m):
-        return {"method": m.method, "label": m.label, "available": m.available, "k": m.k, "batch": m.batch,
-                "max_batch": m.max_batch, "fits_memory": m.fits_memory, "meets_slo": m.meets_slo,
-                "feasible": m.feasible, "tpot_ms": m.tpot_ms, "usd_per_mtok": m.usd_per_mtok,
-                "usd_per_mtok_low": m.usd_per_mtok_low, "usd_per_mtok_high": m.usd_per_mtok_high,
-                "cpm_change_pct": m.cpm_change_pct, "acceptance_length": m.acceptance_length,
-                "alpha_per_token": m.alpha_per_token, "alpha_position_1": m.alpha_position_1,
-                "draft_acceptance_rate": m.draft_acceptance_rate, "speedup": m.speedup,
-                "output_tokens_per_s": m.output_tokens_per_s, "verifier_bound": m.verifier_bound,
-                "one_time_usd_low": m.one_time_usd_low, "one_time_usd_high": m.one_time_usd_high,
-                "reason": m.reason, "way_out": m.way_out, "acceptance_tier": m.acceptance_tier,
-                "acceptance_source": m.acceptance_source, "head": m.head,
-                "segments": [s.__dict__ for s in m.segments]}
-    rec = p.recommendation
-    b = p.baseline
-    return {
-        "recommendation": None if rec is None else rec.__dict__,
-        "verdict": p.verdict,
-        "baseline": {**point(b), "reason": b.reason or "no speculation at its own best batch under the SLO"},
-        "reference": None if p.reference is None else {"method": p.reference.method, "label": p.reference.label,
-                                                        "usd_per_mtok": p.reference.usd_per_mtok,
-                                                        "note": p.reference_note},
-        "methods": [point(m) for m in p.methods],
-        "alternatives": [point(a) for a in p.alternatives],
-        "economics": p.economics.__dict__,
-        "levers": [st.__dict__ for st in p.levers],
-        "deploy": p.deploy,
-        "bills": [b.__dict__ for b in p.bills],
-        "fleet": None if p.fleet is None else {
-            "shape_source": p.fleet.shape_source, "usd_per_gpu_hour": p.fleet.usd_per_gpu_hour, "tp": p.fleet.tp,
-            "configs": [{**{k: v for k, v in c.__dict__.items() if k != "hours"},
-                         "hours": [h.__dict__ for h in c.hours]} for c in p.fleet.configs]},
-        "usd_per_gpu_hour": p.usd_per_gpu_hour,
-        "segments": [s.__dict__ for s in p.segments],
-        "assumptions": [a.__dict__ for a in p.assumptions],
-        "prefix_cache": {"share": p.request.prefix_cache_share or 0.0,
-                         "source": p.request.prefix_cache_source or "default: none entered, the traffic gives none"},
-        "conventions": CONVENTIONS,
-        **_spend_and_hardware_json(p),
-    }
-
-
-def _spend_and_hardware_json(p) -> dict[str, Any]:
-    """The spend's derivation and the hardware comparison, when the request asked for them."""
-    out: dict[str, Any] = {}
-    if p.spend is not None:
-        out["volume_source"] = p.request.volume_source
-        out["spend"] = {**p.spend.__dict__, "volume_source": p.spend.volume_source}
-    if p.hardware_choice is not None:
-        import dataclasses
-
-        c = p.hardware_choice
-        out["hardware_comparison"] = {**dataclasses.asdict(c), "cheaper_elsewhere": None if c.cheaper_elsewhere is None
-                                      else dataclasses.asdict(c.cheaper_elsewhere)}
-    return out
-
-
-CONVENTIONS = {
-    "alpha_per_token": "i.i.d. per-token alpha with the same acceptance length",
-    "alpha_position_1": "conditional per-token acceptance at draft position 1 (the profiles' ranges)",
-    "draft_acceptance_rate": "vLLM: accepted / drafted = (acceptance_length - 1) / K",
-    "acceptance_length": "tokens per verifier step, bonus token included",
-    "usd_per_mtok": "$ per million output tokens at full load: one replica kept at its best batch under the SLO, "
-                    "prefill sharing its time (planner.replica)",
-    "effective_usd_per_mtok": "the fleet's bill / the month's output tokens (bills, economics)",
-    "monthly_saving_usd": "the reference fleet's bill - the best method's fleet's bill, under economics.billing",
-}
-
-
 def _gpu_price(text: str) -> tuple[str, float]:
     name, _, value = text.partition("=")
     try:
@@ -462,7 +402,7 @@ def cmd_plan(args) -> Any:
     cat = _catalog(args)
     prof = _traffic(args, cat)
     p = plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers, prof=prof), args), cat)
-    out = plan_json(p)
+    out = plan_dict(p)
     if prof is not None:
         out["traffic"] = traffic_json(prof)
     if _model_json(args):
@@ -477,7 +417,7 @@ def cmd_compare(args) -> Any:
 
     cat = _catalog(args)
     p = plan(_plan_request(args, cat), cat)
-    out = plan_json(p)
+    out = plan_dict(p)
     return {"model": args.model, "hardware": args.hardware, "tpot_slo_ms": args.tpot_slo_ms,
             "note": "each method at its own best K and batch under the same TPOT SLO; baseline at its own best "
                     "batch" + (f"; the measured acceptance applies to {args.method} only" if _acceptance(args) else ""),

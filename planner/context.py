@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from planner.engines import DEFAULT_ENGINE, ENGINE_TERMS
+from planner.price import gpu_price
 from planner.request import NO_SPEC, CostAssumptions, PlanRequest, TrafficSegment, default_costs, validate
 from planner.roofline import HwParams, hw_params, target_net
 from planner.step_scope import own_gpu_fit, scoped
@@ -222,7 +223,7 @@ def make_context(req: PlanRequest, catalog, segs: tuple[TrafficSegment, ...] | N
     hw = catalog.hardware[req.hardware]
     eff = efficiency_for(catalog, req.hardware, req.dtype, req.efficiency, engine=req.engine,
                          model=catalog.models[req.model])
-    price = req.usd_per_gpu_hour if req.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
+    price = gpu_price(hw, req.usd_per_gpu_hour).usd_per_gpu_hour
     return Context(req=req, catalog=catalog, model=catalog.models[req.model], hw=hw,
                    segs=segs if segs is not None else validate(req, catalog), eff=eff, price=float(price),
                    costs=req.costs or default_costs(catalog), tp=int(tp or req.tp))

@@ -16,8 +16,7 @@ import numpy as np
 from planner.answer import OperatingPoint, PlanEconomics
 from planner.bill import Bill
 from planner.request import CostAssumptions
-
-TOKENS_PER_MTOK = 1e6
+from planner.serving import TOKENS_PER_MTOK
 
 
 @dataclass(frozen=True)

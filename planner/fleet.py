@@ -98,6 +98,20 @@ SHAPE_LABELS = {"flat": "flat (the same every hour)", "business_hours": "busines
                 "consumer_evening": "consumer (evening peak)"}
 
 
+def gpu_hours_per_month(gpus_by_slot, *, billing: str):
+    """A month's GPU-hours from the GPUs in each slot of a day (the last axis: equal slots covering 24 hours, a trace's
+    shorter slots scaled to a day): "autoscaled" pays each slot's GPUs (mean GPUs x 24 h x days), "fixed" the busiest
+    slot's all month (peak GPUs x 24 h x days). Scalars or arrays over the leading axes."""
+    g = np.asarray(gpus_by_slot, float)
+    per_hour = g.max(axis=-1) if billing == "fixed" else g.sum(axis=-1) / g.shape[-1]
+    return per_hour * HOURS_PER_DAY * DAYS_PER_MONTH
+
+
+def monthly_bill_usd(gpus_by_slot, *, billing: str, usd_per_gpu_hour):
+    """The month's bill: gpu_hours_per_month x $/GPU-hour (broadcast over the leading axes)."""
+    return gpu_hours_per_month(gpus_by_slot, billing=billing) * np.asarray(usd_per_gpu_hour, float)
+
+
 def daily_shape(name: str) -> np.ndarray:
     """Relative arrival rate per hour of day, mean 1 (SHAPES)."""
     if name not in SHAPES:
@@ -271,10 +285,9 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
                     for hr, ri, gi, bi, ti, rhoi, ci in zip(hours, r.tolist(), gpus.tolist(), b.tolist(), t.tolist(),
                                                              rho.tolist(), cap.tolist(), strict=True))
         # a day is len(hours) slots of slot_hours each, repeated to fill 24 hours
-        day_gpu_hours = float(gpus.sum()) * slot_hours * (HOURS_PER_DAY / (slot_hours * len(hours)))
-        auto = day_gpu_hours * DAYS_PER_MONTH
+        auto = float(gpu_hours_per_month(gpus, billing="autoscaled"))
         peak = int(gpus.max()) if len(gpus) else 0
-        fixed = peak * HOURS_PER_DAY * DAYS_PER_MONTH
+        fixed = float(gpu_hours_per_month(gpus, billing="fixed")) if len(gpus) else 0.0
         plans.append(FleetPlan(method, label, k, hrs, peak, auto, fixed, auto * usd_per_gpu_hour,
                                fixed * usd_per_gpu_hour, feasible))
     return Fleet(tuple(plans), shape_source, usd_per_gpu_hour, tp)

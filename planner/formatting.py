@@ -1,9 +1,15 @@
 """Money, months and percentages as a finance reader sees them; the one formatting the pages, the CLI and the
-report use (so a figure reads the same everywhere)."""
+report use (so a figure reads the same everywhere). And the plan as JSON-ready data (`plan_dict`): the one
+serialisation the CLI's `plan` output and the report read."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planner.answer import Plan
 
 
 def fmt_usd(x: float | None, digits: int = 0) -> str:
@@ -46,3 +52,57 @@ def fmt_acceptance(pt) -> str:
     head = f" {pt.head[0].upper()}{pt.head[1:]}." if getattr(pt, "head", "") else ""
     return (f"{pt.label}: acceptance length tau {pt.acceptance_length:.2f} tokens/step at K={pt.k} (bonus token "
             f"included), from the {pt.acceptance_tier} tier: {pt.acceptance_source}.{head}")
+
+
+# What the plan's acceptance and money fields mean, printed with every `plan` JSON.
+PLAN_CONVENTIONS = {
+    "alpha_per_token": "i.i.d. per-token alpha with the same acceptance length",
+    "alpha_position_1": "conditional per-token acceptance at draft position 1 (the profiles' ranges)",
+    "draft_acceptance_rate": "vLLM: accepted / drafted = (acceptance_length - 1) / K",
+    "acceptance_length": "tokens per verifier step, bonus token included",
+    "usd_per_mtok": "$ per million output tokens at full load: one replica kept at its best batch under the SLO, "
+                    "prefill sharing its time (planner.replica)",
+    "effective_usd_per_mtok": "the fleet's bill / the month's output tokens (bills, economics)",
+    "monthly_saving_usd": "the reference fleet's bill - the best method's fleet's bill, under economics.billing",
+    "reference_fleet": "today's fleet (the reference's configuration at its own TP): the headline's GPUs and bill",
+    "best_fleet": "the best method's fleet: the headline's GPUs and bill with speculation",
+}
+# Plan fields the JSON leaves out or writes elsewhere: the request (it holds traffic hours and tree shapes; its inputs
+# are in `assumptions`), the reference's note (reference.note), the spend and the hardware comparison (below).
+_PLAN_JSON_ELSEWHERE = frozenset({"request", "reference_note", "spend", "hardware_choice"})
+NO_SPEC_REASON = "no speculation at its own best batch under the SLO"
+
+
+def jsonable(x: Any) -> Any:
+    """Records (dataclasses, their properties left out), tuples, dicts and numpy values -> plain JSON values (inf and
+    nan stay floats: the CLI writes them as null)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: jsonable(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if hasattr(x, "tolist"):  # numpy arrays and scalars
+        return jsonable(x.tolist())
+    return x
+
+
+def plan_dict(p: Plan) -> dict[str, Any]:
+    """The plan as JSON-ready data, every field of the Plan's records: the CLI's `plan` output. The reference
+    carries its note; the baseline's reason is never blank; the spend (with the volume it implies) and the hardware
+    comparison (with the cheaper GPU type) only when the request asked for them."""
+    out: dict[str, Any] = {f.name: jsonable(getattr(p, f.name)) for f in dataclasses.fields(p)
+                           if f.name not in _PLAN_JSON_ELSEWHERE}
+    out["baseline"]["reason"] = p.baseline.reason or NO_SPEC_REASON
+    if p.reference is not None:
+        out["reference"]["note"] = p.reference_note
+    out["prefix_cache"] = {"share": p.request.prefix_cache_share or 0.0,
+                           "source": p.request.prefix_cache_source or "default: none entered, the traffic gives none"}
+    out["conventions"] = PLAN_CONVENTIONS
+    if p.spend is not None:
+        out["volume_source"] = p.request.volume_source
+        out["spend"] = {**jsonable(p.spend), "volume_source": p.spend.volume_source}
+    if p.hardware_choice is not None:
+        c = p.hardware_choice
+        out["hardware_comparison"] = {**jsonable(c), "cheaper_elsewhere": jsonable(c.cheaper_elsewhere)}
+    return out

@@ -23,15 +23,16 @@ import numpy as np
 from planner.answer import OperatingPoint
 from planner.candidates import method_candidates
 from planner.context import BASELINE, make_context
-from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY
+from planner.fleet import monthly_bill_usd
 from planner.formatting import fmt_usd
 from planner.points import points
+from planner.price import gpu_price
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest, is_number, validate
-from planner.roofline import ACTIVATION_RESERVE_FRACTION, GPU_MEMORY_UTILIZATION, replica_weight_bytes
+from planner.roofline import replica_weight_bytes, usable_memory_bytes
 from planner.search import search
-from planner.serving import prefill_time_s
+from planner.serving import TOKENS_PER_MTOK, prefill_time_s
 from planner.sizing import traffic_hours
-from planner.spend import HOURS_PER_MONTH, FleetBill, fleet_bills
+from planner.spend import FleetBill, fleet_bills
 from planner.types import WEIGHT_DTYPES
 
 
@@ -124,15 +125,11 @@ def hardware_prices(req: PlanRequest, catalog, prices: Mapping[str, float] | Non
     given = {**dict(req.hardware_prices), **dict(prices or {})}
     out = {}
     for name, hw in catalog.hardware.items():
-        if name in given:
-            p = given[name]
-            if not (is_number(p) and 0 < p <= 1000):
-                raise PlanError(f"prices[{name}]", p, "a price above $0 and at most $1000 per GPU-hour")
-            out[name] = (float(p), "entered")
-        elif name == req.hardware and req.usd_per_gpu_hour is not None:
-            out[name] = (float(req.usd_per_gpu_hour), "entered")
-        else:
-            out[name] = (hw.usd_per_gpu_hour_mid, f"list midpoint ({hw.price.source}, {hw.price.date})")
+        if name in given and not (is_number(given[name]) and 0 < given[name] <= 1000):
+            raise PlanError(f"prices[{name}]", given[name], "a price above $0 and at most $1000 per GPU-hour")
+        price = gpu_price(hw, given[name] if name in given else req.usd_per_gpu_hour if name == req.hardware else None)
+        out[name] = (price.usd_per_gpu_hour,
+                     "entered" if price.entered else f"list midpoint ({hw.price.source}, {hw.price.date})")
     for name in given:
         if name not in catalog.hardware:
             catalog.hardware[name]  # raises UnknownNameError listing the valid names
@@ -147,7 +144,7 @@ def _option(req: PlanRequest, hw_label: str, b: FleetBill) -> HardwareOption:
 
 
 def _fits_weights(ctx) -> bool:
-    usable = ctx.hw_params.hbm_bytes * ctx.tp * GPU_MEMORY_UTILIZATION * (1.0 - ACTIVATION_RESERVE_FRACTION)
+    usable = float(usable_memory_bytes(ctx.hw_params.hbm_bytes, ctx.tp))
     return float(replica_weight_bytes(ctx.target, tp=ctx.tp, attention_dp=ctx.attention_dp)) < usable
 
 
@@ -205,10 +202,11 @@ def _compute_floor(req: PlanRequest, catalog, segs, hardware: str, dtype: str, p
     hours, _ = traffic_hours(ctx)
     hp = ctx.hw_params
     per_token_s = 2.0 * float(np.asarray(ctx.target.active_params)) / float(np.asarray(hp.peak_flops_s * hp.eta_flops))
-    gpu_s_per_s = sum(h.requests_per_s * (h.output_tokens * per_token_s + float(
+    # GPU-seconds of work per second in each hour: the GPUs that hour keeps busy, paid hour by hour
+    busy_gpus = [h.requests_per_s * (h.output_tokens * per_token_s + float(
         prefill_time_s(ctx.target, hp, prompt_tokens=h.prompt_tokens, tp=1,
-                       cached_share=ctx.prefix_cache_share))) for h in hours)
-    return gpu_s_per_s * HOURS_PER_DAY / len(hours) * DAYS_PER_MONTH * price
+                       cached_share=ctx.prefix_cache_share))) for h in hours]
+    return float(monthly_bill_usd(busy_gpus, billing="autoscaled", usd_per_gpu_hour=price))
 
 
 def _gpu_choice(req: PlanRequest, catalog, segs, names, name: str, priced: tuple[float, str], billing: str,
@@ -229,7 +227,7 @@ def _gpu_choice(req: PlanRequest, catalog, segs, names, name: str, priced: tuple
 
     compute = {dt: _compute_floor(req, catalog, segs, name, dt, price) for dt in WEIGHT_DTYPES}
     # best first: from the lowest floor up; once the best of both kinds is at or below a floor, the rest cannot win
-    configs = sorted((max(tp * HOURS_PER_MONTH * price, compute[dt]), tp, dt)
+    configs = sorted((max(float(monthly_bill_usd([tp], billing="fixed", usd_per_gpu_hour=price)), compute[dt]), tp, dt)
                      for tp in TP_OPTIONS if tp <= hw.max_tp for dt in WEIGHT_DTYPES)
     for i, (floor, tp, dt) in enumerate(configs):
         if beaten(False, floor) and beaten(True, floor):
@@ -241,7 +239,8 @@ def _gpu_choice(req: PlanRequest, catalog, segs, names, name: str, priced: tuple
         # a kind already beaten at this floor is not searched (its points would not be sized)
         ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor)))
         # size only the points whose bill could beat the best of their kind
-        pts = [p for p in pts if not beaten(p.method != NO_SPEC, max(floor, cpm_bound * p.usd_per_mtok * volume / 1e6))]
+        pts = [p for p in pts if not beaten(p.method != NO_SPEC,
+                                            max(floor, cpm_bound * p.usd_per_mtok * volume / TOKENS_PER_MTOK))]
         if not pts:
             skipped += 1
             continue

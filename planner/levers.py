@@ -20,11 +20,12 @@ from planner.bill import point_bill
 from planner.candidates import vsd_alpha_shift
 from planner.context import BASELINE, Candidate, Context, make_context
 from planner.drafting import availability
-from planner.economics import TOKENS_PER_MTOK, annuity_factor, breakeven_monthly_spend_usd
+from planner.economics import annuity_factor, breakeven_monthly_spend_usd
 from planner.formatting import fmt_cpm, fmt_months, fmt_usd
 from planner.payback_draws import p_payback_within_horizon
 from planner.points import one_point
 from planner.request import NO_SPEC, PlanError, PlanRequest
+from planner.serving import TOKENS_PER_MTOK
 from planner.types import LOOKUP_DRAFTING
 
 

@@ -10,14 +10,7 @@ import numpy as np
 from planner.context import Candidate, Context, r5
 from planner.drafting import DraftArrays
 from planner.request import NO_SPEC, TP_OPTIONS
-from planner.roofline import (
-    ACTIVATION_RESERVE_FRACTION,
-    BYTES_PER_PARAM,
-    GB,
-    GPU_MEMORY_UTILIZATION,
-    replica_weight_bytes,
-    target_net,
-)
+from planner.roofline import BYTES_PER_PARAM, GB, replica_weight_bytes, target_net, usable_memory_bytes
 from planner.serving import memory_max_batch
 
 
@@ -38,7 +31,7 @@ def candidate_max_batch(ctx: Context, cands: Sequence[Candidate], drafts: DraftA
 def memory_way_out(ctx: Context, extra_weight_bytes: float = 0.0) -> str:
     """What would make the weights fit: a larger TP, or fp8 weights."""
     model, hw = ctx.model, ctx.hw
-    usable_per_gpu = hw.hbm_gb * GB * GPU_MEMORY_UTILIZATION * (1 - ACTIVATION_RESERVE_FRACTION)
+    usable_per_gpu = float(usable_memory_bytes(hw.hbm_gb * GB))
     need = {}
     par = "DP" if ctx.req.attention_dp else "TP"
     for dtype in dict.fromkeys(("bf16", "fp8", ctx.req.dtype)):  # 4-bit weights too: their own need

@@ -45,6 +45,11 @@ class Net:
     fusion_params: np.ndarray | float = 0.0
     # The output vocabulary a target's sampler works over (planner.serving.sampler_time_s); 0 for a draft head.
     vocab_size: np.ndarray | float = 0.0
+    # Fixed recurrent state a sequence holds (linear attention, Mamba-2), bytes over the replica, and the share of
+    # layers whose window stands in for it in the reads (ModelSpec.state_window_layers): memory charges the state
+    # itself for those layers (kv_cache_bytes_per_sequence).
+    state_bytes_per_sequence: np.ndarray | float = 0.0
+    state_layer_share: np.ndarray | float = 0.0
 
     def scaled(self, factor: np.ndarray | float) -> Net:
         """The same network repeated `factor` times (MEDUSA: one head per draft position)."""
@@ -150,6 +155,8 @@ def target_net(model: ModelSpec, dtype: str = "bf16", *, kv_dtype: str | None = 
         moe_layers=float(model.moe_layers or model.layers) if model.experts else 0.0,
         expert_params=model.expert_params_b * 1e9,
         vocab_size=float(model.vocab_size),
+        state_bytes_per_sequence=float(model.state_bytes_per_sequence),
+        state_layer_share=model.state_window_layers / model.layers if model.sliding_window_tokens else 0.0,
     )
 
 
@@ -278,11 +285,16 @@ def kv_cache_bytes_per_sequence(
     """KV memory one sequence holds summed over the replica's tp GPUs, bytes:
         ctx_eff(tokens) * kv_bytes_per_token * tp / min(tp, kv_shards)
     (GQA: kv_bytes_per_token while tp <= kv_heads; MLA: tp copies of the latent). Pass it to max_batch.
-    DeepSeek-V3 in an fp8 cache: 61 x 576 B = 35,136 B per token on each of the 8 GPUs at TP8."""
+    DeepSeek-V3 in an fp8 cache: 61 x 576 B = 35,136 B per token on each of the 8 GPUs at TP8.
+    Layers with a fixed state (linear attention, Mamba-2) stand in the reads as windowed layers; here their window
+    is taken out and the state itself is charged, state_bytes_per_sequence over the replica (split by heads)."""
     tp = np.asarray(tp, float)
     split = np.minimum(tp, np.asarray(net.kv_shards, float))
-    return (effective_context_tokens(net, sequence_tokens) * np.asarray(net.kv_bytes_per_token, float)
-            * tp / split)
+    tokens = np.asarray(sequence_tokens, float)
+    window = np.asarray(net.window_tokens, float)
+    stand_in = np.asarray(net.state_layer_share, float) * np.where(window > 0, np.minimum(tokens, window), 0.0)
+    return ((effective_context_tokens(net, tokens) - stand_in) * np.asarray(net.kv_bytes_per_token, float)
+            * tp / split + np.asarray(net.state_bytes_per_sequence, float))
 
 
 def resident_weight_bytes(net: Net) -> np.ndarray:

@@ -30,11 +30,12 @@ from planner.answer import (
     OperatingPoint,
     Plan,
     PlanEconomics,
+    PlanFleet,
     Recommendation,
     SegmentPoint,
 )
 from planner.assumptions import assumptions
-from planner.bill import band_bills, bills, point_bill
+from planner.bill import band_bills, bills, headline_fleet
 from planner.context import Context, make_context
 from planner.decision import choose_reference, decide
 from planner.deploy import engine_deployment, k_schedule, vllm_deployment
@@ -64,9 +65,9 @@ from planner.spend import request_for_spend, volume_for_spend
 # plan() and, re-exported for the pages, the CLI and the report, the records and helpers of the rooms it calls.
 __all__ = [
     "MAX_BATCH", "NO_SPEC", "TP_OPTIONS", "Assumption", "CostAssumptions", "LeverStep", "OperatingPoint", "Plan",
-    "PlanEconomics", "PlanError", "PlanRequest", "Recommendation", "SegmentPoint", "TrafficSegment", "default_costs",
-    "fmt_cpm", "fmt_months", "fmt_pct", "fmt_usd", "levers", "operating_point", "order_by_return", "plan",
-    "segments_from_mix", "validate",
+    "PlanEconomics", "PlanFleet", "PlanError", "PlanRequest", "Recommendation", "SegmentPoint", "TrafficSegment",
+    "default_costs", "fmt_cpm", "fmt_months", "fmt_pct", "fmt_usd", "levers", "operating_point", "order_by_return",
+    "plan", "segments_from_mix", "validate",
 ]
 
 
@@ -99,11 +100,9 @@ def plan(req: PlanRequest, catalog) -> Plan:
     feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
     # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
     best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
-    ref_bill = None
-    if reference is not None:
-        ref_bill = by_bill.get(reference.method) if reference.tp == req.tp else None
-        ref_bill = ref_bill or point_bill(ctx, reference, billing=req.billing)
-    best_bill = by_bill[best.method] if best is not None else None
+    # the two fleets the headline compares, each at its own TP: every number "today" and "with the best method"
+    ref_fleet, ref_bill = headline_fleet(ctx, reference, fleet, role="today")
+    best_fleet, best_bill = headline_fleet(ctx, best, fleet, role="best")
     # economics of switching from the reference to the best method
     switching = best is not None and best.method != (reference.method if reference is not None else None)
     one_low, one_high = (best.one_time_usd_low, best.one_time_usd_high) if best is not None and switching else (0, 0)
@@ -139,6 +138,8 @@ def plan(req: PlanRequest, catalog) -> Plan:
         alternatives=tuple(alts),
         spend=spent,
         hardware_choice=hw_cmp,
+        reference_fleet=ref_fleet,
+        best_fleet=best_fleet,
     )
 
 

@@ -516,6 +516,12 @@ def ridge_tokens(hw: Hardware, dtype: str = "bf16") -> float:
     )
 
 
+def usable_memory_bytes(hbm_bytes, tp=1):
+    """Memory a replica of `tp` GPUs gives weights and KV caches: HBM x tp x gpu_memory_utilization x (1 - the
+    activation reserve). Scalars or arrays."""
+    return np.asarray(hbm_bytes) * np.asarray(tp) * GPU_MEMORY_UTILIZATION * (1.0 - ACTIVATION_RESERVE_FRACTION)
+
+
 def max_batch(
     *,
     hw: HwParams,
@@ -527,9 +533,5 @@ def max_batch(
 
     Usable memory = HBM * tp * gpu_memory_utilization * (1 - activation reserve) - weights.
     """
-    usable = (
-        np.asarray(hw.hbm_bytes) * np.asarray(tp) * GPU_MEMORY_UTILIZATION
-        * (1.0 - ACTIVATION_RESERVE_FRACTION)
-        - np.asarray(weight_bytes_total)
-    )
+    usable = usable_memory_bytes(hw.hbm_bytes, tp) - np.asarray(weight_bytes_total)
     return np.floor(np.maximum(usable, 0.0) / np.asarray(kv_bytes_per_sequence))

@@ -21,6 +21,7 @@ from planner import trees
 from planner.candidates import MAX_ALPHA, default_tree_shape, per_position_alpha, tau_for_ks
 from planner.context import Candidate, Context, efficiency_for, make_context, r5, samples_for, with_fitted_speculation
 from planner.drafting import availability, tree_draft_overrides
+from planner.price import gpu_price
 from planner.request import PlanError, PlanRequest, TrafficSegment, validate_scenario
 from planner.search import evaluate_at, evaluation_grid
 from planner.serving import SpecResult
@@ -190,7 +191,7 @@ def _apply_speedup(res: SpecResult, factor: float) -> SpecResult:
 def _pick(res: SpecResult, i: int, j: int, s: Scenario, ks, batches, model, hw, method, alphas) -> Evaluation:
     k = int(ks[i])
     tau = float(res.acceptance_length[i, j])
-    price = s.usd_per_gpu_hour if s.usd_per_gpu_hour is not None else hw.usd_per_gpu_hour_mid
+    price = gpu_price(hw, s.usd_per_gpu_hour).usd_per_gpu_hour
     n_verify = (s.tree_shape.verify_tokens_per_seq if s.tree_shape is not None else
                 k + 1 if not s.tree else default_tree_shape(k, s.tree_width).verify_tokens_per_seq)
     decode_per_tok = 1.0 / res.output_tokens_per_s[i, j]

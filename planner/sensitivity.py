@@ -31,8 +31,9 @@ from planner.context import (
     single_segment,
 )
 from planner.engines import with_speedup_error
-from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY
+from planner.fleet import monthly_bill_usd
 from planner.points import points
+from planner.price import gpu_price
 from planner.request import NO_SPEC, PlanError, PlanRequest, TrafficSegment
 from planner.search import blended_cpm, candidate_grid, evaluate_at, evaluation_grid, search
 from planner.sizing import plan_fleet
@@ -329,7 +330,7 @@ def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
         ),
     ]
     bars = [(d, r, (cut[i], sav[i]), (cut[j], sav[j])) for d, r, i, j in bars]
-    if not (req.price_range and req.usd_per_gpu_hour is None):  # the price moves only when asked, never if entered
+    if not (req.price_range and not gpu_price(hw, req.usd_per_gpu_hour).entered):  # asked for, and never if entered
         bars = [b for b in bars if not b[0].startswith("$/GPU-hour")]
     if sigma is not None:  # the fit's error covers the fixed time (fitted near 0 where a per-layer cost took it)
         bars = [b for b in bars if not b[0].startswith("Fixed time per step")]
@@ -488,7 +489,8 @@ def _draws(ctx: Context, gen: np.random.Generator, n: int, *, sample_price: bool
     draws: the price only when asked (sample_price; None = the request's price_range), never over an entered one."""
     req, hw, eff, catalog = ctx.req, ctx.hw, ctx.eff, ctx.catalog
     u = gen.uniform(0.0, 1.0, n)
-    draw_price = bool((req.price_range if sample_price is None else sample_price) and req.usd_per_gpu_hour is None)
+    draw_price = bool((req.price_range if sample_price is None else sample_price)
+                      and not gpu_price(hw, req.usd_per_gpu_hour).entered)
     price = gen.uniform(hw.usd_per_gpu_hour_low, hw.usd_per_gpu_hour_high, n) if draw_price else np.full(n, ctx.price)
     sigma = fit_sigma(catalog, req.hardware, req.dtype)
     if sample_hardware and sigma is not None:
@@ -539,10 +541,7 @@ def bill_draws(cfgs, *, gpus_per_replica: int, billing: str, cpm: np.ndarray, pr
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.maximum(1.0, np.ceil(lam[None, :] / (cap[None, :] * ratio[:, None]) * (1.0 - 1e-12)))
         gpus = r * gpus_per_replica
-        if billing == "fixed":
-            usd = gpus.max(axis=1) * HOURS_PER_DAY * DAYS_PER_MONTH * price[1:]
-        else:
-            usd = gpus.sum(axis=1) * (HOURS_PER_DAY / len(lam)) * DAYS_PER_MONTH * price[1:]
+        usd = monthly_bill_usd(gpus, billing=billing, usd_per_gpu_hour=price[1:])
         out.append(np.where(ratio > 0, usd, np.inf))
     return out
 

@@ -22,9 +22,10 @@ from planner.answer import OperatingPoint
 from planner.bill import bill_of
 from planner.candidates import method_candidates
 from planner.context import BASELINE, Context, make_context
-from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, FleetPlan
+from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, FleetPlan, monthly_bill_usd
 from planner.formatting import fmt_usd
 from planner.points import points
+from planner.price import gpu_price
 from planner.request import BILLINGS, NO_SPEC, PlanError, PlanRequest, validate
 from planner.search import search
 from planner.sizing import plan_fleet
@@ -96,12 +97,13 @@ def spend_price(req: PlanRequest, catalog) -> tuple[float, str]:
     """($/GPU-hour, where it comes from): the stated price; else, for a fixed fleet of a stated GPU count, the price
     the spend implies (spend / (GPUs x hours a month)); else the hardware's list midpoint."""
     hw = catalog.hardware[req.hardware]
-    if req.usd_per_gpu_hour is not None:
-        return float(req.usd_per_gpu_hour), "entered"
+    price = gpu_price(hw, req.usd_per_gpu_hour)
+    if price.entered:
+        return price.usd_per_gpu_hour, "entered"
     if req.spend_gpus is not None and req.billing == "fixed":
         return (float(req.spend_usd_per_month) / (req.spend_gpus * HOURS_PER_MONTH),
                 f"implied by the spend over {req.spend_gpus:,} GPUs all month")
-    return hw.usd_per_gpu_hour_mid, f"{hw.label} list midpoint ({hw.price.source}, {hw.price.date})"
+    return price.usd_per_gpu_hour, f"{hw.label} list midpoint ({hw.price.source}, {hw.price.date})"
 
 
 def _today(ctx: Context) -> OperatingPoint:
@@ -144,7 +146,7 @@ def volume_for_spend(req: PlanRequest, catalog) -> SpendVolume:
     if not pt.feasible:
         raise PlanError("spend_usd_per_month", spend, f"a fleet that meets the SLO: {pt.label} on {req.tp} x "
                         f"{ctx.hw.label} {pt.reason} ({pt.way_out})")
-    replica = req.tp * HOURS_PER_MONTH * price
+    replica = float(monthly_bill_usd([req.tp], billing="fixed", usd_per_gpu_hour=price))  # one replica all month
     if spend < replica:
         raise PlanError("spend_usd_per_month", spend, f"at least one replica's month: {req.tp} x {ctx.hw.label} at "
                         f"${price:.2f}/GPU-hour cost {fmt_usd(replica)}/month (a service keeps one replica up)")

@@ -124,6 +124,12 @@ class Hardware:
     kind: Literal["gpu", "cpu"] = "gpu"
     # dense FP4 (NVFP4/MXFP4) peak, TFLOP/s; 0 = no FP4 tensor cores: FP4 weights run as W4A16 in BF16
     fp4_tflops: float = 0.0
+    # architecture (planner.borrowed.ARCHITECTURES: hopper, blackwell, cdna3, ...; or only the vendor, nvidia or amd;
+    # "" unknown): a GPU without kernel data borrows step-time terms from a kernel-fitted GPU of the same one first
+    architecture: str = ""
+    # GPUs in one NVLink / Infinity Fabric domain at interconnect_gb_s (GB200 NVL72: 72); 0: max_tp. Shown, not
+    # searched: the plan's tensor parallel stops at max_tp (planner.request.TP_OPTIONS)
+    scale_up_gpus: int = 0
 
     @property
     def usd_per_gpu_hour_mid(self) -> float:
@@ -135,6 +141,56 @@ class Hardware:
         if dtype in ("nvfp4", "mxfp4") and self.fp4_tflops > 0:
             return self.fp4_tflops
         return self.bf16_tflops
+
+
+MixerKind = Literal["gqa", "mla", "sliding", "linear", "mamba2", "linear_replacement", "none"]
+MlpKind = Literal["dense", "moe", "linear_replacement", "none"]
+
+
+@dataclass(frozen=True)
+class AttentionBlock:
+    """The token mixer of one decoder layer. gqa / mla / sliding keep a KV entry per token of context (sliding: at
+    most window_tokens); linear (Gated DeltaNet) and mamba2 keep a fixed state per sequence; linear_replacement (a
+    hidden x hidden projection) and none keep nothing."""
+
+    kind: MixerKind
+    params: int  # weights of the block
+    kv_elements_per_token: int = 0  # cached per token: 2 x kv_heads x head_dim (GQA), latent + rope key (MLA)
+    window_tokens: int = 0  # sliding: the tokens it keeps
+    state_bytes_per_sequence: int = 0  # linear / mamba2: recurrent state + convolution state, bytes
+    heads: int = 0  # query heads (GQA, MLA); value heads (linear); SSM heads (mamba2)
+    kv_heads: int = 0  # KV heads (GQA); key heads (linear)
+    head_dim: int = 0  # query/key head width (GQA, MLA, linear keys, mamba2 heads)
+    state_size: int = 0  # mamba2 d_state; linear: value head width
+    groups: int = 0  # mamba2 n_groups (B and C projections)
+    conv_kernel: int = 0  # linear / mamba2 causal convolution width
+
+
+@dataclass(frozen=True)
+class MlpBlock:
+    """The channel mixer of one decoder layer: a dense MLP, routed experts (with shared experts and a router), a
+    hidden x hidden projection (linear_replacement) or nothing."""
+
+    kind: MlpKind
+    params: int  # all its weights, every routed expert included
+    active_params: int  # the weights one token multiplies
+    width: int = 0  # dense: intermediate size; moe: one routed expert's
+    experts: int = 0  # routed experts
+    experts_per_token: int = 0
+    shared_width: int = 0  # shared experts' total intermediate width
+    gated: bool = True  # 3 matrices (SwiGLU); False: 2 (Nemotron's relu2)
+    expert_params: int = 0  # one routed expert's weights
+    shared_params: int = 0  # the shared experts' weights
+    router_params: int = 0  # the router's weights (hidden x experts)
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """`count` decoder layers of one kind (not necessarily adjacent)."""
+
+    count: int
+    attention: AttentionBlock
+    mlp: MlpBlock
 
 
 @dataclass(frozen=True)
@@ -171,6 +227,14 @@ class ModelSpec:
     # 4-bit weight formats quantise these components; the rest stays BF16. "experts": routed experts only
     # (GPT-OSS MXFP4 checkpoint); "linear": every linear layer but embeddings and LM head.
     fp4_scope: Literal["experts", "linear"] = "linear"
+    # The stack layer by layer, grouped by kind (profiles/model_config.py fills it from a config.json; the aggregates
+    # above are derived from it there); empty for hand-entered catalogue models.
+    layer_groups: tuple[LayerGroup, ...] = ()
+    # Fixed recurrent state one sequence holds whatever its length (linear attention, Mamba-2: state + convolution
+    # state), bytes over the whole stack. The roofline reads it through sliding_window_* stand-ins (state_window_layers
+    # of the sliding_window_layers); memory charges these bytes instead of their windows.
+    state_bytes_per_sequence: float = 0.0
+    state_window_layers: int = 0
 
     @property
     def is_moe(self) -> bool:

@@ -3,13 +3,14 @@ profiles/data/fitted/steptime_borrowed.yaml (tools/fit_borrowed_steptime.py), ap
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
-from planner.borrowed import BorrowFit, borrowed_efficiencies, nearest_donor
+from planner.borrowed import BorrowFit, borrowed_efficiencies, fit_for, nearest_donor, twin_of
 from planner.step_scope import arch_family
 from planner.types import Efficiency, Hardware
 
@@ -41,9 +42,22 @@ def load_borrow_fits(path: str | os.PathLike | None = None) -> dict[str, BorrowF
 
 def load_borrowed(hardware: Mapping[str, Hardware], fitted: Mapping[tuple[str, str], Efficiency],
                   path: str | os.PathLike | None = None,
+                  fitted_error: Mapping[tuple[str, str], float] | None = None,
                   ) -> tuple[dict[tuple[str, str], Efficiency], dict[tuple[str, str], float]]:
     """({(GPU, dtype): borrowed Efficiency}, {(GPU, dtype): TPOT band}) for every GPU without kernel data."""
-    return borrowed_efficiencies(hardware, fitted, load_borrow_fits(path))
+    return borrowed_efficiencies(hardware, fitted, load_borrow_fits(path), fitted_error)
+
+
+def borrowed_fields(catalog, steptime_doc: Mapping, path: str | os.PathLike | None = None) -> dict:
+    """The catalogue fields of the borrowed sets, for the catalogue's hardware as it stands (the shipped table, or one
+    with a user's GPU added): borrowed_efficiency, fitted_tpot_error (the fits' held-out errors and the bands),
+    fitted_families and borrowed_donors (load_scopes)."""
+    errors = {(e["hardware"], e["dtype"]): float(e["tpot_mape_held_out"])
+              for e in (steptime_doc.get("entries") or {}).values() if "tpot_mape_held_out" in e}
+    borrowed, bands = load_borrowed(catalog.hardware, catalog.fitted_efficiency, path, errors)
+    cat = dataclasses.replace(catalog, borrowed_efficiency=borrowed)
+    return {"borrowed_efficiency": borrowed, "fitted_tpot_error": {**bands, **errors},
+            **load_scopes(steptime_doc, cat, path)}
 
 
 def load_scopes(steptime_doc: Mapping, catalog, borrowed_path: str | os.PathLike | None = None) -> dict:
@@ -59,6 +73,8 @@ def load_scopes(steptime_doc: Mapping, catalog, borrowed_path: str | os.PathLike
     donors = {}
     for key in catalog.borrowed_efficiency:
         donor = nearest_donor(key[0], key[1], catalog.hardware, catalog.fitted_efficiency)
+        fit = None if twin_of(key[0], catalog.hardware, catalog.fitted_efficiency) else \
+            fit_for(key[0], catalog.hardware, fits)
         if donor is not None:
-            donors[key] = (donor, fits[key[0]].overhead_scale if key[0] in fits else 1.0)
+            donors[key] = (donor, fit.overhead_scale if fit else 1.0)
     return {"fitted_families": families, "borrowed_donors": donors}

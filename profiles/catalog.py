@@ -102,7 +102,7 @@ CHECKS: dict[type, dict[str, Check]] = {
                  "per_op_roofline": PROB, "alltoall_latency_s": NONNEG, "eta_alltoall": EFF},
     Hardware: {"hbm_gb": POS, "hbm_bandwidth_gb_s": POS, "bf16_tflops": POS, "fp8_tflops": POS,
                "interconnect_gb_s": POS, "max_tp": POS, "usd_per_gpu_hour_low": NONNEG,
-               "usd_per_gpu_hour_high": NONNEG, "fp4_tflops": NONNEG},
+               "usd_per_gpu_hour_high": NONNEG, "fp4_tflops": NONNEG, "scale_up_gpus": NONNEG},
     ModelSpec: {"layers": POS, "hidden_size": POS, "heads": POS, "kv_heads": POS, "head_dim": POS,
                 "vocab_size": POS, "total_params_b": POS, "active_params_b": POS, "experts": NONNEG,
                 "experts_per_token": NONNEG, "expert_params_b": NONNEG,
@@ -257,6 +257,10 @@ def _entries(path: Path, cls: type, prepare: Callable[[str, dict, _Ctx], dict] |
 
 
 def _prepare_hardware(name: str, raw: dict, ctx: _Ctx) -> dict:
+    from planner.borrowed import ARCHITECTURES  # noqa: PLC0415
+
+    if raw.get("architecture", "") not in ("", *ARCHITECTURES):
+        raise ctx.error("architecture", raw["architecture"], "one of " + ", ".join(ARCHITECTURES))
     price = raw.pop("usd_per_gpu_hour", None)
     rng = _range(ctx, "usd_per_gpu_hour", price, NONNEG)
     raw["usd_per_gpu_hour_low"], raw["usd_per_gpu_hour_high"] = rng.low, rng.high
@@ -431,15 +435,10 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     fitted_path = d / "fitted" / "steptime_vllm.yaml"
     if fitted_path.is_file():
         doc = yaml.safe_load(fitted_path.read_text(encoding="utf-8")) or {}
-        errors = {(e["hardware"], e["dtype"]): float(e["tpot_mape_held_out"])
-                  for e in doc.get("entries", {}).values() if "tpot_mape_held_out" in e}
-        cat = dataclasses.replace(cat, fitted_efficiency=load_fitted_efficiencies(hardware, fitted_path),
-                                  fitted_tpot_error=errors)
-        from profiles.borrowed import load_borrowed, load_scopes  # noqa: PLC0415
+        cat = dataclasses.replace(cat, fitted_efficiency=load_fitted_efficiencies(hardware, fitted_path))
+        from profiles.borrowed import borrowed_fields  # noqa: PLC0415
 
-        borrowed, bands = load_borrowed(hardware, cat.fitted_efficiency, d / "fitted" / "steptime_borrowed.yaml")
-        cat = dataclasses.replace(cat, borrowed_efficiency=borrowed, fitted_tpot_error={**bands, **errors})
-        cat = dataclasses.replace(cat, **load_scopes(doc, cat, d / "fitted" / "steptime_borrowed.yaml"))
+        cat = dataclasses.replace(cat, **borrowed_fields(cat, doc, d / "fitted" / "steptime_borrowed.yaml"))
     spec_path = d / "fitted" / "speculation_vllm.yaml"
     if spec_path.is_file():
         params, stderr, src = load_fitted_speculation(spec_path)

@@ -8,13 +8,15 @@ The counts follow the conventions of profiles/data/models.yaml:
 - expert_params_b: one routed expert summed over the MoE layers; kv_elements_per_token_per_layer: 2 x kv_heads x
   head_dim (GQA) or the MLA latent kv_lora_rank + qk_rope_head_dim that vLLM caches.
 Parameters are counted by hand: embeddings vocab x hidden; attention q, k, v, o (MLA: q_a, q_b, kv_a, kv_b, o;
-DeepSeek sparse attention adds its indexer); gated MLPs 3 x hidden x intermediate; routers hidden x experts; norms,
+DeepSeek sparse attention adds its indexer); gated MLPs 3 x hidden x intermediate (Nemotron's relu2: 2 x); routers
+hidden x experts; Mamba-2 and Gated DeltaNet mixers as profiles/model_layers.py counts them; norms,
 biases and rotary tables are left out (under 0.1 % of any model here).
 
-Linear-attention layers (Qwen3-Next, Qwen3.5 `layer_types` "linear_attention": Gated DeltaNet) keep a fixed state
-per sequence instead of a KV entry per token. ModelSpec has one sliding window, so such a model is modelled with its
-linear layers as windowed layers whose window holds as many bytes as the state (conv state included): memory and
-reads are exact once the context is longer than that window and undercounted below it; the result's notes say so.
+The stack is read layer by layer (profiles/model_layers.py): ModelSpec.layer_groups holds each kind of layer with
+its count, and every aggregate above is a sum over them. Layers without a KV cache (linear attention, Mamba-2, no
+attention) keep a fixed state per sequence (ModelSpec.state_bytes_per_sequence, charged in memory as it is); the
+roofline has one sliding window, so in the step's reads those layers stand in as windowed layers whose windows
+together hold as many bytes as their state: exact once the context is longer than that window, undercounted below.
 
 Every refusal is a ModelConfigError naming the field, its value and what is supported.
 """
@@ -24,13 +26,26 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from planner.types import ModelSpec, Sourced
+from planner.types import AttentionBlock, LayerGroup, ModelSpec, Sourced
+from profiles.config_fields import SUPPORTED, ModelConfigError
+from profiles.config_fields import Cfg as _Cfg
+from profiles.config_fields import err as _err
+from profiles.model_layers import (
+    NO_MLP,
+    dense_mlp,
+    gated_deltanet_block,
+    gqa_block,
+    group_layers,
+    hybrid_pattern_layers,
+    moe_mlp,
+    nas_layers,
+    stand_in_window,
+)
 
 MAX_CONFIG_BYTES = 1_000_000  # real config.json files are 1-60 kB (quantisation ignore lists are the long part)
 MAX_DEPTH = 32  # nesting of JSON objects and arrays
@@ -40,7 +55,7 @@ DIGEST_CHARS = 16  # hex characters of the SHA-256 in a parsed model's catalogue
 
 # Fields of architectures this parser cannot model (a refusal names them): model type -> what the field means.
 UNSUPPORTED_FIELDS = {
-    "hybrid_override_pattern": "Mamba / attention hybrid layers (Nemotron-H)",
+    "moe_latent_size": "latent MoE: experts on a down-projected hidden state (Nemotron-3 Super)",
     "compress_ratios": "compressed sparse attention (DeepSeek-V4)",
     "hc_mult": "hyper-connections (DeepSeek-V4)",
     "hybrid_layer_pattern": "per-layer attention shapes (MiMo-V2)",
@@ -48,12 +63,6 @@ UNSUPPORTED_FIELDS = {
     "ssm_cfg": "state-space (Mamba) layers",
 }
 LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention", "attention")
-SUPPORTED = ("decoder-only transformers: dense or MoE (routed and shared experts, first dense layers), GQA or MLA "
-             "attention, sliding-window and linear-attention layers, native MTP layers")
-
-
-class ModelConfigError(ValueError):
-    """A config.json the planner cannot model: the message names the field, its value and what is supported."""
 
 
 @dataclass(frozen=True)
@@ -77,13 +86,6 @@ def model_name(digest: str) -> str:
 def is_config_name(name: str) -> bool:
     return (isinstance(name, str) and name.startswith(NAME_PREFIX) and len(name) == len(NAME_PREFIX) + DIGEST_CHARS
             and all(c in "0123456789abcdef" for c in name[len(NAME_PREFIX):]))
-
-
-def _err(field: str, value: Any, allowed: str) -> ModelConfigError:
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return ModelConfigError(f"config.json field '{field}' = {shown}: expected {allowed}")
 
 
 def _depth(obj: Any, limit: int) -> int:
@@ -125,50 +127,6 @@ def load_config(data: bytes | str | Mapping[str, Any]) -> tuple[dict[str, Any], 
     return doc, config_digest(raw)
 
 
-class _Cfg:
-    """Typed reads of one config level; a multimodal wrapper's text_config wins over its top level."""
-
-    def __init__(self, doc: dict[str, Any]):
-        text = doc.get("text_config")
-        self.prefix = ""
-        if text is not None:
-            if not isinstance(text, dict):
-                raise _err("text_config", text, "a JSON object (the language model's config)")
-            self.prefix = "text_config."
-        self.top = doc
-        self.c = {**{k: v for k, v in doc.items() if k != "text_config"}, **(text or {})}
-
-    def where(self, key: str) -> str:
-        text = self.top.get("text_config")
-        return f"{self.prefix}{key}" if isinstance(text, dict) and key in text else key
-
-    def has(self, key: str) -> bool:
-        return self.c.get(key) is not None
-
-    def int(self, key: str, default: Any = ..., *, lo: int = 1, hi: int = 10_000_000) -> int:
-        v = self.c.get(key)
-        if v is None:
-            if default is ...:
-                raise _err(key, "(missing)", f"an integer: this field is required ({SUPPORTED})")
-            return default
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) \
-                or not lo <= v <= hi:
-            raise _err(self.where(key), v, f"an integer in [{lo}, {hi:,}]")
-        return int(v)
-
-    def bool(self, key: str, default: bool) -> bool:
-        v = self.c.get(key)
-        if v is None:
-            return default
-        if not isinstance(v, bool):
-            raise _err(self.where(key), v, "true or false")
-        return v
-
-    def str(self, key: str) -> str:
-        v = self.c.get(key)
-        return v if isinstance(v, str) else ""
-
-
 def _safe_label(text: str) -> str:
     """A visitor's model name as plain text: letters, digits and . _ / - only (no Markdown, HTML or links)."""
     return re.sub(r"[^A-Za-z0-9._/-]", "", text)[:96]
@@ -194,10 +152,17 @@ def _quantisation(q: Any, notes: list[str]) -> tuple[str | None, str]:
         return "nvfp4", scope
     if method == "compressed-tensors":
         kinds = set()
-        for group in (q.get("config_groups") or {}).values():
+        groups = q.get("config_groups") or {}
+        if not isinstance(groups, dict):
+            raise _err("quantization_config.config_groups", groups, "a JSON object of quantisation groups")
+        for name, group in groups.items():
             w = group.get("weights") if isinstance(group, dict) else None
             if isinstance(w, dict):
-                kinds.add((w.get("num_bits"), str(w.get("type", "")).lower()))
+                bits = w.get("num_bits")
+                if bits is not None and (isinstance(bits, bool) or not isinstance(bits, int)):
+                    raise _err(f"quantization_config.config_groups.{_safe_label(str(name))}.weights.num_bits", bits,
+                               "an integer number of bits (4, 8)")
+                kinds.add((bits, str(w.get("type", "")).lower()))
         if kinds == {(8, "float")}:
             return "fp8", "linear"
         if kinds == {(4, "float")}:
@@ -242,26 +207,60 @@ def _layer_kinds(cfg: _Cfg, layers: int) -> list[str]:
 
 def _moe_layers(cfg: _Cfg, layers: int) -> list[bool]:
     """Which layers hold routed experts (first_k_dense_replace, mlp_only_layers, decoder_sparse_step,
-    interleave_moe_layer_step, moe_layer_freq)."""
+    interleave_moe_layer_step, moe_layer_freq: every n-th layer, or a list of 0 / 1 per layer as MiniMax-M3's).
+    Every list is at most num_hidden_layers long and read once (a set), so a parse stays linear in the layers."""
     first_dense = cfg.int("first_k_dense_replace", 0, lo=0, hi=layers)
     step = cfg.int("decoder_sparse_step", 1, hi=layers) if cfg.has("decoder_sparse_step") else \
         cfg.int("interleave_moe_layer_step", 1, hi=layers)
     freq = cfg.c.get("moe_layer_freq", 1)
-    if not isinstance(freq, int) or isinstance(freq, bool) or not 1 <= freq <= layers:
-        raise _err(cfg.where("moe_layer_freq"), freq, "an integer in [1, num_hidden_layers] (every n-th layer is MoE)")
+    flags: list[int] | None = None
+    if isinstance(freq, list):
+        if len(freq) != layers or not all(f in (0, 1) and not isinstance(f, float) for f in freq):
+            raise _err(cfg.where("moe_layer_freq"), freq, f"a list of {layers} entries (num_hidden_layers), each 0 "
+                       "(dense) or 1 (MoE), or an integer n (every n-th layer is MoE)")
+        flags, freq = [int(f) for f in freq], 1
+    elif not isinstance(freq, int) or isinstance(freq, bool) or not 1 <= freq <= layers:
+        raise _err(cfg.where("moe_layer_freq"), freq, "an integer in [1, num_hidden_layers] (every n-th layer is MoE) "
+                   "or a list of 0 / 1 per layer")
     dense_list = cfg.c.get("mlp_only_layers") or []
-    if not isinstance(dense_list, list) or not all(isinstance(i, int) for i in dense_list):
-        raise _err(cfg.where("mlp_only_layers"), dense_list, "a list of layer indices")
-    out = []
-    for i in range(layers):
-        moe = i >= first_dense and (i + 1) % step == 0 and (i - first_dense) % freq == 0 and i not in dense_list
-        out.append(moe)
-    return out
+    if not isinstance(dense_list, list) or len(dense_list) > layers \
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in dense_list):
+        raise _err(cfg.where("mlp_only_layers"), dense_list,
+                   f"a list of at most {layers} layer indices (num_hidden_layers)")
+    dense = set(dense_list)
+    return [i >= first_dense and (i + 1) % step == 0 and (i - first_dense) % freq == 0
+            and (flags is None or flags[i] == 1) and i not in dense for i in range(layers)]
+
+
+def _shared_width(cfg: _Cfg, moe_inter: int, inter: int) -> int:
+    """The shared experts' total intermediate width."""
+    if cfg.has("shared_expert_intermediate_size"):
+        return cfg.int("shared_expert_intermediate_size", lo=0)
+    if cfg.has("moe_shared_expert_intermediate_size"):  # Nemotron-H
+        return cfg.int("moe_shared_expert_intermediate_size", lo=0)
+    if cfg.has("n_shared_experts"):
+        return cfg.int("n_shared_experts", lo=0, hi=1_000) * moe_inter
+    if cfg.has("shared_intermediate_size"):
+        return cfg.int("shared_intermediate_size", lo=0)
+    if cfg.str("model_type").startswith("llama4"):
+        return inter  # Llama 4: one shared expert as wide as a routed one
+    return 0
 
 
 def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | None = None) -> ParsedModel:
     """A Hugging Face config.json (bytes, text or a parsed dict) -> ParsedModel whose spec is named
-    `config:<digest>`. Raises ModelConfigError for anything it cannot model."""
+    `config:<digest>`. Raises ModelConfigError for anything it cannot model, and for any slip of the reader itself
+    (a value of a type no check above foresaw), so a caller catches one error."""
+    try:
+        return _parse(data, today=today)
+    except ModelConfigError:
+        raise
+    except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError, RecursionError) as exc:
+        raise _err("(file)", f"{type(exc).__name__}: {exc}", f"a config.json this reader can model; {SUPPORTED}") \
+            from None
+
+
+def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None) -> ParsedModel:
     doc, digest = load_config(data)
     cfg = _Cfg(doc)
     notes: list[str] = []
@@ -271,6 +270,10 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
     if cfg.bool("is_encoder_decoder", False):
         raise _err("is_encoder_decoder", True,
                    f"false: encoder-decoder models are not modelled; supported: {SUPPORTED}")
+    sparse = cfg.c.get("sparse_attention_config")
+    if isinstance(sparse, dict) and sparse.get("use_sparse_attention"):
+        notes.append("sparse_attention_config (block-sparse attention, MiniMax-M3): its indexer's weights and key "
+                     "cache are not counted and attention reads are planned over the whole context")
     if cfg.prefix:
         notes.append("multimodal wrapper: the language model (text_config) is planned; the vision tower is not counted")
 
@@ -285,10 +288,14 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
         notes.append("tie_word_embeddings absent: untied embeddings assumed (the decoder configs' default)")
     max_ctx = cfg.int("max_position_embeddings", 4096, hi=1_000_000_000)
     mla = cfg.has("kv_lora_rank")
-    kinds = _layer_kinds(cfg, layers)
+    hybrid, nas = cfg.has("hybrid_override_pattern"), cfg.has("block_configs")
+    if hybrid and nas:
+        raise _err("block_configs", "(with hybrid_override_pattern)", "one per-layer layout, not both")
+    kinds = ["full"] * layers if hybrid or nas else _layer_kinds(cfg, layers)
     n_linear, n_sliding = kinds.count("linear"), kinds.count("sliding")
-    if mla and (n_linear or n_sliding):
-        raise _err(cfg.where("layer_types"), "sliding or linear layers with MLA", f"one kind of attention; {SUPPORTED}")
+    if mla and (n_linear or n_sliding or hybrid or nas):
+        raise _err(cfg.where("layer_types"), "sliding, linear or per-layer layers with MLA",
+                   f"one kind of attention; {SUPPORTED}")
     if n_linear and n_sliding:
         raise _err(cfg.where("layer_types"), "both sliding_attention and linear_attention",
                    "one kind of windowed layer per model (the planner holds one window)")
@@ -312,29 +319,22 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
             notes.append(f"sparse attention (index_topk {cfg.int('index_topk')}): the indexer's FP8 key cache is "
                          "counted; attention reads are planned over the whole context (an upper bound on long "
                          "contexts)")
-        full_attn = linear_attn = attn
+        full = AttentionBlock("mla", attn, kv_elements_per_token=kv_el, heads=heads, kv_heads=heads,
+                              head_dim=head_dim)
     else:
-        head_dim = cfg.int("head_dim", 0, lo=0, hi=100_000) or (h // heads)
-        if not cfg.has("head_dim") and h % heads:
+        # head_dim (attention_head_dim: Nemotron-H 56B), else hidden / heads; 0 would be a KV cache of 0 bytes
+        key = "head_dim" if cfg.has("head_dim") or not cfg.has("attention_head_dim") else "attention_head_dim"
+        head_dim = cfg.int(key, 0, hi=100_000) or h // heads
+        if not cfg.has(key) and h % heads:
             raise _err("hidden_size", h, f"a multiple of num_attention_heads ({heads}) when head_dim is absent")
         gate = 2 if cfg.bool("attn_output_gate", False) else 1
-        full_attn = h * heads * head_dim * gate + 2 * h * kv_heads * head_dim + heads * head_dim * h
-        kv_el = 2 * kv_heads * head_dim
-        linear_attn = 0
-        if n_linear:
-            nk, nv = cfg.int("linear_num_key_heads", hi=100_000), cfg.int("linear_num_value_heads", hi=100_000)
-            dk, dv = cfg.int("linear_key_head_dim", hi=100_000), cfg.int("linear_value_head_dim", hi=100_000)
-            kernel = cfg.int("linear_conv_kernel_dim", 4, hi=1_000)
-            key_dim, value_dim = nk * dk, nv * dv
-            conv_ch = 2 * key_dim + value_dim
-            linear_attn = h * (2 * key_dim + 2 * value_dim) + h * 2 * nv + conv_ch * kernel + value_dim * h
-            state = nv * dk * dv * (2 if cfg.str("mamba_ssm_dtype") in ("float32", "fp32") else 1) \
-                + (kernel - 1) * conv_ch
-            window = math.ceil(state / kv_el)
-            notes.append(f"{n_linear} of {layers} layers are linear attention: a fixed state of {state:,} BF16-element "
-                         f"equivalents per layer per sequence, planned as a window of {window:,} tokens of KV (exact "
-                         "once the context is longer; undercounted below it)")
-    attention = sum(linear_attn if k == "linear" else full_attn for k in kinds)
+        full = gqa_block(h=h, heads=heads, kv_heads=kv_heads, head_dim=head_dim, gate=gate)
+    window = 0
+    if n_sliding:
+        key = "sliding_window" if cfg.has("sliding_window") else "attention_chunk_size"
+        window = cfg.int(key, hi=100_000_000)
+    by_kind = {"full": full, "sliding": replace(full, kind="sliding", window_tokens=window),
+               "linear": gated_deltanet_block(cfg, h) if n_linear else full}
 
     # ---- MLP and experts ----
     experts = 0
@@ -343,43 +343,79 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
             experts = cfg.int(key, lo=0, hi=1_000_000)
             break
     inter = cfg.int("intermediate_size", 0, lo=0, hi=10_000_000)
-    mlp_dense = experts_all = shared = router = 0
-    top_k = moe_n = 0
-    expert_layer = 0
+    gated = (cfg.str("mlp_hidden_act") or cfg.str("hidden_act")) != "relu2"  # Nemotron: relu2, two matrices
+    moe = None
     if experts:
         top_k = cfg.int("num_experts_per_tok", None, hi=experts) or cfg.int("experts_per_token", hi=experts)
         moe_inter = cfg.int("moe_intermediate_size", 0, lo=0, hi=10_000_000) or inter
         if not moe_inter:
             raise _err("moe_intermediate_size", "(missing)", "an integer (the routed experts' width)")
-        is_moe = _moe_layers(cfg, layers)
-        moe_n = sum(is_moe)
-        dense_inter = cfg.int("intermediate_size_mlp", 0, lo=0) or inter
-        if moe_n < layers and not dense_inter:
-            raise _err("intermediate_size", "(missing)", "an integer (the dense layers' MLP width)")
-        mlp_dense = (layers - moe_n) * 3 * h * dense_inter
-        expert_layer = 3 * h * moe_inter
-        experts_all = moe_n * experts * expert_layer
-        router = moe_n * h * experts
-        if cfg.has("shared_expert_intermediate_size"):
-            shared_w = cfg.int("shared_expert_intermediate_size", lo=0)
-        elif cfg.has("n_shared_experts"):
-            shared_w = cfg.int("n_shared_experts", lo=0, hi=1_000) * moe_inter
-        elif cfg.has("shared_intermediate_size"):
-            shared_w = cfg.int("shared_intermediate_size", lo=0)
-        elif cfg.str("model_type").startswith("llama4"):
-            shared_w = inter  # Llama 4: one shared expert as wide as a routed one
-        else:
-            shared_w = 0
-        shared = moe_n * 3 * h * shared_w
+        moe = moe_mlp(h=h, experts=experts, top_k=top_k, width=moe_inter,
+                      shared_width=_shared_width(cfg, moe_inter, inter), gated=gated)
+    dense_inter = cfg.int("intermediate_size_mlp", 0, lo=0) or cfg.int("dense_intermediate_size", 0, lo=0) or inter
+    if hybrid:
+        attn_layers, mlp_layers = hybrid_pattern_layers(cfg, h=h, layers=layers, attention=full, moe=moe,
+                                                        dense_width=dense_inter)
+        notes.append(f"hybrid_override_pattern: each of the {layers} layers holds one mixer (Mamba-2, attention, "
+                     "MLP or MoE); the step time still counts each as a whole decoder layer (two all-reduces under "
+                     "tensor parallel, one layer's fixed overheads), an overestimate of those terms")
+    elif nas:
+        attn_layers, mlp_layers = nas_layers(cfg, h=h, heads=heads, head_dim=head_dim, layers=layers)
     else:
-        if not inter:
-            raise _err("intermediate_size", "(missing)", "an integer (the MLP width)")
-        mlp_dense = layers * 3 * h * inter
-    emb = vocab * h * (1 if tied else 2)
-    total = emb + attention + mlp_dense + experts_all + shared + router
-    active = emb + attention + mlp_dense + shared + router + moe_n * top_k * expert_layer
+        attn_layers = [by_kind[k] for k in kinds]
+        is_moe = _moe_layers(cfg, layers) if moe else [False] * layers
+        if not all(is_moe) and not dense_inter:
+            raise _err("intermediate_size", "(missing)",
+                       "an integer (the dense layers' MLP width)" if moe else "an integer (the MLP width)")
+        dense = dense_mlp(h=h, width=dense_inter, gated=gated) if not all(is_moe) else NO_MLP
+        mlp_layers = [moe if flag and moe else dense for flag in is_moe]
+    groups = group_layers(attn_layers, mlp_layers)
+    return _assemble(cfg, doc, digest, groups, notes, tied=tied, vocab=vocab, h=h, layers=layers, heads=heads,
+                     head_dim=head_dim, max_ctx=max_ctx, mla=mla, window=window, today=today)
 
-    # ---- native MTP, quantisation, naming ----
+
+def _assemble(cfg: _Cfg, doc: dict[str, Any], digest: str, groups: tuple[LayerGroup, ...], notes: list[str], *,
+              tied: bool, vocab: int, h: int, layers: int, heads: int, head_dim: int, max_ctx: int, mla: bool,
+              window: int, today: str | None) -> ParsedModel:
+    """The ModelSpec's aggregates from the layer groups (sums over count x block)."""
+    def total(of) -> int:
+        return sum(g.count * of(g) for g in groups)
+
+    attention = total(lambda g: g.attention.params)
+    mlp_dense = total(lambda g: g.mlp.params if g.mlp.kind != "moe" else 0)
+    experts_all = total(lambda g: g.mlp.experts * g.mlp.expert_params)
+    shared, router = total(lambda g: g.mlp.shared_params), total(lambda g: g.mlp.router_params)
+    expert_layer_sum = total(lambda g: g.mlp.expert_params)
+    moe_n = total(lambda g: g.mlp.kind == "moe")
+    moe_groups = [g.mlp for g in groups if g.mlp.kind == "moe"]
+    experts = moe_groups[0].experts if moe_groups else 0
+    top_k = moe_groups[0].experts_per_token if moe_groups else 0
+    emb = vocab * h * (1 if tied else 2)
+    total_params = emb + attention + mlp_dense + experts_all + shared + router
+    active = emb + total(lambda g: g.attention.params + g.mlp.active_params)
+
+    kv_widths = {(g.attention.kv_elements_per_token, g.attention.kv_heads) for g in groups
+                 if g.attention.kv_elements_per_token}
+    if len(kv_widths) != 1:
+        raise _err(cfg.where("block_configs"), f"{len(kv_widths)} KV cache widths across attention layers",
+                   "one KV width (the same KV heads in every attention layer)")
+    (kv_el, kv_heads), = kv_widths
+    n_sliding = total(lambda g: g.attention.kind == "sliding")
+    n_state, state_bytes, stand_in = stand_in_window(groups, kv_el)
+    if n_sliding and n_state:
+        raise _err(cfg.where("layer_types"), "sliding-window layers and layers without a KV cache",
+                   "one kind of windowed layer per model (the planner holds one window)")
+    described = {"linear": "linear attention (Gated DeltaNet)", "mamba2": "Mamba-2",
+                 "linear_replacement": "a linear layer in place of attention", "none": "no attention"}
+    for kind, what in described.items():
+        n = total(lambda g, kind=kind: g.attention.kind == kind)
+        if n:
+            per = next(g.attention.state_bytes_per_sequence for g in groups if g.attention.kind == kind)
+            notes.append(f"{n} of {layers} layers are {what}: " + (f"a fixed state of {per:,} bytes per layer per "
+                         "sequence, charged in memory" if per else "no KV cache") + "; the step's reads plan these "
+                         f"layers as a window of {stand_in:,} token{'s' * (stand_in != 1)} of KV (exact once the "
+                         "context is longer; undercounted below it)")
+
     mtp = cfg.int("num_nextn_predict_layers", 0, lo=0, hi=100) or cfg.int("mtp_num_hidden_layers", 0, lo=0, hi=100) \
         or cfg.int("num_mtp_modules", 0, lo=0, hi=100) * cfg.bool("use_mtp", True)
     if mtp:
@@ -389,29 +425,25 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
     hf_id = _safe_label(str(doc.get("_name_or_path") or ""))
     if not hf_id:
         notes.append(f"no _name_or_path: the deploy command serves '{PLACEHOLDER_PATH}' (replace it with yours)")
-    window_tokens = 0
-    if n_sliding:
-        key = "sliding_window" if cfg.has("sliding_window") else "attention_chunk_size"
-        window_tokens = cfg.int(key, hi=100_000_000)
-    elif n_linear:
-        window_tokens = window
     arch = doc.get("architectures")
     arch_name = _safe_label(arch[0]) if isinstance(arch, list) and arch and isinstance(arch[0], str) else ""
     short = digest[:DIGEST_CHARS]
-    label = f"{hf_id or arch_name or 'Your model'} (config {short[:8]}, {total / 1e9:,.1f}B"
+    label = f"{hf_id or arch_name or 'Your model'} (config {short[:8]}, {total_params / 1e9:,.1f}B"
     label += f" MoE, {active / 1e9:,.1f}B active)" if experts else ")"
     when = today or dt.date.today().isoformat()
     spec = ModelSpec(
         name=model_name(digest), label=label, layers=layers, hidden_size=h, heads=heads, kv_heads=kv_heads,
-        head_dim=head_dim, vocab_size=vocab, total_params_b=total / 1e9, active_params_b=active / 1e9,
-        experts=experts, experts_per_token=top_k, expert_params_b=moe_n * expert_layer / 1e9,
+        head_dim=head_dim, vocab_size=vocab, total_params_b=total_params / 1e9, active_params_b=active / 1e9,
+        experts=experts, experts_per_token=top_k, expert_params_b=expert_layer_sum / 1e9,
         kv_elements_per_token_per_layer=kv_el, native_methods=("mtp",) if mtp else (), draft_model=None,
         max_context_tokens=max_ctx, hf_id=hf_id or PLACEHOLDER_PATH,
         source=Sourced(f"config.json sha256 {short} ({hf_id or arch_name or 'uploaded'}), parsed by "
                        "profiles/model_config.py" + ("; " + "; ".join(notes) if notes else ""), when),
         tied_embeddings=tied, attention="mla" if mla else "gqa", mla_kv_lora_rank=cfg.int("kv_lora_rank") if mla else 0,
-        mla_qk_rope_head_dim=cfg.int("qk_rope_head_dim") if mla else 0, sliding_window_tokens=window_tokens,
-        sliding_window_layers=n_sliding or n_linear, moe_layers=moe_n if experts else 0, fp4_scope=scope,
+        mla_qk_rope_head_dim=cfg.int("qk_rope_head_dim") if mla else 0,
+        sliding_window_tokens=window if n_sliding else stand_in, sliding_window_layers=n_sliding or n_state,
+        moe_layers=moe_n if experts else 0, fp4_scope=scope, layer_groups=groups,
+        state_bytes_per_sequence=float(state_bytes), state_window_layers=n_state,
     )
     breakdown = {"embeddings": emb / 1e9, "attention": attention / 1e9, "dense_mlp": mlp_dense / 1e9,
                  "routed_experts": experts_all / 1e9, "shared_experts": shared / 1e9, "routers": router / 1e9}

@@ -13,10 +13,11 @@ import streamlit as st
 from planner.answer import Plan
 from planner.formatting import fmt_usd
 from planner.request import PlanRequest
+from views import _price
 from views import _state as S
 
 TOGGLE = "hw_compare"  # session / URL key: compare GPU types (off by default: it sizes dozens of fleets)
-PRICE_PREFIX = "gpu_price_"  # + GPU type: its $/GPU-hour (session / URL keys; views._state.PARAMS)
+PRICE_PREFIX = _price.GPU_PRICE_PREFIX  # + GPU type: its $/GPU-hour (session / URL keys; views._state.PARAMS)
 
 
 def with_comparison(req: PlanRequest) -> PlanRequest:
@@ -26,9 +27,8 @@ def with_comparison(req: PlanRequest) -> PlanRequest:
     if not ss.get(TOGGLE):
         return req
     cat = S.catalog()
-    prices = tuple((name, float(ss[PRICE_PREFIX + name])) for name, hw in cat.hardware.items()
-                   if name != req.hardware and PRICE_PREFIX + name in ss
-                   and abs(float(ss[PRICE_PREFIX + name]) - hw.usd_per_gpu_hour_mid) > 1e-9)
+    prices = tuple((name, float(ss[PRICE_PREFIX + name])) for name in cat.hardware
+                   if name != req.hardware and PRICE_PREFIX + name in ss and _price.gpu_price_entered(name))
     return dataclasses.replace(req, compare_hardware=True, hardware_prices=prices)
 
 
@@ -69,10 +69,11 @@ def _prices(req: PlanRequest) -> None:
         for i, (name, hw) in enumerate(cat.hardware.items()):
             col = cols[i % 3]
             if name == req.hardware:
-                col.caption(f"{hw.label}: ${req.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid:.2f} (the sidebar's "
+                col.caption(f"{hw.label}: ${_price.price_of(req, hw):.2f} (the sidebar's "
                             "price, the plan's GPU)")
                 continue
             col.number_input(hw.label, min_value=0.01, max_value=1000.0, step=0.1, key=PRICE_PREFIX + name,
+                             on_change=_price.mark_gpu_price_entered, args=(name,),
                              help=f"Default: midpoint of ${hw.usd_per_gpu_hour_low:.2f}-${hw.usd_per_gpu_hour_high:.2f} "
                                   f"({hw.price.source}, {hw.price.date}).")
 

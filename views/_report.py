@@ -20,8 +20,8 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from planner.answer import LeverStep, Plan
-from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd
+from planner.answer import LeverStep, Plan, PlanFleet
+from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd, plan_dict
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\n")
 
@@ -59,7 +59,7 @@ def _cell(v: Any) -> Any:
 # the planner) is shown by `extra_rows` / `_extra_html`, so it reaches the board without a change here.
 SHOWN_PLAN_FIELDS = frozenset({"request", "segments", "usd_per_gpu_hour", "baseline", "reference", "reference_note",
                                "methods", "best", "recommendation", "verdict", "economics", "levers", "deploy",
-                               "assumptions", "costs", "alternatives", "fleet"})
+                               "assumptions", "costs", "alternatives", "fleet", "reference_fleet", "best_fleet"})
 SHOWN_ECONOMICS_FIELDS = frozenset({"reference_usd_per_mtok", "new_usd_per_mtok", "monthly_output_tokens",
                                     "monthly_saving_usd", "monthly_saving_low_usd", "monthly_saving_high_usd",
                                     "one_time_usd", "one_time_low_usd", "one_time_high_usd", "payback_months",
@@ -82,17 +82,13 @@ REQUEST_FIELDS = (("confidence", "confidence a recommendation requires", "probab
 HARDWARE_FIELD = "hardware_choice"  # the cheapest fleet per GPU type, with and without speculation
 
 
-def fleet_pair(p: Plan):
-    """(today's fleet, the best method's fleet or None) from the plan's fleet by hour, the pair the Plan page draws;
-    (None, None) without a fleet."""
-    f = p.fleet
-    if f is None or not f.configs:
-        return None, None
-    by_method = {c.method: c for c in f.configs}
-    today = by_method.get(p.reference.method) if p.reference is not None else None
-    today = today or f.configs[0]
-    best = by_method.get(p.best.method) if p.best is not None else None
-    return today, (best if best is not today else None)
+def fleet_pair(p: Plan) -> tuple[PlanFleet | None, PlanFleet | None]:
+    """(today's fleet, the best method's fleet), the plan's own two (Plan.reference_fleet / best_fleet, each at its
+    own TP), the pair the Plan page draws; the best one None when it is today's configuration."""
+    today, best = p.reference_fleet, p.best_fleet
+    if best is not None and today is not None and (best.method, best.tp) == (today.method, today.tp):
+        best = None
+    return today, best
 
 
 def _scalar(v: Any) -> bool:
@@ -100,10 +96,12 @@ def _scalar(v: Any) -> bool:
 
 
 def _records(value: Any) -> list[dict] | None:
-    """A tuple of dataclass records as plain rows (scalar fields only); None when `value` is not one."""
-    if not isinstance(value, (tuple, list)) or not value or not all(dataclasses.is_dataclass(v) for v in value):
+    """A record or a list of records of the plan's JSON (planner.formatting.plan_dict) as plain rows (scalar fields
+    only); None when `value` is neither."""
+    value = [value] if isinstance(value, dict) else value
+    if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
         return None
-    return [{f.name: getattr(v, f.name) for f in dataclasses.fields(v) if _scalar(getattr(v, f.name))} for v in value]
+    return [{k: x for k, x in v.items() if _scalar(x)} for v in value]
 
 
 def bill_rows(p: Plan) -> list[dict]:
@@ -111,20 +109,21 @@ def bill_rows(p: Plan) -> list[dict]:
     every configuration's bills, as report rows."""
     rows: list[dict] = []
     today, best = fleet_pair(p)
-    if today is None:
+    if today is None and best is None:
         return rows
     f = p.fleet
+    one = today or best
 
     def add(section, item, value, unit, basis=""):
         rows.append({"section": section, "item": item, "value": value, "unit": unit, "basis": basis})
 
-    add("fleet", "hours", f.shape_source, "", "where the hourly load comes from")
-    add("fleet", "price", f.usd_per_gpu_hour, "$/GPU-hour", "")
-    add("fleet", "GPUs per replica", f.tp, "GPUs", "tensor parallel")
+    add("fleet", "hours", one.hours_source, "", "where the hourly load comes from")
+    add("fleet", "price", one.usd_per_gpu_hour, "$/GPU-hour", "")
+    add("fleet", "GPUs per replica", p.request.tp, "GPUs", "tensor parallel requested")
     for role, cfg in (("today", today), ("with speculation", best)):
         if cfg is None:
             continue
-        basis = f"{cfg.label}" + (f", K={cfg.k}" if cfg.k else "")
+        basis = f"{cfg.label}, TP={cfg.tp}" + (f", K={cfg.k}" if cfg.k else "") + f", batch {cfg.batch}"
         add("bill", f"{role}: autoscaled", cfg.usd_per_month_autoscaled, "$/month",
             f"{basis}; {cfg.gpu_hours_per_month_autoscaled:,.0f} GPU-hours/month")
         add("bill", f"{role}: fixed at the peak", cfg.usd_per_month_fixed, "$/month",
@@ -135,7 +134,7 @@ def bill_rows(p: Plan) -> list[dict]:
                 f"{basis}; {h.replicas} replicas, {h.requests_per_s:.4g} requests/s, batch {h.batch:.1f}, "
                 f"TPOT {h.tpot_ms:.1f} ms, prefill {h.prefill_share * 100:.0f} % of the time"
                 + ("" if h.feasible else "; misses the SLO"))
-    for cfg in f.configs:
+    for cfg in f.configs if f is not None else ():
         add("bills by configuration", cfg.label, cfg.usd_per_month_autoscaled, "$/month autoscaled",
             f"fixed at the peak {cfg.usd_per_month_fixed:.2f} $/month; peak {cfg.peak_gpus} GPUs")
     return rows
@@ -212,11 +211,12 @@ def extra_rows(p: Plan) -> list[dict]:
         if f.name not in SHOWN_ECONOMICS_FIELDS | named and _scalar(v) and v is not None:
             add("economics", f.name, v)
     rows += hardware_rows(p)
+    data = plan_dict(p)  # the one serialisation of the plan (the CLI's JSON)
     for f in dataclasses.fields(p):
         if f.name in SHOWN_PLAN_FIELDS | named | {HARDWARE_FIELD}:
             continue
-        v = getattr(p, f.name)
-        recs = _records(v if isinstance(v, (tuple, list)) else [v])
+        v = data.get(f.name)
+        recs = _records(v)
         if recs is not None:
             for i, r in enumerate(recs, 1):
                 for k, x in r.items():
@@ -293,18 +293,20 @@ def _rows_html(rows: list[dict]) -> str:
 def _fleet_html(p: Plan) -> str:
     """The bills and the fleet by hour (today and with the best method) as HTML tables."""
     today, best = fleet_pair(p)
-    if today is None:
+    if today is None and best is None:
         return "<h2>The bill</h2><p>No configuration meets the SLO, so no fleet can be sized.</p>"
     e = html.escape
     rows = bill_rows(p)
-    out = [f"<h2>The bill: the fleet by hour</h2><p>{e(p.fleet.shape_source)}. Autoscaled: each hour's replicas; "
+    cols = [(f"GPUs today ({today.label})", today), (f"GPUs with {best.label}" if best else "", best)]
+    cols = [(name, cfg) for name, cfg in cols if cfg is not None]
+    out = [f"<h2>The bill: the fleet by hour</h2><p>{e(cols[0][1].hours_source)}. Autoscaled: each hour's replicas; "
            "fixed: a fleet sized for the busiest hour, all month.</p>",
            _rows_html([r for r in rows if r["section"] == "bill"]),
            "<h3>GPUs by hour</h3><table><tr><th>hour</th><th>requests/s</th>"
-           f"<th>GPUs today ({e(today.label)})</th>" + (f"<th>GPUs with {e(best.label)}</th>" if best else "") + "</tr>"]
-    for i, h in enumerate(today.hours):
-        out.append(f"<tr><td>{h.hour:02d}</td><td>{h.requests_per_s:.4g}</td><td>{h.gpus}</td>"
-                   + (f"<td>{best.hours[i].gpus}</td>" if best else "") + "</tr>")
+           + "".join(f"<th>{e(name)}</th>" for name, _ in cols) + "</tr>"]
+    for i, h in enumerate(cols[0][1].hours):
+        out.append(f"<tr><td>{h.hour:02d}</td><td>{h.requests_per_s:.4g}</td>"
+                   + "".join(f"<td>{cfg.hours[i].gpus}</td>" for _, cfg in cols) + "</tr>")
     out.append("</table><h3>Every configuration</h3>")
     out.append(_rows_html([r for r in rows if r["section"] == "bills by configuration"]))
     return "".join(out)

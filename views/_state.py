@@ -30,7 +30,7 @@ from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
-from views import _acceptance_box, _model_box
+from views import _acceptance_box, _hardware_box, _model_box, _price
 from views._client import client_address
 from views._text import plain, plain_in, quoted
 
@@ -44,15 +44,14 @@ PROFILE_KEY = "traffic_profile"  # TrafficProfile | None (plain session key, not
 PROFILE_ORIGIN_KEY = "traffic_origin"  # "sample:<name>" or "upload:<file name>"
 
 
-@st.cache_resource
-def _catalog_with(calibrated: tuple[tuple[str, float], ...]):
-    """The catalogue with the calibrated profiles (calibration.calibrated_catalog), cached per set of profile files
-    and their modification times."""
-    return with_calibrated(load_catalog(), tuple(name for name, _mtime in calibrated))
+@st.cache_resource(max_entries=64)
+def _catalog_with(calibrated: tuple[tuple[str, float], ...], specs: tuple[str, ...] = ()):
+    """The catalogue with the calibrated profiles (per profile files and mtimes) and the session's GPU specs."""
+    return _hardware_box.with_specs(with_calibrated(load_catalog(), tuple(name for name, _mtime in calibrated)), specs)
 
 
 def catalog():
-    return _catalog_with(calibrated_files())
+    return _catalog_with(calibrated_files(), _hardware_box.spec_names())
 
 
 @dataclass(frozen=True)
@@ -88,9 +87,10 @@ def _params() -> dict[str, Param]:
     hw = cat.hardware[DEFAULTS["hardware"]]
     params = {
         "model": Param(DEFAULTS["model"], str, lambda v: v in cat.models),
-        "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware),
+        "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware or _hardware_box.known(v)),
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
         "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0)),
+        _price.PRICE_SET: Param(False, _bool, lambda v: isinstance(v, bool)),  # typed: entered (views._price)
         "tp": Param(DEFAULTS["tp"], int, lambda v: v in (1, 2, 4, 8)),
         "attn_dp": Param(False, _bool, lambda v: isinstance(v, bool)),
         "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in WEIGHT_DTYPES),
@@ -141,6 +141,7 @@ def _params() -> dict[str, Param]:
     params["hw_compare"] = Param(False, _bool, lambda v: isinstance(v, bool))  # Plan page: compare GPU types
     for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views._hardware)
         params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
+    params[_price.GPU_PRICES_SET] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
     return params
 
 
@@ -166,6 +167,7 @@ def init() -> list[str]:
                 problems.append(f"URL parameter {key}={plain(repr(raw))} is out of range or unknown; using {p.default!r}")
                 continue
             ss[key] = val
+            _price.from_link(key)
         if "hardware" in st.query_params and "price" not in st.query_params:
             ss["price"] = cat_hw_price(ss["hardware"])  # a link's hardware brings its own list price
         ss["_url_problems"] = problems
@@ -203,10 +205,6 @@ def write_url() -> None:
 # Sidebar: the shared scenario inputs
 # ---------------------------------------------------------------------------------------------------
 
-def _on_hardware_change() -> None:
-    st.session_state["price"] = catalog().hardware[st.session_state["hardware"]].usd_per_gpu_hour_mid
-
-
 def sidebar() -> None:
     cat = catalog()
     ss = st.session_state
@@ -215,10 +213,11 @@ def sidebar() -> None:
         st.selectbox("Model", _model_box.model_options(cat), key="model", format_func=lambda n: _model_box.label(cat, n))
         _model_box.model_box(cat)
         _acceptance_box.acceptance_box(cat)
-        st.selectbox("Hardware", list(cat.hardware), key="hardware", format_func=lambda n: cat.hardware[n].label,
-                     on_change=_on_hardware_change)
+        st.selectbox("Hardware", list(cat.hardware), key="hardware", format_func=lambda n: _hardware_box.label(cat, n),
+                     on_change=_price.on_hardware_change, args=(cat,))
+        _hardware_box.hardware_box()
         hw = cat.hardware[ss["hardware"]]
-        st.number_input("Price, $/GPU-hour", min_value=0.01, max_value=1000.0, step=0.1, key="price",
+        st.number_input("Price, $/GPU-hour", min_value=0.01, max_value=1000.0, step=0.1, key="price", on_change=_price.typed,
                         help=f"Default: midpoint of the {hw.label} list range ${hw.usd_per_gpu_hour_low:.2f}-"
                              f"${hw.usd_per_gpu_hour_high:.2f} ({hw.price.source}, {hw.price.date}).")
         c1, c2 = st.columns(2)
@@ -339,14 +338,13 @@ def request(**changes) -> P.PlanRequest:
     the one traffic-to-request adapter the CLI uses (profiles.request.request_from_traffic)."""
     ss = st.session_state
     cat = catalog()
-    price = float(ss["price"])
     req = request_from_traffic(
         ss.get(PROFILE_KEY), volume=float(ss["volume_b"]) * 1e9, volume_typed=ss["volume_source"] == "manual",
         volume_label="entered in the sidebar", tpot_slo_ms=float(ss["slo"]), cap_batch=bool(ss.get("traffic_cap", True)),
         model=ss["model"], hardware=ss["hardware"], tp=int(ss["tp"]), dtype=ss["dtype"],
         attention_dp=bool(ss.get("attn_dp", False)) and bool(cat.models[ss["model"]].experts),
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
-        usd_per_gpu_hour=None if abs(price - cat.hardware[ss["hardware"]].usd_per_gpu_hour_mid) < 1e-9 else price,
+        usd_per_gpu_hour=_price.entered_price(),  # typed: entered, whatever its value
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
         costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)),
         billing=ss.get("billing", "autoscaled"), engine=ss.get("engine", "vllm"),
@@ -381,7 +379,7 @@ def is_profile() -> bool:
 def scenario_caption(req: P.PlanRequest) -> str:
     cat = catalog()
     hw = cat.hardware[req.hardware]
-    price = req.usd_per_gpu_hour or hw.usd_per_gpu_hour_mid
+    price = _price.price_of(req, hw)
     if req.spend_usd_per_month is not None:
         gpus = f" on at most {req.spend_gpus:,} GPUs" if req.spend_gpus is not None else ""
         return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "

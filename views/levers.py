@@ -83,6 +83,11 @@ def render() -> None:
         f"{fmt_cpm(total.end_usd_per_mtok)}/Mtok): saving {fmt_usd(total.monthly_saving_usd)}/month for "
         f"{fmt_usd(total.one_time_usd_high)} one-time; the set pays back in {fmt_months(total.payback_months)}, "
         f"NPV {fmt_usd(total.npv_usd)} over {costs.horizon_months} months.")
+    today = p.reference_fleet  # the Plan's "today" (planner.plan), at its own TP
+    if today is not None and (today.method, today.tp) != (start, req.tp):
+        st.caption(f"The Plan's today is {today.label} on {today.tp} GPUs per replica: {fmt_usd(today.usd_per_month)}"
+                   f"/month ({today.billing}), {today.peak_gpus:,} GPUs at the peak; this waterfall starts from "
+                   f"{label[start]} on {req.tp} GPUs per replica.")
     S.glossary()
     order = st.radio("Order", ["article", "return"], key="levers_order", horizontal=True,
                      format_func=lambda v: "the article's order" if v == "article"

@@ -97,14 +97,14 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
     if sav is not None:
         row1[2].caption(f"range {fmt_usd(e.monthly_saving_low_usd)} to {fmt_usd(e.monthly_saving_high_usd)}/month")
     bills = st.columns(3)
-    if e.reference_bill_usd_per_month is not None:
-        bills[0].metric(f"Bill today, {e.billing}", f"{fmt_usd(e.reference_bill_usd_per_month)}/month",
+    if (tf := p.reference_fleet) is not None:
+        bills[0].metric(f"Bill today, {tf.billing}", f"{fmt_usd(tf.usd_per_month)}/month",
                         help="The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by hour, below).")
-        bills[0].caption(f"{e.reference_peak_gpus} GPUs at the peak; TPOT {_ms(e.reference_tpot_ms)}")
-    if e.new_bill_usd_per_month is not None and best is not None:
-        bills[1].metric(f"Bill with {best.label}", f"{fmt_usd(e.new_bill_usd_per_month)}/month",
+        bills[0].caption(f"{tf.peak_gpus} GPUs at the peak ({tf.tp} per replica); TPOT {_ms(tf.tpot_ms)}")
+    if (bf := p.best_fleet) is not None:
+        bills[1].metric(f"Bill with {bf.label}", f"{fmt_usd(bf.usd_per_month)}/month",
                         help="The best method's fleet for the same traffic and SLO.")
-        bills[1].caption(f"{e.new_peak_gpus} GPUs at the peak; TPOT {_ms(e.new_tpot_ms)}")
+        bills[1].caption(f"{bf.peak_gpus} GPUs at the peak ({bf.tp} per replica); TPOT {_ms(bf.tpot_ms)}")
     if e.p_saving_positive is not None:
         bills[2].metric("P(saving > 0)", f"{e.p_saving_positive * 100:.0f} %",
                         help=f"Share of seeded draws (acceptance, step time; the price only if asked) whose fleet "
@@ -191,39 +191,43 @@ def _fleet(p: Plan) -> None:
     st.selectbox("Daily traffic shape (when the traffic profile does not cover a whole day)", list(SHAPE_LABELS),
                  key="fleet_shape", format_func=lambda v: SHAPE_LABELS[v])
     f = p.fleet
-    if f is None:
+    today, best = p.reference_fleet, p.best_fleet
+    if today is None and best is None:
         st.info("No configuration meets the SLO, so no fleet can be sized.")
         return
-    today = f.config(p.reference.method) if p.reference is not None and p.reference.method in [
-        c.method for c in f.configs] else f.configs[0]
-    best = f.config(p.best.method) if p.best is not None else None
+    if best is not None and today is not None and (best.method, best.tp) == (today.method, today.tp):
+        best = None  # today's configuration is the best one
     c = st.columns(3)
-    c[0].metric(f"Peak GPUs today ({today.label})", f"{today.peak_gpus:,}",
-                help="The fewest replicas that keep every user's TPOT under the SLO and the batch in memory at the "
-                     "busiest hour (Little's law: sequences in flight = arrivals x time in system), x TP.")
-    if best is not None and best is not today:
-        c[1].metric(f"Peak GPUs with {best.label}", f"{best.peak_gpus:,}",
-                    delta=f"{best.peak_gpus - today.peak_gpus:+,} GPUs", delta_color="inverse")
-        fixed = p.request.billing == "fixed"
-        b_usd = best.usd_per_month_fixed if fixed else best.usd_per_month_autoscaled
-        t_usd = today.usd_per_month_fixed if fixed else today.usd_per_month_autoscaled
-        c[2].metric(f"Monthly bill, {p.request.billing}", f"{fmt_usd(b_usd)}/month",
-                    delta=fmt_usd(b_usd - t_usd) + "/month", delta_color="inverse",
-                    help=f"GPUs per hour x {fmt_usd(f.usd_per_gpu_hour, 2)}/GPU-hour, summed over the month. A "
-                         f"fleet sized for the peak: {fmt_usd(best.usd_per_month_fixed)}/month with "
-                         f"{best.label}, {fmt_usd(today.usd_per_month_fixed)}/month today.")
+    if today is not None:
+        c[0].metric(f"Peak GPUs today ({today.label})", f"{today.peak_gpus:,}",
+                    help="The fewest replicas that keep every user's TPOT under the SLO and the batch in memory at the "
+                         f"busiest hour (Little's law: sequences in flight = arrivals x time in system), x TP "
+                         f"({today.tp}).")
+    else:
+        c[0].metric("Peak GPUs today", "none meets the SLO", help=p.reference_note)
+    if best is not None:
+        delta = None if today is None else f"{best.peak_gpus - today.peak_gpus:+,} GPUs"
+        c[1].metric(f"Peak GPUs with {best.label}", f"{best.peak_gpus:,}", delta=delta, delta_color="inverse")
+        c[2].metric(f"Monthly bill, {best.billing}", f"{fmt_usd(best.usd_per_month)}/month",
+                    delta=None if today is None else fmt_usd(best.usd_per_month - today.usd_per_month) + "/month",
+                    delta_color="inverse",
+                    help=f"GPUs per hour x {fmt_usd(best.usd_per_gpu_hour, 2)}/GPU-hour, summed over the month. A "
+                         f"fleet sized for the peak: {fmt_usd(best.usd_per_month_fixed)}/month with {best.label}"
+                         + ("" if today is None else f", {fmt_usd(today.usd_per_month_fixed)}/month today") + ".")
     fig = go.Figure()
-    fig.add_scatter(x=[h.hour for h in today.hours], y=[h.gpus for h in today.hours], mode="lines+markers",
-                    line_shape="hv", name=f"today ({today.label})")
-    if best is not None and best is not today:
-        fig.add_scatter(x=[h.hour for h in best.hours], y=[h.gpus for h in best.hours], mode="lines+markers",
-                        line_shape="hv", name=best.label)
+    for cfg, name in ((today, f"today ({today.label})" if today else ""), (best, best.label if best else "")):
+        if cfg is not None:
+            fig.add_scatter(x=[h.hour for h in cfg.hours], y=[h.gpus for h in cfg.hours], mode="lines+markers",
+                            line_shape="hv", name=name)
     fig.update_layout(xaxis_title="hour of day", yaxis_title="GPUs", height=320, legend={"orientation": "h", "y": -0.3})
     st.plotly_chart(fig, key="plan_fleet_chart", width="stretch")
-    st.caption(f"Hours: {_own(f.shape_source)}. Today's bill: {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
-               f"{fmt_usd(today.usd_per_month_fixed)}/month for a fleet sized for the peak. Prefill shares each "
-               "replica's time with decoding; at least one replica runs every hour.")
-    with st.expander("Fleet by hour, every configuration"):
+    bill = ("" if today is None else f"Today's bill: {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
+            f"{fmt_usd(today.usd_per_month_fixed)}/month for a fleet sized for the peak ({today.tp} GPUs per replica). ")
+    st.caption(f"Hours: {_own((today or best).hours_source)}. {bill}Prefill shares each replica's time "
+               "with decoding; at least one replica runs every hour.")
+    if f is None:
+        return
+    with st.expander(f"Fleet by hour, every configuration at the requested TP ({f.tp} GPUs per replica)"):
         st.dataframe([{"configuration": cfg.label, "K": cfg.k or None, "peak GPUs": cfg.peak_gpus,
                        "GPU-hours/month (autoscaled)": round(cfg.gpu_hours_per_month_autoscaled),
                        "$/month autoscaled": round(cfg.usd_per_month_autoscaled),

@@ -25,13 +25,15 @@ def render() -> None:
     mc = S.monte_carlo(req, p.best.method, p.best.k) if p.best is not None else None
     st.markdown(f"**Recommendation:** {plain_in(p.verdict, getattr(st.session_state.get(S.PROFILE_KEY), 'name', None))}")
     today, best = rep.fleet_pair(p)
+    parts = []
     if today is not None:
-        line = f"**The bill today ({today.label}):** {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, " \
-               f"{fmt_usd(today.usd_per_month_fixed)}/month fixed at the peak ({today.peak_gpus:,} GPUs)"
-        if best is not None:
-            line += (f"; **with {best.label}:** {fmt_usd(best.usd_per_month_autoscaled)}/month autoscaled, "
+        parts.append(f"**The bill today ({today.label}):** {fmt_usd(today.usd_per_month_autoscaled)}/month "
+                     f"autoscaled, {fmt_usd(today.usd_per_month_fixed)}/month fixed at the peak ({today.peak_gpus:,} GPUs)")
+    if best is not None:
+        parts.append(f"**with {best.label}:** {fmt_usd(best.usd_per_month_autoscaled)}/month autoscaled, "
                      f"{fmt_usd(best.usd_per_month_fixed)}/month fixed ({best.peak_gpus:,} GPUs)")
-        st.markdown(line + ".")
+    if parts:
+        st.markdown("; ".join(parts) + ".")
     if mc is not None:
         st.markdown(f"**How sure:** {cat.methods[mc.method].label} (K={mc.k}) saves money in {mc.p_saves * 100:.0f} % "
                     f"of {mc.samples} draws (monthly saving p5 {fmt_usd(mc.saving_p05)}, median "

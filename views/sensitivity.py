@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from planner import sensitivity as sens
 from planner.formatting import fmt_pct, fmt_usd
+from planner.price import gpu_price
 from views import _state as S
 
 
@@ -183,8 +184,12 @@ def render() -> None:
     fig.add_vline(x=0, line_dash="dot")
     fig.update_layout(xaxis_title=f"{label}: CPM change vs no speculation, %", yaxis_title="samples", height=320)
     st.plotly_chart(fig, key="sens_mc_hist", width="stretch")
+    price = gpu_price(S.catalog().hardware[req.hardware], req.usd_per_gpu_hour)
+    price_text = ("drawn from the list range" if mc.price_drawn else
+                  f"the entered ${price.usd_per_gpu_hour:.2f}, never drawn over" if price.entered else
+                  f"the list midpoint ${price.usd_per_gpu_hour:.2f} (tick the box above to draw it)")
     st.caption(f"Draws: {mc.source}. Today's configuration and {label} at K={mc.k} are both re-evaluated at their own "
-               "best batch in every draw; the one-time cost is uniform within its range.")
+               f"best batch in every draw; the one-time cost is uniform within its range. $/GPU-hour: {price_text}.")
 
 
 if __name__ == "__main__":

@@ -46,3 +46,17 @@ def _default_request(cat):
     return PlanRequest(model=d["model"], hardware=d["hardware"], tp=d["tp"], dtype=d["dtype"], tpot_slo_ms=d["slo"],
                        monthly_output_tokens=d["volume_b"] * 1e9, workload=d["workload"], language=d["language"],
                        daily_shape="flat")
+
+
+def test_a_comparison_price_typed_back_to_the_list_midpoint_stays_entered(app, cat):
+    """Entered means typed, whatever the value (views._price): a GPU type's price typed to its list midpoint is shown
+    as entered, and the link carries that it was typed."""
+    mid = cat.hardware["h200"].usd_per_gpu_hour_mid
+    at = app({"hw_compare": "true"})
+    assert _table(at).set_index("GPU").loc[cat.hardware["h200"].label]["price"] == "list midpoint"
+    at.number_input(key="gpu_price_h200").set_value(mid + 1.0).run()
+    at.number_input(key="gpu_price_h200").set_value(mid).run()
+    assert not at.exception, at.exception
+    row = _table(at).set_index("GPU").loc[cat.hardware["h200"].label]
+    assert row["price"] == "entered" and row["$/GPU-hour"] == pytest.approx(mid)
+    assert dict(at.query_params)["gpu_prices_set"] == "h200"

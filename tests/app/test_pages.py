@@ -625,3 +625,43 @@ def test_billing_in_the_link_prices_every_page_and_the_tornado_shows_the_bill_sa
     bars = chart(at, "sens_tornado")["data"]
     assert bars[0]["base"] == pytest.approx(tor[0].mid_saving_usd, rel=1e-6)
     assert "monthly saving" in chart(at, "sens_tornado")["layout"]["xaxis"]["title"]["text"]
+
+
+def test_plan_fleet_today_at_another_tp_is_the_headline_fleet(app, cat):
+    """4 x H100 misses a 10 ms TPOT without speculation, so today is no speculation at TP=8: the Fleet section shows
+    that fleet's GPUs and bill (the headline's), not the best method's under today's name (issue 30 / 32)."""
+    at = app({"slo": "10", "volume_b": "20"})
+    p = planned(cat, tpot_slo_ms=10.0, monthly_output_tokens=2e10)
+    today, best = p.reference_fleet, p.best_fleet
+    assert today.tp == 8 and today.peak_gpus == p.economics.reference_peak_gpus
+    peak = metric(at, "Peak GPUs today")
+    assert today.label in peak.label and int(peak.value.replace(",", "")) == today.peak_gpus
+    assert int(metric(at, "Peak GPUs with").value.replace(",", "")) == best.peak_gpus
+    assert money(metric(at, "Bill today").value) == pytest.approx(p.economics.reference_bill_usd_per_month, abs=1)
+    hours = next(c.value for c in at.caption if c.value.startswith("Hours:"))
+    assert f"Today's bill: {P.fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled" in hours
+    rec = next(m.value for m in at.markdown if m.value.startswith("**Recommendation:**"))
+    assert f"{today.peak_gpus} -> {best.peak_gpus} GPUs" in rec and P.fmt_usd(today.usd_per_month) in rec
+
+
+def test_a_typed_price_equal_to_the_midpoint_is_entered_and_never_drawn_over(app, cat):
+    """Entered means typed, whatever the value: a price typed back to the list midpoint (or carried by a link) is
+    the plan's entered price, and the Monte Carlo asked to draw the price leaves it alone."""
+    mid = cat.hardware["h100-sxm"].usd_per_gpu_hour_mid
+
+    def price_line(at) -> str:
+        return next(c.value for c in at.caption if c.value.startswith("Draws:"))
+
+    at = app({"mc_price": "true"})
+    at.switch_page("views/sensitivity.py").run()
+    assert not at.session_state["price_set"] and "$/GPU-hour: drawn from the list range" in price_line(at)
+    at.number_input(key="price").set_value(mid + 1.0).run()
+    at.number_input(key="price").set_value(mid).run()
+    assert not at.exception, at.exception
+    assert at.session_state["price_set"] and at.number_input(key="price").value == pytest.approx(mid)
+    assert f"$/GPU-hour: the entered ${mid:.2f}, never drawn over" in price_line(at)
+    linked = app({"mc_price": "true", "price": str(mid)})
+    linked.switch_page("views/sensitivity.py").run()
+    assert f"the entered ${mid:.2f}, never drawn over" in price_line(linked)
+    linked.selectbox(key="hardware").set_value("h200").run()  # another GPU type: its list midpoint, not entered
+    assert not linked.session_state["price_set"] and "drawn from the list range" in price_line(linked)

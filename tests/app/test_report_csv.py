@@ -8,6 +8,7 @@ import csv
 import io
 
 import pandas as pd
+import pytest
 
 from views import _report as rep
 
@@ -49,3 +50,22 @@ def test_every_physical_line_starting_with_a_formula_is_inside_a_quoted_cell():
         if not in_quotes:
             assert not ch_line.startswith(FORMULA_START[:4]), ch_line
         in_quotes ^= ch_line.count('"') % 2 == 1
+
+
+def test_the_bill_today_in_the_csv_is_the_headline_when_today_is_another_tp(cat):
+    """4 x H100 misses a 10 ms TPOT without speculation, so today is no speculation at TP=8: the CSV's fleet rows
+    carry the headline's GPUs and bill, not the best method's fleet under today's name (issue 30 / 32)."""
+    from planner import plan as P
+
+    p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=10.0,
+                             monthly_output_tokens=2e10), cat)
+    assert p.reference_fleet.tp == 8
+    back = list(csv.DictReader(io.StringIO(rep.to_csv(rep.scenario_rows(p, [], None)), newline="")))
+    value = {(r["section"], r["item"]): r["value"] for r in back}
+    peak, bill = int(value[("bill", "today: peak GPUs")]), float(value[("bill", "today: autoscaled")])
+    assert peak == int(value[("headline", "peak GPUs today")]) == p.economics.reference_peak_gpus
+    assert bill == pytest.approx(float(value[("headline", "bill today")]), rel=1e-9)
+    assert bill == pytest.approx(p.economics.reference_bill_usd_per_month, rel=1e-9)
+    assert int(value[("bill", "with speculation: peak GPUs")]) == p.economics.new_peak_gpus < peak
+    hours = [r for r in back if r["section"] == "fleet by hour, today"]
+    assert len(hours) == 24 and all("TP=8" in r["basis"] for r in hours)

@@ -265,3 +265,32 @@ def test_tornado_bars_carry_the_fleets_bill_saving(catalog):
     assert acc.saving_swing_usd == pytest.approx(acc.high_saving_usd - acc.low_saving_usd)
     # a looser SLO (60 ms) lets every replica run a larger batch: the fleets and their saving are re-sized
     assert np.isfinite(bars["TPOT SLO"].high_saving_usd)
+
+
+def test_an_entered_price_is_entered_whatever_its_value(catalog):
+    """The price rule in one place: the price the user typed, the list midpoint included, is an entered price; only
+    no price at all falls back to the list midpoint."""
+    from planner.price import GpuPrice, gpu_price
+
+    hw = catalog.hardware["h100-sxm"]
+    mid = hw.usd_per_gpu_hour_mid
+    assert gpu_price(hw, None) == GpuPrice(mid, entered=False)
+    assert gpu_price(hw, mid) == GpuPrice(mid, entered=True)
+    assert gpu_price(hw, 1.25) == GpuPrice(1.25, entered=True)
+    typed = P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", usd_per_gpu_hour=mid), catalog)
+    listed = P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm"), catalog)
+    typed_src, listed_src = (next(a.source for a in p.assumptions if a.what == "$/GPU-hour") for p in (typed, listed))
+    assert typed_src == "entered by the user" and listed_src == hw.price.source
+    assert typed.usd_per_gpu_hour == listed.usd_per_gpu_hour == mid
+
+
+def test_the_month_of_gpu_hours_is_the_mean_or_the_peak_over_a_day():
+    from planner.fleet import gpu_hours_per_month, monthly_bill_usd
+
+    gpus = np.array([[8, 16, 8, 0], [4, 4, 4, 4]])  # two fleets, a day of four 6-hour slots
+    assert gpu_hours_per_month(gpus, billing="autoscaled") == pytest.approx([8 * 24 * DAYS_PER_MONTH,
+                                                                             4 * 24 * DAYS_PER_MONTH])
+    assert gpu_hours_per_month(gpus, billing="fixed") == pytest.approx([16 * 24 * DAYS_PER_MONTH,
+                                                                        4 * 24 * DAYS_PER_MONTH])
+    assert monthly_bill_usd(gpus, billing="fixed", usd_per_gpu_hour=2.5) == pytest.approx(
+        [16 * 24 * DAYS_PER_MONTH * 2.5, 4 * 24 * DAYS_PER_MONTH * 2.5])

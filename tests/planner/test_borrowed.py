@@ -9,6 +9,7 @@ import pytest
 
 from planner.borrowed import (
     ASSUMED_TPOT_ERROR,
+    SAME_ARCH_TPOT_ERROR,
     SHAPE_TERMS,
     TIME_TERMS,
     BorrowFit,
@@ -18,6 +19,8 @@ from planner.borrowed import (
 )
 from planner.context import efficiency_for
 from planner.sensitivity import fit_sigma
+
+NEW_GPUS = ("b300", "gb300", "gb200", "mi325x", "mi350x", "mi355x", "rtx-pro-6000", "h20")
 
 
 def _hw(catalog, name, bw):
@@ -56,8 +59,13 @@ def test_borrow_scales_time_terms_keeps_own_efficiencies(catalog):
 
 def test_only_gpus_without_any_kernel_fit_borrow(catalog):
     out, bands = borrowed_efficiencies(catalog.hardware, catalog.fitted_efficiency)
-    assert {k[0] for k in out} == {"mi300x"}  # b200 has a bf16 fit: its other dtypes keep their own fallbacks
-    assert set(bands.values()) == {ASSUMED_TPOT_ERROR}  # no fits passed: the stated wide band
+    # b200 has a bf16 fit: its other dtypes keep their own fallbacks
+    assert {k[0] for k in out} == {"mi300x", *NEW_GPUS}
+    # no fits passed: the stated bands, narrower from a donor of the same architecture (B300 from B200)
+    # (mi325x takes mi300x's end-to-end fit only where the fits are passed: the catalogue's, test_hardware_spec.py)
+    assert {bands[(g, "bf16")] for g in ("mi300x", "mi325x", "mi350x", "mi355x", "rtx-pro-6000")} \
+        == {ASSUMED_TPOT_ERROR}
+    assert {bands[(g, "bf16")] for g in ("b300", "gb300", "gb200", "h20")} == {SAME_ARCH_TPOT_ERROR}
     eff = out[("mi300x", "fp8")]
     assert eff.t_layer_s > 0 and eff.t_moe_layer_s > 0 and eff.allreduce_latency_s > 0
     assert "assumption" in eff.source.source

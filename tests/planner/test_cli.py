@@ -85,3 +85,19 @@ def test_plan_prices_the_bill_it_is_asked_for_and_always_sizes_the_fleet(catalog
     assert "at full load" in js["conventions"]["usd_per_mtok"]
     bad = run(*args, "--billing", "monthly")
     assert bad.returncode != 0 and "monthly" in bad.stderr
+
+
+def test_plan_json_today_at_another_tp_matches_the_headline():
+    """4 x H100 misses a 10 ms TPOT without speculation: today is no speculation at TP=8, and the JSON's two fleets
+    carry the headline's GPUs and bills (issue 30 / 32)."""
+    r = run("plan", "--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4", "--tpot-slo-ms", "10",
+            "--monthly-output-tokens", "2e10", "--no-levers")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    today, best, e = d["reference_fleet"], d["best_fleet"], d["economics"]
+    assert (today["method"], today["tp"]) == ("none", 8) and d["reference"]["tp"] == 8
+    assert (today["peak_gpus"], today["usd_per_month"]) == (e["reference_peak_gpus"], e["reference_bill_usd_per_month"])
+    assert (best["peak_gpus"], best["usd_per_month"]) == (e["new_peak_gpus"], e["new_bill_usd_per_month"])
+    assert f"{today['peak_gpus']} -> {best['peak_gpus']} GPUs" in d["verdict"]
+    assert len(today["hours"]) == 24 and max(h["gpus"] for h in today["hours"]) == today["peak_gpus"]
+    assert d["reference"]["note"].startswith("today's configuration on 4 x")

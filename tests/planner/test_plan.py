@@ -295,3 +295,40 @@ def test_gpt_oss_120b_in_mxfp4_is_served_by_one_h100(catalog):
     assert p.baseline.fits_memory and p.baseline.feasible and p.baseline.max_batch > 0
     bf16 = P.plan(P.PlanRequest(model="gpt-oss-120b", hardware="h100-sxm", dtype="bf16"), catalog)
     assert not bf16.baseline.fits_memory and "TP >=" in bf16.baseline.way_out
+
+
+# The headline's "today" at another TP: 4 x H100 misses a 10 ms TPOT without speculation, so the reference is no
+# speculation at TP=8 and the fleet at the requested TP holds no "today" configuration (issue 30 / 32).
+TODAY_AT_TP8 = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=10.0, monthly_output_tokens=2e10)
+
+
+def test_today_at_another_tp_is_the_fleet_the_headline_prices(catalog):
+    p = P.plan(P.PlanRequest(**TODAY_AT_TP8), catalog)
+    assert not p.baseline.feasible and p.reference is not None and p.reference.tp == 8
+    assert P.NO_SPEC not in [c.method for c in p.fleet.configs]  # the requested TP's fleet has no "today"
+    today, best = p.reference_fleet, p.best_fleet
+    e = p.economics
+    assert (today.role, today.method, today.tp, today.k, today.batch) == ("today", P.NO_SPEC, 8, 0,
+                                                                           p.reference.batch)
+    assert (best.role, best.method, best.tp, best.k, best.batch) == ("best", p.best.method, 4, p.best.k, p.best.batch)
+    # the headline (economics and the verdict) and the two fleets are the same numbers
+    assert (today.peak_gpus, today.usd_per_month) == (e.reference_peak_gpus, e.reference_bill_usd_per_month)
+    assert (best.peak_gpus, best.usd_per_month) == (e.new_peak_gpus, e.new_bill_usd_per_month)
+    assert f"{today.peak_gpus} -> {best.peak_gpus} GPUs at the peak" in p.verdict
+    assert f"{P.fmt_usd(today.usd_per_month)} -> {P.fmt_usd(best.usd_per_month)} a month" in p.verdict
+    assert e.monthly_saving_usd == pytest.approx(today.usd_per_month - best.usd_per_month)
+    # today's fleet is 8-GPU replicas hour by hour, and its bill is its GPU-hours at the price
+    assert today.peak_gpus == max(h.gpus for h in today.hours) and all(h.gpus % 8 == 0 for h in today.hours)
+    assert today.peak_gpus > p.bill(p.best.method).peak_gpus  # not the best method's fleet under another name
+    assert today.usd_per_month == pytest.approx(today.gpu_hours_per_month * today.usd_per_gpu_hour, rel=1e-12)
+    assert today.gpu_hours_per_month == pytest.approx(sum(h.gpus for h in today.hours) * 365.25 / 12, rel=1e-12)
+
+
+def test_today_at_the_requested_tp_is_that_configuration_in_the_fleet(catalog):
+    p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=30.0,
+                             monthly_output_tokens=2e10, billing="fixed"), catalog)
+    assert (p.reference.method, p.reference.tp) == (P.NO_SPEC, 4)
+    today = p.reference_fleet
+    cfg = p.fleet.config(P.NO_SPEC)
+    assert (today.tp, today.peak_gpus, today.usd_per_month) == (4, cfg.peak_gpus, cfg.usd_per_month_fixed)
+    assert today.billing == "fixed" and today.usd_per_month == p.economics.reference_bill_usd_per_month

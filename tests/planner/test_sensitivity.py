@@ -87,3 +87,18 @@ def test_speculation_overheads_are_drawn_from_their_fit(catalog):
     # a calibrated set measured its own overheads: the published fit's errors do not apply to it
     calibrated = dataclasses.replace(catalog.hardware["h100-sxm"].efficiency, calibrated=True)
     assert S.spec_sigma(catalog, calibrated) == {}
+
+
+def test_a_typed_price_equal_to_the_list_midpoint_is_never_drawn_over(catalog):
+    """Drawing the price from the list range is asked for (price_range); a price the user typed stays fixed in every
+    draw even when it equals the list midpoint, and only no price at all is drawn."""
+    import dataclasses
+
+    mid = catalog.hardware[REQ.hardware].usd_per_gpu_hour_mid
+    asked = dataclasses.replace(REQ, price_range=True)
+    listed = S.monte_carlo(asked, catalog, "eagle3", k=2, samples=60, seed=3, sample_hardware=False)
+    typed = S.monte_carlo(dataclasses.replace(asked, usd_per_gpu_hour=mid), catalog, "eagle3", k=2, samples=60,
+                          seed=3, sample_hardware=False)
+    assert listed.price_drawn and not typed.price_drawn
+    assert np.ptp(listed.reference_bill_usd_per_month) > 0  # the listed price moves the bill
+    assert np.ptp(typed.reference_bill_usd_per_month) == 0  # the typed one does not (acceptance does not move today)
