@@ -132,6 +132,12 @@ def test_a_model_config_that_does_not_match_its_digest_is_removed_on_read(any_st
         assert M.get(any_store, "00000000000000ab") is None
     assert "00000000000000ab" in caplog.text and "removed" in caplog.text
     assert _sql(any_store.url, "SELECT digest FROM kept_models") == [(digest,)]
+    # a GPU spec (calibration.kept_hardware) is checked by the hex after its kind
+    spec = b"label: My GPU"
+    M.put(any_store, "hw-" + hashlib.sha256(spec).hexdigest()[:12], spec)
+    M.put(any_store, "hw-0123456789ab", spec)
+    assert M.get(any_store, "hw-" + hashlib.sha256(spec).hexdigest()[:12]) == spec
+    assert M.get(any_store, "hw-0123456789ab") is None
 
 
 def test_a_store_of_the_earlier_version_gains_the_new_columns_on_the_first_write(any_store_url: str):
