@@ -1,6 +1,7 @@
 """Users' GPU specs (profiles/hardware_spec.py) kept in the store by content hash, so a link that names the GPU
 `spec:<digest>` reopens it (views/_hardware_box.py). The bytes sit in the kept-configs table under `hw-<digest>`
-(calibration/store.py's kept_models: one bounded table of uploaded documents, shared with the model configs)."""
+(calibration.kept_models: one table of uploaded documents shared with the model configs, under the same byte quota,
+visitor shares and least-recently-used eviction, and checked against their SHA-256 when read)."""
 
 from __future__ import annotations
 
@@ -11,22 +12,27 @@ from planner.types import Hardware
 from profiles.hardware_spec import SPEC_PREFIX, HardwareSpecError, is_spec_name, parse_hardware_spec
 
 KEY_PREFIX = "hw-"  # store key = KEY_PREFIX + the name's digest (a model config's key is its bare digest)
-MAX_KEPT = 10_000  # documents the kept-configs table holds (calibration.kept_models.MAX_KEPT_MODELS)
 _CACHE_SIZE = 256
 _cache: OrderedDict[tuple[str, str], Hardware] = OrderedDict()
 _lock = threading.Lock()
 
 
-def keep(data: bytes) -> tuple[Hardware, str]:
-    """Parse `data` (raises HardwareSpecError) and keep it for links; (the GPU, "" or why a link will not reopen it)."""
-    from calibration.store import Store, StoreError
+def keep(data: bytes, *, visitor: str = "") -> tuple[Hardware, str]:
+    """Parse `data` (raises HardwareSpecError) and keep it for links, charged to `visitor` (their client key,
+    views/_client.py; "" for none); (the GPU, "" or why a link will not reopen it)."""
+    from calibration import kept_models
+    from calibration.kept_quota import owner_of
+    from calibration.store import StoreError, shared_store
 
     hw = parse_hardware_spec(data, where="your GPU spec")
-    store = Store()
+    store = shared_store()
     why = ""
     try:
-        if not store.put_model(KEY_PREFIX + hw.name[len(SPEC_PREFIX):], bytes(data), max_rows=MAX_KEPT):
-            why = f"the store already keeps {MAX_KEPT:,} uploaded configs and specs"
+        r = kept_models.put(store, KEY_PREFIX + hw.name[len(SPEC_PREFIX):], bytes(data), quota=kept_models.quota(),
+                            owner=owner_of(visitor))
+        if not r.kept:
+            why = (f"the spec is {len(data):,} bytes, more than this server keeps per visitor "
+                   f"({kept_models.MAX_BYTES_ENV})")
     except StoreError as exc:
         why = f"the store could not keep it ({exc})"
     _remember(store.url, hw)
@@ -46,15 +52,18 @@ def resolve(name: object) -> Hardware | None:
     store that cannot be read."""
     if not is_spec_name(name):
         return None
-    from calibration.store import Store, StoreError
+    from calibration import kept_models
+    from calibration.store import StoreError, shared_store
 
-    store = Store()
+    store = shared_store()
+    key = KEY_PREFIX + name[len(SPEC_PREFIX):]
     with _lock:
         hit = _cache.get((store.url, name))
     if hit is not None:
+        kept_models.touch(store, key)  # a link opened: the least-recently-used eviction keeps it longer
         return hit
     try:
-        data = store.get_model(KEY_PREFIX + name[len(SPEC_PREFIX):])
+        data = kept_models.get(store, key)
     except StoreError:
         return None
     if data is None:
@@ -66,4 +75,5 @@ def resolve(name: object) -> Hardware | None:
     if hw.name != name:  # the bytes under this digest are not the ones it names
         return None
     _remember(store.url, hw)
+    kept_models.touch(store, key)
     return hw

@@ -13,7 +13,9 @@ Reliability rules:
 - The first terminal state wins: a job, its runner and a reader can race to finish a run; later writes of
   another terminal state are ignored.
 - A SQLite file removed or replaced while a Store lives (the app keeps one for hours) is noticed before the next
-  read or write: the old connections are closed, and a write creates the schema again in the file that exists.
+  read or write and before a pooled connection is used: the old connections are closed, the old file's -wal and -shm
+  are removed before a connection opens the new file (SQLite would replay them into it: calibration.store_file), and
+  a write creates the schema again in the file that exists.
 """
 
 from __future__ import annotations
@@ -23,35 +25,33 @@ import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Float,
-    Index,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
-    Text,
-    create_engine,
-    event,
-    insert,
-    inspect,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import Table, create_engine, event, insert, inspect, select, text, update
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, SQLAlchemyError
 
 from calibration.records import RUN_STATES, GroupRecord
+from calibration.store_file import FileWatch, file_id
+from calibration.store_schema import (  # noqa: F401 - the tables, re-exported for the modules that read them
+    ADDED_COLUMNS,
+    fits,
+    group_records,
+    history,
+    history_once,
+    kept_models,
+    legacy_traffic_profiles,
+    metadata,
+    runs,
+    step_samples,
+    traffic_files,
+    traffic_links,
+)
 
 # A running job touches its heartbeat at least every HEARTBEAT_S; a run silent for STALE_AFTER_S is dead
 # (3 missed beats: tolerant of a slow engine start or a busy store, quick to notice a SIGKILL).
@@ -69,113 +69,6 @@ T = TypeVar("T")
 class StoreError(RuntimeError):
     """The store cannot be opened, read or written. The message is one line: the store (password hidden),
     what was being done, and the database's own reason."""
-
-
-metadata = MetaData()
-runs = Table(
-    "runs",
-    metadata,
-    Column("run_id", String(64), primary_key=True),
-    Column("kind", String(32), nullable=False),  # engine | serve | import | microbench | regress
-    Column("status", String(16), nullable=False),
-    Column("message", Text, nullable=False, default=""),
-    Column("spec_json", Text, nullable=False, default="{}"),
-    Column("created_at", Float, nullable=False),
-    Column("heartbeat_at", Float, nullable=False),
-    Column("finished_at", Float),
-)
-group_records = Table(
-    "group_records",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", String(64), nullable=False, index=True),
-    Column("schema_version", Integer, nullable=False),
-    Column("config_label", String(128), nullable=False),
-    Column("workload", String(64), nullable=False),
-    Column("method", String(32), nullable=False),
-    Column("k", Integer, nullable=False),
-    Column("record_json", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-)
-step_samples = Table(
-    "step_samples",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", String(64), nullable=False, index=True),
-    Column("sample_json", Text, nullable=False),
-)
-fits = Table(
-    "fits",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("name", String(128), nullable=False, index=True),
-    Column("kind", String(32), nullable=False),  # acceptance | step_time | profile
-    Column("result_json", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-)
-history = Table(
-    "history",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("series", String(128), nullable=False, index=True),  # e.g. "smollm2-135m/ngram-k4"
-    Column("workload", String(64), nullable=False),
-    Column("run_id", String(64), nullable=False),
-    Column("acceptance_length", Float, nullable=False),
-    Column("low", Float, nullable=False),
-    Column("high", Float, nullable=False),
-    Column("regression", Integer, nullable=False, default=0),
-    Column("message", Text, nullable=False, default=""),
-    Column("created_at", Float, nullable=False),
-)
-
-
-# Uploaded traffic files, one row per file (the SHA-256 of its bytes alone), and the links that read one: a link's
-# digest is the SHA-256 of the bytes and the reading options (profiles.traffic.options.upload_digest), which a shared
-# link carries (`profile=`, views/_state.py). Another reading of a kept file adds only a small link row. Both carry
-# the time they were last used: when the files pass the store's quota, the least recently used ones go first.
-traffic_files = Table(
-    "traffic_files",
-    metadata,
-    Column("file_digest", String(64), primary_key=True),
-    Column("data", LargeBinary, nullable=False),
-    Column("size_bytes", BigInteger, nullable=False),
-    Column("created_at", Float, nullable=False),
-    Column("last_used_at", Float, nullable=False, index=True),
-)
-traffic_links = Table(
-    "traffic_links",
-    metadata,
-    Column("digest", String(64), primary_key=True),
-    Column("file_digest", String(64), nullable=False, index=True),
-    Column("name", String(255), nullable=False),
-    Column("options_json", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-    Column("last_used_at", Float, nullable=False),
-)
-# The one-table layout of earlier versions (a full copy of the bytes per link): read, and moved into the two tables
-# above by the first traffic write (calibration.kept_traffic); not part of `metadata`, so it is never created.
-legacy_traffic_profiles = Table(
-    "traffic_profiles",
-    MetaData(),
-    Column("digest", String(64), primary_key=True),
-    Column("name", String(255), nullable=False),
-    Column("data", LargeBinary, nullable=False),
-    Column("options_json", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-)
-history_once = Index("ux_history_series_workload_run", history.c.series, history.c.workload, history.c.run_id,
-                     unique=True)
-
-
-# Uploaded model configs (a Hugging Face config.json), by the first 16 hex of the SHA-256 of their bytes: a link that
-# names the model `config:<digest>` reopens it (calibration/kept_models.py).
-kept_models = Table(
-    "kept_models",
-    metadata,
-    Column("digest", String(64), primary_key=True),
-    Column("data", LargeBinary, nullable=False),
-    Column("created_at", Float, nullable=False),
-)
 
 
 def default_url() -> str:
@@ -226,6 +119,70 @@ def insert_or_ignore(dialect: str, table: Table, keys: tuple[str, ...]):
     return dialect_insert(table).on_conflict_do_nothing(index_elements=list(keys))
 
 
+_SHARED_STORES_KEPT = 4  # Store objects (one engine each) shared per store URL
+_shared: OrderedDict[str, Store] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def shared_store() -> Store:
+    """The Store for $SPECPLAN_STORE_URL, one per URL in this process (one engine and its compiled statements, not
+    one per upload or link): for the app's many short calls (calibration.kept_traffic, kept_models)."""
+    url = default_url()
+    with _shared_lock:
+        s = _shared.pop(url, None) or Store(url)
+        _shared[url] = s
+        while len(_shared) > _SHARED_STORES_KEPT:
+            _shared.popitem(last=False)[1].close()
+        return s
+
+
+def _add_columns(c: Connection) -> None:
+    """Add the columns of ADDED_COLUMNS an older store lacks, fill its rows, and create their indexes."""
+    have: dict[str, set[str]] = {}
+    changed: dict[str, Table] = {}
+    for table, column, fill in ADDED_COLUMNS:
+        if table.name not in have:
+            have[table.name] = {col["name"] for col in inspect(c).get_columns(table.name)}
+        if column in have[table.name]:
+            continue
+        col = table.c[column]
+        c.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {col.type.compile(c.dialect)}"))
+        c.execute(text(f"UPDATE {table.name} SET {column} = {fill} WHERE {column} IS NULL"))
+        have[table.name].add(column)
+        changed[table.name] = table
+    for table in changed.values():  # the indexes that came with the columns (create_all makes only new tables')
+        for index in table.indexes:
+            index.create(c, checkfirst=True)
+
+
+def _watch_connections(engine: Engine, watch: FileWatch) -> None:
+    """Each connection records the file it opened; a connection to a file since replaced is discarded when checked
+    out (the pool opens a new one), and the old file's -wal and -shm are removed before a connection opens the new
+    file. A connection returned to the pool notes the -wal beside its file (calibration.store_file)."""
+
+    @event.listens_for(engine, "do_connect")
+    def _before_open(_dialect: Any, record: Any, _cargs: Any, _cparams: Any) -> None:
+        now = file_id(watch.path)
+        if watch.file_id is not None and now != watch.file_id:
+            watch.drop_stale_side_files()
+        record.info["file_id"] = now
+
+    @event.listens_for(engine, "connect")
+    def _after_open(_dbapi_conn: Any, record: Any) -> None:
+        if file_id(watch.path) != record.info.get("file_id"):  # created or replaced while it opened: unknown
+            record.info["file_id"] = None
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(_dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if record.info.get("file_id") != file_id(watch.path):
+            raise DisconnectionError(f"{watch.path} was replaced or removed since this connection opened it")
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
+        if record is not None and record.info.get("file_id") == watch.file_id:
+            watch.note_side_files()
+
+
 class Store:
     """One store URL. Construction does no I/O; reads never write the schema; see the module docstring."""
 
@@ -236,9 +193,9 @@ class Store:
         self._ro_engine: Engine | None = None  # SQLite read-only fallback
         self._schema_ready = False  # created or verified by this instance
         self._tables_seen: set[str] = set()
-        # SQLite: (device, inode) of the file this instance's engines opened; None until first seen. A file removed
-        # or replaced while this instance lives (an app keeps one Store for hours) is noticed on the next access.
-        self._file_id: tuple[int, int] | None = None
+        # SQLite: the file this instance's engines opened, and the -wal beside it (calibration.store_file). A file
+        # removed or replaced while this instance lives (an app keeps one Store for hours) is noticed on next access.
+        self._watch: FileWatch | None = None
         self._lock = threading.RLock()
 
     # ---- connection and errors --------------------------------------------------------------------
@@ -253,27 +210,35 @@ class Store:
         db = u.database.removeprefix("file:").split("?", 1)[0]
         return Path(db).expanduser()
 
-    def _check_file(self) -> None:
-        """Before every access: when the SQLite file this instance opened was removed or replaced, drop the engines
-        (their connections still hold the old file, whose writes nobody would ever read) and forget the schema, so
-        the next write creates it again in a file that exists."""
+    def _file_watch(self) -> FileWatch | None:
+        """The watch on this instance's SQLite file (calibration.store_file); None for other stores."""
         path = self._sqlite_path()
         if path is None:
-            return
-        try:
-            st = path.stat()
-            now_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
-        except FileNotFoundError:
-            now_id = None
+            return None
         with self._lock:
-            if now_id == self._file_id:
+            if self._watch is None or self._watch.path != path:
+                self._watch = FileWatch(path)
+            return self._watch
+
+    def _check_file(self) -> None:
+        """Before every access: when the SQLite file this instance opened was removed or replaced, close the engines
+        (their connections still hold the old file, whose writes nobody would ever read), remove the old file's
+        -wal and -shm before any connection opens the new file (calibration.store_file: SQLite would read them as
+        the new file's), and forget the schema, so the next write creates it again in a file that exists."""
+        watch = self._file_watch()
+        if watch is None:
+            return
+        now_id = file_id(watch.path)
+        with self._lock:
+            if now_id == watch.file_id:
                 return
-            if self._file_id is not None:
+            if watch.file_id is not None:
                 self._reset_engines()
-                if now_id is None:  # the old file's journal left behind would be replayed into a new file
+                watch.drop_stale_side_files()
+                if now_id is None:  # no file: a journal left behind would be replayed into the next one created
                     for suffix in ("-wal", "-shm", "-journal"):
-                        Path(f"{path}{suffix}").unlink(missing_ok=True)
-            self._file_id = now_id
+                        Path(f"{watch.path}{suffix}").unlink(missing_ok=True)
+            watch.file_id = now_id
 
     def close(self) -> None:
         """Close this instance's connections (a later access opens new ones)."""
@@ -309,6 +274,10 @@ class Store:
                         # a 90 MiB -wal file beside the store for good.
                         cur.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
                         cur.close()
+
+                    watch = self._file_watch()
+                    if watch is not None:
+                        _watch_connections(self._engine, watch)
         return self._engine
 
     def _reason(self, e: BaseException) -> str:
@@ -341,8 +310,10 @@ class Store:
         self._ro_engine = create_engine(f"sqlite:///file:{path}?mode=ro&immutable=1&uri=true", future=True)
         return True
 
-    def _read(self, action: str, table: str, fn: Callable[[Connection], T], empty: T) -> T:
-        """Run a read; `empty` when the store or `table` does not exist yet (reading never creates them)."""
+    # ---- the public surface for modules that keep their own tables here (calibration.kept_traffic, kept_models) ---
+    def read(self, action: str, table: str, fn: Callable[[Connection], T], empty: T) -> T:
+        """Run `fn` on a connection; `empty` when the store or `table` does not exist yet (reading never creates
+        them). `action` names what is done in a StoreError ("read a traffic profile")."""
         with self._guard(action):
             self._check_file()
             path = self._sqlite_path()
@@ -364,12 +335,33 @@ class Store:
                     return empty
             return fn(c)
 
-    def _write(self, action: str, fn: Callable[[Connection], T]) -> T:
+    def write(self, action: str, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` in one transaction, after creating the schema if this store has none yet."""
         with self._guard(action):
             self._check_file()
             self._ensure_schema()
             with self.engine.begin() as c:
                 return fn(c)
+
+    def forget_table(self, table: str) -> None:
+        """A table another process dropped: the next read of it looks for it again."""
+        self._tables_seen.discard(table)
+
+    @property
+    def dialect(self) -> str:
+        """The database's kind: "sqlite", "postgresql", ..."""
+        return self.engine.dialect.name
+
+    def checkpoint(self) -> None:
+        """SQLite: copy the write-ahead log into the file now and empty it (a large write leaves no second copy on
+        disk); a busy store checkpoints later by itself. Nothing on other databases."""
+        if self.dialect != "sqlite":
+            return
+        try:
+            with self.engine.connect() as c:
+                c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        except SQLAlchemyError:
+            pass
 
     def _ensure_schema(self) -> None:
         """Create the tables (and SQLite's WAL mode) before the first write; safe when several processes
@@ -385,11 +377,12 @@ class Store:
                     if c.dialect.name == "postgresql":
                         c.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_SCHEMA_LOCK})
                     metadata.create_all(c)
+                    _add_columns(c)
                 break
             except SQLAlchemyError:
                 if attempt == 2:
                     raise
-                time.sleep(0.2 * (attempt + 1))  # another process created a table between check and create
+                time.sleep(0.2 * (attempt + 1))  # another process created a table (or column) since the check
         if self.engine.dialect.name == "sqlite":
             with self.engine.connect() as c:
                 # Persistent in the file: readers never block the writing job.
@@ -401,9 +394,9 @@ class Store:
             pass
         self._schema_ready = True
         self._tables_seen |= set(metadata.tables)
-        if path is not None:
-            st = path.stat()
-            self._file_id = (st.st_dev, st.st_ino)
+        watch = self._file_watch()
+        if watch is not None:
+            watch.file_id = file_id(watch.path)
 
     # ---- runs -------------------------------------------------------------------------------------
     @staticmethod
@@ -415,7 +408,7 @@ class Store:
             raise ValueError(f"status={status!r} not allowed; allowed: {RUN_STATES}")
         run_id = run_id or self.new_run_id()
         now = time.time()
-        self._write("create a run", lambda c: c.execute(insert(runs).values(
+        self.write("create a run", lambda c: c.execute(insert(runs).values(
             run_id=run_id, kind=kind, status=status, message="", spec_json=json.dumps(spec),
             created_at=now, heartbeat_at=now, finished_at=None,
         )))
@@ -433,7 +426,7 @@ class Store:
         if status not in ACTIVE_STATES:
             values["finished_at"] = now
         q = update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE_STATES)).values(**values)
-        return bool(self._write("set a run's status", lambda c: c.execute(q).rowcount))
+        return bool(self.write("set a run's status", lambda c: c.execute(q).rowcount))
 
     def heartbeat(self, run_id: str, message: str | None = None) -> bool:
         """Touch a running (or queued) run; returns False when the run is no longer active (finished,
@@ -442,10 +435,10 @@ class Store:
         if message is not None:
             values["message"] = message
         q = update(runs).where(runs.c.run_id == run_id, runs.c.status.in_(ACTIVE_STATES)).values(**values)
-        return bool(self._write("record a heartbeat", lambda c: c.execute(q).rowcount))
+        return bool(self.write("record a heartbeat", lambda c: c.execute(q).rowcount))
 
     def get_run(self, run_id: str, now: float | None = None) -> RunRow:
-        row = self._read("read a run", "runs", lambda c: c.execute(
+        row = self.read("read a run", "runs", lambda c: c.execute(
             select(runs).where(runs.c.run_id == run_id)).mappings().first(), None)
         if row is None:
             raise KeyError(f"run_id={run_id!r} not found in store {self.display_url}")
@@ -455,7 +448,7 @@ class Store:
         q = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
         if kind:
             q = q.where(runs.c.kind == kind)
-        rows = self._read("list runs", "runs", lambda c: list(c.execute(q).mappings()), [])
+        rows = self.read("list runs", "runs", lambda c: list(c.execute(q).mappings()), [])
         return self._settle_dead(rows, now)
 
     def _settle_dead(self, rows: list[Any], now: float | None) -> list[RunRow]:
@@ -476,7 +469,7 @@ class Store:
                                         runs.c.heartbeat_at < now - STALE_AFTER_S)
                      .values(status="failed", message=msg, finished_at=now))
                 try:
-                    self._write("mark a dead run failed", lambda c, q=q: c.execute(q))
+                    self.write("mark a dead run failed", lambda c, q=q: c.execute(q))
                 except StoreError:
                     pass  # a read-only store: report it as failed without recording it
                 row = RunRow(row.run_id, row.kind, "failed", msg, row.spec, row.created_at, row.heartbeat_at, now)
@@ -496,37 +489,37 @@ class Store:
             ))
             c.execute(update(runs).where(runs.c.run_id == rec.run_id).values(heartbeat_at=now))
 
-        self._write("add a group record", fn)
+        self.write("add a group record", fn)
 
     def groups(self, run_ids: list[str] | None = None) -> list[GroupRecord]:
         q = select(group_records.c.record_json).order_by(group_records.c.id)
         if run_ids is not None:
             q = q.where(group_records.c.run_id.in_(run_ids))
-        raw = self._read("read group records", "group_records", lambda c: [r[0] for r in c.execute(q)], [])
+        raw = self.read("read group records", "group_records", lambda c: [r[0] for r in c.execute(q)], [])
         return [GroupRecord.from_dict(json.loads(x)) for x in raw]
 
     def add_step_samples(self, run_id: str, samples: list[dict[str, Any]]) -> None:
         if samples:
-            self._write("add step-time samples", lambda c: c.execute(
+            self.write("add step-time samples", lambda c: c.execute(
                 insert(step_samples), [{"run_id": run_id, "sample_json": json.dumps(s)} for s in samples]))
 
     def step_samples(self, run_ids: list[str] | None = None) -> list[dict[str, Any]]:
         q = select(step_samples.c.sample_json).order_by(step_samples.c.id)
         if run_ids is not None:
             q = q.where(step_samples.c.run_id.in_(run_ids))
-        raw = self._read("read step-time samples", "step_samples", lambda c: [r[0] for r in c.execute(q)], [])
+        raw = self.read("read step-time samples", "step_samples", lambda c: [r[0] for r in c.execute(q)], [])
         return [json.loads(x) for x in raw]
 
     # ---- fits -------------------------------------------------------------------------------------
     def save_fit(self, name: str, kind: str, result: dict[str, Any]) -> int:
         q = insert(fits).values(name=name, kind=kind, result_json=json.dumps(result), created_at=time.time())
-        return int(self._write("save a fit", lambda c: c.execute(q).inserted_primary_key[0]))
+        return int(self.write("save a fit", lambda c: c.execute(q).inserted_primary_key[0]))
 
     def fits(self, kind: str | None = None) -> list[dict[str, Any]]:
         q = select(fits).order_by(fits.c.id.desc())
         if kind:
             q = q.where(fits.c.kind == kind)
-        rows = self._read("read fits", "fits", lambda c: [dict(r) for r in c.execute(q).mappings()], [])
+        rows = self.read("read fits", "fits", lambda c: [dict(r) for r in c.execute(q).mappings()], [])
         return [{"id": r["id"], "name": r["name"], "kind": r["kind"], "created_at": r["created_at"],
                  "result": json.loads(r["result_json"])} for r in rows]
 
@@ -548,7 +541,7 @@ class Store:
             return True
 
         try:
-            return self._write("add a history point", fn)
+            return self.write("add a history point", fn)
         except StoreError as e:
             if isinstance(e.__cause__, IntegrityError):  # a concurrent writer added the same point first
                 return False
@@ -558,26 +551,4 @@ class Store:
         q = select(history).order_by(history.c.created_at, history.c.id)
         if series:
             q = q.where(history.c.series == series)
-        return self._read("read the history", "history", lambda c: [dict(r) for r in c.execute(q).mappings()], [])
-
-    # ---- kept model configs (shared links) -------------------------------------------------------------
-    def put_model(self, digest: str, data: bytes, *, max_rows: int) -> bool:
-        """Keep a model config's bytes under its digest (idempotent); False when the store already holds
-        `max_rows` configs and this one is not among them (the model is used, only its link will not reopen it)."""
-        from sqlalchemy import func
-
-        def fn(c: Connection) -> bool:
-            if c.execute(select(kept_models.c.digest).where(kept_models.c.digest == digest)).first() is not None:
-                return True
-            if c.execute(select(func.count()).select_from(kept_models)).scalar_one() >= max_rows:
-                return False
-            c.execute(insert_or_ignore(c.dialect.name, kept_models, ("digest",)).values(
-                digest=digest, data=data, created_at=time.time()))
-            return True
-        return self._write("keep the model config", fn)
-
-    def get_model(self, digest: str) -> bytes | None:
-        """The bytes of a kept model config, or None when the store does not hold it."""
-        q = select(kept_models.c.data).where(kept_models.c.digest == digest)
-        row = self._read("read a model config", "kept_models", lambda c: c.execute(q).first(), None)
-        return None if row is None else bytes(row[0])
+        return self.read("read the history", "history", lambda c: [dict(r) for r in c.execute(q).mappings()], [])

@@ -13,6 +13,7 @@ import streamlit as st
 from calibration import kept_hardware
 from profiles.hardware_spec import MAX_SPEC_BYTES, HardwareSpecError, is_spec_name, with_hardware_spec
 from views import _price
+from views._client import client_address
 
 OWN_KEY = "_own_gpus"  # spec:<digest> names this session read or opened (the Hardware list shows them)
 UPLOAD_KEY = "hw_box_upload"
@@ -58,7 +59,7 @@ def _use() -> None:
         ss[MESSAGE_KEY] = ("error", "Upload or paste a GPU spec first.")
         return
     try:
-        hw, why = kept_hardware.keep(data)
+        hw, why = kept_hardware.keep(data, visitor=client_address())  # this visitor's share of the store
     except HardwareSpecError as exc:
         ss[MESSAGE_KEY] = ("error", f"Not used: {exc}")
         return

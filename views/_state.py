@@ -31,6 +31,7 @@ from profiles import load_catalog
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
 from views import _acceptance_box, _hardware_box, _model_box, _price
+from views._client import client_address
 from views._text import plain, plain_in, quoted
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
@@ -447,8 +448,8 @@ def load_upload(name: str, data: bytes, options: ParseOptions | None = None) -> 
 def _keep_upload(name: str, data: bytes, options: ParseOptions | None) -> str:
     """The upload kept in the store for shared links (calibration.kept_traffic); a failure to keep it costs only
     the link, and says so."""
-    try:
-        return kept_traffic.keep(name, data, options)
+    try:  # charged to this visitor's share of the store (calibration.kept_quota)
+        return kept_traffic.keep(name, data, options, visitor=client_address())
     except kept_traffic.NotKept as exc:  # larger than the store's quota
         st.session_state["_profile_keep_error"] = f"Not kept for shared links: {plain(str(exc))}."
     except Exception as exc:  # the profile is in use either way

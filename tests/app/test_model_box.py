@@ -81,18 +81,42 @@ def test_kept_models_store_the_bytes_and_check_them():
     assert why == "" and parsed.spec.name == name_of(QWEN35)
     kept_models._cache.clear()
     assert load_catalog().models[parsed.spec.name] == parsed.spec  # the resolver the app registered
-    assert Store().get_model(parsed.digest[:16]) == QWEN35.encode()
+    assert kept_models.get(Store(), parsed.digest[:16]) == QWEN35.encode()
     # bytes under a digest they do not hash to are not the model the name stands for
-    Store().put_model("00000000000000ab", QWEN35.encode(), max_rows=10)
+    kept_models.put(Store(), "00000000000000ab", QWEN35.encode())
     assert kept_models.resolve("config:00000000000000ab") is None
     assert kept_models.resolve("llama-3.1-8b") is None and kept_models.resolve("config:../../etc") is None
 
 
-def test_a_full_store_keeps_no_more_and_says_so(monkeypatch):
-    monkeypatch.setattr(kept_models, "MAX_KEPT_MODELS", 1)
-    kept_models.keep(QWEN35.encode())
+def test_a_full_store_keeps_the_new_config_and_evicts_the_oldest(monkeypatch):
+    monkeypatch.setenv(kept_models.MAX_BYTES_ENV, str(len(QWEN35.encode()) + 100))  # room for one config
+    first, _ = kept_models.keep(QWEN35.encode())
     other = (CONFIGS / "mistralai--Mixtral-8x7B-v0.1.json").read_bytes()
     parsed, why = kept_models.keep(other)
-    assert "already keeps 1 model configs" in why
-    assert Store().get_model(parsed.digest[:16]) is None
+    assert why == ""  # kept: a full store never refuses a new config
+    assert kept_models.get(Store(), parsed.digest[:16]) == other
+    assert kept_models.get(Store(), first.digest[:16]) is None  # the least recently used one made room
+    kept_models._cache.clear()
+    assert kept_models.resolve(first.spec.name) is None  # its link no longer reopens it
+
+
+def test_a_config_larger_than_a_real_one_is_used_but_not_kept():
+    cfg = json.loads(QWEN35)
+    cfg["padding"] = "x" * 200_000  # any key the parser does not read
+    data = json.dumps(cfg).encode()
+    parsed, why = kept_models.keep(data)
+    assert why == (f"the config is {len(data):,} bytes, more than the 100,000 bytes this server keeps for a model's "
+                   "link (a real config.json is under 100 kB)")
+    assert kept_models.get(Store(), parsed.digest[:16]) is None
     assert kept_models.resolve(parsed.spec.name) == parsed.spec  # still usable on this server
+
+
+def test_a_padded_config_is_planned_and_the_page_says_its_link_will_not_reopen_it(app):
+    cfg = json.loads(QWEN35)
+    cfg["notes"] = "x" * 150_000  # a key the parser does not read
+    text = json.dumps(cfg)
+    at = paste(app(), text)
+    assert at.session_state["model"] == name_of(text)
+    shown = "\n".join(t.value for t in at.text)
+    assert (f"This link will not reopen it: the config is {len(text.encode()):,} bytes, more than the 100,000 bytes "
+            "this server keeps for a model's link") in shown
