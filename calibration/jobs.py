@@ -217,7 +217,7 @@ def _run_engine_child(cmd: list[str], spec: JobSpec, store_url: str, env: dict[s
     if rc != 0:
         msg = f"configuration {what} failed: {engine_exit_reason(rc)}"
         if tail:
-            msg += "; last lines: " + " | ".join(tail[-8:])
+            msg += "; last lines: " + " | ".join(t[:300] for t in tail[-8:])  # vLLM's config line alone is ~4 kB
         log(msg)
         return msg
     return ""

@@ -212,10 +212,9 @@ def _engine_child_of(job_pid: int, run_id: str) -> int | None:
 
 
 def _engine_core_of(engine_pid: int) -> int | None:
-    """vLLM's engine core: the engine child's child spawned by multiprocessing (titled VLLM::EngineCore once
-    it runs, by vllm/utils/system_utils.py set_process_title when setproctitle is installed)."""
-    return next((p for p in _descendants(engine_pid)
-                 if "EngineCore" in _cmdline(p) or "spawn_main" in _cmdline(p)), None)
+    """vLLM's engine core, once it runs: the engine child's child spawned by multiprocessing, titled
+    VLLM::EngineCore by vllm/utils/system_utils.py set_process_title (after it imported its main module)."""
+    return next((p for p in _descendants(engine_pid) if "EngineCore" in _cmdline(p)), None)
 
 
 @pytest.mark.engine
