@@ -174,7 +174,7 @@ def _engine_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str],
         labels = ", ".join(c.label for c in spec.configs)
         log(f"PROGRESS 0/1 interleaved: {labels}")
         store.heartbeat(run_id, f"{len(spec.configs)} configurations interleaved: {labels}")
-        msg = _run_engine_child(engine_command(None, run_id), spec, store_url, env, log, "interleaved")
+        msg = run_engine_child(engine_command(None, run_id), spec, store_url, env, log, "interleaved")
         if msg:
             return "failed", msg
         log("PROGRESS 1/1 done")
@@ -182,14 +182,14 @@ def _engine_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str],
     for i, config in enumerate(spec.configs):
         log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")
         store.heartbeat(run_id, f"configuration {i + 1}/{len(spec.configs)}: {config.label}")
-        msg = _run_engine_child(engine_command(config, run_id), spec, store_url, env, log, config.label)
+        msg = run_engine_child(engine_command(config, run_id), spec, store_url, env, log, config.label)
         if msg:
             return "failed", msg
     log(f"PROGRESS {len(spec.configs)}/{len(spec.configs)} done")
     return "succeeded", f"{len(spec.configs)} configurations"
 
 
-def _run_engine_child(cmd: list[str], spec: JobSpec, store_url: str, env: dict[str, str],
+def run_engine_child(cmd: list[str], spec: JobSpec, store_url: str, env: dict[str, str],
                       log: Callable[[str], None], what: str) -> str:
     """Run one engine child to its end, relaying its lines; returns "" or why it failed.
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from calibration.admission import MAX_RUNNING_JOBS_ENV, JobRefused
-from calibration.jobs import _run_engine_child, job_env
+from calibration.jobs import job_env, run_engine_child
 from calibration.procs import GroupChild, exit_description
 from calibration.runners import LocalRunner
 from calibration.spec import EngineConfig, JobSpec, MicrobenchSpec
@@ -188,7 +188,7 @@ def test_a_killed_engine_child_fails_its_configuration_within_seconds_naming_the
     """)
     lines: list[str] = []
     t0 = time.monotonic()
-    msg = _run_engine_child([sys.executable, "-c", code], JobSpec(), store.url, job_env(), lines.append, "fake")
+    msg = run_engine_child([sys.executable, "-c", code], JobSpec(), store.url, job_env(), lines.append, "fake")
     elapsed = time.monotonic() - t0
     grandchild = int(next(line for line in lines if line.startswith("[fake]")).split()[-1])
     try:
