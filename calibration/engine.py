@@ -28,11 +28,15 @@ from typing import Any
 from calibration import machine_load, registry
 from calibration.engine_check import check_speculative_config
 from calibration.engine_settings import MAX_MODEL_LEN, engine_dtype, memory_utilization
-from calibration.procs import kill_own_group
+from calibration.procs import die_with_spawning_parent, kill_own_group
 from calibration.protocol import Lane, run_rounds
 from calibration.records import GroupRecord, device_identity, hardware_description, package_versions, prompt_set_hash
 from calibration.spec import EngineConfig, JobSpec
 from calibration.store import Store
+
+# vLLM's engine core (and workers) on a CPU are spawned from the engine child and import this module as their
+# `__mp_main__`: they die with the engine child, even where no job is left to kill its process group.
+die_with_spawning_parent(__name__)
 
 
 def engine_command(config: EngineConfig | None, run_id: str) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from calibration.engine_settings import MAX_MODEL_LEN, engine_dtype
+from calibration.procs import parent_death_hook
 
 # vllm/config/speculative.py, SpeculativeConfig.synthetic_acceptance_rates (vLLM 0.32):
 #   "Per-position *unconditional* acceptance rates for synthetic rejection sampling. Position i's entry is the
@@ -151,7 +153,8 @@ def engine_refusals_in_child(target_path: str, spec_configs: Sequence[dict[str, 
     payload = json.dumps({"target": target_path, "configs": list(spec_configs)})
     try:
         proc = subprocess.run([sys.executable, "-m", "calibration.engine_check"], input=payload, text=True,
-                              capture_output=True, env=env, cwd=root, timeout=timeout_s)
+                              capture_output=True, env=env, cwd=root, timeout=timeout_s,
+                              preexec_fn=parent_death_hook(signal.SIGKILL))  # it never outlives this process
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"the engine check of model={target_path!r} did not answer in {timeout_s:.0f} s") from None
     answers = [line for line in proc.stdout.splitlines() if line.startswith(CHILD_MARKER)]

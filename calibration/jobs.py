@@ -14,7 +14,10 @@ The job looks after itself, whoever started it and whether or not that runner is
 - it refuses, before any engine starts, a target whose weights do not fit the memory of the machine it runs on
   (calibration.memory_fit);
 - a runner that goes away (closed stdout) does not stop it: output to a closed pipe is dropped;
-- a runner that stops it (SIGTERM) stops its measuring children too (each leads its own process group).
+- a runner that stops it (SIGTERM) stops its measuring children too (each leads its own process group);
+- a measuring child that dies (SIGKILL, out of memory) takes its process group with it, vLLM's engine core
+  included (calibration.procs.GroupChild): the run fails within seconds, naming the signal, and frees its
+  place for the next job instead of holding it until its deadline.
 
 Kinds: `engine` (one child process per configuration, calibration.engine, or one for all of them with
 `JobSpec.interleave`), `serve` (a `vllm serve` and a
@@ -40,7 +43,7 @@ from typing import Any
 from calibration import registry
 from calibration.engine import child_payload, engine_command
 from calibration.engine_settings import engine_dtype
-from calibration.procs import die_with_parent, kill_group, kill_tracked_groups, track_child_group, untrack_child_group
+from calibration.procs import GroupChild, exit_description, kill_tracked_groups
 from calibration.spec import JobSpec, MicrobenchSpec, ServeSpec
 from calibration.store import HEARTBEAT_S, Store
 
@@ -171,7 +174,7 @@ def _engine_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str],
         labels = ", ".join(c.label for c in spec.configs)
         log(f"PROGRESS 0/1 interleaved: {labels}")
         store.heartbeat(run_id, f"{len(spec.configs)} configurations interleaved: {labels}")
-        msg = _run_engine_child(engine_command(None, run_id), spec, store_url, env, log, "interleaved")
+        msg = run_engine_child(engine_command(None, run_id), spec, store_url, env, log, "interleaved")
         if msg:
             return "failed", msg
         log("PROGRESS 1/1 done")
@@ -179,23 +182,30 @@ def _engine_job(spec: JobSpec, run_id: str, store_url: str, log: Callable[[str],
     for i, config in enumerate(spec.configs):
         log(f"PROGRESS {i}/{len(spec.configs)} {config.label}")
         store.heartbeat(run_id, f"configuration {i + 1}/{len(spec.configs)}: {config.label}")
-        msg = _run_engine_child(engine_command(config, run_id), spec, store_url, env, log, config.label)
+        msg = run_engine_child(engine_command(config, run_id), spec, store_url, env, log, config.label)
         if msg:
             return "failed", msg
     log(f"PROGRESS {len(spec.configs)}/{len(spec.configs)} done")
     return "succeeded", f"{len(spec.configs)} configurations"
 
 
-def _run_engine_child(cmd: list[str], spec: JobSpec, store_url: str, env: dict[str, str],
+def run_engine_child(cmd: list[str], spec: JobSpec, store_url: str, env: dict[str, str],
                       log: Callable[[str], None], what: str) -> str:
-    """Run one engine child to its end, relaying its lines; returns "" or why it failed."""
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, preexec_fn=die_with_parent, start_new_session=True)
-    track_child_group(proc.pid)
-    try:
+    """Run one engine child to its end, relaying its lines; returns "" or why it failed.
+
+    The child leads its own process group (calibration.procs.GroupChild): the moment it exits, however it
+    exits, its group is killed, and with it vLLM's engine core, which held the child's output pipe open: an
+    engine child killed with SIGKILL is a failed configuration within seconds, not a run that waits for its
+    deadline with an orphaned engine core resident."""
+    with GroupChild(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                    env=env) as child:
+        proc = child.proc
         assert proc.stdin is not None
-        proc.stdin.write(child_payload(spec, store_url))
-        proc.stdin.close()
+        try:
+            proc.stdin.write(child_payload(spec, store_url))
+            proc.stdin.close()
+        except BrokenPipeError:  # the child died before it read its payload: its exit says why
+            pass
         tail: list[str] = []
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -204,14 +214,21 @@ def _run_engine_child(cmd: list[str], spec: JobSpec, store_url: str, env: dict[s
             if line.startswith("[") or "Error" in line:
                 log(line)
         rc = proc.wait()
-    finally:
-        kill_group(proc.pid)  # engine core / worker processes the child left behind
-        untrack_child_group(proc.pid)
     if rc != 0:
-        msg = f"configuration {what} failed (exit {rc}): " + " | ".join(tail[-8:])
+        msg = f"configuration {what} failed: {engine_exit_reason(rc)}"
+        if tail:
+            msg += "; last lines: " + " | ".join(t[:300] for t in tail[-8:])  # vLLM's config line alone is ~4 kB
         log(msg)
         return msg
     return ""
+
+
+def engine_exit_reason(returncode: int) -> str:
+    """Why an engine child ended without a result, in the run's words."""
+    why = f"the engine process {exit_description(returncode)}"
+    if returncode == -signal.SIGKILL:
+        why += " (killed from outside the job: by a user, or by the system when memory ran out)"
+    return why + "; its engine core and worker processes were stopped with it"
 
 
 def _serve_job(spec: ServeSpec, run_id: str, store_url: str, log: Callable[[str], None]) -> tuple[str, str]:

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from calibration.admission import JobOwner, admit
 from calibration.jobs import JOB_KINDS, REPO_ROOT, job_command, job_env, job_payload
-from calibration.procs import die_with_parent, kill_group
+from calibration.procs import die_with_parent, exit_description, kill_group
 from calibration.store import Store
 
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out", "crashed")
@@ -199,7 +199,7 @@ class LocalProcessHandle(JobHandle):
         rc = self.proc.wait()
         self._kill_group(signal.SIGKILL)  # stragglers (engine workers) of a finished or killed job
         # The job process may die without writing its outcome (killed by a signal, out of memory...).
-        self._settle(f"job process exited with code {rc} without a result")
+        self._settle(f"the job process {exit_description(rc)} without a result")
 
     def _kill_group(self, sig: int) -> None:
         try:

@@ -39,7 +39,7 @@ from typing import Any
 
 from calibration import metrics, registry
 from calibration.engine_settings import MAX_MODEL_LEN, engine_dtype, memory_utilization
-from calibration.procs import die_with_parent, kill_group, track_child_group, untrack_child_group
+from calibration.procs import GroupChild, exit_description
 from calibration.records import GroupRecord, device_identity, hardware_description, package_versions, prompt_set_hash
 from calibration.spec import ServeSpec, load_prompts
 from calibration.store import Store
@@ -89,27 +89,36 @@ def _get(url: str, timeout_s: float = 5.0) -> int:
 @contextmanager
 def running_server(cmd: Sequence[str], port: int, *, log_path: Path,
                    timeout_s: float = SERVER_START_TIMEOUT_S) -> Iterator[str]:
-    """Start the server in its own process group, wait for /health, yield its base URL; kill the group on exit."""
+    """Start the server in its own process group, wait for /health, yield its base URL; kill the group on exit.
+    The group also dies the moment the server process exits (calibration.procs.GroupChild): its engine core
+    never outlives it, and a measurement that fails because the server died says so."""
     with open(log_path, "wb") as logf:
-        proc = subprocess.Popen(list(cmd), stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=die_with_parent)
-    track_child_group(proc.pid)  # the job's deadline (and a runner's cancel) kills the server too
+        # tracked: the job's deadline (and a runner's cancel) kills the server too
+        child = GroupChild(cmd, stdout=logf, stderr=subprocess.STDOUT)
+    proc = child.proc
     base = f"http://127.0.0.1:{port}"
+
+    def log_tail() -> str:
+        return " | ".join(log_path.read_text(errors="replace").splitlines()[-15:])
+
     try:
         deadline = time.monotonic() + timeout_s
         while _get(f"{base}/health") != 200:
             if proc.poll() is not None:
-                tail = log_path.read_text(errors="replace").splitlines()[-15:]
                 raise RuntimeError(f"vllm serve exited with {proc.returncode} before /health answered: "
-                                   + " | ".join(tail))
+                                   + log_tail())
             if time.monotonic() > deadline:
                 raise TimeoutError(f"vllm serve: /health did not answer within {timeout_s:.0f} s (log {log_path})")
             time.sleep(1.0)
-        yield base
+        try:
+            yield base
+        except Exception as e:
+            if child.exited.wait(2.0):  # the server died under the measurement: that is the reason
+                raise RuntimeError(f"vllm serve {exit_description(proc.wait())} while it was measured; its engine "
+                                   f"processes were stopped with it: {log_tail()}") from e
+            raise
     finally:
-        kill_group(proc.pid)  # the API server and its engine-core / worker processes
-        untrack_child_group(proc.pid)
-        proc.wait(30)
+        child.close()  # the API server and its engine-core / worker processes
 
 
 async def _one(client: Any, base: str, model: str, prompt: str, max_tokens: int,

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from calibration import model_assets
+from calibration.procs import GroupChild, die_with_spawning_parent, kill_own_group
 
 DONE_MARKER = ".done"
 MANIFEST = "manifest.json"
@@ -39,6 +41,8 @@ MAX_SAMPLES = 20_000
 MAX_EPOCHS = 50
 TRAIN_VENV_ENV = "SPECPLAN_TRAIN_VENV"
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# `generate`'s engine core (spawned on a CPU) imports this module as its `__mp_main__`: it dies with `generate`.
+die_with_spawning_parent(__name__)
 
 
 def trained_dir() -> Path:
@@ -225,8 +229,11 @@ def parse_result(stdout: str) -> dict:
 def _stream(cmd: list[str], log: Callable[[str], None], env: dict | None = None) -> str:
     """Run `cmd`, pass its progress lines ([generate ...], [features ...], [train] ...) to `log`, return stdout."""
     lines = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
-                          env=env) as proc:
+    # its own process group, killed when it exits or when this process dies (calibration.procs): the engine
+    # core that `generate` starts never outlives it
+    with GroupChild(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
+                    env=env) as child:
+        proc = child.proc
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
@@ -336,6 +343,8 @@ def _main(argv: list[str] | None = None) -> int:
     g.add_argument("--batch", type=int, default=32)
     g.add_argument("--out", required=True)
     a = p.parse_args(argv)
+    if os.getpgid(0) == os.getpid():  # started by `train` as a group leader: its parent's death ends the group
+        signal.signal(signal.SIGTERM, kill_own_group)
     secs = generate_samples(target_dir=Path(a.target_dir), workload=a.workload, samples=a.samples,
                             out_path=Path(a.out), max_tokens=a.max_tokens, batch=a.batch)
     print(json.dumps({"generate_seconds": secs}))
