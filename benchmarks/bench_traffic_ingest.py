@@ -269,6 +269,21 @@ def measure(path: Path, timeout_s: float = 300.0, fn: str = "parse", column: str
     return measure_all(path, (fn,), timeout_s, column)[fn]
 
 
+def make_nested_xlsx(path: Path, depth: int = 10_000_000) -> Path:
+    """An .xlsx whose sheet is `<worksheet><sheetData>` and `depth` nested `<a>` elements, then a 768 KiB base64
+    comment (random, so it does not deflate): ~825 KB on disk; an XML parser that builds the tree or counts its
+    depth in memory holds ~1.4 GB before it finds the header (issue 34)."""
+    import base64
+    import random
+
+    from bench_xlsx_ingest import MAIN, Part, workbook
+
+    noise = base64.b64encode(random.Random(34).randbytes(768 * 1024))  # 768 KiB of random bytes, as base64
+    sheet = Part.repeated(f'<worksheet xmlns="{MAIN}"><sheetData>'.encode(), b"<a>", depth,
+                          b"<!--" + noise + b"-->")
+    return workbook(path, sheet)
+
+
 def make_requests_csv(n: int, seed: int = 1) -> bytes:
     """The same synthetic week of requests bench_app.py ingests (one generator for both benchmarks)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
