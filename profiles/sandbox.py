@@ -47,7 +47,7 @@ MAX_RESULT_BYTES = 256 * 1024 * 1024  # a pickled result larger than this is not
 PRELOAD = ("profiles.sandbox", "profiles.traffic", "profiles.model_config", "profiles.measured_acceptance")
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-M_ARENA_MAX = -8  # glibc malloc.h: each thread's arena reserves 64 MiB of address space; two arenas are plenty
+M_ARENA_MAX = -8  # glibc malloc.h: each arena reserves 64 MiB of address space (RLIMIT_AS counts it); at most 4
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def _die_with_parent(parent_pid: int) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        libc.mallopt(M_ARENA_MAX, 2)
+        libc.mallopt(M_ARENA_MAX, 4)
     except (OSError, AttributeError):  # not Linux/glibc: the wall limit and the rlimits still hold
         pass
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
@@ -171,6 +171,7 @@ def _serve(ctrl_fd: int) -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    _warm()
     ctrl = socket.socket(fileno=ctrl_fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -223,6 +224,25 @@ def _serve(ctrl_fd: int) -> None:
                 except OSError:  # the app stopped waiting for this call
                     pass
                 conn.close()
+
+
+def _warm() -> None:
+    """Do once in the server what each child would otherwise do again (~1 s a call): import the modules a pickled
+    catalogue refers to (planner's, scipy through them) and the readers' lazy imports, by parsing the shipped
+    samples. Arrow re-creates its thread pools in a forked child (its at-fork handlers)."""
+    from pathlib import Path
+
+    from profiles import load_catalog
+    from profiles.traffic import TrafficError, inspect_upload, parse_traffic
+
+    cat = load_catalog()
+    for path in sorted((Path(__file__).resolve().parent / "samples").iterdir()):
+        if path.suffix in (".csv", ".jsonl", ".parquet"):
+            try:
+                inspect_upload(path.name, path.read_bytes())
+                parse_traffic(path.name, path.read_bytes(), cat)
+            except (TrafficError, OSError):  # a sample that does not parse warms less, nothing more
+                pass
 
 
 # --- the parent -----------------------------------------------------------------------------------------------
@@ -342,33 +362,31 @@ def _run(call: bytes, blobs: list[bytes], lim: ParseLimits) -> tuple[str, Any]:
                 conn.send_bytes(b)
         except (BrokenPipeError, ConnectionResetError):  # the child died while receiving (its memory bound)
             pass
-        result: tuple[str, Any] | None = None
+        result: tuple[str, Any] | None = None  # set when the parent stopped the child: wait for its reaping
         while True:
             if not conn.poll(max(deadline - time.monotonic(), 0)):
-                if result is None:
-                    result = ("wall", None)
+                if result is not None:  # the server did not report the kill within 10 s: go on without it
+                    return result
+                result = ("wall", None)
                 if pid:
                     os.kill(pid, signal.SIGKILL)  # not reaped yet: the server writes "exit" only after it reaps
-                deadline = time.monotonic() + 10  # the server's word that the child is gone
-                pid = 0
+                deadline = time.monotonic() + 10
                 continue
             try:
                 payload = conn.recv_bytes(MAX_RESULT_BYTES)
             except EOFError:  # the server is gone, and the child with it
                 return result or ("killed", None)
-            except OSError:  # longer than MAX_RESULT_BYTES
-                result = result or ("large", None)
+            except OSError:  # longer than MAX_RESULT_BYTES (the rest of that message is left unread)
                 if pid:
                     os.kill(pid, signal.SIGKILL)
-                    pid = 0
-                continue
+                return "large", None
             kind, value = pickle.loads(payload)
             if kind == "pid":
                 pid = value
             elif kind == "exit":
                 return result or (_death(value), None)
-            elif result is None:
-                result = (kind, value)
+            elif result is None:  # the child's own word: it exits by itself right after (os._exit, nothing to wait on)
+                return kind, value
     finally:
         conn.close()
 
