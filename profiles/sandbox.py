@@ -374,7 +374,7 @@ def _run(call: bytes, blobs: list[bytes], lim: ParseLimits) -> tuple[str, Any]:
                 continue
             try:
                 payload = conn.recv_bytes(MAX_RESULT_BYTES)
-            except EOFError:  # the server is gone, and the child with it
+            except (EOFError, ConnectionError):  # the server is gone, and the child with it
                 return result or ("killed", None)
             except OSError:  # longer than MAX_RESULT_BYTES (the rest of that message is left unread)
                 if pid:

@@ -69,7 +69,7 @@ def _reset_peak() -> float:
 def no_child_left():
     yield
     server = sb._server
-    if server is not None:  # a child that sent its result exits by itself: within a second, not never
+    if server is not None and server[0].poll() is None:  # a child that sent its result exits by itself: within a second, not never
         deadline = time.monotonic() + 5
         while (left := psutil.Process(server[0].pid).children(recursive=True)) and time.monotonic() < deadline:
             time.sleep(0.05)
