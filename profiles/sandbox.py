@@ -82,6 +82,25 @@ def limits_from_env() -> ParseLimits:
                        concurrency=_env_number("SPECPLAN_PARSE_CONCURRENCY", DEFAULT_CONCURRENCY, int, 1))
 
 
+@dataclass(frozen=True)
+class ChildUsage:
+    """What a child that answered used (for benchmarks): CPU seconds (all its threads), peak RSS (MB) and its address
+    space before the call (MB)."""
+
+    cpu_s: float
+    peak_mb: float
+    baseline_mb: float
+
+
+_last = threading.local()
+
+
+def last_usage() -> ChildUsage | None:
+    """The usage of this thread's last run_bounded child that answered (a result or an error; None: none, or it was
+    stopped at a limit before it could say)."""
+    return getattr(_last, "usage", None)
+
+
 # --- the child ------------------------------------------------------------------------------------------------
 
 
@@ -138,6 +157,9 @@ def _child(conn: Connection, parent_pid: int) -> None:
         payload = pickle.dumps(("memory", None))
     except BaseException as exc:  # noqa: BLE001 - every error goes back to the parent, as itself where it can
         payload = _pickled_error(exc)
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    conn.send_bytes(pickle.dumps(ChildUsage(cpu_s=use.ru_utime + use.ru_stime, peak_mb=_status_kib("VmHWM") / 1024,
+                                            baseline_mb=base / 2**20)))
     conn.send_bytes(payload)
     conn.close()
 
@@ -320,6 +342,7 @@ def run_bounded(fn: Callable[..., T], *args: Any, refuse: Callable[[str], BaseEx
 
     call = pickle.dumps((fn, tuple(lift(a) for a in args), {k: lift(v) for k, v in kwargs.items()}),
                         protocol=pickle.HIGHEST_PROTOCOL)
+    _last.usage = None
     with _slot(lim.concurrency):
         kind, value = _run(call, blobs, lim)
     if kind == "ok":
@@ -380,7 +403,11 @@ def _run(call: bytes, blobs: list[bytes], lim: ParseLimits) -> tuple[str, Any]:
                 if pid:
                     os.kill(pid, signal.SIGKILL)
                 return "large", None
-            kind, value = pickle.loads(payload)
+            msg = pickle.loads(payload)
+            if isinstance(msg, ChildUsage):  # sent just before its answer
+                _last.usage = msg
+                continue
+            kind, value = msg
             if kind == "pid":
                 pid = value
             elif kind == "exit":
