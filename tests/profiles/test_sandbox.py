@@ -190,3 +190,13 @@ def test_the_child_dies_with_the_fork_server():
     th.join(10)
     assert isinstance(done[0], TrafficError) and "the server's bounds" in str(done[0])
     assert run_bounded(len, b"abc", refuse=_refuse) == 3  # a new fork server for the next call
+
+
+def test_calibration_prompts_are_read_through_the_limits():
+    from calibration.traffic_prompts import prompts_from_upload
+
+    good = b"prompt_text,workload\nwrite a sort in C,code\nhello there,chat\n"
+    assert run_bounded(prompts_from_upload, "p.csv", good, per_workload=8, refuse=ValueError) == \
+        prompts_from_upload("p.csv", good, per_workload=8)
+    with pytest.raises(ValueError, match="no 'prompt_text' column"):
+        run_bounded(prompts_from_upload, "p.csv", b"a,b\n1,2\n", per_workload=8, refuse=ValueError)
