@@ -1,5 +1,5 @@
 """Every visitor file is read inside limits the operating system enforces: `run_bounded(fn, *args, refuse=...)` runs
-a reader in a child process (forked from a fork server that imported the readers once, so a call costs ~30 ms,
+a reader in a child process (forked from a fork server that imported the readers once, so a call costs ~35 ms,
 not an import of pyarrow) whose address
 space (RLIMIT_AS) and CPU time (RLIMIT_CPU) are capped before it receives a byte of the upload, and that the parent
 kills at a wall-clock limit. A reader's forgotten guard then costs one clean refusal, not the server.
@@ -350,9 +350,9 @@ def _slot(concurrency: int) -> threading.BoundedSemaphore:
 
 
 def prepare() -> None:
-    """Start the fork server now (it imports the readers once, ~1 s) instead of at the first upload."""
-    with _lock:
-        _control()
+    """Start the fork server now and wait until it serves (it imports and warms the readers once, a few seconds)
+    instead of at the first upload."""
+    run_bounded(len, b"", refuse=RuntimeError)
 
 
 def _start_child() -> Connection:

@@ -69,11 +69,18 @@ def _reset_peak() -> float:
 def no_child_left():
     yield
     server = sb._server
-    if server is not None and server[0].poll() is None:  # a child that sent its result exits by itself: within a second, not never
-        deadline = time.monotonic() + 5
-        while (left := psutil.Process(server[0].pid).children(recursive=True)) and time.monotonic() < deadline:
-            time.sleep(0.05)
+    if server is not None and server[0].poll() is None:
+        left = _children_after(psutil.Process(server[0].pid))
         assert not left, f"children of the fork server left after the call: {left}"
+
+
+def _children_after(server: psutil.Process, wait_s: float = 5.0) -> list[psutil.Process]:
+    """The server's children once those that answered have exited (a child exits by itself right after its answer:
+    within a second, not never)."""
+    deadline = time.monotonic() + wait_s
+    while (left := server.children(recursive=True)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
 
 
 def test_a_reader_that_allocates_3_gb_is_refused_and_the_parent_stays_small():
@@ -170,6 +177,7 @@ def test_the_child_dies_with_the_fork_server():
 
     run_bounded(len, b"warm", refuse=_refuse)
     server = psutil.Process(sb._server[0].pid)
+    assert not _children_after(server)
     done: list[BaseException] = []
 
     def call() -> None:
