@@ -10,6 +10,9 @@
 2. Ingest: a 1,000,000-row per-request CSV in a child process: time (target < 5 s) and the peak RSS added by
    the parse over the file size (target <= 3x; the file's own bytes are already in memory before the parse,
    as they are in the app, and are not counted; the absolute peak is printed too), then the same rows as Parquet.
+3. OS limits (profiles.sandbox, through profiles.uploads): the same CSV parsed in this process and in a child under
+   the limits, alternated (target: < 10 % slower), and each bomb plus the nested-XML xlsx of issue 34 through the
+   limited path: this process's peak RSS added (target < 300 MB), the child's peak RSS and CPU.
 
 tests/profiles/test_traffic_bombs.py imports `make_bombs` and `measure_all` and asserts the refusals, the memory
 bound and the CPU time of each call (not the wall time: CI machines are slow and shared).
@@ -21,6 +24,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -269,6 +273,123 @@ def measure(path: Path, timeout_s: float = 300.0, fn: str = "parse", column: str
     return measure_all(path, (fn,), timeout_s, column)[fn]
 
 
+def measure_bounded(path: Path, fn: str = "parse", column: str = "workload") -> dict:
+    """`fn` (parse, inspect or values) on `path` through profiles.uploads (a child process under the OS limits),
+    called from this process: outcome, message, wall seconds, this process's peak RSS added by the call (VmHWM,
+    reset before it) and the child's peak RSS and CPU seconds (psutil samples of the fork server's children every
+    10 ms: a lower bound on the peak, exact for the CPU up to the last sample)."""
+    import threading
+
+    import psutil
+
+    _root_on_path()
+    from profiles import load_catalog, sandbox
+    from profiles.traffic import TrafficError
+    from profiles.uploads import inspect_traffic, read_traffic, traffic_column_values
+
+    cat = load_catalog()
+    sandbox.prepare()
+    data = path.read_bytes()
+    server = psutil.Process(sandbox._server[0].pid)
+    seen = {"rss": 0.0, "cpu": 0.0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            for child in server.children():
+                try:
+                    seen["rss"] = max(seen["rss"], child.memory_info().rss / MIB)
+                    t = child.cpu_times()
+                    seen["cpu"] = max(seen["cpu"], t.user + t.system)
+                except psutil.Error:
+                    pass
+            done.wait(0.01)
+
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = _status_mb("VmHWM")
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    t = time.perf_counter()
+    try:
+        if fn == "parse":
+            outcome, message = "parsed", f"{read_traffic(path.name, data, cat).rows} rows"
+        elif fn == "inspect":
+            outcome, message = "opened", f"{len(inspect_traffic(path.name, data).columns)} columns"
+        else:
+            outcome, message = "read", f"{len(traffic_column_values(path.name, data, column))} values"
+    except TrafficError as e:
+        outcome, message = "refused", str(e)
+    dt = time.perf_counter() - t
+    done.set()
+    th.join()
+    usage = sandbox.last_usage()  # the child's own account when it returned a result; else the samples
+    return dict(outcome=outcome, message=message, seconds=dt, parent_added_mb=_status_mb("VmHWM") - base,
+                child_peak_mb=usage.peak_mb if usage else seen["rss"],
+                child_cpu_s=usage.cpu_s if usage else seen["cpu"])
+
+
+def _root_on_path() -> None:
+    if str(ROOT) not in sys.path:  # run as a script
+        sys.path.insert(0, str(ROOT))
+
+
+def _status_mb(key: str) -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def compare_bounded(data: bytes, name: str = "requests.csv", runs: int = 5) -> dict[str, list[float]]:
+    """parse_traffic in this process and through profiles.uploads.read_traffic (a child under the OS limits),
+    alternated `runs` times on the same bytes (the two profiles must be equal): sorted wall seconds of each
+    ("here", "there") and CPU seconds ("here_cpu": this process; "there_cpu": this process plus the child, from its
+    own account), which a machine shared with other work does not blur as it blurs wall time."""
+    import resource
+
+    _root_on_path()
+    from profiles import load_catalog, sandbox
+    from profiles.traffic import parse_traffic
+    from profiles.uploads import read_traffic
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    cat = load_catalog()
+    sandbox.prepare()
+    out: dict[str, list[float]] = {"here": [], "there": [], "here_cpu": [], "there_cpu": []}
+    for _ in range(runs):
+        t, c = time.perf_counter(), cpu()
+        a = parse_traffic(name, data, cat)
+        out["here"].append(time.perf_counter() - t)
+        out["here_cpu"].append(cpu() - c)
+        t, c = time.perf_counter(), cpu()
+        b = read_traffic(name, data, cat)
+        out["there"].append(time.perf_counter() - t)
+        out["there_cpu"].append(cpu() - c + sandbox.last_usage().cpu_s)
+        assert a == b, "the bounded parse differs from the in-process one"
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def make_nested_xlsx(path: Path, depth: int = 10_000_000) -> Path:
+    """An .xlsx whose sheet is `<worksheet><sheetData>` and `depth` nested `<a>` elements, then a 768 KiB base64
+    comment (random, so it does not deflate): ~825 KB on disk; an XML parser that builds the tree or counts its
+    depth in memory holds ~1.4 GB before it finds the header (issue 34)."""
+    import base64
+    import random
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_xlsx_ingest import MAIN, Part, workbook
+
+    noise = base64.b64encode(random.Random(34).randbytes(768 * 1024))  # 768 KiB of random bytes, as base64
+    sheet = Part.repeated(f'<worksheet xmlns="{MAIN}"><sheetData>'.encode(), b"<a>", depth,
+                          b"<!--" + noise + b"-->")
+    return workbook(path, sheet)
+
+
 def make_requests_csv(n: int, seed: int = 1) -> bytes:
     """The same synthetic week of requests bench_app.py ingests (one generator for both benchmarks)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -306,6 +427,27 @@ def main() -> None:
               f"{r['after_read_mb'] - r['baseline_mb']:.0f} MB + parse {added:.0f} MB; parse / file size = "
               f"{added / r['file_mb']:.2f}x (target <= 3x); absolute peak / file size = "
               f"{r['peak_mb'] / r['file_mb']:.2f}x; RSS after the parse {r['rss_after_mb']:.0f} MB")
+        data = p.read_bytes()
+        r = compare_bounded(data, p.name)
+        mid = len(r["here"]) // 2
+        print(f"OS limits: the same CSV parsed in this process vs in a child under the limits (profiles.uploads), "
+              f"alternated {len(r['here'])} times: median wall {r['here'][mid]:.2f} s vs {r['there'][mid]:.2f} s "
+              f"({r['there'][mid] / r['here'][mid] - 1:+.1%}; target < +10 %), median CPU {r['here_cpu'][mid]:.2f} s "
+              f"vs {r['there_cpu'][mid]:.2f} s ({r['there_cpu'][mid] / r['here_cpu'][mid] - 1:+.1%}, the child's "
+              f"included); wall runs {', '.join(f'{x:.2f}' for x in r['here'])} vs "
+              f"{', '.join(f'{x:.2f}' for x in r['there'])}")
+        del data
+        print("OS limits: bombs through profiles.uploads (parse; the nested-XML xlsx also inspect): this process's "
+              "peak RSS added (target < 300 MB), the child's peak RSS and CPU")
+        bombs = make_bombs(d / "bombs2")
+        bombs["xlsx: 10,000,000 nested <a> (issue 34)"] = make_nested_xlsx(d / "nested.xlsx")
+        for label, path in bombs.items():
+            for fn in ("inspect", "parse") if path.suffix == ".xlsx" else ("parse",):
+                r = measure_bounded(path, fn)
+                print(f"  {label[:48]:48s} {fn:7s} {r['outcome']:8s} wall {r['seconds']:6.2f} s, this process "
+                      f"+{r['parent_added_mb']:4.0f} MB, child peak {r['child_peak_mb']:5.0f} MB, CPU "
+                      f"{r['child_cpu_s']:5.2f} s; {r['message'][:90]}")
+            path.unlink()
         pq.write_table(_csv_table(p), d / "r.parquet")
         r = measure(d / "r.parquet")
         print(f"Ingest: the same rows as Parquet ({r['file_mb']:.1f} MiB), {r['outcome']}: {r['seconds']:.2f} s "

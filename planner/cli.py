@@ -36,14 +36,14 @@ def _catalog(args=None):
     cat = load_catalog()
     path = getattr(args, "model_config", None)
     if path:
-        from profiles.model_config import parse_model_config
+        from profiles.uploads import read_model_config  # in a child process, under the OS limits
 
         try:
             with open(path, "rb") as fh:
                 data = fh.read(2_000_001)
         except OSError as exc:
             raise ValueError(f"--model-config={path!r}: cannot read the file ({exc.strerror})") from None
-        parsed = parse_model_config(data)
+        parsed = read_model_config(data)
         cat = cat.with_models({parsed.spec.name: parsed.spec})
         args.model = parsed.spec.name
         if args.dtype is None:
@@ -105,14 +105,15 @@ def _floats(text: str) -> tuple[float, ...]:
 def _acceptance_file(path: str):
     """--acceptance-file: the customer's own measurement (profiles.measured_acceptance: vLLM /metrics text, a vllm
     bench result, per-position rates or a per-step histogram) -> its MeasuredAcceptance."""
-    from profiles.measured_acceptance import MeasuredAcceptanceError, read_measured_acceptance
+    from profiles.measured_acceptance import MeasuredAcceptanceError
+    from profiles.uploads import read_acceptance_file  # in a child process, under the OS limits
 
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise argparse.ArgumentTypeError(f"--acceptance-file={path!r}: {exc.strerror}") from None
     try:
-        return read_measured_acceptance(Path(path).name, data)
+        return read_acceptance_file(Path(path).name, data)
     except MeasuredAcceptanceError as exc:
         raise argparse.ArgumentTypeError(f"--acceptance-file={path!r}: {exc}") from None
 
@@ -319,14 +320,14 @@ def _traffic(args, cat):
         return None
     from pathlib import Path
 
-    from profiles.traffic import parse_traffic
+    from profiles.uploads import read_traffic  # in a child process, under the OS limits
 
     path = Path(args.traffic)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"--traffic={args.traffic!r}: cannot read the file ({exc.strerror})") from None
-    return parse_traffic(path.name, data, cat)
+    return read_traffic(path.name, data, cat)
 
 
 def traffic_json(prof) -> dict[str, Any]:

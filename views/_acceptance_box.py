@@ -12,7 +12,8 @@ from typing import Any
 import streamlit as st
 
 from planner.types import Acceptance
-from profiles.measured_acceptance import MeasuredAcceptanceError, read_measured_acceptance
+from profiles.measured_acceptance import MeasuredAcceptanceError
+from profiles.uploads import read_acceptance_file
 
 KEY = "_measured_acceptance"  # (method, MeasuredAcceptance) in use
 UPLOAD_KEY = "acceptance_box_upload"
@@ -27,7 +28,7 @@ def _use() -> None:
         ss[MESSAGE_KEY] = ("error", "Upload a file first.")
         return
     try:
-        measured = read_measured_acceptance(upload.name, upload.getvalue())
+        measured = read_acceptance_file(upload.name, upload.getvalue())  # in a child process, under the OS limits
     except MeasuredAcceptanceError as exc:
         ss[MESSAGE_KEY] = ("error", f"Not used: {exc}")
         return

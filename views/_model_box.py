@@ -12,6 +12,7 @@ import streamlit as st
 from calibration import kept_models
 from profiles.catalog import add_model_resolver
 from profiles.model_config import MAX_CONFIG_BYTES, ModelConfigError, is_config_name
+from profiles.uploads import read_model_config
 from views._client import client_address
 
 # Every catalogue's model table can name a kept config (a link opened in a new session), never lists one.
@@ -48,6 +49,7 @@ def _use() -> None:
         ss[MESSAGE_KEY] = ("error", "Upload or paste a config.json first.")
         return
     try:
+        read_model_config(data)  # first in a child process, under the OS limits: keep() parses it again here
         parsed, why = kept_models.keep(data, visitor=client_address())  # this visitor's share of the store
     except ModelConfigError as exc:
         ss[MESSAGE_KEY] = ("error", f"Not used: {exc}")

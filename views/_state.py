@@ -29,7 +29,8 @@ from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from profiles import load_catalog
 from profiles.request import request_from_traffic
-from profiles.traffic import ParseOptions, TrafficError, TrafficProfile, parse_traffic
+from profiles.traffic import ParseOptions, TrafficError, TrafficProfile
+from profiles.uploads import read_traffic
 from views import _acceptance_box, _hardware_box, _model_box, _price
 from views._client import client_address
 from views._text import plain, plain_in, quoted
@@ -411,7 +412,7 @@ PROFILES_CACHED = 4
 
 @st.cache_resource(max_entries=PROFILES_CACHED, show_spinner=False)
 def _parse_cached(name: str, data: bytes, options: ParseOptions | None = None) -> TrafficProfile:
-    return parse_traffic(name, data, catalog(), options=options)
+    return read_traffic(name, data, catalog(), options)  # in a child process, under the OS limits
 
 
 class _NotKept(LookupError):

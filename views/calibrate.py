@@ -161,6 +161,7 @@ def submit_form(blocked: str | None = None) -> None:
     from calibration.registry import DRAFTED, RegistryError, load_registry
     from calibration.runners import RAY_ADDRESSES_ENV, RAY_ADDRESSES_FILE_ENV, LocalRunner, RayRunner
     from calibration.traffic_prompts import prompts_from_upload
+    from profiles.sandbox import run_bounded  # the upload is read in a child process, under the OS limits
 
     try:
         reg = load_registry()
@@ -187,7 +188,9 @@ def submit_form(blocked: str | None = None) -> None:
     custom: dict[str, list[str]] = {}
     if upload:  # read at once (bounded: calibration.traffic_prompts), so a refusal shows before Run
         try:
-            custom = prompts_from_upload(upload.name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD)
+            name = upload.name
+            custom = run_bounded(prompts_from_upload, name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD,
+                                 refuse=lambda why: ValueError(f"file={name[:120]!r}: {why}"), what="prompt file")
             c2.caption(f"{sum(len(p) for p in custom.values())} prompts in {len(custom)} workload(s) from the upload.")
         except ValueError as e:
             c2.error("The uploaded prompt file is refused:")

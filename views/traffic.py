@@ -16,6 +16,7 @@ import streamlit as st
 
 from profiles import traffic as tr
 from profiles.traffic.guards import size_text
+from profiles.uploads import inspect_traffic, traffic_column_values
 from views import _state as S
 from views._text import plain, plain_in, quoted
 
@@ -80,7 +81,7 @@ def _inspect(up, data: bytes, base: tr.ParseOptions) -> tr.FileInfo:
     cached = st.session_state.get("_traffic_info")
     if cached is not None and cached[0] == key:
         return cached[1]
-    info = tr.inspect_upload(up.name, data, base)
+    info = inspect_traffic(up.name, data, base)  # in a child process, under the OS limits
     st.session_state["_traffic_info"] = (key, info)
     return info
 
@@ -91,7 +92,7 @@ def _column_values(up, data: bytes, column: str, base: tr.ParseOptions) -> list[
     if cached is not None and cached[0] == key:
         return cached[1]
     try:
-        vals = tr.column_values(up.name, data, column, base)
+        vals = traffic_column_values(up.name, data, column, base)
     except tr.TrafficError:
         vals = []
     st.session_state["_traffic_values"] = (key, vals)

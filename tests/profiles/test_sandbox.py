@@ -1,0 +1,210 @@
+"""profiles.sandbox / profiles.uploads: a reader runs in a child process under RLIMIT_AS, RLIMIT_CPU and a wall
+clock; a child past a limit becomes the reader's own error in product words, an error raised in the child comes back
+as itself, the parent's memory does not grow with the child's, and no child outlives its call."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from profiles import load_catalog
+from profiles import sandbox as sb
+from profiles.measured_acceptance import MeasuredAcceptanceError
+from profiles.model_config import ModelConfigError
+from profiles.sandbox import ParseLimits, limits_from_env, run_bounded
+from profiles.traffic import Problem, TrafficError, parse_traffic
+from profiles.uploads import inspect_traffic, read_acceptance_file, read_model_config, read_traffic
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the limits rest on Linux (prctl, /proc)")
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+SMALL = ParseLimits(max_mb=512, max_cpu_s=10, max_wall_s=30.0)
+
+
+def _refuse(why: str) -> TrafficError:
+    return TrafficError([Problem(None, None, None, f"a file the server can read within its bounds: {why}")])
+
+
+# readers run in the child (module-level: the child imports them by name)
+def allocate_3_gb() -> int:
+    chunks = [bytearray(64 * 2**20) for _ in range(48)]  # 3 GiB, 64 MiB at a time, each page written
+    return len(chunks)
+
+
+def spin() -> None:
+    while True:
+        pass
+
+
+def sleep() -> None:
+    time.sleep(60)
+
+
+def raise_traffic_error() -> None:
+    raise TrafficError([Problem(3, "prompt_tokens", "x" * 10, "a whole number of tokens", 4),
+                        Problem(5, "output_tokens", -1, "a count >= 0", 6)], total=40, at_least=True)
+
+
+def _vm_hwm_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def _reset_peak() -> float:
+    with open("/proc/self/clear_refs", "w") as fh:  # "5": the peak restarts from the current RSS
+        fh.write("5")
+    return _vm_hwm_mb()
+
+
+@pytest.fixture(autouse=True)
+def no_child_left():
+    yield
+    server = sb._server
+    if server is not None and server[0].poll() is None:
+        left = _children_after(psutil.Process(server[0].pid))
+        assert not left, f"children of the fork server left after the call: {left}"
+
+
+def _children_after(server: psutil.Process, wait_s: float = 5.0) -> list[psutil.Process]:
+    """The server's children once those that answered have exited (a child exits by itself right after its answer:
+    within a second, not never)."""
+    deadline = time.monotonic() + wait_s
+    while (left := server.children(recursive=True)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def test_a_reader_that_allocates_3_gb_is_refused_and_the_parent_stays_small():
+    run_bounded(len, b"warm", refuse=_refuse)  # the fork server is started before the peak is measured
+    before = _reset_peak()
+    with pytest.raises(TrafficError) as err:
+        run_bounded(allocate_3_gb, refuse=_refuse, what="traffic file", limits=SMALL)
+    assert str(err.value) == ("expected a file the server can read within its bounds: this traffic file needs more "
+                              "than 512 MB of memory to read (the server's bound, SPECPLAN_PARSE_MAX_MB)")
+    assert _vm_hwm_mb() - before < 40
+
+
+def test_a_spinning_reader_is_stopped_by_the_cpu_limit():
+    t = time.monotonic()
+    with pytest.raises(TrafficError, match="needs more than 1 s of CPU time to read"):
+        run_bounded(spin, refuse=_refuse, what="traffic file", limits=ParseLimits(max_cpu_s=1, max_wall_s=30))
+    assert time.monotonic() - t < 25  # the CPU limit, not the wall clock, ended it
+
+
+def test_a_sleeping_reader_is_stopped_by_the_wall_limit():
+    t = time.monotonic()
+    with pytest.raises(TrafficError, match=r"takes more than 1\.5 s to read \(the server's bound, "
+                                           "SPECPLAN_PARSE_MAX_WALL_S\\)"):
+        run_bounded(sleep, refuse=_refuse, what="traffic file", limits=ParseLimits(max_wall_s=1.5))
+    assert 1.5 <= time.monotonic() - t < 15
+
+
+def test_an_error_raised_in_the_child_comes_back_as_itself():
+    with pytest.raises(TrafficError) as err:
+        run_bounded(raise_traffic_error, refuse=_refuse)
+    e = err.value
+    assert type(e) is TrafficError
+    assert e.problems == [Problem(3, "prompt_tokens", "x" * 10, "a whole number of tokens", 4),
+                          Problem(5, "output_tokens", -1, "a count >= 0", 6)]
+    assert (e.total, e.at_least) == (40, True)
+    assert str(e) == "row 3 (line 4), column 'prompt_tokens': value 'xxxxxxxxxx': expected a whole number of tokens " \
+                     "(and at least 39 more problems)"
+
+
+def test_a_normal_traffic_file_parses_to_the_same_profile_as_in_process():
+    from bench_app import make_requests_csv
+
+    data = make_requests_csv(20_000, 3)
+    cat = load_catalog()
+    assert read_traffic("week.csv", data, cat) == parse_traffic("week.csv", data, cat)
+
+
+def test_a_reader_refusal_is_the_same_through_the_gate():
+    data = b"timestamp,workload,prompt_tokens,output_tokens\n1790000000,chat,abc,10\n"
+    cat = load_catalog()
+    with pytest.raises(TrafficError) as here:
+        parse_traffic("bad.csv", data, cat)
+    with pytest.raises(TrafficError) as there:
+        read_traffic("bad.csv", data, cat)
+    assert (there.value.problems, str(there.value)) == (here.value.problems, str(here.value))
+
+
+def test_config_and_acceptance_errors_keep_their_types_and_words():
+    with pytest.raises(ModelConfigError, match="config.json"):
+        read_model_config(b"{not json")
+    with pytest.raises(MeasuredAcceptanceError, match="^m.csv: "):
+        read_acceptance_file("m.csv", b"nothing,here\n")
+    with pytest.raises(ModelConfigError, match="^config.json: this config.json needs more than 512 MB of memory"):
+        run_bounded(allocate_3_gb, refuse=lambda why: ModelConfigError(f"config.json: {why}"), what="config.json",
+                    limits=SMALL)
+
+
+def test_the_limits_are_settings(monkeypatch):
+    monkeypatch.setenv("SPECPLAN_PARSE_MAX_MB", "700")
+    monkeypatch.setenv("SPECPLAN_PARSE_MAX_CPU_S", "7")
+    monkeypatch.setenv("SPECPLAN_PARSE_MAX_WALL_S", "9.5")
+    assert limits_from_env() == ParseLimits(max_mb=700, max_cpu_s=7, max_wall_s=9.5)
+    monkeypatch.setenv("SPECPLAN_PARSE_MAX_MB", "lots")
+    with pytest.raises(ValueError, match="SPECPLAN_PARSE_MAX_MB='lots': expected a number >= 64"):
+        limits_from_env()
+    monkeypatch.setenv("SPECPLAN_PARSE_MAX_MB", "600")
+    with pytest.raises(TrafficError, match="needs more than 600 MB of memory"):  # read per call
+        run_bounded(allocate_3_gb, refuse=_refuse, what="traffic file")
+
+
+def test_nested_xml_xlsx_is_refused_and_the_parent_stays_small(tmp_path):
+    from bench_traffic_ingest import make_nested_xlsx
+
+    data = make_nested_xlsx(tmp_path / "nested.xlsx").read_bytes()
+    run_bounded(len, b"warm", refuse=_refuse)
+    before = _reset_peak()
+    with pytest.raises(TrafficError):
+        inspect_traffic("nested.xlsx", data)
+    assert _vm_hwm_mb() - before < 300
+
+
+def test_the_child_dies_with_the_fork_server():
+    import threading
+
+    run_bounded(len, b"warm", refuse=_refuse)
+    server = psutil.Process(sb._server[0].pid)
+    assert not _children_after(server)
+    done: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            run_bounded(sleep, refuse=_refuse, limits=ParseLimits(max_wall_s=30))
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion below
+            done.append(exc)
+
+    th = threading.Thread(target=call)
+    th.start()
+    deadline = time.monotonic() + 10
+    while not server.children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (child,) = server.children()
+    server.kill()
+    server.wait(10)
+    child.wait(10)  # PR_SET_PDEATHSIG: killed with its parent
+    th.join(10)
+    assert isinstance(done[0], TrafficError) and "the server's bounds" in str(done[0])
+    assert run_bounded(len, b"abc", refuse=_refuse) == 3  # a new fork server for the next call
+
+
+def test_calibration_prompts_are_read_through_the_limits():
+    from calibration.traffic_prompts import prompts_from_upload
+
+    good = b"prompt_text,workload\nwrite a sort in C,code\nhello there,chat\n"
+    assert run_bounded(prompts_from_upload, "p.csv", good, per_workload=8, refuse=ValueError) == \
+        prompts_from_upload("p.csv", good, per_workload=8)
+    with pytest.raises(ValueError, match="no 'prompt_text' column"):
+        run_bounded(prompts_from_upload, "p.csv", b"a,b\n1,2\n", per_workload=8, refuse=ValueError)
