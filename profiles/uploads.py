@@ -1,10 +1,13 @@
-"""The gate every visitor file goes through: each reader (traffic, config.json, measured acceptance) runs in a child
-process under the operating system's limits (profiles.sandbox), and a file that needs more than they allow is
-refused in the reader's own error type. The Traffic page, the sidebar's boxes, the shared-link reopening of a kept
-upload and the CLI call these, never the readers directly; the readers' own checks stay the first line."""
+"""The gate every visitor file goes through: each reader (traffic, config.json, a GPU spec, measured acceptance)
+runs in a child process under the operating system's limits (profiles.sandbox), and a file that needs more than
+they allow is refused in the reader's own error type. The Traffic page, the sidebar's boxes, the shared-link
+reopening of a kept upload and the CLI call these, never the readers directly; the readers' own checks stay the
+first line."""
 
 from __future__ import annotations
 
+from planner.types import Hardware
+from profiles.hardware_spec import HardwareSpecError, parse_hardware_spec
 from profiles.measured_acceptance import MeasuredAcceptance, MeasuredAcceptanceError, read_measured_acceptance
 from profiles.model_config import ModelConfigError, ParsedModel, parse_model_config
 from profiles.sandbox import ParseLimits, run_bounded
@@ -56,3 +59,9 @@ def read_acceptance_file(name: str, data: bytes, *, limits: ParseLimits | None =
     return run_bounded(read_measured_acceptance, name, data,
                        refuse=lambda why: MeasuredAcceptanceError(f"{name[:120]}: {why}"),
                        what="measured acceptance file", limits=limits)
+
+
+def read_gpu_spec(data: bytes, *, limits: ParseLimits | None = None) -> Hardware:
+    """parse_hardware_spec under the limits (the sidebar's GPU box); raises HardwareSpecError only."""
+    return run_bounded(parse_hardware_spec, data, refuse=lambda why: HardwareSpecError(f"hardware spec: {why}"),
+                       what="hardware spec", limits=limits)

@@ -12,6 +12,7 @@ import streamlit as st
 
 from calibration import kept_hardware
 from profiles.hardware_spec import MAX_SPEC_BYTES, HardwareSpecError, is_spec_name, with_hardware_spec
+from profiles.uploads import read_gpu_spec
 from views import _price
 from views._client import client_address
 
@@ -59,6 +60,7 @@ def _use() -> None:
         ss[MESSAGE_KEY] = ("error", "Upload or paste a GPU spec first.")
         return
     try:
+        read_gpu_spec(data)  # first in a child process, under the OS limits: keep() parses it again here
         hw, why = kept_hardware.keep(data, visitor=client_address())  # this visitor's share of the store
     except HardwareSpecError as exc:
         ss[MESSAGE_KEY] = ("error", f"Not used: {exc}")
