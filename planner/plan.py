@@ -44,7 +44,7 @@ from planner.engines import DEFAULT_ENGINE_VERSION
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.hardware_choice import compare_hardware, hardware_sentence
 from planner.levers import levers, order_by_return, plan_levers
-from planner.points import alternatives, methods_with_band, operating_point, pct
+from planner.points import alternatives, methods_with_band, operating_point, pct, plain_tp_options
 from planner.request import (
     MAX_BATCH,
     NO_SPEC,
@@ -58,7 +58,8 @@ from planner.request import (
     validate,
 )
 from planner.roofline import default_kv_dtype
-from planner.sensitivity import how_sure, k_by_batch
+from planner.risk import switch_risk
+from planner.sensitivity import k_by_batch
 from planner.sizing import plan_fleet
 from planner.spend import request_for_spend, volume_for_spend
 
@@ -85,7 +86,9 @@ def plan(req: PlanRequest, catalog) -> Plan:
     mid = methods_with_band(ctx, names)
     baseline, by = mid[0], {p.method: p for p in mid[1:]}
     alts = alternatives(ctx) if not baseline.feasible else []
-    reference, note = choose_reference(ctx, by.get(cur) if cur != NO_SPEC else baseline, alts)
+    # with data-parallel attention, today may be cheaper on plain TP: the honest today is the cheaper of the two
+    plain = plain_tp_options(ctx, other_tps=not baseline.feasible) if cur == NO_SPEC else []
+    reference, note = choose_reference(ctx, by.get(cur) if cur != NO_SPEC else baseline, alts, plain)
     ref_cpm = reference.usd_per_mtok if reference is not None else None
     methods = tuple(
         dataclasses.replace(p, cpm_change_pct=pct(p.usd_per_mtok, ref_cpm) if p.feasible else None)
@@ -110,8 +113,11 @@ def plan(req: PlanRequest, catalog) -> Plan:
                           best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
                           best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing))
     if switching and econ.monthly_saving_usd is not None:
-        p_save, p_pay = how_sure(req, catalog, reference=reference, best=best)
-        econ = dataclasses.replace(econ, p_saving_positive=p_save, p_payback_within_horizon=p_pay)
+        if (risk := switch_risk(req, catalog, reference=reference, best=best)) is not None:
+            econ = dataclasses.replace(
+                econ, p_saving_positive=risk.p_saving_positive, p_payback_within_horizon=risk.p_payback_within_horizon,
+                risk_weighted_npv_usd=risk.risk_weighted_npv_usd, saving_p05_usd=risk.saving_p05_usd,
+                saving_p95_usd=risk.saving_p95_usd)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
@@ -135,7 +141,7 @@ def plan(req: PlanRequest, catalog) -> Plan:
         deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for)) if deploy_for else None,
         assumptions=tuple(assumptions(ctx)),
         costs=ctx.costs,
-        alternatives=tuple(alts),
+        alternatives=tuple(alts + plain),
         spend=spent,
         hardware_choice=hw_cmp,
         reference_fleet=ref_fleet,

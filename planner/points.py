@@ -231,6 +231,20 @@ def alternatives(ctx: Context) -> list[OperatingPoint]:
     return out
 
 
+def plain_tp_options(ctx: Context, *, other_tps: bool) -> list[OperatingPoint]:
+    """Where the request runs data-parallel attention: no speculation on plain TP (attention split over the GPUs) at
+    the requested TP, and at every other TP when `other_tps` (the requested TP's options miss the SLO); [] otherwise.
+    Today's honest configuration is the cheaper of these and data-parallel attention (planner.decision)."""
+    req = ctx.req
+    if not req.attention_dp:
+        return []
+    plain = make_context(dataclasses.replace(req, attention_dp=False), ctx.catalog, ctx.segs)
+    out = [one_point(plain, BASELINE)] + (alternatives(plain) if other_tps else [])
+    return [dataclasses.replace(p, attention_dp=False, label=f"no speculation on plain TP={p.tp or req.tp}",
+                                reason=p.reason or f"no speculation on {p.tp or req.tp} x {ctx.hw.label}, plain TP")
+            for p in out]
+
+
 def operating_point(
     req: PlanRequest,
     catalog,
