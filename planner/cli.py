@@ -394,6 +394,11 @@ def cmd_plan(args) -> Any:
     prof = _traffic(args, cat)
     p = plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers, prof=prof), args), cat)
     out = plan_dict(p)
+    if p.economics.monthly_saving_usd is not None:  # the saving at +-20 % of the SLO (planner.knee)
+        from planner.knee import knee_sentence, slo_knee
+
+        knee = slo_knee(p, cat)
+        out["slo_knee"] = {**jsonable(knee), "sentence": knee_sentence(knee)}
     if prof is not None:
         out["traffic"] = traffic_json(prof)
     if _model_json(args):
