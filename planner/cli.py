@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from planner import acceptance as acc
-from planner.formatting import plan_dict
+from planner.formatting import jsonable, plan_dict
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import Acceptance, Scenario
 

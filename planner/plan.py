@@ -57,8 +57,8 @@ from planner.request import (
     segments_from_mix,
     validate,
 )
-from planner.roofline import default_kv_dtype
 from planner.risk import switch_risk
+from planner.roofline import default_kv_dtype
 from planner.sensitivity import k_by_batch
 from planner.sizing import plan_fleet
 from planner.spend import request_for_spend, volume_for_spend
