@@ -1,6 +1,7 @@
 """Whether the plan's answer sits on a knee of the TPOT SLO: the monthly saving at 0.8x and 1.2x the SLO, from the
-same plan() at those SLOs (the volume the plan answered for, no levers, no hardware comparison). Computed on demand
-(two more plans), through this one function, so the Plan page, the report and the CLI say the same.
+same steps plan() takes up to its economics at those SLOs (planner.plan.monthly_saving: the volume the plan answered
+for; no Monte Carlo, levers, deployment or hardware comparison). Computed on demand, through this one function, so
+the Plan page, the report and the CLI say the same.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ KNEE_CHANGE = 0.5  # the saving changes by more than half of the plan's own savi
 def slo_knee(p: Plan, catalog) -> SloKnee:
     """The saving at the plan's SLO and at KNEE_SLO_FACTORS times it; `on_knee` when either differs from the plan's
     by more than KNEE_CHANGE of the plan's saving (any change from $0 counts; no saving computed there counts as $0)."""
-    from planner.plan import plan
+    from planner.plan import monthly_saving
 
     req = p.request
     base = dataclasses.replace(req, spend_usd_per_month=None, spend_gpus=None, levers_start=None,
@@ -25,7 +26,7 @@ def slo_knee(p: Plan, catalog) -> SloKnee:
     s = p.economics.monthly_saving_usd
     at = {}
     for f in KNEE_SLO_FACTORS:
-        at[f] = plan(dataclasses.replace(base, tpot_slo_ms=req.tpot_slo_ms * f), catalog).economics.monthly_saving_usd
+        at[f] = monthly_saving(dataclasses.replace(base, tpot_slo_ms=req.tpot_slo_ms * f), catalog)
     knee = False
     if s is not None:
         for v in at.values():

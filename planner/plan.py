@@ -67,13 +67,79 @@ from planner.spend import request_for_spend, volume_for_spend
 __all__ = [
     "MAX_BATCH", "NO_SPEC", "TP_OPTIONS", "Assumption", "CostAssumptions", "LeverStep", "OperatingPoint", "Plan",
     "PlanEconomics", "PlanFleet", "PlanError", "PlanRequest", "Recommendation", "SegmentPoint", "TrafficSegment",
-    "default_costs", "fmt_cpm", "fmt_months", "fmt_pct", "fmt_usd", "levers", "operating_point", "order_by_return",
-    "plan", "segments_from_mix", "validate",
+    "default_costs", "fmt_cpm", "fmt_months", "fmt_pct", "fmt_usd", "levers", "monthly_saving", "operating_point",
+    "order_by_return", "plan", "segments_from_mix", "validate",
 ]
 
 
 def plan(req: PlanRequest, catalog) -> Plan:
     """The whole answer for one request (see the module docstring)."""
+    h = _headline(req, catalog, band=True)
+    req, ctx, reference, best, econ, switching = h.req, h.ctx, h.reference, h.best, h.econ, h.switching
+    segs, spent, baseline, methods, fleet, by_bill = h.segs, h.spent, h.baseline, h.methods, h.fleet, h.by_bill
+    note, alts, ref_fleet, best_fleet = h.note, h.alts, h.ref_fleet, h.best_fleet
+    if switching and econ.monthly_saving_usd is not None:
+        if (risk := switch_risk(req, catalog, reference=reference, best=best)) is not None:
+            econ = dataclasses.replace(
+                econ, p_saving_positive=risk.p_saving_positive, p_payback_within_horizon=risk.p_payback_within_horizon,
+                risk_weighted_npv_usd=risk.risk_weighted_npv_usd, saving_p05_usd=risk.saving_p05_usd,
+                saving_p95_usd=risk.saving_p95_usd)
+    rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
+    deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
+    hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
+    if hw_cmp is not None and (elsewhere := hardware_sentence(hw_cmp, req, catalog)):
+        verdict = f"{verdict} {elsewhere}"
+    return Plan(
+        fleet=fleet,
+        bills=tuple(by_bill.values()),
+        request=req,
+        segments=segs,
+        usd_per_gpu_hour=ctx.price,
+        baseline=baseline,
+        reference=reference,
+        reference_note=note,
+        methods=methods,
+        best=best,
+        recommendation=rec,
+        verdict=verdict,
+        economics=econ,
+        levers=plan_levers(ctx),
+        deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for)) if deploy_for else None,
+        assumptions=tuple(assumptions(ctx)),
+        costs=ctx.costs,
+        alternatives=alts,
+        spend=spent,
+        hardware_choice=hw_cmp,
+        reference_fleet=ref_fleet,
+        best_fleet=best_fleet,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Headline:
+    """What plan() computes before the Monte Carlo, the verdict, the levers and the deployment: today, the best
+    method, their fleets and the economics of switching (plan() and monthly_saving() share it)."""
+
+    req: PlanRequest
+    ctx: Context
+    segs: tuple
+    spent: object
+    baseline: OperatingPoint
+    methods: tuple
+    reference: OperatingPoint | None
+    note: str
+    alts: tuple
+    fleet: object
+    by_bill: dict
+    best: OperatingPoint | None
+    ref_fleet: PlanFleet | None
+    best_fleet: PlanFleet | None
+    econ: PlanEconomics
+    switching: bool
+
+
+def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
+    """Steps 1-5 of the module docstring up to the economics; band: the saving's band over the alpha range too."""
     segs = validate(req, catalog)
     spent = volume_for_spend(req, catalog) if req.spend_usd_per_month is not None else None
     if spent is not None:  # the plan answers for the volume the spend buys
@@ -111,42 +177,15 @@ def plan(req: PlanRequest, catalog) -> Plan:
     one_low, one_high = (best.one_time_usd_low, best.one_time_usd_high) if best is not None and switching else (0, 0)
     econ = plan_economics(monthly_output_tokens=req.monthly_output_tokens, costs=ctx.costs, reference=reference,
                           best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
-                          best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing))
-    if switching and econ.monthly_saving_usd is not None:
-        if (risk := switch_risk(req, catalog, reference=reference, best=best)) is not None:
-            econ = dataclasses.replace(
-                econ, p_saving_positive=risk.p_saving_positive, p_payback_within_horizon=risk.p_payback_within_horizon,
-                risk_weighted_npv_usd=risk.risk_weighted_npv_usd, saving_p05_usd=risk.saving_p05_usd,
-                saving_p95_usd=risk.saving_p95_usd)
-    rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
-    deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
-    hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
-    if hw_cmp is not None and (elsewhere := hardware_sentence(hw_cmp, req, catalog)):
-        verdict = f"{verdict} {elsewhere}"
-    return Plan(
-        fleet=fleet,
-        bills=tuple(by_bill.values()),
-        request=req,
-        segments=segs,
-        usd_per_gpu_hour=ctx.price,
-        baseline=baseline,
-        reference=reference,
-        reference_note=note,
-        methods=methods,
-        best=best,
-        recommendation=rec,
-        verdict=verdict,
-        economics=econ,
-        levers=plan_levers(ctx),
-        deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for)) if deploy_for else None,
-        assumptions=tuple(assumptions(ctx)),
-        costs=ctx.costs,
-        alternatives=tuple(alts + plain),
-        spend=spent,
-        hardware_choice=hw_cmp,
-        reference_fleet=ref_fleet,
-        best_fleet=best_fleet,
-    )
+                          best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing) if band else ())
+    return _Headline(req, ctx, segs, spent, baseline, methods, reference, note, tuple(alts + plain), fleet, by_bill,
+                     best, ref_fleet, best_fleet, econ, switching)
+
+
+def monthly_saving(req: PlanRequest, catalog) -> float | None:
+    """plan(req, catalog).economics.monthly_saving_usd without the Monte Carlo, the levers or the deployment (the
+    knee of the SLO asks it at two more SLOs: planner.knee)."""
+    return _headline(req, catalog, band=False).econ.monthly_saving_usd
 
 
 def deployment(ctx: Context, pt: OperatingPoint) -> dict:

@@ -239,5 +239,8 @@ def test_the_saving_on_a_knee_of_the_slo_is_said(catalog):
     k = slo_knee(p, catalog)
     assert k.saving_usd == 0.0 and k.low_saving_usd > 0 and k.on_knee
     assert "knee of the SLO" in knee_sentence(k) and "40 ms" in knee_sentence(k)
+    # the knee's savings are plan()'s own: at 40 ms the full plan saves what the knee says
+    at40 = _ds_dp(catalog, tpot_slo_ms=40.0).economics.monthly_saving_usd
+    assert k.low_saving_usd == pytest.approx(at40) and P.monthly_saving(p.request, catalog) == pytest.approx(0.0)
     flat = dataclasses.replace(k, low_saving_usd=k.saving_usd, high_saving_usd=k.saving_usd, on_knee=False)
     assert knee_sentence(flat) == ""
