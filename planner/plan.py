@@ -139,7 +139,8 @@ class _Headline:
 
 
 def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
-    """Steps 1-5 of the module docstring up to the economics; band: the saving's band over the alpha range too."""
+    """Steps 1-5 of the module docstring up to the economics; band: each method's band over its alpha range and the
+    saving's band too (False: the middle only; today, the best method and the saving are the same)."""
     segs = validate(req, catalog)
     spent = volume_for_spend(req, catalog) if req.spend_usd_per_month is not None else None
     if spent is not None:  # the plan answers for the volume the spend buys
@@ -149,7 +150,7 @@ def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
     cur = req.current_method
     if cur != NO_SPEC and cur not in names:
         names.append(cur)
-    mid = methods_with_band(ctx, names)
+    mid = methods_with_band(ctx, names, band=band)
     baseline, by = mid[0], {p.method: p for p in mid[1:]}
     alts = alternatives(ctx) if not baseline.feasible else []
     # with data-parallel attention, today may be cheaper on plain TP: the honest today is the cheaper of the two

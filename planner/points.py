@@ -175,14 +175,15 @@ def unavailable(ctx: Context, name: str, why: str) -> OperatingPoint:
     )
 
 
-def methods_with_band(ctx: Context, names: Sequence[str]) -> list[OperatingPoint]:
+def methods_with_band(ctx: Context, names: Sequence[str], *, band: bool = True) -> list[OperatingPoint]:
     """No speculation and every method at its best K and batch, with the uncertainty band: each method's CPM at the
     low and high end of its alpha range, each at its own best K and batch. One vectorised search: the band's
     ends are extra candidates with the alpha shifted by half the range (prompt lookup and measured acceptance
-    have no range)."""
+    have no range). band=False: the middle only (each band end at the middle), a third of the search."""
     cands, missing = method_candidates(ctx, names)
+    with_band = band
     band, owner = [], []
-    for c in cands:
+    for c in (cands if with_band else ()):
         m = ctx.catalog.methods[c.method]
         if m.drafting in LOOKUP_DRAFTING or (ctx.req.acceptance is not None and ctx.req.acceptance_method == c.method):
             continue
