@@ -94,7 +94,7 @@ def _money(p: Plan, req: PlanRequest) -> None:
     if sav is not None:
         row[2].caption(_saving_range(e))
     row[3].metric("Payback", fmt_months(e.payback_months), help="One-time cost / monthly saving.")
-    if math.isfinite(e.payback_low_months) or math.isfinite(e.payback_high_months):
+    if fmt_months(e.payback_low_months) != fmt_months(e.payback_high_months):
         row[3].caption(f"range {fmt_months(e.payback_low_months)} to {fmt_months(e.payback_high_months)}")
     row[4].metric(f"NPV over {e.horizon_months} months", fmt_usd(e.npv_usd),
                   help=f"Monthly savings discounted at {e.annual_discount_rate * 100:g} %/year, minus the one-time "
@@ -168,7 +168,7 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
                        f"{fmt_usd(p.costs.engineering_usd_per_week)}/week (sidebar: Cost assumptions)."
                        + (f" {best.label}: {fmt_usd(best.one_time_usd_low)}-{fmt_usd(best.one_time_usd_high)}."
                           if best else ""))
-    if abs(e.one_time_high_usd - e.one_time_low_usd) >= 0.5:
+    if fmt_usd(e.one_time_low_usd) != fmt_usd(e.one_time_high_usd):
         row[2].caption(f"range {fmt_usd(e.one_time_low_usd)} to {fmt_usd(e.one_time_high_usd)}")
     if best is not None and fmt_acceptance(best):
         with st.expander("Where the acceptance comes from"):
