@@ -72,6 +72,9 @@ class OperatingPoint:
     acceptance_tier: str = ""
     acceptance_source: str = ""
     head: str = ""  # "a public <method> head exists (...)" or "no public <method> head ...: training it costs ..."
+    # None: attention as the request runs it; False: plain TP where the request asked for data-parallel attention
+    # (today's option without speculation when it is the cheaper one: planner.decision.choose_reference)
+    attention_dp: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,26 @@ class PlanEconomics:
     # how sure (planner.sensitivity's Monte Carlo over fleet bills; None until computed)
     p_saving_positive: float | None = None
     p_payback_within_horizon: float | None = None
+    # NPV averaged over the same draws (each draw's saving over the horizon, discounted, minus its one-time cost): the
+    # NPV weighted by how likely each saving is, shown beside the middle one (npv_usd)
+    risk_weighted_npv_usd: float | None = None
+    # the saving's 5th and 95th percentiles over the same draws (the replica count moves with each draw)
+    saving_p05_usd: float | None = None
+    saving_p95_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class SloKnee:
+    """The saving at the request's TPOT SLO and at 0.8x and 1.2x it (planner.knee): `on_knee` when it changes by more
+    than half within that +-20 %, i.e. the answer depends on where exactly the SLO sits."""
+
+    slo_ms: float
+    saving_usd: float | None
+    low_slo_ms: float
+    low_saving_usd: float | None  # at 0.8x the SLO (None: no saving computed there)
+    high_slo_ms: float
+    high_saving_usd: float | None  # at 1.2x the SLO
+    on_knee: bool
 
 
 @dataclass(frozen=True)

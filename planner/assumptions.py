@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from planner.answer import Assumption
 from planner.context import Context
-from planner.engines import DEFAULT_ENGINE_VERSION, ENGINES, plan_speedup_error
+from planner.engines import (
+    DEFAULT_ENGINE_VERSION,
+    ENGINES,
+    UNMEASURED_DP_SOURCE,
+    UNMEASURED_DP_SPEEDUP_BAND,
+    plan_speedup_error,
+)
 from planner.formatting import fmt_usd
 from planner.price import gpu_price
 from planner.serving import sampler_time_s
@@ -219,4 +225,10 @@ def acceptance_tier_assumptions(ctx: Context) -> list[Assumption]:
                 + "".join(f"; {cat.methods[k].label}: slope {v[0]:.3f} fitted to {v[1]}" for k, v in fitted.items()))
         src, date = "entered by the user", ""
     out.append(Assumption("sampling temperature", text, src, date))
+    if req.attention_dp:
+        out.append(Assumption(
+            "speculation speedup with data-parallel attention",
+            f"drawn within +-{UNMEASURED_DP_SPEEDUP_BAND * 100:.0f} % of the modelled one in the Monte Carlo; "
+            "P(saving > 0) counted as (hits + 1) / (draws + 2), never 0 % or 100 %",
+            UNMEASURED_DP_SOURCE, "2026-12-04"))
     return out

@@ -71,12 +71,22 @@ def point_fleet(ctx, pt, *, cand=None) -> Fleet | None:
     """One operating point's fleet by hour on the plan's traffic, at the point's own TP (an alternative's may
     differ); None when the point is not feasible. cand: the candidate it came from (a lever's tree, draft cost),
     None: the method as the request deploys it."""
-    from planner.context import make_context
     from planner.sizing import plan_fleet
 
-    if pt.tp and pt.tp != ctx.tp:
-        ctx = make_context(dataclasses.replace(ctx.req, tp=pt.tp), ctx.catalog, ctx.segs)
+    ctx = point_context(ctx, pt)
     return plan_fleet(ctx, [pt], cands=None if cand is None else [cand])
+
+
+def point_context(ctx, pt):
+    """The context a point runs in: the plan's, at the point's own TP and attention (a reference at another TP, or on
+    plain TP where the request runs data-parallel attention, has its own)."""
+    from planner.context import make_context
+
+    tp = pt.tp or ctx.tp
+    dp = ctx.req.attention_dp if pt.attention_dp is None else pt.attention_dp
+    if tp == ctx.tp and dp == ctx.req.attention_dp:
+        return ctx
+    return make_context(dataclasses.replace(ctx.req, tp=tp, attention_dp=dp), ctx.catalog, ctx.segs)
 
 
 def point_bill(ctx, pt, *, billing: str, cand=None) -> Bill:
@@ -95,7 +105,8 @@ def headline_fleet(ctx, pt: OperatingPoint | None, fleet: Fleet | None, *, role:
     another TP); (None, None) without a point or a feasible fleet. role: "today" or "best"."""
     if pt is None:
         return None, None
-    own = (fleet is not None and (pt.tp or ctx.tp) == fleet.tp and any(c.method == pt.method for c in fleet.configs))
+    own = (fleet is not None and (pt.tp or ctx.tp) == fleet.tp and pt.attention_dp in (None, ctx.req.attention_dp)
+           and any(c.method == pt.method for c in fleet.configs))
     f = fleet if own else point_fleet(ctx, pt)
     if f is None:
         return None, None

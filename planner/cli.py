@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from planner import acceptance as acc
-from planner.formatting import plan_dict
+from planner.formatting import jsonable, plan_dict
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import Acceptance, Scenario
 
@@ -404,6 +404,11 @@ def cmd_plan(args) -> Any:
     prof = _traffic(args, cat)
     p = plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers, prof=prof), args), cat)
     out = plan_dict(p)
+    if p.economics.monthly_saving_usd is not None:  # the saving at +-20 % of the SLO (planner.knee)
+        from planner.knee import knee_sentence, slo_knee
+
+        knee = slo_knee(p, cat)
+        out["slo_knee"] = {**jsonable(knee), "sentence": knee_sentence(knee)}
     if prof is not None:
         out["traffic"] = traffic_json(prof)
     if _model_json(args):

@@ -13,13 +13,18 @@ from planner.answer import OperatingPoint, PlanEconomics, Recommendation
 from planner.context import Context
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.points import pct
+from planner.request import NO_SPEC
 
 
-def choose_reference(ctx: Context, current: OperatingPoint | None, alternatives: Sequence[OperatingPoint]
-                     ) -> tuple[OperatingPoint | None, str]:
+def choose_reference(ctx: Context, current: OperatingPoint | None, alternatives: Sequence[OperatingPoint],
+                     plain: Sequence[OperatingPoint] = ()) -> tuple[OperatingPoint | None, str]:
     """(the reference, how it was chosen): today's configuration if it runs, else the cheapest feasible
-    alternative without speculation, else none."""
+    alternative without speculation, else none. plain: no speculation on plain TP where the request runs
+    data-parallel attention (planner.points.plain_tp_options); when today is no speculation, the honest today is the
+    cheapest feasible of all these by the month's fleet bill, named in the note (a weak today inflates the saving)."""
     req = ctx.req
+    if plain and current is not None and current.method == NO_SPEC:
+        return _cheapest_today(ctx, current, [*alternatives, *plain])
     if current is not None and current.feasible:
         return current, f"today: {current.label} at its best K and batch"
     why = current.reason if current is not None else "unavailable"
@@ -34,6 +39,31 @@ def choose_reference(ctx: Context, current: OperatingPoint | None, alternatives:
         f"today's configuration on {req.tp} x {ctx.hw.label} {why}; no configuration without "
         "speculation on this hardware meets the SLO, so no saving is computed against it"
     )
+
+
+def _cheapest_today(ctx: Context, current: OperatingPoint, others: Sequence[OperatingPoint]
+                    ) -> tuple[OperatingPoint | None, str]:
+    """The cheapest feasible configuration without speculation by the month's fleet bill (the full-load CPM breaks
+    ties), data-parallel attention and plain TP alike, with a note naming it and the one it was preferred to."""
+    from planner.bill import point_bill
+
+    req = ctx.req
+    options = [p for p in (current, *others) if p.feasible]
+    if not options:
+        return None, (f"no configuration without speculation on {ctx.hw.label}, data-parallel attention or plain TP, "
+                      "meets the SLO, so no saving is computed against it")
+    bill = {id(p): point_bill(ctx, p, billing=req.billing) for p in options}
+    ranked = sorted(options, key=lambda p: (bill[id(p)].usd_per_month, p.usd_per_mtok))
+    ref = ranked[0]
+    dp_label = f"data-parallel attention on {req.tp} x {ctx.hw.label}"
+    if ref is current:
+        return ref, (f"today: {dp_label} without speculation, the cheapest configuration without speculation "
+                     f"({fmt_usd(bill[id(ref)].usd_per_month)}/month, {bill[id(ref)].peak_gpus} GPUs at the peak)")
+    b = bill[id(ref)]
+    cur = (f"{dp_label} without speculation would cost {fmt_usd(bill[id(current)].usd_per_month)}/month "
+           f"({bill[id(current)].peak_gpus} GPUs)" if current.feasible else f"{dp_label} {current.reason}")
+    return ref, (f"today: {ref.label}, the cheapest configuration without speculation ({fmt_usd(b.usd_per_month)}"
+                 f"/month, {b.peak_gpus} GPUs at the peak); {cur}")
 
 
 def _recommend(best: OperatingPoint, cpm_change_pct: float | None, reason: str) -> Recommendation:

@@ -116,10 +116,30 @@ def _error_factors(mape: float, n: int, seed: int) -> np.ndarray:
     return np.r_[1.0, np.exp(np.random.default_rng(seed).normal(0.0, s, n))]
 
 
+# Speculation with data-parallel attention has no end-to-end measurement in the repository's published rows (the
+# speedup error above is measured on tensor-parallel deployments): its speedup is drawn uniformly within +-30 % of the
+# modelled one, its own seeded stream (assumption, 2026-12-04: no end-to-end measurement of speculation with DP
+# attention).
+UNMEASURED_DP_SPEEDUP_BAND = 0.30
+UNMEASURED_DP_SOURCE = "assumption, 2026-12-04: no end-to-end measurement of speculation with DP attention"
+UNMEASURED_DP_SEED = 23
+
+
+def unmeasured_speedup_factors(ctx, n: int, seed: int = UNMEASURED_DP_SEED) -> np.ndarray:
+    """(n + 1,) multipliers of a speculative configuration's CPM for a deployment the published rows never measured
+    end to end (data-parallel attention): 1 at draw 0, 1 / U(1 - band, 1 + band) after it (the speedup scaled by the
+    draw, the CPM by its inverse); all 1 for a measured deployment."""
+    if n <= 0 or not getattr(ctx.req, "attention_dp", False):
+        return np.ones(max(n, 0) + 1)
+    band = UNMEASURED_DP_SPEEDUP_BAND
+    return np.r_[1.0, 1.0 / np.random.default_rng(seed).uniform(1.0 - band, 1.0 + band, n)]
+
+
 def with_speedup_error(ctx, cands, cpm: np.ndarray) -> np.ndarray:
     """(draws, candidates) full-load CPM with each speculative candidate's drawn speedup error (one draw per sample,
-    shared by every speculative candidate: the class's error is systematic); no speculation untouched."""
+    shared by every speculative candidate: the class's error is systematic), times the unmeasured deployment's band
+    where there is one (unmeasured_speedup_factors); no speculation untouched."""
     err = plan_speedup_error(ctx.catalog, getattr(ctx.req, "engine", DEFAULT_ENGINE), ctx.model)
-    f = speedup_error_factors(err, cpm.shape[0] - 1)
+    f = speedup_error_factors(err, cpm.shape[0] - 1) * unmeasured_speedup_factors(ctx, cpm.shape[0] - 1)
     spec = np.array([c.method != "none" for c in cands])
     return np.where(spec[None, :], cpm * f[:, None], cpm)

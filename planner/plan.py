@@ -44,7 +44,7 @@ from planner.engines import DEFAULT_ENGINE_VERSION
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.hardware_choice import compare_hardware, hardware_sentence
 from planner.levers import levers, order_by_return, plan_levers
-from planner.points import alternatives, methods_with_band, operating_point, pct
+from planner.points import alternatives, methods_with_band, operating_point, pct, plain_tp_options
 from planner.request import (
     MAX_BATCH,
     NO_SPEC,
@@ -57,8 +57,9 @@ from planner.request import (
     segments_from_mix,
     validate,
 )
+from planner.risk import switch_risk
 from planner.roofline import default_kv_dtype
-from planner.sensitivity import how_sure, k_by_batch
+from planner.sensitivity import k_by_batch
 from planner.sizing import plan_fleet
 from planner.spend import request_for_spend, volume_for_spend
 
@@ -66,52 +67,23 @@ from planner.spend import request_for_spend, volume_for_spend
 __all__ = [
     "MAX_BATCH", "NO_SPEC", "TP_OPTIONS", "Assumption", "CostAssumptions", "LeverStep", "OperatingPoint", "Plan",
     "PlanEconomics", "PlanFleet", "PlanError", "PlanRequest", "Recommendation", "SegmentPoint", "TrafficSegment",
-    "default_costs", "fmt_cpm", "fmt_months", "fmt_pct", "fmt_usd", "levers", "operating_point", "order_by_return",
-    "plan", "segments_from_mix", "validate",
+    "default_costs", "fmt_cpm", "fmt_months", "fmt_pct", "fmt_usd", "levers", "monthly_saving", "operating_point",
+    "order_by_return", "plan", "segments_from_mix", "validate",
 ]
 
 
 def plan(req: PlanRequest, catalog) -> Plan:
     """The whole answer for one request (see the module docstring)."""
-    segs = validate(req, catalog)
-    spent = volume_for_spend(req, catalog) if req.spend_usd_per_month is not None else None
-    if spent is not None:  # the plan answers for the volume the spend buys
-        req = request_for_spend(req, spent)
-    ctx = make_context(req, catalog, segs)
-    names = list(req.methods or catalog.methods.keys())
-    cur = req.current_method
-    if cur != NO_SPEC and cur not in names:
-        names.append(cur)
-    mid = methods_with_band(ctx, names)
-    baseline, by = mid[0], {p.method: p for p in mid[1:]}
-    alts = alternatives(ctx) if not baseline.feasible else []
-    reference, note = choose_reference(ctx, by.get(cur) if cur != NO_SPEC else baseline, alts)
-    ref_cpm = reference.usd_per_mtok if reference is not None else None
-    methods = tuple(
-        dataclasses.replace(p, cpm_change_pct=pct(p.usd_per_mtok, ref_cpm) if p.feasible else None)
-        for p in mid[1:]
-        if p.method in (req.methods or catalog.methods.keys()) or p.method == cur
-    )
-    baseline = dataclasses.replace(
-        baseline, cpm_change_pct=pct(baseline.usd_per_mtok, ref_cpm) if baseline.feasible else None
-    )
-    fleet = plan_fleet(ctx, [baseline, *methods])
-    by_bill = bills(fleet, billing=req.billing, monthly_output_tokens=req.monthly_output_tokens) if fleet else {}
-    feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
-    # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
-    best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
-    # the two fleets the headline compares, each at its own TP: every number "today" and "with the best method"
-    ref_fleet, ref_bill = headline_fleet(ctx, reference, fleet, role="today")
-    best_fleet, best_bill = headline_fleet(ctx, best, fleet, role="best")
-    # economics of switching from the reference to the best method
-    switching = best is not None and best.method != (reference.method if reference is not None else None)
-    one_low, one_high = (best.one_time_usd_low, best.one_time_usd_high) if best is not None and switching else (0, 0)
-    econ = plan_economics(monthly_output_tokens=req.monthly_output_tokens, costs=ctx.costs, reference=reference,
-                          best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
-                          best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing))
+    h = _headline(req, catalog, band=True)
+    req, ctx, reference, best, econ, switching = h.req, h.ctx, h.reference, h.best, h.econ, h.switching
+    segs, spent, baseline, methods, fleet, by_bill = h.segs, h.spent, h.baseline, h.methods, h.fleet, h.by_bill
+    note, alts, ref_fleet, best_fleet = h.note, h.alts, h.ref_fleet, h.best_fleet
     if switching and econ.monthly_saving_usd is not None:
-        p_save, p_pay = how_sure(req, catalog, reference=reference, best=best)
-        econ = dataclasses.replace(econ, p_saving_positive=p_save, p_payback_within_horizon=p_pay)
+        if (risk := switch_risk(req, catalog, reference=reference, best=best)) is not None:
+            econ = dataclasses.replace(
+                econ, p_saving_positive=risk.p_saving_positive, p_payback_within_horizon=risk.p_payback_within_horizon,
+                risk_weighted_npv_usd=risk.risk_weighted_npv_usd, saving_p05_usd=risk.saving_p05_usd,
+                saving_p95_usd=risk.saving_p95_usd)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
@@ -135,12 +107,86 @@ def plan(req: PlanRequest, catalog) -> Plan:
         deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for)) if deploy_for else None,
         assumptions=tuple(assumptions(ctx)),
         costs=ctx.costs,
-        alternatives=tuple(alts),
+        alternatives=alts,
         spend=spent,
         hardware_choice=hw_cmp,
         reference_fleet=ref_fleet,
         best_fleet=best_fleet,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Headline:
+    """What plan() computes before the Monte Carlo, the verdict, the levers and the deployment: today, the best
+    method, their fleets and the economics of switching (plan() and monthly_saving() share it)."""
+
+    req: PlanRequest
+    ctx: Context
+    segs: tuple
+    spent: object
+    baseline: OperatingPoint
+    methods: tuple
+    reference: OperatingPoint | None
+    note: str
+    alts: tuple
+    fleet: object
+    by_bill: dict
+    best: OperatingPoint | None
+    ref_fleet: PlanFleet | None
+    best_fleet: PlanFleet | None
+    econ: PlanEconomics
+    switching: bool
+
+
+def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
+    """Steps 1-5 of the module docstring up to the economics; band: each method's band over its alpha range and the
+    saving's band too (False: the middle only; today, the best method and the saving are the same)."""
+    segs = validate(req, catalog)
+    spent = volume_for_spend(req, catalog) if req.spend_usd_per_month is not None else None
+    if spent is not None:  # the plan answers for the volume the spend buys
+        req = request_for_spend(req, spent)
+    ctx = make_context(req, catalog, segs)
+    names = list(req.methods or catalog.methods.keys())
+    cur = req.current_method
+    if cur != NO_SPEC and cur not in names:
+        names.append(cur)
+    mid = methods_with_band(ctx, names, band=band)
+    baseline, by = mid[0], {p.method: p for p in mid[1:]}
+    alts = alternatives(ctx) if not baseline.feasible else []
+    # with data-parallel attention, today may be cheaper on plain TP: the honest today is the cheaper of the two
+    plain = plain_tp_options(ctx, other_tps=not baseline.feasible) if cur == NO_SPEC else []
+    reference, note = choose_reference(ctx, by.get(cur) if cur != NO_SPEC else baseline, alts, plain)
+    ref_cpm = reference.usd_per_mtok if reference is not None else None
+    methods = tuple(
+        dataclasses.replace(p, cpm_change_pct=pct(p.usd_per_mtok, ref_cpm) if p.feasible else None)
+        for p in mid[1:]
+        if p.method in (req.methods or catalog.methods.keys()) or p.method == cur
+    )
+    baseline = dataclasses.replace(
+        baseline, cpm_change_pct=pct(baseline.usd_per_mtok, ref_cpm) if baseline.feasible else None
+    )
+    fleet = plan_fleet(ctx, [baseline, *methods])
+    by_bill = bills(fleet, billing=req.billing, monthly_output_tokens=req.monthly_output_tokens) if fleet else {}
+    feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
+    # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
+    best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
+    # the two fleets the headline compares, each at its own TP: every number "today" and "with the best method"
+    ref_fleet, ref_bill = headline_fleet(ctx, reference, fleet, role="today")
+    best_fleet, best_bill = headline_fleet(ctx, best, fleet, role="best")
+    # economics of switching from the reference to the best method
+    switching = best is not None and best.method != (reference.method if reference is not None else None)
+    one_low, one_high = (best.one_time_usd_low, best.one_time_usd_high) if best is not None and switching else (0, 0)
+    econ = plan_economics(monthly_output_tokens=req.monthly_output_tokens, costs=ctx.costs, reference=reference,
+                          best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
+                          best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing) if band else ())
+    return _Headline(req, ctx, segs, spent, baseline, methods, reference, note, tuple(alts + plain), fleet, by_bill,
+                     best, ref_fleet, best_fleet, econ, switching)
+
+
+def monthly_saving(req: PlanRequest, catalog) -> float | None:
+    """plan(req, catalog).economics.monthly_saving_usd without the Monte Carlo, the levers or the deployment (the
+    knee of the SLO asks it at two more SLOs: planner.knee)."""
+    return _headline(req, catalog, band=False).econ.monthly_saving_usd
 
 
 def deployment(ctx: Context, pt: OperatingPoint) -> dict:

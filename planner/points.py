@@ -175,14 +175,15 @@ def unavailable(ctx: Context, name: str, why: str) -> OperatingPoint:
     )
 
 
-def methods_with_band(ctx: Context, names: Sequence[str]) -> list[OperatingPoint]:
+def methods_with_band(ctx: Context, names: Sequence[str], *, band: bool = True) -> list[OperatingPoint]:
     """No speculation and every method at its best K and batch, with the uncertainty band: each method's CPM at the
     low and high end of its alpha range, each at its own best K and batch. One vectorised search: the band's
     ends are extra candidates with the alpha shifted by half the range (prompt lookup and measured acceptance
-    have no range)."""
+    have no range). band=False: the middle only (each band end at the middle), a third of the search."""
     cands, missing = method_candidates(ctx, names)
+    with_band = band
     band, owner = [], []
-    for c in cands:
+    for c in (cands if with_band else ()):
         m = ctx.catalog.methods[c.method]
         if m.drafting in LOOKUP_DRAFTING or (ctx.req.acceptance is not None and ctx.req.acceptance_method == c.method):
             continue
@@ -229,6 +230,20 @@ def alternatives(ctx: Context) -> list[OperatingPoint]:
         out.append(dataclasses.replace(p, label=f"no speculation at {'DP' if req.attention_dp else 'TP'}={tp}",
                                        reason=p.reason or f"no speculation on {tp} x {ctx.hw.label}"))
     return out
+
+
+def plain_tp_options(ctx: Context, *, other_tps: bool) -> list[OperatingPoint]:
+    """Where the request runs data-parallel attention: no speculation on plain TP (attention split over the GPUs) at
+    the requested TP, and at every other TP when `other_tps` (the requested TP's options miss the SLO); [] otherwise.
+    Today's honest configuration is the cheaper of these and data-parallel attention (planner.decision)."""
+    req = ctx.req
+    if not req.attention_dp:
+        return []
+    plain = make_context(dataclasses.replace(req, attention_dp=False), ctx.catalog, ctx.segs)
+    out = [one_point(plain, BASELINE)] + (alternatives(plain) if other_tps else [])
+    return [dataclasses.replace(p, attention_dp=False, label=f"no speculation on plain TP={p.tp or req.tp}",
+                                reason=p.reason or f"no speculation on {p.tp or req.tp} x {ctx.hw.label}, plain TP")
+            for p in out]
 
 
 def operating_point(

@@ -550,18 +550,6 @@ PLAN_MC_SAMPLES = 100  # the draws behind the Plan's P(saving > 0); the Sensitiv
 PLAN_MC_SEED = 7
 
 
-def how_sure(req: PlanRequest, catalog, *, reference, best, samples: int = PLAN_MC_SAMPLES, seed: int = PLAN_MC_SEED
-             ) -> tuple[float | None, float | None]:
-    """(P(saving > 0), P(payback within the horizon)) of switching from today (`reference`, the request's current
-    method at its TP) to `best`: monte_carlo's, the one Monte Carlo the Sensitivity page and the report show, at
-    the plan's K. None where there is no such switch."""
-    if (reference is None or best is None or reference.method == best.method
-            or (reference.tp and reference.tp != req.tp) or reference.method != req.current_method):
-        return None, None
-    mc = monte_carlo(req, catalog, best.method, k=max(int(best.k), 1), samples=samples, seed=seed)
-    return mc.p_saves, mc.p_payback_within_horizon
-
-
 MAX_THRESHOLD_DROP = 0.05  # a K threshold may cost at most 5 % of a replica's throughput at its boundary
 
 

@@ -22,6 +22,7 @@ import plotly.io as pio
 
 from planner.answer import LeverStep, Plan, PlanFleet
 from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd, plan_dict
+from planner.knee import knee_sentence, slo_knee
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\n")
 
@@ -77,7 +78,10 @@ HEADLINE_FIELDS = (("billing", "billing", ""),
                    ("reference_peak_gpus", "peak GPUs today", "GPUs"),
                    ("new_peak_gpus", "peak GPUs with the best method", "GPUs"),
                    ("p_saving_positive", "P(saving > 0)", "probability"),
-                   ("p_payback_within_horizon", "P(payback within the horizon)", "probability"))
+                   ("p_payback_within_horizon", "P(payback within the horizon)", "probability"),
+                   ("risk_weighted_npv_usd", "risk-weighted NPV (mean over the Monte Carlo's draws)", "$"),
+                   ("saving_p05_usd", "monthly saving, 5th percentile of the draws", "$/month"),
+                   ("saving_p95_usd", "monthly saving, 95th percentile of the draws", "$/month"))
 REQUEST_FIELDS = (("confidence", "confidence a recommendation requires", "probability"),)
 HARDWARE_FIELD = "hardware_choice"  # the cheapest fleet per GPU type, with and without speculation
 
@@ -340,6 +344,8 @@ def html_report(*, p: Plan, catalog, figures: list[tuple[str, go.Figure]], lever
                  f"({e(req.dtype)}), ${p.usd_per_gpu_hour:.2f}/GPU-hour, TPOT SLO {req.tpot_slo_ms:g} ms, "
                  f"{req.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({e(req.volume_source)}).</p>")
     parts.append(f"<h2>Recommendation</h2><p><b>{e(p.verdict)}</b></p>")
+    if p.economics.monthly_saving_usd is not None and (knee := knee_sentence(slo_knee(p, catalog))):
+        parts.append(f"<p><b>{e(knee)}</b></p>")
     ec = p.economics
     rows = [("CPM today", fmt_cpm(ec.reference_usd_per_mtok), "", "$ per million output tokens, prefill included; "
              + p.reference_note)]

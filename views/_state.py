@@ -117,7 +117,7 @@ def _params() -> dict[str, Param]:
         "levers_order": Param("article", str, lambda v: v in ("article", "return")),
         "sens_method": Param("auto", str, lambda v: v == "auto" or v in cat.methods),
         "sens_batch": Param(1, int, lambda v: 1 <= v <= 4096),
-        # the Plan's P(saving > 0) is this Monte Carlo at these defaults (planner.sensitivity.how_sure)
+        # the Plan's P(saving > 0) is this Monte Carlo at these defaults (planner.risk.switch_risk)
         "mc_samples": Param(sens.PLAN_MC_SAMPLES, int, lambda v: 50 <= v <= 5000),
         "mc_seed": Param(sens.PLAN_MC_SEED, int, lambda v: 0 <= v <= 2**31 - 1),
         # $/GPU-hour drawn from the list range only when asked (the request's price_range), never over an entered one

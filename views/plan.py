@@ -1,7 +1,8 @@
-"""Plan (landing page): the headline for a CFO, all of it from one planner.plan.plan() call: the CPM at full load
-today vs the best method (the effective CPM on the fleet beside it), the two fleets' bills under the chosen billing,
-the monthly saving they give, P(saving > 0), one-time cost, payback, each with its range, the recommendation in
-one sentence, and CPM by method."""
+"""Plan (landing page): the headline for a CFO, all of it from one planner.plan.plan() call. Money first: today's
+bill (today named: the cheapest configuration without speculation, or the current method), the bill with the best
+method, the saving, payback, NPV (and its risk-weighted value) and P(saving > 0); a warning when the saving sits on a
+knee of the TPOT SLO (planner.knee); then the CPMs at full load and effective, labelled, the one-time cost, the
+recommendation in one sentence, and CPM by method."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from planner.answer import OperatingPoint, Plan
+from planner.answer import OperatingPoint, Plan, SloKnee
 from planner.assumptions import CALIBRATED_PREFIX
 from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd
+from planner.knee import knee_sentence, slo_knee
 from planner.request import PlanRequest
 from views import _hardware
 from views import _state as S
@@ -58,70 +60,125 @@ def cpm_chart(p: Plan) -> go.Figure:
     return fig
 
 
+def _delta_usd(x: float | None) -> str | None:
+    """A bill's change as a metric delta: None (no arrow) when it is zero or unknown."""
+    if x is None or not math.isfinite(x) or abs(x) < 0.5:
+        return None
+    return f"{fmt_usd(x)}/month"
+
+
+def _money(p: Plan, req: PlanRequest) -> None:
+    """The first row: today's bill, the recommended (best) bill, the saving, payback, NPV and the chance it pays."""
+    e, tf, bf = p.economics, p.reference_fleet, p.best_fleet
+    row = st.columns(6)
+    if tf is not None:
+        row[0].metric(f"Bill today, {tf.billing}", f"{fmt_usd(tf.usd_per_month)}/month",
+                      help=f"Today: {p.reference_note}. The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by "
+                           "hour, below).")
+        row[0].caption(f"{tf.label}: {tf.peak_gpus:,} GPUs at the peak ({tf.tp} per replica); TPOT {_ms(tf.tpot_ms)}")
+    else:
+        row[0].metric("Bill today", "n/a", help=p.reference_note)
+        row[0].caption("no configuration without speculation meets the SLO")
+    if bf is not None:
+        change = None if tf is None else bf.usd_per_month - tf.usd_per_month
+        row[1].metric(f"Bill with {bf.label}", f"{fmt_usd(bf.usd_per_month)}/month", delta=_delta_usd(change),
+                      delta_color="inverse", help="The best method's fleet for the same traffic and SLO; a green "
+                                                  "arrow: the bill falls.")
+        row[1].caption(f"{bf.peak_gpus:,} GPUs at the peak ({bf.tp} per replica); TPOT {_ms(bf.tpot_ms)}")
+    else:
+        row[1].metric("Bill with speculation", "n/a", help="No method fits and meets the SLO.")
+    sav = e.monthly_saving_usd
+    row[2].metric("Monthly saving", "n/a" if sav is None else f"{fmt_usd(sav)}/month",
+                  help=f"Today's fleet bill - the best method's fleet bill ({e.billing}) for "
+                       f"{e.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({_own(p.request.volume_source)}).")
+    if sav is not None:
+        row[2].caption(_saving_range(e))
+    row[3].metric("Payback", fmt_months(e.payback_months), help="One-time cost / monthly saving.")
+    if fmt_months(e.payback_low_months) != fmt_months(e.payback_high_months):
+        row[3].caption(f"range {fmt_months(e.payback_low_months)} to {fmt_months(e.payback_high_months)}")
+    row[4].metric(f"NPV over {e.horizon_months} months", fmt_usd(e.npv_usd),
+                  help=f"Monthly savings discounted at {e.annual_discount_rate * 100:g} %/year, minus the one-time "
+                       "cost, at the middle of every range.")
+    if e.risk_weighted_npv_usd is not None:
+        row[4].caption(f"risk-weighted {fmt_usd(e.risk_weighted_npv_usd)} (the NPV averaged over the Monte Carlo's "
+                       "draws)")
+    if e.p_saving_positive is not None:
+        row[5].metric("P(saving > 0)", f"{e.p_saving_positive * 100:.0f} %",
+                      help=f"Share of seeded draws (acceptance, step time, the speedup error; the price only if "
+                           f"asked) whose fleet bills save money. Deploying requires {req.confidence * 100:.0f} %.")
+        row[5].caption(f"P(payback within {e.horizon_months} months) {e.p_payback_within_horizon * 100:.0f} %")
+    else:
+        row[5].metric("P(saving > 0)", "n/a", help="No switch to draw: today is already the cheapest, or there is no "
+                                                   "feasible today or method.")
+
+
+def _saving_range(e) -> str:
+    """The saving's ranges: over the Monte Carlo's draws (5th to 95th percentile) and over the alpha range; a range
+    whose two ends are equal is said so, not printed as 'X to X'."""
+    parts = []
+    if e.saving_p05_usd is not None and e.saving_p95_usd is not None:
+        parts.append(f"Monte Carlo 5-95 %: {fmt_usd(e.saving_p05_usd)} to {fmt_usd(e.saving_p95_usd)}"
+                     if abs(e.saving_p95_usd - e.saving_p05_usd) >= 0.5 else
+                     f"the same {fmt_usd(e.saving_p05_usd)} in 90 % of the Monte Carlo's draws (whole replicas)")
+    lo, hi = e.monthly_saving_low_usd, e.monthly_saving_high_usd
+    if lo is not None and hi is not None and abs(hi - lo) >= 0.5:
+        parts.append(f"alpha range {fmt_usd(lo)} to {fmt_usd(hi)}")
+    elif lo is not None:
+        parts.append("the same at both ends of the alpha range")
+    return "; ".join(parts)
+
+
 def _metrics(p: Plan, req: PlanRequest) -> None:
+    """The money first (_money), then the CPMs (full load and effective), labelled, and the one-time cost."""
     cat = S.catalog()
     hw = cat.hardware[req.hardware]
     e = p.economics
     ref = p.reference
     best = p.best
-    row1 = st.columns(3)
+    _money(p, req)
+    row = st.columns(3)
     if ref is not None:
-        row1[0].metric("CPM today at full load", f"{fmt_cpm(ref.usd_per_mtok)} /Mtok",
-                       help=f"{ref.label} at its best batch under the SLO ({p.reference_note}): one replica kept "
-                            f"full, prefill sharing its time; $ per million output tokens. Price "
-                            f"${p.usd_per_gpu_hour:.2f}/GPU-hour ({hw.price.source}, {hw.price.date}).")
-        row1[0].caption(f"{ref.label}, batch {ref.batch}; effective on the fleet "
-                        f"{fmt_cpm(e.reference_effective_usd_per_mtok)} /Mtok")
+        row[0].metric("CPM today at full load", f"{fmt_cpm(ref.usd_per_mtok)} /Mtok",
+                      help=f"{ref.label} at its best batch under the SLO ({p.reference_note}): one replica kept "
+                           f"full, prefill sharing its time; $ per million output tokens. Price "
+                           f"${p.usd_per_gpu_hour:,.2f}/GPU-hour ({hw.price.source}, {hw.price.date}).")
+        row[0].caption(f"{ref.label}, batch {ref.batch:,}; effective CPM on the fleet (bill / output tokens) "
+                       f"{fmt_cpm(e.reference_effective_usd_per_mtok)} /Mtok")
     else:
-        row1[0].metric("CPM today", "not feasible", help=p.reference_note)
-        row1[0].caption(p.baseline.reason)
+        row[0].metric("CPM today", "not feasible", help=p.reference_note)
+        row[0].caption(p.baseline.reason)
     if best is not None:
-        delta = None if best.cpm_change_pct is None else fmt_pct(best.cpm_change_pct)
-        row1[1].metric("Best method CPM at full load", f"{fmt_cpm(best.usd_per_mtok)} /Mtok", delta=delta,
-                       delta_color="inverse",
-                       help=f"{best.label} at K={best.k}, its own best batch ({best.batch}) under the same SLO. alpha "
-                            f"(per-token, position 1) {best.alpha_position_1:.2f}; tau {best.acceptance_length:.2f} "
-                            f"tokens/step; vLLM draft acceptance rate {best.draft_acceptance_rate * 100:.0f} % "
-                            f"({best.alpha_source}).")
-        row1[1].caption(f"{best.label}, K={best.k}; effective on the fleet {fmt_cpm(e.new_effective_usd_per_mtok)}"
-                        f" /Mtok; full-load range {fmt_cpm(min(best.usd_per_mtok_low, best.usd_per_mtok_high))}-"
-                        f"{fmt_cpm(max(best.usd_per_mtok_low, best.usd_per_mtok_high))} over its alpha range")
-        if fmt_acceptance(best):
-            st.caption(fmt_acceptance(best))
+        worse = best.cpm_change_pct is not None and best.cpm_change_pct > 0
+        delta = None if best.cpm_change_pct is None or abs(best.cpm_change_pct) < 0.05 else fmt_pct(best.cpm_change_pct)
+        title = "Cheapest-fleet method's CPM at full load" if worse else "Best method CPM at full load"
+        row[1].metric(title, f"{fmt_cpm(best.usd_per_mtok)} /Mtok", delta=delta, delta_color="inverse",
+                      help=f"{best.label} at K={best.k}, its own best batch ({best.batch:,}) under the same SLO. alpha "
+                           f"(per-token, position 1) {best.alpha_position_1:.2f}; tau {best.acceptance_length:.2f} "
+                           f"tokens/step; vLLM draft acceptance rate {best.draft_acceptance_rate * 100:.0f} % "
+                           f"({best.alpha_source})."
+                           + (" Its CPM at full load is above today's: it is not better per token." if worse else ""))
+        row[1].caption(f"{best.label}, K={best.k}; effective CPM on the fleet {fmt_cpm(e.new_effective_usd_per_mtok)}"
+                       f" /Mtok; full load {fmt_cpm(min(best.usd_per_mtok_low, best.usd_per_mtok_high))}-"
+                       f"{fmt_cpm(max(best.usd_per_mtok_low, best.usd_per_mtok_high))} over its alpha range")
     else:
-        row1[1].metric("Best method CPM", "none feasible")
-    sav = e.monthly_saving_usd
-    row1[2].metric("Monthly saving", "n/a" if sav is None else f"{fmt_usd(sav)}/month",
-                   help=f"Today's fleet bill - the best method's fleet bill ({e.billing}) for "
-                        f"{e.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({_own(p.request.volume_source)}).")
-    if sav is not None:
-        row1[2].caption(f"range {fmt_usd(e.monthly_saving_low_usd)} to {fmt_usd(e.monthly_saving_high_usd)}/month")
-    bills = st.columns(3)
-    if (tf := p.reference_fleet) is not None:
-        bills[0].metric(f"Bill today, {tf.billing}", f"{fmt_usd(tf.usd_per_month)}/month",
-                        help="The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by hour, below).")
-        bills[0].caption(f"{tf.peak_gpus} GPUs at the peak ({tf.tp} per replica); TPOT {_ms(tf.tpot_ms)}")
-    if (bf := p.best_fleet) is not None:
-        bills[1].metric(f"Bill with {bf.label}", f"{fmt_usd(bf.usd_per_month)}/month",
-                        help="The best method's fleet for the same traffic and SLO.")
-        bills[1].caption(f"{bf.peak_gpus} GPUs at the peak ({bf.tp} per replica); TPOT {_ms(bf.tpot_ms)}")
-    if e.p_saving_positive is not None:
-        bills[2].metric("P(saving > 0)", f"{e.p_saving_positive * 100:.0f} %",
-                        help=f"Share of seeded draws (acceptance, step time; the price only if asked) whose fleet "
-                             f"bills save money. Deploying requires {req.confidence * 100:.0f} %.")
-        bills[2].caption(f"P(payback within {e.horizon_months} months) {e.p_payback_within_horizon * 100:.0f} %")
-    row2 = st.columns(3)
-    row2[0].metric("One-time cost", fmt_usd(e.one_time_usd),
-                   help=f"Draft training GPU-hours at ${p.costs.training_usd_per_gpu_hour_low:.2f}-"
-                        f"${p.costs.training_usd_per_gpu_hour_high:.2f}/GPU-hour + engineering weeks at "
-                        f"{fmt_usd(p.costs.engineering_usd_per_week)}/week (sidebar: Cost assumptions)."
-                        + (f" {best.label}: {best.one_time_usd_low:,.0f}-{best.one_time_usd_high:,.0f} $." if best else ""))
-    row2[0].caption(f"range {fmt_usd(e.one_time_low_usd)} to {fmt_usd(e.one_time_high_usd)}")
-    row2[1].metric("Payback", fmt_months(e.payback_months),
-                   help="One-time cost / monthly saving.")
-    row2[1].caption(f"range {fmt_months(e.payback_low_months)} to {fmt_months(e.payback_high_months)}")
-    row2[2].metric(f"NPV over {e.horizon_months} months", fmt_usd(e.npv_usd),
-                   help=f"Monthly savings discounted at {e.annual_discount_rate * 100:g} %/year, minus the one-time cost.")
+        row[1].metric("Method CPM", "none feasible")
+    row[2].metric("One-time cost", fmt_usd(e.one_time_usd),
+                  help=f"Draft training GPU-hours at ${p.costs.training_usd_per_gpu_hour_low:,.2f}-"
+                       f"${p.costs.training_usd_per_gpu_hour_high:,.2f}/GPU-hour + engineering weeks at "
+                       f"{fmt_usd(p.costs.engineering_usd_per_week)}/week (sidebar: Cost assumptions)."
+                       + (f" {best.label}: {fmt_usd(best.one_time_usd_low)}-{fmt_usd(best.one_time_usd_high)}."
+                          if best else ""))
+    if fmt_usd(e.one_time_low_usd) != fmt_usd(e.one_time_high_usd):
+        row[2].caption(f"range {fmt_usd(e.one_time_low_usd)} to {fmt_usd(e.one_time_high_usd)}")
+    if best is not None and fmt_acceptance(best):
+        with st.expander("Where the acceptance comes from"):
+            st.caption(fmt_acceptance(best))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False, hash_funcs={PlanRequest: repr})
+def _knee(req: PlanRequest) -> SloKnee:
+    """The saving at +-20 % of the SLO (planner.knee, the CLI's and the report's too), for the page's plan."""
+    return slo_knee(compute(req), S.catalog())
 
 
 def _own(text: str) -> str:
@@ -145,6 +202,8 @@ def render() -> None:
     cat = S.catalog()
     hw = cat.hardware[req.hardware]
     st.markdown(f"**Recommendation:** {_own(p.verdict)}")
+    if p.economics.monthly_saving_usd is not None and (knee := knee_sentence(_knee(req))):
+        st.warning(knee)
     if p.spend is not None:  # the volume line: how the spend became the volume (planner.spend.SpendVolume)
         st.caption(f"Volume: {p.request.monthly_output_tokens / 1e9:,.2f}B output tokens/month, "
                    f"{_own(p.spend.volume_source)}.")
@@ -206,10 +265,11 @@ def _fleet(p: Plan) -> None:
     else:
         c[0].metric("Peak GPUs today", "none meets the SLO", help=p.reference_note)
     if best is not None:
-        delta = None if today is None else f"{best.peak_gpus - today.peak_gpus:+,} GPUs"
+        gap = None if today is None else best.peak_gpus - today.peak_gpus
+        delta = None if not gap else f"{gap:+,} GPUs"
         c[1].metric(f"Peak GPUs with {best.label}", f"{best.peak_gpus:,}", delta=delta, delta_color="inverse")
         c[2].metric(f"Monthly bill, {best.billing}", f"{fmt_usd(best.usd_per_month)}/month",
-                    delta=None if today is None else fmt_usd(best.usd_per_month - today.usd_per_month) + "/month",
+                    delta=None if today is None else _delta_usd(best.usd_per_month - today.usd_per_month),
                     delta_color="inverse",
                     help=f"GPUs per hour x {fmt_usd(best.usd_per_gpu_hour, 2)}/GPU-hour, summed over the month. A "
                          f"fleet sized for the peak: {fmt_usd(best.usd_per_month_fixed)}/month with {best.label}"
@@ -230,8 +290,8 @@ def _fleet(p: Plan) -> None:
     with st.expander(f"Fleet by hour, every configuration at the requested TP ({f.tp} GPUs per replica)"):
         st.dataframe([{"configuration": cfg.label, "K": cfg.k or None, "peak GPUs": cfg.peak_gpus,
                        "GPU-hours/month (autoscaled)": round(cfg.gpu_hours_per_month_autoscaled),
-                       "$/month autoscaled": round(cfg.usd_per_month_autoscaled),
-                       "$/month fixed at peak": round(cfg.usd_per_month_fixed)} for cfg in f.configs],
+                       "$/month autoscaled": fmt_usd(cfg.usd_per_month_autoscaled),
+                       "$/month fixed at peak": fmt_usd(cfg.usd_per_month_fixed)} for cfg in f.configs],
                      key="plan_fleet_table", hide_index=True)
 
 

@@ -56,6 +56,19 @@ def test_plan_headline_matches_the_planner(app, cat):
     assert "range" in " ".join(c.value for c in at.caption)
 
 
+def test_plan_leads_with_money_and_draws_no_arrow_for_no_change(app, cat):
+    """The first row is today's bill, the bill with the best method, the saving, payback, NPV and P(saving > 0), in
+    that order; the CPMs come after; a zero change of GPUs or dollars has no delta arrow (issue 32)."""
+    at = app()
+    labels = [m.label for m in at.metric]
+    firsts = ("Bill today", "Bill with", "Monthly saving", "Payback", "NPV over", "P(saving > 0)")
+    assert all(label.startswith(f) for label, f in zip(labels[:6], firsts, strict=True)), labels[:6]
+    assert labels.index(next(x for x in labels if x.startswith("CPM today"))) > 5
+    for m in at.metric:
+        if m.delta:
+            assert money(m.delta) != 0, (m.label, m.delta)
+
+
 def test_plan_follows_inputs_and_price_default_follows_hardware(app, cat):
     at = app()
     at.selectbox(key="hardware").set_value("h200").run()
@@ -230,6 +243,9 @@ def test_one_answer_everywhere(app, cat, media):
     assert money(metric(at, "CPM today").value) == pytest.approx(p.reference.usd_per_mtok, abs=6e-4)
     assert money(metric(at, "Monthly saving").value) == pytest.approx(e["monthly_saving_usd"], abs=1)
     assert metric(at, "Payback").value == P.fmt_months(e["payback_months"])
+    # the risk-weighted NPV: the CLI's, beside the NPV on the page, and the report's below
+    assert e["risk_weighted_npv_usd"] == pytest.approx(p.economics.risk_weighted_npv_usd)
+    assert f"risk-weighted {P.fmt_usd(e['risk_weighted_npv_usd'])}" in " ".join(c.value for c in at.caption)
     assert int(metric(at, "Peak GPUs today").value.replace(",", "")) == today_bill["peak_gpus"]
     assert money(metric(at, "Monthly bill, autoscaled").value) == pytest.approx(best_bill["usd_per_month_autoscaled"],
                                                                                  abs=1)
@@ -262,6 +278,8 @@ def test_one_answer_everywhere(app, cat, media):
                                                                                    abs=1e-3)
         assert [int(rows[(f"fleet by hour, {role}", f"hour {h['hour']:02d}")]) for h in cfg["hours"]] == [
             h["gpus"] for h in cfg["hours"]]
+    assert float(rows[("headline", "risk-weighted NPV (mean over the Monte Carlo's draws)")]) == pytest.approx(
+        e["risk_weighted_npv_usd"], rel=1e-5)
     p_saves = float(rows[("uncertainty", "P(saving > 0)")])
     # one Monte Carlo: the Plan's P(saving > 0) (CLI JSON) is the report's and the Sensitivity page's at its defaults
     assert e["p_saving_positive"] == pytest.approx(p_saves)

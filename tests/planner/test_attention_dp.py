@@ -179,3 +179,68 @@ def test_published_dp_rows_are_fitted_as_deployed():
     rows, _ = fs.usable_rows(fs.read_table())
     lm = [r for r in rows if r.id in ("LM1", "LM2")]
     assert len(lm) == 2 and all(r.attention_dp and r.tp == 16 and r.batch == 32 for r in lm)
+
+
+def _ds_dp(catalog, **kw) -> P.Plan:
+    base = dict(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8", attention_dp=True, tpot_slo_ms=30.0)
+    return P.plan(P.PlanRequest(**{**base, **kw}), catalog)
+
+
+def test_today_is_plain_tp_when_it_is_cheaper_than_data_parallel_attention(catalog):
+    """At a 30 ms TPOT, DeepSeek-V3 fp8 on 8 x H200 without speculation needs 48 GPUs with data-parallel attention
+    and 24 on plain TP (issue 32): today is the cheaper plain TP, named in the note and the verdict, and the saving is
+    measured from it, not from the dearer DP fleet."""
+    p = _ds_dp(catalog)
+    plain = P.plan(P.PlanRequest(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8", tpot_slo_ms=30.0), catalog)
+    dp_no_spec = p.bill(P.NO_SPEC)
+    assert p.reference.attention_dp is False and "plain TP" in p.reference.label
+    assert p.reference_fleet.peak_gpus == plain.reference_fleet.peak_gpus < dp_no_spec.peak_gpus
+    assert p.economics.reference_bill_usd_per_month == pytest.approx(plain.economics.reference_bill_usd_per_month)
+    assert p.economics.reference_bill_usd_per_month < dp_no_spec.usd_per_month
+    assert p.reference.label in p.reference_note and p.reference.label in p.verdict
+
+
+def test_today_stays_data_parallel_when_plain_tp_is_not_cheaper(catalog):
+    """At 50 ms both fleets are one replica: no cheaper plain TP, today is data-parallel attention itself."""
+    p = _ds_dp(catalog, tpot_slo_ms=50.0)
+    assert p.reference.method == P.NO_SPEC and p.reference.attention_dp is None
+
+
+def test_speculation_with_data_parallel_attention_is_never_certain(catalog):
+    """No end-to-end measurement of speculation with DP attention: P(saving > 0) stays strictly inside (0, 1) even
+    where every draw saves, the saving's draws spread (p5 < p95) and the risk-weighted NPV sits beside the NPV."""
+    for vol in (1e10, 5e10):
+        e = _ds_dp(catalog, monthly_output_tokens=vol).economics
+        assert 0.0 < e.p_saving_positive < 1.0
+        assert e.risk_weighted_npv_usd is not None and math.isfinite(e.risk_weighted_npv_usd)
+    assert e.saving_p05_usd < e.saving_p95_usd
+    assert any(a.what.startswith("speculation speedup with data-parallel attention")
+               for a in _ds_dp(catalog).assumptions)
+
+
+def test_the_draws_move_the_replicas_by_more_than_a_step_where_the_band_says_so(catalog):
+    """50B tokens/month: the DP fleet with speculation is 2 replicas of 8 GPUs; +-30 % on its speedup moves the
+    replicas it needs across a whole one (2 / 1.3 < 2 < 2 / 0.7), so the saving's 5-95 % range is at least one
+    replica's month."""
+    p = _ds_dp(catalog, monthly_output_tokens=5e10)
+    e, bf = p.economics, p.best_fleet
+    assert bf.peak_gpus == 16
+    # one replica over the fleet's hours: its GPUs x $/GPU-hour x the month's GPU-hours per peak GPU
+    one_replica = bf.tp * bf.usd_per_gpu_hour * (bf.gpu_hours_per_month / bf.peak_gpus)
+    assert e.saving_p95_usd - e.saving_p05_usd >= one_replica * (1 - 1e-9)
+
+
+def test_the_saving_on_a_knee_of_the_slo_is_said(catalog):
+    """At 50 ms speculation saves nothing (one replica either way) but at 40 ms it saves a replica: the answer sits
+    on a knee of the SLO and the sentence gives the three savings; the CLI's JSON carries the same record."""
+    from planner.knee import knee_sentence, slo_knee
+
+    p = _ds_dp(catalog, tpot_slo_ms=50.0)
+    k = slo_knee(p, catalog)
+    assert k.saving_usd == 0.0 and k.low_saving_usd > 0 and k.on_knee
+    assert "knee of the SLO" in knee_sentence(k) and "40 ms" in knee_sentence(k)
+    # the knee's savings are plan()'s own: at 40 ms the full plan saves what the knee says
+    at40 = _ds_dp(catalog, tpot_slo_ms=40.0).economics.monthly_saving_usd
+    assert k.low_saving_usd == pytest.approx(at40) and P.monthly_saving(p.request, catalog) == pytest.approx(0.0)
+    flat = dataclasses.replace(k, low_saving_usd=k.saving_usd, high_saving_usd=k.saving_usd, on_knee=False)
+    assert knee_sentence(flat) == ""
