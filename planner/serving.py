@@ -219,10 +219,10 @@ def memory_max_batch(*, target: Net, draft: Net, hw: HwParams, mode, prompt_toke
                      draft_weight_bytes_total=0.0, draft_is_model=False,
                      attention_dp=0.0, verify_tokens=1.0) -> tuple[np.ndarray, np.ndarray]:
     """(largest batch with the draft, largest batch without it) that fit memory: every resident weight (all
-    experts) + draft weights (a head's fusion included) + each sequence's memory (MLA latent replicated on every TP rank; sliding-window
-    layers hold only their window), from planner.roofline.max_batch. With the draft a sequence holds
-    sequence_memory's terms too: the lookahead KV slots of the step's drafted tokens, the draft's own KV and, on
-    hybrid models, a recurrent state per verified token (verify_tokens: K + 1 for a chain, a tree's nodes + 1).
+    experts) + draft weights (a head's fusion included) + each sequence's memory (MLA latent replicated on every TP
+    rank; sliding-window layers hold only their window), from planner.roofline.max_batch. With the draft a sequence
+    holds sequence_memory's terms too: the lookahead KV slots of the step's drafted tokens, the draft's own KV and,
+    on hybrid models, a recurrent state per verified token (verify_tokens: K + 1 for a chain, a tree's nodes + 1).
     `draft` is already scaled for K (MEDUSA's K heads). Under attention data parallel every GPU holds the
     non-expert weights and a draft model whole, and a sequence's KV once (planner.roofline.replica_weight_bytes,
     data_parallel_split)."""
