@@ -19,7 +19,7 @@ from planner.roofline import (
     target_net,
     usable_memory_bytes,
 )
-from planner.serving import SequenceMemory, memory_max_batch, sequence_memory
+from planner.serving import SequenceMemory, engine_verify_tokens, memory_max_batch, sequence_memory
 from planner.trees import TreeShape
 
 GIB = 2.0**30
@@ -31,9 +31,7 @@ def candidate_max_batch(ctx: Context, cands: Sequence[Candidate], drafts: DraftA
     """Largest batch that fits memory along the candidates' axis (five axes): with the candidate's draft (scaled
     for K where the draft grows with it) and speculation's per-sequence memory (verify_tokens: K + 1 unless
     given; planner.serving.sequence_memory), or without one for no speculation."""
-    n_verify = np.asarray(k, float) + 1.0 if verify_tokens is None else np.asarray(verify_tokens, float)
-    if n_verify.ndim == 5:  # the engine reserves for its configuration (K, the tree), the same for every draw
-        n_verify = n_verify.max(axis=(0, 3), keepdims=True)
+    n_verify = engine_verify_tokens(np.asarray(k, float) + 1.0 if verify_tokens is None else verify_tokens)
     scaled = drafts.draft.scaled(np.where(drafts.draft_scales_with_k, k, 1.0))
     mb, base_mb = memory_max_batch(target=ctx.target, draft=scaled, hw=ctx.hw_params, mode=drafts.mode,
                                    prompt_tokens=prompt_tokens, output_tokens=output_tokens, tp=ctx.tp,

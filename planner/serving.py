@@ -206,13 +206,23 @@ def sequence_memory(*, target: Net, draft: Net, mode, sequence_tokens, verify_to
     seq = np.asarray(sequence_tokens, float)
     n = np.asarray(verify_tokens, float)
     mode = np.asarray(mode)
-    lookahead = np.where(np.isin(mode, LOOKAHEAD_MODES), n - 1.0, 0.0)
+    reserves = (mode == LOOKAHEAD_MODES[0]) | (mode == LOOKAHEAD_MODES[1])
+    lookahead = np.where(reserves, n - 1.0, 0.0)
     kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq, tp=kv_tp)
     lookahead_kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq + lookahead, tp=kv_tp) - kv
     no_draft = (mode == MODE_NONE) | (mode == MODE_GPU_LOOKUP)
     draft_kv = np.where(no_draft, 0.0, kv_cache_bytes_per_sequence(draft, sequence_tokens=seq + lookahead, tp=kv_tp))
-    states = n * np.asarray(target.state_bytes_per_sequence, float)
+    state = np.asarray(target.state_bytes_per_sequence, float)
+    states = n * state if np.any(state) else np.zeros(())
     return SequenceMemory(kv=kv, lookahead_kv=lookahead_kv, draft_kv=draft_kv, draft_states=states)
+
+
+def engine_verify_tokens(verify_tokens) -> np.ndarray:
+    """Verified tokens per sequence the engine's memory is set for, on the planner's five axes (sample, candidate,
+    K, segment, batch): its configuration (K, the tree) whatever the draw and the segment, so the largest over
+    those axes (the same number for a chain); other shapes as given."""
+    n = np.asarray(verify_tokens, float)
+    return n.max(axis=(0, 3), keepdims=True) if n.ndim == 5 else n
 
 
 def memory_max_batch(*, target: Net, draft: Net, hw: HwParams, mode, prompt_tokens, output_tokens, tp=1,
@@ -397,7 +407,7 @@ def evaluate_arrays(
         mb, base_mb = memory_max_batch(target=target, draft=scaled, hw=hw, mode=mode, prompt_tokens=prompt_tokens,
                                        output_tokens=out, tp=tp, draft_weight_bytes_total=draft_weight_bytes_total,
                                        draft_is_model=draft_is_model, attention_dp=attention_dp,
-                                       verify_tokens=n_verify)
+                                       verify_tokens=engine_verify_tokens(n_verify))
     else:
         mb = base_mb = np.nan
     return SpecResult(
