@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from planner.candidates import default_tree_shape
 from planner.context import Candidate, Context, r5
 from planner.drafting import DraftArrays, drafts
 from planner.request import NO_SPEC, TP_OPTIONS
@@ -76,8 +77,6 @@ def memory_way_out(ctx: Context, extra_weight_bytes: float = 0.0) -> str:
 def verify_tokens_of(cand: Candidate, k: int) -> int:
     """Tokens per sequence a step verifies at K: a stated tree's nodes + 1, the default tree's (planner.candidates),
     else K + 1."""
-    from planner.candidates import default_tree_shape  # planner.candidates builds on this module's callers
-
     shape: TreeShape | None = cand.tree_shape or (default_tree_shape(k) if cand.tree else None)
     return int(shape.verify_tokens_per_seq) if shape is not None else k + 1
 

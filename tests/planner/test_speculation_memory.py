@@ -131,3 +131,23 @@ def test_the_way_out_names_what_binds(catalog):
     assert "fp8 KV cache" not in e.way_out  # it is one already
     way = speculation_memory_way_out(make_context(req, catalog), Candidate("eagle3", (4,)), 4)
     assert "lookahead KV slots for K=4 0.5 MiB" in way
+
+
+def test_the_plan_of_a_hybrid_config_charges_the_draft_states(capsys):
+    """`plan --model-config` for Qwen3.5-35B-A3B on one RTX PRO 6000 (BF16, the chat workload: 800 + 400 tokens)."""
+    import json
+
+    from planner.cli import main
+
+    assert main(["plan", "--model-config", str(CONFIGS / "Qwen--Qwen3.5-35B-A3B.json"), "--hardware",
+                 "rtx-pro-6000", "--tp", "1", "--dtype", "bf16", "--no-levers"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # without speculation: 1,200 x 20,480 + 64,389,120 = 88,965,120 B per sequence; 14,487,296,000 / 88,965,120
+    # = 162.8 -> 162
+    assert out["baseline"]["max_batch"] == 162
+    # MTP at K=1: + 20,480 (one slot) + 1,201 x 2,048 (the module's KV) + 2 x 64,389,120 (states) = 220,223,488 B
+    # in 11,771,238,400 B -> 53.45 -> 53 (the module's weights and KV alone: 91,422,720 B -> 128)
+    mtp = next(m for m in out["methods"] if m["method"] == "mtp")
+    assert (mtp["k"], mtp["max_batch"]) == (1, 53)
+    assert any(a["what"] == "speculation's memory" and "61.4 MiB per sequence" in a["value"]
+               for a in out["assumptions"])
