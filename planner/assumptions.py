@@ -13,6 +13,7 @@ from planner.engines import (
     plan_speedup_error,
 )
 from planner.formatting import fmt_usd
+from planner.memory import speculation_memory_assumption
 from planner.price import gpu_price
 from planner.serving import sampler_time_s
 from planner.sizing import DEFAULT_SHAPE
@@ -81,6 +82,7 @@ def assumptions(ctx: Context) -> list[Assumption]:
             "",
         ),
         prefix_cache_assumption(ctx),
+        Assumption(*speculation_memory_assumption(ctx)),
     ]
     out.extend(engine_assumptions(ctx))
     out.extend(calibrated_method_assumptions(ctx))

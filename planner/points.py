@@ -19,7 +19,7 @@ from planner.answer import OperatingPoint, SegmentPoint
 from planner.candidates import method_candidates
 from planner.context import BASELINE, Candidate, Context, make_context, r5
 from planner.drafting import availability, draft_weight_bytes
-from planner.memory import memory_way_out
+from planner.memory import memory_way_out, speculation_memory_way_out
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest
 from planner.search import SearchResult, search
 from planner.types import LOOKUP_DRAFTING
@@ -90,7 +90,8 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
         if not fits:
             draft_bytes = draft_weight_bytes(ctx, cand.method)
             reason = "does not fit memory"
-            way = memory_way_out(ctx, draft_bytes)
+            way = (memory_way_out(ctx, draft_bytes) if cand.method == NO_SPEC
+                   else speculation_memory_way_out(ctx, cand, k, draft_bytes))
         elif not meets:
             best_ms = float((tpot[c, kidx, sj] * 1e3).max())
             reason = f"misses the {ctx.req.tpot_slo_ms:g} ms TPOT SLO: best achievable {best_ms:.1f} ms (batch 1)"

@@ -87,7 +87,8 @@ def max_batch(ctx: Context, cands: Sequence[Candidate], grid: EvalGrid, drafts: 
               ) -> np.ndarray:
     """Largest batch that fits memory for the candidates on the grid (planner.memory)."""
     return candidate_max_batch(ctx, cands, drafts or draft_arrays(ctx, cands), k=grid.k,
-                               prompt_tokens=grid.prompt_tokens, output_tokens=grid.output_tokens)
+                               prompt_tokens=grid.prompt_tokens, output_tokens=grid.output_tokens,
+                               verify_tokens=grid.verify_tokens)
 
 
 @dataclass(frozen=True)

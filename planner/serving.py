@@ -170,26 +170,86 @@ class SpecResult:
     baseline_fits_memory: np.ndarray
 
 
+# Drafting modes whose engine reserves the step's drafted tokens' KV slots ahead of the step: vLLM's scheduler sets
+# num_lookahead_tokens = num_speculative_tokens only for EAGLE-type proposers (EAGLE, EAGLE-3, MTP) and draft
+# models, and allocate_slots reserves them for every running request each step; n-gram, suffix decoding and MEDUSA
+# keep 0 (vllm/v1/core/sched/scheduler.py, Scheduler.__init__). Block drafting (DFlash, DSpark) stores its draft
+# K/V for the step's tokens too (planner.networks.head_net), so it reserves them as well.
+LOOKAHEAD_MODES = (MODE_SEQUENTIAL, MODE_BLOCK)
+
+
+@dataclass(frozen=True)
+class SequenceMemory:
+    """Bytes one running sequence holds over the replica's GPUs, by term (memory_max_batch); arrays broadcast."""
+
+    kv: np.ndarray  # the verifier's KV cache (and fixed recurrent state) at the sequence's tokens
+    lookahead_kv: np.ndarray  # the verifier's KV slots reserved for the step's drafted tokens (K; a tree's nodes)
+    draft_kv: np.ndarray  # the draft's own KV (a head's or MTP module's layers, a draft model's), slots included
+    draft_states: np.ndarray  # hybrid models: one recurrent state (SSM + conv) per verified token of the step
+
+    @property
+    def speculative(self) -> np.ndarray:
+        return self.kv + self.lookahead_kv + self.draft_kv + self.draft_states
+
+
+def sequence_memory(*, target: Net, draft: Net, mode, sequence_tokens, verify_tokens, kv_tp=1) -> SequenceMemory:
+    """Bytes a running sequence holds with speculation (SequenceMemory's terms; `kv` alone without it):
+        lookahead_kv = KV(L + D) - KV(L) ,  D = verify_tokens - 1 (K for a chain, a tree's nodes) in LOOKAHEAD_MODES
+        draft_kv = draft KV(L + D)
+        draft_states = verify_tokens * the verifier's recurrent state per sequence
+    L = prompt + output tokens; KV(.) is kv_cache_bytes_per_sequence. Hybrid models (Gated DeltaNet, Mamba-2) keep
+    the state after every verified token of the step, so a rejection rolls back to the accepted one: SGLang's
+    MambaPool allocates intermediate_ssm_state_cache and intermediate_conv_window_cache of
+    speculative_num_draft_tokens (K + 1 for a chain) per request slot beside the running state
+    (python/sglang/srt/mem_cache/memory_pool.py). Models whose state is planned as a window (the catalogue's
+    hand-entered hybrids: ModelSpec.state_bytes_per_sequence 0) are charged no draft states."""
+    seq = np.asarray(sequence_tokens, float)
+    n = np.asarray(verify_tokens, float)
+    mode = np.asarray(mode)
+    reserves = (mode == LOOKAHEAD_MODES[0]) | (mode == LOOKAHEAD_MODES[1])
+    lookahead = np.where(reserves, n - 1.0, 0.0)
+    kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq, tp=kv_tp)
+    lookahead_kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq + lookahead, tp=kv_tp) - kv
+    no_draft = (mode == MODE_NONE) | (mode == MODE_GPU_LOOKUP)
+    draft_kv = np.where(no_draft, 0.0, kv_cache_bytes_per_sequence(draft, sequence_tokens=seq + lookahead, tp=kv_tp))
+    state = np.asarray(target.state_bytes_per_sequence, float)
+    states = n * state if np.any(state) else np.zeros(())
+    return SequenceMemory(kv=kv, lookahead_kv=lookahead_kv, draft_kv=draft_kv, draft_states=states)
+
+
+def engine_verify_tokens(verify_tokens) -> np.ndarray:
+    """Verified tokens per sequence the engine's memory is set for, on the planner's five axes (sample, candidate,
+    K, segment, batch): its configuration (K, the tree) whatever the draw and the segment, so the largest over
+    those axes (the same number for a chain); other shapes as given."""
+    n = np.asarray(verify_tokens, float)
+    return n.max(axis=(0, 3), keepdims=True) if n.ndim == 5 else n
+
+
 def memory_max_batch(*, target: Net, draft: Net, hw: HwParams, mode, prompt_tokens, output_tokens, tp=1,
                      draft_weight_bytes_total=0.0, draft_is_model=False,
-                     attention_dp=0.0) -> tuple[np.ndarray, np.ndarray]:
+                     attention_dp=0.0, verify_tokens=1.0) -> tuple[np.ndarray, np.ndarray]:
     """(largest batch with the draft, largest batch without it) that fit memory: every resident weight (all
-    experts) + draft weights + each sequence's KV cache (MLA latent replicated on every TP rank; sliding-window
-    layers hold only their window), from planner.roofline.max_batch. `draft` is already scaled for K
-    (MEDUSA's K heads). Under attention data parallel every GPU holds the non-expert weights and a draft
-    model whole, and a sequence's KV once (planner.roofline.replica_weight_bytes, data_parallel_split)."""
+    experts) + draft weights (a head's fusion included) + each sequence's memory (MLA latent replicated on every TP
+    rank; sliding-window layers hold only their window), from planner.roofline.max_batch. With the draft a sequence
+    holds sequence_memory's terms too: the lookahead KV slots of the step's drafted tokens, the draft's own KV and,
+    on hybrid models, a recurrent state per verified token (verify_tokens: K + 1 for a chain, a tree's nodes + 1).
+    `draft` is already scaled for K (MEDUSA's K heads). Under attention data parallel every GPU holds the
+    non-expert weights and a draft model whole, and a sequence's KV once (planner.roofline.replica_weight_bytes,
+    data_parallel_split)."""
     seq_tokens = np.asarray(prompt_tokens, float) + np.asarray(output_tokens, float)
     kv_tp, _, copies = data_parallel_split(tp, attention_dp)  # copies: of a draft model, one per GPU under DP
     target_bytes = replica_weight_bytes(target, tp=tp, attention_dp=attention_dp)
-    target_kv = kv_cache_bytes_per_sequence(target, sequence_tokens=seq_tokens, tp=kv_tp)
-    no_draft = (np.asarray(mode) == MODE_NONE) | (np.asarray(mode) == MODE_GPU_LOOKUP)
-    draft_kv = np.where(no_draft, 0.0,
-                        kv_cache_bytes_per_sequence(draft, sequence_tokens=seq_tokens, tp=kv_tp))
+    mem = sequence_memory(target=target, draft=draft, mode=mode, sequence_tokens=seq_tokens,
+                          verify_tokens=verify_tokens, kv_tp=kv_tp)
+    # a head's weights: its per-pass network and its once-per-step fusion (EAGLE-3's 3h -> h fc), on every GPU
+    # under attention DP as the head's other weights
+    head_bytes = (replica_weight_bytes(draft, tp=tp, attention_dp=attention_dp)
+                  + np.asarray(draft.fusion_weight_bytes, float) * copies)
     draft_bytes = np.where(np.asarray(draft_is_model), np.asarray(draft_weight_bytes_total, float) * copies,
-                           replica_weight_bytes(draft, tp=tp, attention_dp=attention_dp))
-    mb = max_batch(hw=hw, weight_bytes_total=target_bytes + draft_bytes, kv_bytes_per_sequence=target_kv + draft_kv,
+                           head_bytes)
+    mb = max_batch(hw=hw, weight_bytes_total=target_bytes + draft_bytes, kv_bytes_per_sequence=mem.speculative,
                    tp=tp)
-    base_mb = max_batch(hw=hw, weight_bytes_total=target_bytes, kv_bytes_per_sequence=target_kv, tp=tp)
+    base_mb = max_batch(hw=hw, weight_bytes_total=target_bytes, kv_bytes_per_sequence=mem.kv, tp=tp)
     return mb, base_mb
 
 
@@ -346,7 +406,8 @@ def evaluate_arrays(
         scaled = draft.scaled(np.where(np.asarray(draft_scales_with_k), k, 1.0))
         mb, base_mb = memory_max_batch(target=target, draft=scaled, hw=hw, mode=mode, prompt_tokens=prompt_tokens,
                                        output_tokens=out, tp=tp, draft_weight_bytes_total=draft_weight_bytes_total,
-                                       draft_is_model=draft_is_model, attention_dp=attention_dp)
+                                       draft_is_model=draft_is_model, attention_dp=attention_dp,
+                                       verify_tokens=engine_verify_tokens(n_verify))
     else:
         mb = base_mb = np.nan
     return SpecResult(
