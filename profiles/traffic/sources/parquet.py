@@ -16,6 +16,7 @@ from profiles.traffic.guards import size_text
 from profiles.traffic.limits import (
     MAX_COLUMNS,
     MAX_DECODED_BYTES,
+    MAX_FIELD_CHARS,
     MAX_PARQUET_FOOTER_BYTES,
     MAX_PARQUET_PAGES,
     MAX_ROWS,
@@ -24,6 +25,10 @@ from profiles.traffic.limits import (
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Source
 from profiles.traffic.sources.parquet_pages import chunk_pages
+
+# Copies of a dictionary page alive at once while it is read (the page decompressed, the dictionary decoded, one per
+# batch in flight): a 20 MiB one-string dictionary read in batches of PARQUET_BATCH_ROWS peaked at +122 MB, ~6x.
+DICTIONARY_COPIES = 6
 
 
 def _parquet_source(data: bytes, options: ParseOptions) -> Source:
@@ -90,8 +95,15 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
             as_dictionary = text and any(p.dictionary_coded_pages for p, _n in chunks)
             if as_dictionary:
                 dictionary.append(c)
-            for p, n in chunks:
-                decoded += p.uncompressed_bytes + (p.plain_bytes if as_dictionary else 0) + n * (8 + width)
+            for g, (p, n) in enumerate(chunks):
+                # A dictionary's values average its bytes less a 4-byte length each: past MAX_FIELD_CHARS, one
+                # value at least is longer than any traffic cell (refused before it is decoded).
+                if text and p.dictionary_values and \
+                        p.dictionary_bytes - 4 * p.dictionary_values > MAX_FIELD_CHARS * p.dictionary_values:
+                    raise _fail(f"text values of at most {MAX_FIELD_CHARS:,} characters (row group {g}'s dictionary "
+                                f"holds {p.dictionary_values:,} values in {p.dictionary_bytes:,} bytes)", column=c)
+                decoded += p.uncompressed_bytes + (p.plain_bytes if as_dictionary else 0) + n * (8 + width) \
+                    + (DICTIONARY_COPIES - 1) * p.dictionary_bytes
             if decoded > MAX_DECODED_BYTES:
                 raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
                             f"(their pages hold {decoded:,} bytes or more; the file's footer says {claimed:,})",
