@@ -73,7 +73,7 @@ def test_reader_bomb_is_refused_small_and_fast(measured, label, fn):
 
 def test_the_bombs_stay_small_on_disk(bombs):
     assert bombs["xlsx: 100M elements before row 1"].stat().st_size < 1_000_000
-    assert bombs["parquet: one 440 MiB dictionary string"].stat().st_size < 100_000
+    assert bombs["parquet: one 440 MiB dictionary string"].stat().st_size < 1_000_000
 
 
 @linux
