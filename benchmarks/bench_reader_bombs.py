@@ -44,17 +44,17 @@ def _xlsx_bombs(d: Path, small: bool) -> dict[str, Path]:
         f'<worksheet xmlns="{MAIN}"><!--'.encode() + _noise(before * 4 // 150) + b"--><sheetData>", b"<x/>",
         before, cells(1, HEADER) + cells(2, [1_790_000_000, "chat", 100, 10]) + b"</sheetData></worksheet>"))
     strings = 1_400_000 if small else 14_000_000
-    sst_noise = b"<!--" + _noise(strings * 17 // 150) + b"-->"
+    sst_noise = b"<si><t>" + _noise(strings * 17 // 150) + b"</t></si>"  # one string more
     out["xlsx: header cell at shared string 14,000,003"] = workbook(
         d / "sst_index.xlsx",
         Part.of(f'<worksheet xmlns="{MAIN}"><sheetData>'.encode()
-                + cells(1, [f"#{strings + 3}", "workload", "prompt_tokens", "output_tokens"])
+                + cells(1, [f"#{strings + 4}", "workload", "prompt_tokens", "output_tokens"])
                 + b"</sheetData></worksheet>"),
         Part.repeated(f'<sst xmlns="{MAIN}">'.encode() + sst_noise, b"<si><t>a</t></si>", strings, b"</sst>"))
     out["xlsx: the same, the count declared"] = workbook(
         d / "sst_declared.xlsx",
         Part.of(f'<worksheet xmlns="{MAIN}"><sheetData>'.encode()
-                + cells(1, [f"#{strings + 3}", "workload", "prompt_tokens", "output_tokens"])
+                + cells(1, [f"#{strings + 4}", "workload", "prompt_tokens", "output_tokens"])
                 + b"</sheetData></worksheet>"),
         Part.repeated(f'<sst xmlns="{MAIN}" uniqueCount="{strings}">'.encode() + sst_noise, b"<si><t>a</t></si>",
                       strings, b"</sst>"))

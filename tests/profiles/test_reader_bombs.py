@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from benchmarks.bench_reader_bombs import CSV_ROWS, make_reader_bombs, measure_many, mooncake_trace
+from benchmarks.bench_xlsx_ingest import MAIN, Part, cells, workbook
 from profiles import load_catalog
 from profiles.traffic import TrafficError, inspect_upload, parse_traffic
 from profiles.traffic.guards import check_json_tokens
@@ -23,6 +24,7 @@ CPU_S = 5.0
 EXPECTED = {
     "xlsx: 10M nested elements": "nested at most 64 deep",
     "xlsx: 100M elements before row 1": "a header row within the first 1,000,000 XML elements",
+    "xlsx: header cell at shared string 14,000,003": "shared string 1,400,004; the workbook has 1,400,001",
     "xlsx: the same, the count declared": "the workbook declares 1,400,000",
     "mooncake: 130,000 hash ids per request": "row 1 (line 1), column 'hash_ids': value '130,000 ids'",
     "mooncake: negative timestamps": "column 'timestamp': value -1000000000000000.0: expected a timestamp of 0",
@@ -37,8 +39,10 @@ EXPECTED = {
     "csv: a PNG image": "a text table (this file is a PNG image)",
     "csv: random bytes": "a text table (this file looks binary",
 }
-# Refused when the columns are read (the Traffic page's first look reads only the first line or the header)
-PARSE_ONLY = {"mooncake: 130,000 hash ids per request", "mooncake: negative timestamps"}
+# Refused when the columns are read (the Traffic page's first look reads only the first line, the header or the
+# footer)
+PARSE_ONLY = {"mooncake: 130,000 hash ids per request", "mooncake: negative timestamps",
+              "parquet: one 440 MiB dictionary string", "parquet: a 90 MiB string among 1,000 short ones"}
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak RSS from /proc (Linux)")
 
 
@@ -76,13 +80,21 @@ def test_the_bombs_stay_small_on_disk(bombs):
     assert bombs["parquet: one 440 MiB dictionary string"].stat().st_size < 1_000_000
 
 
-@linux
-def test_shared_string_index_past_the_strings_is_refused_in_words(measured):
-    """Undeclared count: the strings are walked once (bounded by the part's size), then the index is refused."""
-    r = measured[("xlsx: header cell at shared string 14,000,003", "inspect")]
-    assert r["outcome"] == "refused" and "refers to shared string 1,400,003; the workbook has 1,400,000" in \
-        r["message"], r
-    assert r["growth_mb"] < PEAK_GROWTH_MB, r
+@pytest.mark.parametrize("comment", [b"", b"<!-- <si> is text here -->"])
+def test_a_header_string_far_into_the_shared_strings_is_found(tmp_path, cat, comment):
+    """A plain part is skipped to the first string needed by counting "<si>" bytes; one with a comment is walked
+    by expat string by string: both name the same columns and read the same cells."""
+    n = 30_000  # past FAST_SKIP_STRINGS
+    sheet = (f'<worksheet xmlns="{MAIN}"><sheetData>'.encode()
+             + cells(1, [f"#{n}", f"#{n + 1}", f"#{n + 2}", "output_tokens"])
+             + cells(2, [1_790_000_000, f"#{n + 3}", 100, 10]) + b"</sheetData></worksheet>")
+    sst = Part.of(f'<?xml version="1.0" encoding="UTF-8"?>\n<sst xmlns="{MAIN}">'.encode() + comment
+                  + b"<si><t>x</t></si>" * n + b"<si><t>timestamp</t></si><si><r><t>work</t></r><r><t>load</t></r>"
+                  b"</si><si><t>prompt_tokens</t></si><si><t>chat</t></si></sst>")
+    data = workbook(tmp_path / "far.xlsx", Part.of(sheet), sst).read_bytes()
+    assert inspect_upload("far.xlsx", data).columns == ("timestamp", "workload", "prompt_tokens", "output_tokens")
+    prof = parse_traffic("far.xlsx", data, cat)
+    assert prof.rows == 1 and prof.output_tokens == 10
 
 
 def test_mooncake_rows_within_their_blocks_still_parse(cat):
@@ -102,7 +114,7 @@ def test_mooncake_inspection_reads_only_the_first_line():
 
 
 def test_json_documents_with_short_numbers_and_shallow_nesting_pass(cat):
-    doc = (b'{"input_lens": [100, 200.5, 3e2], "output_lens": [10, 20, 30], "duration": 12.25, '
+    doc = (b'{"input_lens": [100, 200.0, 3e2], "output_lens": [10, 20, 30], "duration": 12.25, '
            b'"date": "20250101-000000", "note": "digits in text are text: ' + b"9" * 500 + b' [[[[[[[[\\" ]]"}')
     check_json_tokens(doc, 64, 100)
     assert parse_traffic("b.json", doc, cat).rows == 3

@@ -11,10 +11,11 @@ leap-year quirk included (`openpyxl/utils/datetime.py`)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import struct
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,12 +34,14 @@ from profiles.traffic.sources.xlsx_parts import (
     MAX_XML_DEPTH,
     NS_MAIN,
     NS_REL,
+    bytes_from,
     counted,
     feed,
     local,
     part_chunks,
     read_small,
     relationships,
+    skip_to_si,
     too_deep,
     too_many,
     xml_parser,
@@ -55,6 +58,7 @@ MAX_ELEMENTS_BEFORE_HEADER = 1_000_000
 MAX_ELEMENTS_OUTSIDE_ROWS = 4 * MAX_SHEET_ROWS
 # <si>, <t>, rich-text runs: a few per string, at most one string per cell
 MAX_SHARED_STRINGS_ELEMENTS = 4 * MAX_SHEET_CELLS
+FAST_SKIP_STRINGS = 20_000  # strings before the first one needed that are skipped by counting bytes (skip_to_si)
 FLUSH_ROWS = 1 << 16  # rows gathered as Python objects before they become Arrow arrays
 # cell kinds: empty, number, number with a date format, shared-string index, text (str, inlineStr, error, ISO date),
 # boolean
@@ -412,12 +416,26 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
                         f"{int(declared):,})")
         p.StartElementHandler = start
 
+    def inflate() -> Iterator[bytes]:
+        return part_chunks(book.data, book.parts[part], MAX_SHARED_STRINGS_XML_BYTES)
+
+    chunks = inflate()
+    if needed[0] >= FAST_SKIP_STRINGS:
+        found = skip_to_si(chunks, int(needed[0]))
+        chunks = inflate()
+        if found is not None:
+            head, offset, count = found
+            if offset < 0:
+                raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
+                            f"{count:,})")
+            # expat reads the root start tag, then the strings from the first one needed on
+            chunks = itertools.chain([head], bytes_from(chunks, offset))
+            i = closed = int(needed[0]) - 1
     p = xml_parser(part)
     p.StartElementHandler = root
     p.EndElementHandler = end
     p.CharacterDataHandler = chars
-    feed(p, part_chunks(book.data, book.parts[part], MAX_SHARED_STRINGS_XML_BYTES), part,
-         done=lambda: closed >= last)  # the last one read to its end, not just begun
+    feed(p, chunks, part, done=lambda: closed >= last)  # the last one read to its end, not just begun
     if last > closed:
         raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
                     f"{i + 1:,})")
