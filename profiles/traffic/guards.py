@@ -101,7 +101,8 @@ def check_json_tokens(data: bytes, max_depth: int, max_number_chars: int) -> Non
     if b"\\" in data:  # an escaped quote or backslash is text: blank both, keeping every offset
         data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
     view = np.frombuffer(data, dtype=np.uint8)
-    parity = depth = run = 0  # inside a string at the chunk's start; depth; number characters ending the last chunk
+    # inside a string at the chunk's start; depth; the number characters ending the last chunk and where they start
+    parity = depth = run = run_at = 0
     step = 1 << 20
     for a in range(0, len(view), step):
         c = view[a:a + step]
@@ -121,11 +122,13 @@ def check_json_tokens(data: bytes, max_depth: int, max_number_chars: int) -> Non
         edges = np.flatnonzero(np.diff(num.view(np.int8), prepend=0, append=0))
         starts, ends = edges[0::2], edges[1::2]
         lengths = ends - starts
-        if lengths.size and starts[0] == 0:
+        starts = starts + a
+        if lengths.size and starts[0] == a and run:  # the number goes on from the last chunk
             lengths[0] += run
+            starts[0] = run_at
         long = np.flatnonzero(lengths > max_number_chars)
         if long.size:
-            at = a + int(starts[long[0]])
+            at = int(starts[long[0]])
             raise _fail(f"JSON numbers of at most {max_number_chars} characters (the one at byte {at:,} has more; "
                         "token counts and times are short numbers)", value=bytes(view[at:at + 40]))
-        run = int(lengths[-1]) if lengths.size and ends[-1] == len(c) else 0
+        run, run_at = (int(lengths[-1]), int(starts[-1])) if lengths.size and ends[-1] == len(c) else (0, 0)
