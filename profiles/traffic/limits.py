@@ -23,6 +23,12 @@ MAX_PARQUET_PAGES = 100_000
 PARQUET_BATCH_ROWS = 1 << 16  # rows decoded at a time from a Parquet file
 MAX_XLSX_XML_BYTES = 1024 * 1024 * 1024  # uncompressed sheet + shared-strings XML (zip-bomb guard)
 MAX_JSON_DOC_BYTES = 32 * 1024 * 1024  # a single JSON document (guidellm report, JSON array), streamed
+# Objects and lists open at once in a JSON document (a guidellm report nests ~8 deep): ijson's item builder costs
+# quadratic time and memory in the depth (40,000 nested lists, an 80 KB file: 12 s and 3.8 GB).
+MAX_JSON_DEPTH = 64
+# Characters of one JSON number: yajl re-reads a number cut by its input buffer, so its cost grows with the square
+# of its length (a 16 MiB integer: 9.7 s per pass). A token count or a Unix time in ns has at most 20 digits.
+MAX_JSON_NUMBER_CHARS = 100
 CSV_BLOCK_BYTES = 1 << 20  # CSV is decoded one 1 MiB block at a time; a longer row is refused
 # One request record: a JSON line or an element of a JSON document (a CSV row is bounded by CSV_BLOCK_BYTES). A
 # record of 1 MiB builds at most ~35 MB of Python objects.

@@ -13,8 +13,16 @@ import ijson
 import pyarrow as pa
 
 from profiles.traffic.errors import _cut, _fail
-from profiles.traffic.guards import _check_utf8, size_text
-from profiles.traffic.limits import MAX_COLUMNS, MAX_HEADER_BYTES, MAX_JSON_DOC_BYTES, MAX_RECORD_BYTES, MAX_ROWS
+from profiles.traffic.guards import _check_utf8, check_json_tokens, size_text
+from profiles.traffic.limits import (
+    MAX_COLUMNS,
+    MAX_HEADER_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_JSON_DOC_BYTES,
+    MAX_JSON_NUMBER_CHARS,
+    MAX_RECORD_BYTES,
+    MAX_ROWS,
+)
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources import guidellm, vllm_bench
 from profiles.traffic.sources.base import Source, _records_table
@@ -48,7 +56,7 @@ def _is_json_lines(data: bytes) -> bool:
         try:
             if isinstance(json.loads(data[start:first_nl]), dict):
                 return True
-        except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, an int over 4,300 digits
             pass
     return (data[start:start + 1] == b"{" and data.find(b"\n", start) < 0 and b'"guidellm' not in data[:65536]
             and b'"benchmarks"' not in data)
@@ -97,6 +105,7 @@ def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
         raise _fail(f"a JSON document of at most {size_text(MAX_JSON_DOC_BYTES)} (this one has {len(data):,} "
                     "bytes); export JSON lines (one request per line) instead")
     _check_utf8(data, 0)
+    check_json_tokens(data, MAX_JSON_DEPTH, MAX_JSON_NUMBER_CHARS)  # before ijson: its cost is in depth, digits
     src = vllm_bench.source(data) if bench else None
     if src is not None:
         return src

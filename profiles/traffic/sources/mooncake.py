@@ -20,7 +20,10 @@ seen before (no eviction): the share is an upper bound on what a real prefix cac
 Bounded like every JSON-lines upload (each line <= MAX_RECORD_BYTES and at most MAX_ROWS lines, checked by the
 JSON-lines reader before this one runs); pyarrow reads the lines a block at a time and only the three lengths are
 kept (8 bytes each a request); the ids seen are kept as one sorted int64 array, at most MAX_HASH_BLOCKS of them
-(beyond: the share is computed over the requests before the cap, and the note says so).
+(beyond: the share is computed over the requests before the cap, and the note says so). A request holds at most
+ceil(input_length / 512) ids (99 requests of 130,000 ids each cost 47 s and 874 MB before this bound), and a
+timestamp is never negative. Nothing but the first line is read when the file is opened (the Traffic page's first
+look): the requests and their prefix reuse are read when the columns are.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from profiles.traffic.errors import _fail
-from profiles.traffic.limits import MAX_RECORD_BYTES, MAX_ROWS, MAX_VALUE_CHARS
+from profiles.traffic.limits import MAX_RECORD_BYTES, MAX_ROWS, MAX_TOKENS_PER_REQUEST, MAX_VALUE_CHARS
 from profiles.traffic.profile import PrefixReuse
 from profiles.traffic.sources.base import Source, _records_table
 
@@ -105,10 +108,37 @@ class _Reuse:
                            source=f"{LABEL} hash_ids", note=note)
 
 
-def _fast(data: bytes, start: int) -> tuple[pa.Table, _Reuse]:
+def _max_ids(input_length: np.ndarray) -> np.ndarray:
+    """The block ids a request may hold: one per started block of BLOCK_TOKENS prompt tokens; a missing or
+    unreadable input_length (refused later, naming its row) allows as many as MAX_TOKENS_PER_REQUEST tokens."""
+    p = np.where(np.isfinite(input_length), np.clip(input_length, 0.0, MAX_TOKENS_PER_REQUEST),
+                 MAX_TOKENS_PER_REQUEST)
+    return np.ceil(p / BLOCK_TOKENS).astype(np.int64)
+
+
+def _check_rows(first_row: int, ts: np.ndarray, input_length: np.ndarray, counts: np.ndarray,
+                line_of: Callable[[list[int]], dict[int, int]]) -> None:
+    """Refuse the first request (rows first_row + 1, ...) with a negative timestamp or more hash ids than its
+    input_length has blocks, naming row, column and value."""
+    neg = np.flatnonzero(ts < 0)
+    over = np.flatnonzero(counts > _max_ids(input_length))
+    if neg.size and (not over.size or neg[0] <= over[0]):
+        row = first_row + int(neg[0]) + 1
+        raise _fail("a timestamp of 0 or more: milliseconds since the first request (Mooncake's format)", row=row,
+                    column="timestamp", value=float(ts[neg[0]]), line=line_of([row]).get(row))
+    if over.size:
+        i = int(over[0])
+        row = first_row + i + 1
+        raise _fail(f"at most ceil(input_length / {BLOCK_TOKENS}) = {int(_max_ids(input_length[i:i + 1])[0]):,} "
+                    f"block hash ids (one per {BLOCK_TOKENS} prompt tokens; input_length is {input_length[i]:,.0f})",
+                    row=row, column="hash_ids", value=f"{int(counts[i]):,} ids", line=line_of([row]).get(row))
+
+
+def _fast(data: bytes, start: int, line_of: Callable[[list[int]], dict[int, int]]) -> tuple[pa.Table, _Reuse]:
     """pyarrow's JSON reader, a block of lines at a time; raises pa.ArrowInvalid (and friends) on a value of
     another type, then the slow path names the line."""
     reuse = _Reuse()
+    rows = 0
     kept: list[pa.RecordBatch] = []
     reader = pajson.open_json(pa.BufferReader(pa.py_buffer(data).slice(start)),
                               read_options=pajson.ReadOptions(block_size=4 * MAX_RECORD_BYTES),
@@ -121,6 +151,9 @@ def _fast(data: bytes, start: int) -> tuple[pa.Table, _Reuse]:
         offsets = hashes.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
         ids = hashes.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_numpy(zero_copy_only=False)
         inp = batch.column(1).fill_null(np.nan).to_numpy(zero_copy_only=False)
+        ts = batch.column(0).fill_null(0.0).to_numpy(zero_copy_only=False)
+        _check_rows(rows, ts, inp, np.diff(offsets), line_of)
+        rows += batch.num_rows
         reuse.add(inp, offsets, ids)
         kept.append(pa.RecordBatch.from_arrays([pc.divide(batch.column(0), MS_PER_S), batch.column(1),
                                                 batch.column(2)], names=list(COLUMNS)))
@@ -166,11 +199,14 @@ def _slow(data: bytes, start: int, line_of: Callable[[list[int]], dict[int, int]
         if not isinstance(h, list) or not all(isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
                                               for x in h):
             raise bad("a list of integer block hash ids (one per 512 prompt tokens)", "hash_ids", h)
+        p = rec.get("input_length")
+        p = float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else np.nan
+        _check_rows(row - 1, np.array([0.0 if ts is None else float(ts)]), np.array([p]), np.array([len(h)]),
+                    line_of)
         cols["timestamp"].append(None if ts is None else ts / MS_PER_S)
         for c in COLUMNS[1:]:
             cols[c].append(rec.get(c))
-        p = rec.get("input_length")
-        inp.append(float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else np.nan)
+        inp.append(p)
         ids.extend(h)
         offsets.append(len(ids))
         if len(offsets) > 65_536:
@@ -191,14 +227,22 @@ def _lines(data: bytes, start: int) -> Iterable[bytes]:
 
 
 def source(data: bytes, start: int, line_of: Callable[[list[int]], dict[int, int]]) -> Source:
-    """The trace's requests (timestamp in seconds since the trace began, input_length, output_length) and its
-    prefix-reuse share; `start`: the first byte of the first line; line_of: data rows -> file lines."""
-    try:
-        tbl, reuse = _fast(data, start)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
-        tbl, reuse = _slow(data, start, line_of)
-    prefix = reuse.result(tbl.num_rows)
-    notes = (f"Mooncake trace: {tbl.num_rows:,} requests; timestamps are milliseconds since the first request "
-             "(Mooncake's format), read as such.",)
-    return Source("jsonl", list(COLUMNS), lambda cols: tbl.select(cols), line_of, label=LABEL, notes=notes,
-                  prefix_reuse=prefix)
+    """The trace's requests (timestamp in seconds since the trace began, input_length, output_length); its
+    prefix-reuse share is set on the source once they are read. `start`: the first byte of the first line;
+    line_of: data rows -> file lines."""
+    read_once: list[pa.Table] = []
+
+    def read(cols: list[str]) -> pa.Table:
+        if not read_once:
+            try:
+                tbl, reuse = _fast(data, start, line_of)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+                tbl, reuse = _slow(data, start, line_of)
+            src.prefix_reuse = reuse.result(tbl.num_rows)
+            read_once.append(tbl)
+        return read_once[0].select(cols)
+
+    notes = ("Mooncake trace: timestamps are milliseconds since the first request (Mooncake's format), read as "
+             "such.",)
+    src = Source("jsonl", list(COLUMNS), read, line_of, label=LABEL, notes=notes)
+    return src

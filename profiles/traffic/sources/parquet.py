@@ -16,6 +16,7 @@ from profiles.traffic.guards import size_text
 from profiles.traffic.limits import (
     MAX_COLUMNS,
     MAX_DECODED_BYTES,
+    MAX_FIELD_CHARS,
     MAX_PARQUET_FOOTER_BYTES,
     MAX_PARQUET_PAGES,
     MAX_ROWS,
@@ -24,6 +25,11 @@ from profiles.traffic.limits import (
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Source
 from profiles.traffic.sources.parquet_pages import chunk_pages
+
+# Copies of a text column's dictionary page alive at once while its row group is read (the page decompressed, the
+# dictionary decoded, one per batch in flight): a 20 MiB one-string dictionary read in batches of PARQUET_BATCH_ROWS
+# peaked at +122 MB, ~6x. Numbers coded against a dictionary are decoded page by page (no copies kept).
+DICTIONARY_COPIES = 6
 
 
 def _parquet_source(data: bytes, options: ParseOptions) -> Source:
@@ -61,8 +67,9 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
             f = arrow_schema.field(c)
             if pa.types.is_nested(f.type) or c not in leaf_index or leaf_index[c] < 0:
                 raise _fail(f"a flat column (numbers or text), not {_cut(str(f.type), 80)}", column=c)
-            text = pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type) \
-                or pa.types.is_large_binary(f.type)
+            t = f.type.value_type if pa.types.is_dictionary(f.type) else f.type  # a stored Arrow dictionary type
+            text = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) \
+                or pa.types.is_large_binary(t)
             j = leaf_index[c]
             leaf = md.schema.column(j)
             width = (leaf.length or 0) if leaf.physical_type == "FIXED_LEN_BYTE_ARRAY" else 0
@@ -90,8 +97,17 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
             as_dictionary = text and any(p.dictionary_coded_pages for p, _n in chunks)
             if as_dictionary:
                 dictionary.append(c)
-            for p, n in chunks:
+            for g, (p, n) in enumerate(chunks):
+                # A dictionary's values average its bytes less a 4-byte length each: past MAX_FIELD_CHARS, one
+                # value at least is longer than any traffic cell (refused before it is decoded).
+                if text and p.dictionary_values and \
+                        p.dictionary_bytes - 4 * p.dictionary_values > MAX_FIELD_CHARS * p.dictionary_values:
+                    raise _fail(f"text values of at most {MAX_FIELD_CHARS:,} characters (row group {g}'s dictionary "
+                                f"holds {p.dictionary_values:,} value{'s' if p.dictionary_values != 1 else ''} in "
+                                f"{p.dictionary_bytes:,} bytes)", column=c)
                 decoded += p.uncompressed_bytes + (p.plain_bytes if as_dictionary else 0) + n * (8 + width)
+            if text:  # the copies of one row group's text dictionary alive while it is read
+                decoded += (DICTIONARY_COPIES - 1) * max((p.dictionary_bytes for p, _n in chunks), default=0)
             if decoded > MAX_DECODED_BYTES:
                 raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
                             f"(their pages hold {decoded:,} bytes or more; the file's footer says {claimed:,})",

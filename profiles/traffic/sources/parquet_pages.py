@@ -19,7 +19,7 @@ MAX_DEPTH = 16  # nesting of structs and lists in a page header (parquet.thrift'
 # 7 dictionary_page_header, 8 data_page_header_v2; their field 1 is num_values. PageType: 0 DATA_PAGE,
 # 1 INDEX_PAGE, 2 DICTIONARY_PAGE, 3 DATA_PAGE_V2. A data page's encoding: DataPageHeader field 2,
 # DataPageHeaderV2 field 4; PLAIN_DICTIONARY = 2 and RLE_DICTIONARY = 8 point into the dictionary page.
-DATA_PAGE, DATA_PAGE_V2 = 0, 3
+DATA_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 2, 3
 DICTIONARY_ENCODINGS = (2, 8)
 
 
@@ -138,6 +138,8 @@ class ChunkPages:
     largest_page_bytes: int
     dictionary_coded_pages: int
     plain_bytes: int
+    dictionary_bytes: int = 0  # decompressed bytes of the dictionary page(s)
+    dictionary_values: int = 0  # values the dictionary page(s) hold (DictionaryPageHeader field 1)
 
 
 def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
@@ -154,7 +156,7 @@ def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
     padded = min(end + 100, len(data) - 8)
     if pos < 4 or pos >= end:
         raise _fail(f"a Parquet column chunk within the file (it says bytes {pos:,} to {end:,})", column=column)
-    total = values = pages = largest = coded = plain = 0
+    total = values = pages = largest = coded = plain = dict_bytes = dict_values = 0
     try:
         while values < cc.num_values and pos < end:
             header, pos = read_value(data, pos, padded, STRUCT, keep_binary=False)
@@ -167,7 +169,12 @@ def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
                 raise _fail(f"at most {max_pages:,} pages in a column chunk", column=column)
             total += unc
             largest = max(largest, unc)
-            if ptype in (DATA_PAGE, DATA_PAGE_V2):
+            if ptype == DICTIONARY_PAGE:
+                sub = _field(header, 7)
+                n = _field(sub, 1) if isinstance(sub, list) else None
+                dict_bytes += unc
+                dict_values += n if isinstance(n, int) and n > 0 else 0
+            elif ptype in (DATA_PAGE, DATA_PAGE_V2):
                 sub = _field(header, 5 if ptype == DATA_PAGE else 8)
                 n = _field(sub, 1) if isinstance(sub, list) else None
                 if not isinstance(n, int) or n < 0:
@@ -179,4 +186,4 @@ def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
                     plain += unc
     except ThriftError as exc:
         raise _fail(f"a readable Parquet page header ({exc} at byte {pos:,})", column=column) from None
-    return ChunkPages(total, values, pages, largest, coded, plain)
+    return ChunkPages(total, values, pages, largest, coded, plain, dict_bytes, dict_values)

@@ -11,10 +11,11 @@ leap-year quirk included (`openpyxl/utils/datetime.py`)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import struct
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,13 +30,20 @@ from profiles.traffic.sources.xlsx_parts import (
     MAX_SHARED_STRINGS_XML_BYTES,
     MAX_SHEET_XML_BYTES,
     MAX_SMALL_PART_BYTES,
+    MAX_SMALL_PART_ELEMENTS,
+    MAX_XML_DEPTH,
     NS_MAIN,
     NS_REL,
+    bytes_from,
+    counted,
     feed,
     local,
     part_chunks,
     read_small,
     relationships,
+    skip_to_si,
+    too_deep,
+    too_many,
     xml_parser,
     zip_directory,
 )
@@ -43,6 +51,14 @@ from profiles.traffic.sources.xlsx_parts import (
 MAX_SHEET_ROWS = 1_048_576  # Excel's own limit: a <row> element beyond it is not a workbook Excel wrote
 MAX_SHEET_CELLS = 32 * MAX_SHEET_ROWS  # <c> elements streamed in one sheet (a million rows of 32 cells; ~30-40 s)
 MAX_SHEET_ELEMENTS = 4 * MAX_SHEET_CELLS  # any element (cells, values, inline strings, formulas)
+# Elements up to the end of the header row (sheet properties, views, up to 16,384 <col> widths, the header's cells):
+# the Traffic page's first look walks them (~0.6 us each), so 100 million <x/> before row 1 took 60 s.
+MAX_ELEMENTS_BEFORE_HEADER = 1_000_000
+# Elements outside any <row> (merged cells, hyperlinks, conditional formats): at most a few per row.
+MAX_ELEMENTS_OUTSIDE_ROWS = 4 * MAX_SHEET_ROWS
+# <si>, <t>, rich-text runs: a few per string, at most one string per cell
+MAX_SHARED_STRINGS_ELEMENTS = 4 * MAX_SHEET_CELLS
+FAST_SKIP_STRINGS = 20_000  # strings before the first one needed that are skipped by counting bytes (skip_to_si)
 FLUSH_ROWS = 1 << 16  # rows gathered as Python objects before they become Arrow arrays
 # cell kinds: empty, number, number with a date format, shared-string index, text (str, inlineStr, error, ISO date),
 # boolean
@@ -147,8 +163,7 @@ def _date_styles(data: bytes, parts: dict, name: str) -> frozenset[str]:
             inside[0] = False
 
     p = xml_parser(name)
-    p.StartElementHandler = start
-    p.EndElementHandler = end
+    counted(p, name, MAX_SMALL_PART_ELEMENTS, start, end)
     feed(p, part_chunks(data, parts[name], MAX_SMALL_PART_BYTES), name)
     dates = set()
     for i, fid in enumerate(xfs):
@@ -168,9 +183,10 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
     C = V = ROW = IS = T = RPH = ""  # noqa: N806 - the namespaced tag names, set from the root element
     cache: dict[str, int] = {}
     date_styles, k = book.date_styles, len(want)
-    elements = cells = rows = sheet_row = nxt = n = length = 0
+    elements = cells = rows = sheet_row = nxt = n = length = depth = inside = row_at = 0
+    budget = MAX_ELEMENTS_BEFORE_HEADER  # the element count at which `over` looks again (amortised checks)
     col, kind = -1, K_NONE
-    has = in_text = in_is = in_rph = row_has = done = False
+    has = in_text = in_is = in_rph = row_has = done = in_row = False
     found_at: tuple[int, int] = (0, 0)
     parts: list[str] = []
     header: dict[int, tuple[int, str]] = {}
@@ -181,9 +197,30 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
     sheet_rows = array("q")
     title = _cut(book.title, 40)
 
+    def over() -> None:
+        """`elements` reached `budget`: refuse past a bound, else set the next element count to look again at."""
+        nonlocal budget
+        if not done:
+            raise _fail(f"a header row within the first {MAX_ELEMENTS_BEFORE_HEADER:,} XML elements of sheet "
+                        f"'{title}' (the sheet has more before its first row with a value, sheet row {sheet_row:,})")
+        if elements > MAX_SHEET_ELEMENTS:
+            raise _fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}' row "
+                        f"{sheet_row:,})")
+        outside = elements - inside - (elements - row_at + 1 if in_row else 0)
+        if outside > MAX_ELEMENTS_OUTSIDE_ROWS:
+            raise _fail(f"a sheet of at most {MAX_ELEMENTS_OUTSIDE_ROWS:,} XML elements outside its rows (sheet "
+                        f"'{title}' has more)")
+        budget = min(elements + MAX_ELEMENTS_OUTSIDE_ROWS - outside + 1, MAX_SHEET_ELEMENTS + 1)
+
     def start(tag: str, attrs: dict) -> None:
-        nonlocal elements, cells, rows, sheet_row, nxt, col, kind, has, in_text, in_is, in_rph, row_has, length
+        nonlocal elements, cells, rows, sheet_row, nxt, col, kind, has, in_text, in_is, in_rph, row_has, length, \
+            depth, in_row, row_at
         elements += 1
+        depth += 1
+        if depth > MAX_XML_DEPTH:
+            raise too_deep(book.sheet_part)
+        if elements > budget:
+            over()
         if tag == C:
             cells += 1
             if cells > MAX_SHEET_CELLS:
@@ -207,9 +244,7 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
             rows += 1
             if rows > MAX_SHEET_ROWS:
                 raise _fail(f"a sheet of at most {MAX_SHEET_ROWS:,} rows (Excel's limit; sheet '{title}' has more)")
-            if elements > MAX_SHEET_ELEMENTS:
-                raise _fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}' row "
-                            f"{sheet_row:,})")
+            in_row, row_at = True, elements
             r = attrs.get("r", "")
             sheet_row = int(r) if r.isdigit() and len(r) < 9 else sheet_row + 1
             nxt, row_has = 0, False
@@ -230,7 +265,8 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
             length += len(d)
 
     def end(tag: str) -> None:
-        nonlocal in_text, in_is, in_rph, row_has, done, found_at, n
+        nonlocal in_text, in_is, in_rph, row_has, done, found_at, n, depth, in_row, inside
+        depth -= 1
         if tag == C:
             if not has:
                 return
@@ -247,13 +283,19 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
                     rowbuf[j] = (kind, text)
         elif tag == V or tag == T:
             in_text = False
-        elif tag == ROW and row_has:
+        elif tag == ROW:
+            if in_row:
+                inside += elements - row_at + 1
+                in_row = False
+            if not row_has:
+                return
             if header_only:
                 if header and not done:
                     done, found_at = True, (rows, sheet_row)
                 return
             if rows <= header_ordinal:  # the header row itself
                 rowbuf[:] = [None] * k
+                done = rows == header_ordinal
                 return
             n += 1
             if n > MAX_ROWS:
@@ -283,7 +325,8 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
                 texts[j].clear()
 
     def root(tag: str, attrs: dict) -> None:
-        nonlocal C, V, ROW, IS, T, RPH
+        nonlocal C, V, ROW, IS, T, RPH, elements, depth
+        elements, depth = 1, 1
         uri = tag.rpartition(" ")[0]
         if uri not in NS_MAIN:
             raise _fail(f"an Excel .xlsx worksheet (the part '{_cut(book.sheet_part, 60)}' is "
@@ -306,7 +349,9 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
 
 
 def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
-    """The shared strings at the sorted indices `needed`, streaming the part only up to the last of them."""
+    """The shared strings at the sorted indices `needed`, streaming the part only up to the last of them. An index
+    at or past the count the part declares (`<sst uniqueCount>`, Excel and openpyxl write it) is refused before a
+    string is walked (a header cell pointing at string 14,000,003 walked 240 MB of strings, 20 s, per look)."""
     if needed.size == 0:
         return {}
     if book.sst_part is None:
@@ -317,50 +362,83 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
     last = int(needed[-1])
     out: dict[int, str] = {}
     parts: list[str] = []
-    st = {"i": -1, "closed": -1, "text": False, "keep": False, "rph": False, "len": 0}
-    names = {"si": "", "t": "", "rPh": ""}
+    i = closed = -1
+    length = depth = elements = 0
+    in_text = keep = in_rph = False
+    SI = T = RPH = ""  # noqa: N806 - the namespaced tag names, set from the root element
+    part = book.sst_part
 
     def start(tag: str, attrs: dict) -> None:
-        if tag == names["si"]:
-            st["i"] += 1
-            st["keep"] = st["i"] in wanted
-            parts.clear()
-            st["len"] = 0
-        elif tag == names["t"] and st["keep"] and not st["rph"]:
-            st["text"] = True
-        elif tag == names["rPh"]:
-            st["rph"] = True
+        nonlocal i, keep, length, in_text, in_rph, depth, elements
+        depth += 1
+        elements += 1
+        if depth > MAX_XML_DEPTH:
+            raise too_deep(part)
+        if elements > MAX_SHARED_STRINGS_ELEMENTS:
+            raise too_many(part, MAX_SHARED_STRINGS_ELEMENTS)
+        if tag == SI:
+            i += 1
+            keep = i in wanted
+            if keep:
+                parts.clear()
+                length = 0
+        elif tag == T:
+            in_text = keep and not in_rph
+        elif tag == RPH:
+            in_rph = True
 
     def chars(d: str) -> None:
-        if st["text"] and st["len"] <= MAX_FIELD_CHARS:
+        nonlocal length
+        if in_text and length <= MAX_FIELD_CHARS:
             parts.append(d)
-            st["len"] += len(d)
+            length += len(d)
 
     def end(tag: str) -> None:
-        if tag == names["t"]:
-            st["text"] = False
-        elif tag == names["rPh"]:
-            st["rph"] = False
-        elif tag == names["si"]:
-            st["closed"] = st["i"]
-            if st["keep"]:
-                out[st["i"]] = "".join(parts)
+        nonlocal in_text, in_rph, closed, depth
+        depth -= 1
+        if tag == T:
+            in_text = False
+        elif tag == SI:
+            closed = i
+            if keep:
+                out[i] = "".join(parts)
+        elif tag == RPH:
+            in_rph = False
 
     def root(tag: str, attrs: dict) -> None:
+        nonlocal SI, T, RPH, depth, elements
+        depth = elements = 1
         uri = tag.rpartition(" ")[0]
-        for key in names:
-            names[key] = f"{uri} {key}"
+        SI, T, RPH = (f"{uri} {key}" for key in ("si", "t", "rPh"))  # noqa: N806
+        declared = attrs.get("uniqueCount", attrs.get("count", ""))
+        if declared.isdigit() and len(declared) < 12 and last >= int(declared):
+            raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook declares "
+                        f"{int(declared):,})")
         p.StartElementHandler = start
 
-    p = xml_parser(book.sst_part)
+    def inflate() -> Iterator[bytes]:
+        return part_chunks(book.data, book.parts[part], MAX_SHARED_STRINGS_XML_BYTES)
+
+    chunks = inflate()
+    if needed[0] >= FAST_SKIP_STRINGS:
+        found = skip_to_si(chunks, int(needed[0]))
+        chunks = inflate()
+        if found is not None:
+            head, offset, count = found
+            if offset < 0:
+                raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
+                            f"{count:,})")
+            # expat reads the root start tag, then the strings from the first one needed on
+            chunks = itertools.chain([head], bytes_from(chunks, offset))
+            i = closed = int(needed[0]) - 1
+    p = xml_parser(part)
     p.StartElementHandler = root
     p.EndElementHandler = end
     p.CharacterDataHandler = chars
-    feed(p, part_chunks(book.data, book.parts[book.sst_part], MAX_SHARED_STRINGS_XML_BYTES), book.sst_part,
-         done=lambda: st["closed"] >= last)  # the last one read to its end, not just begun
-    if last > st["closed"]:
+    feed(p, chunks, part, done=lambda: closed >= last)  # the last one read to its end, not just begun
+    if last > closed:
         raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
-                    f"{st['i'] + 1:,})")
+                    f"{i + 1:,})")
     return out
 
 
