@@ -214,3 +214,25 @@ def test_a_run_message_quoting_the_store_url_reaches_the_page_without_it(app_sto
     assert not at.exception
     shown = " ".join(_texts(at))
     assert "cannot write" in shown and app_store.url not in shown and "app.db" not in shown
+
+
+def test_the_job_panel_shows_recorded_progress_in_words(app_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run another tab of this user started (its handle lives elsewhere): the bar and its sentence come from the
+    store, from the groups recorded so far and the configuration the job announced."""
+    from streamlit.testing.v1 import AppTest
+
+    from calibration.admission import JobOwner
+
+    monkeypatch.setenv("SPECPLAN_CALIBRATE_TOKEN", "s3cret")
+    owner = JobOwner.of(session_id="a-tab-opened-earlier", client="unknown")  # AppTest's client is "unknown"
+    rid = app_store.create_run("engine", {**SPEC, "owner": owner.to_dict()}, status="running")
+    app_store.heartbeat(rid, "configuration 4/5: eagle3-cost-only-k3")
+    for g in _recorded(3, 4):
+        app_store.add_group(dataclasses.replace(g, run_id=rid, prompt_set_hash=str(id(g))))
+    at = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    at.text_input(key="cal_token").set_value("s3cret").run()
+    assert not at.exception
+    [bar] = [e for e in at.get("progress")]
+    share = (3 + 4 / 12) / 5
+    assert bar.proto.text == f"{share * 100:.0f} %: configuration 4 of 5: EAGLE-3 K=3, measurement 4 of 12"
+    assert bar.proto.value == int(share * 100)  # streamlit keeps whole percent
