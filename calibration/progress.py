@@ -30,6 +30,7 @@ JOB_LINE_PREFIXES = ("configuration ", "deadline:", "the run is no longer active
                      "could not record the outcome", "stopped by the runner")
 _LINE_LABEL = re.compile(r"^\[([^\]]+)\] ")
 _MESSAGE_CONFIG = re.compile(r"^configuration (\d+)/(\d+)")
+_MESSAGE_PROGRESS = re.compile(r"^PROGRESS (\d+)/(\d+)")  # a Ray job's relayed line (calibration.runners)
 
 
 @dataclass(frozen=True)
@@ -74,10 +75,13 @@ def planned_measurements(spec: dict[str, Any]) -> int:
 
 def started_config(message: str, progress: float, n: int) -> int:
     """The index of the configuration the job last announced: from its run message ("configuration i/n: ...", 1-based)
-    or from a runner's PROGRESS fraction (i/n, 0-based)."""
+    or a relayed "PROGRESS i/n label" (0-based), else from a runner's PROGRESS fraction (i/n)."""
     m = _MESSAGE_CONFIG.match(message or "")
     if m and int(m.group(2)) == n:
         return min(int(m.group(1)) - 1, n - 1)
+    m = _MESSAGE_PROGRESS.match(message or "")
+    if m and int(m.group(2)) == n:
+        return min(int(m.group(1)), n - 1)
     return min(max(int(round(progress * n)), 0), n - 1)
 
 

@@ -68,6 +68,7 @@ def test_a_configuration_announced_before_its_first_group_says_its_engine_is_sta
     assert p.text.startswith("configuration 2 of 5: n-gram K=2, starting its engine")
     assert p.fraction == pytest.approx(1 / 5)
     assert started_config("", 0.4, 5) == 2  # a local runner's "PROGRESS 2/5" line
+    assert started_config("PROGRESS 3/5 eagle3-cost-only-k3", 0.0, 5) == 3  # relayed by a Ray job
 
 
 def test_measurements_beyond_the_plan_say_why_and_the_bar_stays_below_the_next_configuration() -> None:
