@@ -48,7 +48,8 @@ def _use() -> None:
         ss[MESSAGE_KEY] = ("error", "Upload or paste a config.json first.")
         return
     try:
-        parsed, why = kept_models.keep(data, visitor=client_address())  # this visitor's share of the store
+        parsed, why = kept_models.keep(data, visitor=client_address(),  # this visitor's share of the store
+                                       file_name=upload.name if upload is not None else "")
     except ModelConfigError as exc:
         ss[MESSAGE_KEY] = ("error", f"Not used: {exc}")
         return
