@@ -237,3 +237,13 @@ def test_the_job_panel_shows_recorded_progress_in_words(app_store: Store, monkey
     share = (3 + 4 / 12) / 5
     assert bar.proto.text == f"{share * 100:.0f} %: configuration 4 of 5: EAGLE-3 K=3, measurement 4 of 12"
     assert bar.proto.value == int(share * 100)  # streamlit keeps whole percent
+
+
+def test_a_method_term_without_an_interval_says_so_instead_of_nan() -> None:
+    from calibration.fitting.method_costs import MethodCost
+
+    c = MethodCost(method="eagle3", t_fixed_draft_s=0.004, t_fixed_draft_s_low=math.nan,
+                   t_fixed_draft_s_high=math.nan, t_spec_s=0.001, t_spec_s_low=0.0005, t_spec_s_high=0.0015, held={},
+                   ks=(3,), num_groups=2, extra_step_ms_b1=5.0, target_step_ms_b1=20.0, rms_rel_residual=0.1)
+    assert c.term_text("t_fixed_draft_s") == "4.000 ms (no interval: too few groups)"
+    assert c.term_text("t_spec_s") == "1.000 ms [0.500, 1.500]"
