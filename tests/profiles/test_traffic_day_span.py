@@ -28,7 +28,7 @@ def test_a_whole_day_of_requests_is_not_called_less_than_a_day(cat) -> None:
     assert prof.spans_a_day  # measured per hour of day, as a longer trace
 
 
-def test_a_trace_short_of_a_day_by_more_than_a_minute_still_says_so(cat) -> None:
+def test_a_trace_short_of_a_day_by_more_than_5_minutes_still_says_so(cat) -> None:
     prof = parse_traffic("AzureLLMInferenceTrace_code.csv", _azure_day("23:30:00.0000000"), cat)
     assert "23.5 hours, less than a day" in prof.volume_note
     assert not prof.spans_a_day
@@ -37,3 +37,12 @@ def test_a_trace_short_of_a_day_by_more_than_a_minute_still_says_so(cat) -> None
 def test_hours_print_without_a_needless_decimal() -> None:
     assert fmt_span(86370.0) == "24 hours" and fmt_span(3 * 3600) == "3 hours"
     assert fmt_span(36.5 * 3600) == "36.5 hours" and fmt_span(90.0) == "90 seconds"
+
+
+@pytest.mark.parametrize("name", ["bilingual_saas.csv", "code_completion.jsonl", "rag_summarization.parquet"])
+def test_the_one_day_samples_are_a_day(cat, name: str) -> None:
+    from pathlib import Path
+
+    data = (Path(__file__).resolve().parents[2] / "profiles" / "samples" / name).read_bytes()
+    prof = parse_traffic(name, data, cat)
+    assert "less than a day" not in prof.volume_note and prof.spans_a_day
