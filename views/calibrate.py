@@ -384,10 +384,15 @@ def progress_bar(row: Any, groups: list[Any], *, runner_progress: float = 0.0, e
     if not configs:  # not an engine run (or its spec is unknown): the runner's fraction of steps
         st.progress(min(max(runner_progress, 0.0), 1.0), text=f"{runner_progress * 100:.0f} % done")
         return []
-    started = started_config(row.message, runner_progress, len(configs))
-    p = run_progress(spec, groups, started=started, finished=ended)
+    try:
+        p = run_progress(spec, groups, started=started_config(row.message, runner_progress, len(configs)),
+                         finished=ended)
+        labels = [config_label(c) for c in configs]
+    except (ValueError, TypeError, KeyError):  # a spec written by another version of the job: the runner's steps
+        st.progress(min(max(runner_progress, 0.0), 1.0), text=f"{runner_progress * 100:.0f} % done")
+        return []
     st.progress(min(max(p.fraction, 0.0), 1.0), text=f"{p.fraction * 100:.0f} %: {p.text}")
-    return [config_label(c) for c in configs]
+    return labels
 
 
 def job_log(lines: list[str], labels: list[str]) -> None:
