@@ -416,8 +416,8 @@ def _stored_job_panel(row: Any) -> None:
         groups = store().groups([row.run_id])
     except StoreError:
         groups = []
-    progress_bar(row, groups, ended=row.status not in ("queued", "running"))
-    st.code(scrub(row.message) or "(starting)", language="text")
+    labels = progress_bar(row, groups, ended=row.status not in ("queued", "running"))
+    job_log([scrub(row.message)] if row.message else [], labels)  # a relayed engine warning goes to the expander
     if st.button("Cancel job", key="cal_cancel"):
         try:
             store().set_status(row.run_id, "cancelled", "cancelled from the Calibrate page")

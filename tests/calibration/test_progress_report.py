@@ -247,3 +247,23 @@ def test_a_method_term_without_an_interval_says_so_instead_of_nan() -> None:
                    ks=(3,), num_groups=2, extra_step_ms_b1=5.0, target_step_ms_b1=20.0, rms_rel_residual=0.1)
     assert c.term_text("t_fixed_draft_s") == "4.000 ms (no interval: too few groups)"
     assert c.term_text("t_spec_s") == "1.000 ms [0.500, 1.500]"
+
+
+def test_a_relayed_engine_warning_as_the_runs_message_goes_to_the_expander(app_store: Store,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ray job relays "[..." lines as its run's message: a NUMA warning is engine output, not the job's news."""
+    from streamlit.testing.v1 import AppTest
+
+    from calibration.admission import JobOwner
+
+    monkeypatch.setenv("SPECPLAN_CALIBRATE_TOKEN", "s3cret")
+    owner = JobOwner.of(session_id="a-tab-opened-earlier", client="unknown")
+    rid = app_store.create_run("engine", {**SPEC, "owner": owner.to_dict()}, status="running")
+    warning = "[W1204 19:00:02.123 numa.cpp:88] Warning: NUMA is not available"
+    app_store.heartbeat(rid, warning)
+    at = AppTest.from_file(str(REPO / "views" / "calibrate.py"), default_timeout=60).run()
+    at.text_input(key="cal_token").set_value("s3cret").run()
+    assert not at.exception
+    assert at.code[0].value == "(starting)"
+    [engine] = [e for e in at.expander if e.label.startswith("Engine output")]
+    assert engine.code[0].value == warning
