@@ -43,11 +43,13 @@ def quota() -> Quota:
     return Quota(store, store // VISITOR_SHARE_DIVISOR)
 
 
-def keep(data: bytes, *, visitor: str = "") -> tuple[ParsedModel, str]:
+def keep(data: bytes, *, visitor: str = "", file_name: str = "") -> tuple[ParsedModel, str]:
     """Parse `data` (raises ModelConfigError) and keep it in the store for links, charged to `visitor` (their client
     key, views/_client.py; "" for none); (the parsed model, "" or why a link will not reopen it). The model is usable
-    on this server either way (held in memory by its name)."""
-    parsed = parse_model_config(data)
+    on this server either way (held in memory by its name). `file_name` (an upload's) names a model whose config
+    does not (profiles.model_config.name_from_file); the store keeps the bytes alone, so a link that reopens the
+    config on another server names it by its class."""
+    parsed = parse_model_config(data, file_name=file_name)
     store = shared_store()
     why = ""
     q = quota()

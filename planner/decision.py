@@ -121,6 +121,16 @@ def decide(ctx: Context, *, baseline: OperatingPoint, reference: OperatingPoint 
     saving, ref_bill, new_bill = econ.monthly_saving_usd, econ.reference_bill_usd_per_month, econ.new_bill_usd_per_month
     fleet = (f"{fmt_usd(ref_bill)} -> {fmt_usd(new_bill)} a month, {econ.billing} fleet, "
              f"{econ.reference_peak_gpus} -> {econ.new_peak_gpus} GPUs at the peak")
+    tpots_known = all(v is not None and math.isfinite(v) for v in (econ.new_tpot_ms, econ.reference_tpot_ms))
+    if abs(saving) <= 1e-9 * max(ref_bill, 1.0) and not tpots_known:
+        # no TPOT on the fleet to compare (a fleet serving no tokens): say why instead of "n/a TPOT instead of n/a"
+        why = ("the monthly volume is 0, so the fleet serves no tokens and no TPOT is computed; enter the monthly "
+               "volume to compare them" if req.monthly_output_tokens == 0 else "no TPOT could be computed on it")
+        return None, (
+            f"Speculation changes neither the bill nor a latency the fleet shows {traffic}: {best.label} at "
+            f"K={best.k} runs on the same fleet ({econ.new_peak_gpus} GPU{'' if econ.new_peak_gpus == 1 else 's'} "
+            f"at the peak, {fmt_usd(new_bill)}/month {econ.billing}), and {why}. Stay with {ref_phrase}."
+        )
     if abs(saving) <= 1e-9 * max(ref_bill, 1.0):
         return None, (
             f"Speculation changes latency, not the bill {traffic}: {best.label} at K={best.k} serves it at "

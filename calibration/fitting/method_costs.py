@@ -63,6 +63,8 @@ class MethodCost:
         if held:
             return f"{v * 1e3:.3f} ms (held: {held.split(';')[0].removeprefix('prior: ')})" if reason else \
                 f"{v * 1e3:.3f} ms (held at a prior)"
+        if not (math.isfinite(lo) and math.isfinite(hi)):  # fitted, but too few groups for a standard error
+            return f"{v * 1e3:.3f} ms (no interval: too few groups)"
         return f"{v * 1e3:.3f} ms [{lo * 1e3:.3f}, {hi * 1e3:.3f}]"
 
 

@@ -181,7 +181,8 @@ def fmt_span(s: float) -> str:
     if s < 2 * 3600:
         return f"{s / 60:,.0f} minutes"
     if s < 2 * 86400:
-        return f"{s / 3600:,.1f} hours"
+        h = s / 3600
+        return f"{h:,.0f} hours" if abs(h - round(h)) < 0.05 else f"{h:,.1f} hours"  # "24 hours", not "24.0 hours"
     return f"{s / 86400:,.1f} days"
 
 
