@@ -67,6 +67,8 @@ def scheduled_fleet(ctx: Context, fleet: Fleet, pt: OperatingPoint, schedule: Sc
     ks = sorted({int(k) for _, _, k in schedule or ()})
     if len(ks) < 2 or not any(c.method == pt.method for c in fleet.configs):
         return fleet
+    if all(not h.feasible or k_at_batch(schedule, h.batch) == pt.k for h in fleet.config(pt.method).hours):
+        return fleet  # every hour's batch already runs the plan's K: its hours stand
     from planner.sizing import plan_fleet
 
     over = switching_overhead(ctx, measured)
