@@ -211,6 +211,9 @@ def deployment(ctx: Context, pt: OperatingPoint, *, schedule: Schedule | None = 
         draft_model=cat.models[ctx.model.draft_model] if m.drafting == "draft_model" else None,
         tree_shape=tree, kv_dtype=req.kv_dtype or default_kv_dtype(req.dtype), k_per_batch=schedule,
     )
+    if schedule is not None and len({r[2] for r in schedule}) > 1:
+        dep["notes"].append("the fleet by hour bills each hour at this schedule's K at its batch; an "
+                            "hour at K=0 pays the engine's speculation switch overhead (the plan's assumptions)")
     return engine_deployment(req.engine, dep, m, ctx.model, pt.k, tp=req.tp, attention_dp=req.attention_dp,
                              max_num_seqs=pt.batch, tree_shape=tree, engine_version=req.engine_version
                              or DEFAULT_ENGINE_VERSION.get(req.engine))
