@@ -106,6 +106,13 @@ def assumptions(ctx: Context) -> list[Assumption]:
         shape = (f"'{DEFAULT_SHAPE}' daily shape (none given: the same arrival rate every hour)",
                  "planner assumption", "2026-12-02")
     out.append(Assumption("traffic by hour (fleet sizing)", *shape))
+    if (sw := cat.speculation_switching.get(req.engine)) is not None:
+        pts = ", ".join(f"+{y * 100:.1f} % at {x:g}" for x, y in zip(sw.concurrency, sw.tpot_fraction, strict=True))
+        out.append(Assumption("K per hour (fleet)", "each hour runs the K the deployment's K per batch size gives at "
+                              f"its batch; an hour at K = 0 costs no speculation plus the engine's switch overhead, "
+                              f"TPOT {pts} sequences in flight (linear between, held beyond)"
+                              + ("" if sw.measured else "; assumed: no measurement on this engine"),
+                              sw.source, sw.date))
     out.append(Assumption("billing", f"{req.billing}: " + ("each hour's replicas" if req.billing == "autoscaled"
                                                            else "a fleet sized for the peak hour, all month"),
                           "entered by the user" if req.billing != "autoscaled" else "planner default", ""))

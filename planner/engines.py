@@ -52,6 +52,24 @@ class EngineTerms:
 
 
 @dataclass(frozen=True)
+class SwitchingOverhead:
+    """What an engine's own per-batch speculation switch costs where it drafts nothing (K = 0): the TPOT without
+    speculation rises by tpot_fraction at a replica's concurrency (sequences in flight), linear between the stated
+    points and held at the end values beyond them (profiles/data/engine_switching.yaml)."""
+
+    engine: str
+    concurrency: tuple[float, ...]  # sequences in flight per replica, increasing
+    tpot_fraction: tuple[float, ...]  # added TPOT / TPOT without speculation at each concurrency
+    measured: bool  # False: an assumption (no measurement on this engine)
+    source: str
+    date: str
+
+    def fraction(self, concurrency):
+        """The added fraction of TPOT at `concurrency` (a scalar or an array)."""
+        return np.interp(np.asarray(concurrency, float), self.concurrency, self.tpot_fraction)
+
+
+@dataclass(frozen=True)
 class SpeedupError:
     """The speedup error the plan shows beside each speedup: leave-one-source-out MAPE over published rows of its
     class (engine, dense or MoE target), or the overall figure where the class has too few rows."""

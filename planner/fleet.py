@@ -51,6 +51,7 @@ class FleetHour:
     prefill_share: float
     feasible: bool  # False: no number of replicas meets the SLO (e.g. the configuration misses it at batch 1)
     capacity_requests_per_s: float = 0.0  # one replica kept full under the SLO (planner.replica); replicas = ceil
+    k: int | None = None  # the K this hour ran (planner.kday: the deployment's K at this hour's batch; 0: no drafts)
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
         feasible = bool(np.all(r > 0))
         gpus = r * tp
         hrs = tuple(FleetHour(hr.hour, float(hr.requests_per_s), float(hr.prompt_tokens), float(hr.output_tokens),
-                              ri, gi, bi, ti * 1e3 if math.isfinite(ti) else math.nan, rhoi, ri > 0, ci)
+                              ri, gi, bi, ti * 1e3 if math.isfinite(ti) else math.nan, rhoi, ri > 0, ci, k)
                     for hr, ri, gi, bi, ti, rhoi, ci in zip(hours, r.tolist(), gpus.tolist(), b.tolist(), t.tolist(),
                                                              rho.tolist(), cap.tolist(), strict=True))
         # a day is len(hours) slots of slot_hours each, repeated to fill 24 hours

@@ -38,11 +38,12 @@ from planner.assumptions import assumptions
 from planner.bill import band_bills, bills, headline_fleet
 from planner.context import Context, make_context
 from planner.decision import choose_reference, decide
-from planner.deploy import engine_deployment, k_schedule, vllm_deployment
+from planner.deploy import engine_deployment, vllm_deployment
 from planner.economics import plan_economics
 from planner.engines import DEFAULT_ENGINE_VERSION
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.hardware_choice import compare_hardware, hardware_sentence
+from planner.kday import Schedule, deploy_schedule, scheduled_fleet
 from planner.levers import levers, order_by_return, plan_levers
 from planner.points import alternatives, methods_with_band, operating_point, pct, plain_tp_options
 from planner.request import (
@@ -59,7 +60,6 @@ from planner.request import (
 )
 from planner.risk import switch_risk
 from planner.roofline import default_kv_dtype
-from planner.sensitivity import k_by_batch
 from planner.sizing import plan_fleet
 from planner.spend import request_for_spend, volume_for_spend
 
@@ -104,7 +104,9 @@ def plan(req: PlanRequest, catalog) -> Plan:
         verdict=verdict,
         economics=econ,
         levers=plan_levers(ctx),
-        deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for)) if deploy_for else None,
+        deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for),
+                          schedule=h.schedule if best is not None and deploy_for == best.method else None)
+        if deploy_for else None,
         assumptions=tuple(assumptions(ctx)),
         costs=ctx.costs,
         alternatives=alts,
@@ -136,6 +138,7 @@ class _Headline:
     best_fleet: PlanFleet | None
     econ: PlanEconomics
     switching: bool
+    schedule: Schedule | None  # the best method's K per batch size: its fleet's and its deploy command's
 
 
 def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
@@ -170,6 +173,12 @@ def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
     feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
     # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
     best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
+    # the best method's fleet runs the K its deployment gives at each hour's batch (planner.kday), the same schedule
+    # the deploy command prints; the ranking above is at each method's one K
+    schedule = deploy_schedule(ctx, best) if best is not None else None
+    if schedule is not None and fleet is not None:
+        fleet = scheduled_fleet(ctx, fleet, best, schedule)
+        by_bill = bills(fleet, billing=req.billing, monthly_output_tokens=req.monthly_output_tokens)
     # the two fleets the headline compares, each at its own TP: every number "today" and "with the best method"
     ref_fleet, ref_bill = headline_fleet(ctx, reference, fleet, role="today")
     best_fleet, best_bill = headline_fleet(ctx, best, fleet, role="best")
@@ -180,7 +189,7 @@ def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
                           best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
                           best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing) if band else ())
     return _Headline(req, ctx, segs, spent, baseline, methods, reference, note, tuple(alts + plain), fleet, by_bill,
-                     best, ref_fleet, best_fleet, econ, switching)
+                     best, ref_fleet, best_fleet, econ, switching, schedule)
 
 
 def monthly_saving(req: PlanRequest, catalog) -> float | None:
@@ -189,21 +198,22 @@ def monthly_saving(req: PlanRequest, catalog) -> float | None:
     return _headline(req, catalog, band=False).econ.monthly_saving_usd
 
 
-def deployment(ctx: Context, pt: OperatingPoint) -> dict:
+def deployment(ctx: Context, pt: OperatingPoint, *, schedule: Schedule | None = None) -> dict:
     """The vLLM command for a method at its K and batch (planner.deploy), with K per batch size below the
-    operating batch (`k_by_batch`)."""
+    operating batch (planner.kday.deploy_schedule, the one the fleet bills; `schedule`: it, computed already)."""
     req, cat = ctx.req, ctx.catalog
     m = cat.methods[pt.method]
     tree = req.tree_shape if m.tree else None
-    schedule = None
-    if tree is None and pt.batch and pt.batch > 1:
-        schedule = k_schedule(k_by_batch(req, cat, pt.method, operating_batch=int(pt.batch), operating_k=int(pt.k)),
-                              max_batch=int(pt.batch))
+    if schedule is None:
+        schedule = deploy_schedule(ctx, pt)
     dep = vllm_deployment(
         m, ctx.model, pt.k, tp=req.tp, attention_dp=req.attention_dp, dtype=req.dtype, max_num_seqs=pt.batch,
         draft_model=cat.models[ctx.model.draft_model] if m.drafting == "draft_model" else None,
         tree_shape=tree, kv_dtype=req.kv_dtype or default_kv_dtype(req.dtype), k_per_batch=schedule,
     )
+    if schedule is not None and len({r[2] for r in schedule}) > 1:
+        dep["notes"].append("the fleet by hour bills each hour at this schedule's K at its batch; an "
+                            "hour at K=0 pays the engine's speculation switch overhead (the plan's assumptions)")
     return engine_deployment(req.engine, dep, m, ctx.model, pt.k, tp=req.tp, attention_dp=req.attention_dp,
                              max_num_seqs=pt.batch, tree_shape=tree, engine_version=req.engine_version
                              or DEFAULT_ENGINE_VERSION.get(req.engine))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -40,15 +40,17 @@ def traffic_hours(ctx: Context) -> tuple[tuple, str]:
                    "tokens/month")
 
 
-def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[Candidate] | None = None
-               ) -> Fleet | None:
+def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[Candidate] | None = None,
+               added_tpot: Sequence[Callable[[np.ndarray], np.ndarray] | None] | None = None) -> Fleet | None:
     """The fleet by hour for no speculation and every feasible method at the plan's K (None: none is feasible).
     cands: the candidate each point came from (a lever's tree, draft cost or acceptance shift), one per point; None:
-    each method as the request deploys it."""
+    each method as the request deploys it. added_tpot: per point, None or the fraction of TPOT added at a batch
+    (an engine's speculation switch left on where it drafts nothing: planner.kday)."""
     req = ctx.req
     hours, source = traffic_hours(ctx)
     keep = [i for i, p in enumerate(points) if p.available and p.feasible]
     cfgs = [points[i] for i in keep]
+    added = [None if added_tpot is None else added_tpot[i] for i in keep]
     if not cfgs:
         return None
     cat = ctx.catalog
@@ -77,10 +79,12 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
     res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), with_memory=False, **eng)  # mb: above
     is_base = r5([c.method == NO_SPEC for c in cands], 1).astype(bool)
     tpot = np.broadcast_to(np.where(is_base, res.baseline_tpot_s, res.tpot_s), (1, len(cands), 1, len(uniq), bmax))
+    if any(f is not None for f in added):
+        tpot = tpot * _added_factor(added, np.arange(1, bmax + 1, dtype=float))[None, :, None, None, :]
     pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=uniq[:, 0], tp=ctx.tp,
                                                       cached_share=ctx.prefix_cache_share),
                                        (len(uniq),)), float)
-    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3)
+    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3, added)
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
                              prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
                              slo_ms=req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap,
@@ -103,8 +107,15 @@ def _verify_tokens(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[Oper
     return out
 
 
+def _added_factor(added: Sequence[Callable[[np.ndarray], np.ndarray] | None], batch: np.ndarray) -> np.ndarray:
+    """(C, *batch.shape[1:]) 1 + the fraction of TPOT each configuration adds at `batch` ((B,) or (C, ...))."""
+    b = np.broadcast_to(batch, (len(added), *np.shape(batch)[-1:])) if np.ndim(batch) == 1 else batch
+    return np.stack([1.0 + (np.zeros(np.shape(b[c])) if f is None else f(b[c])) for c, f in enumerate(added)])
+
+
 def _capacity_beyond(eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.ndarray, pre: np.ndarray,
-                     out: np.ndarray, slo_s: float) -> np.ndarray:
+                     out: np.ndarray, slo_s: float,
+                     added: Sequence[Callable[[np.ndarray], np.ndarray] | None] = ()) -> np.ndarray:
     """(C, H) one replica's capacity (requests/s at full load, planner.replica) where the TPOT curve stops below
     the batch limit while still meeting the SLO (a light load needs no more of it to size the fleet); NaN where the
     curve itself decides. The largest batch whose TPOT seen at full load meets the SLO is bisected up to the memory
@@ -120,6 +131,8 @@ def _capacity_beyond(eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.nd
         mid = np.where(open_, np.floor((lo + hi) / 2), lo)
         r = evaluate_arrays(batch=mid[None, :, None, :, None], with_memory=False, **eng)
         t = np.where(is_base, r.baseline_tpot_s, r.tpot_s)[0, :, 0, :, 0]
+        if any(f is not None for f in added):
+            t = t * _added_factor(added, mid)
         ok = replica_load(tpot_s=t, batch=mid, prefill_s=pre, output_tokens=out).tpot_seen_s <= slo_s
         lo_t = np.where(ok & open_, t, lo_t)
         lo, hi = np.where(ok & open_, mid, lo), np.where(~ok & open_, mid, hi)

@@ -307,6 +307,9 @@ class Catalog:
     speculation_engines: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     speculation_class_error: Mapping[tuple[str, str], tuple[float, int]] = dataclasses.field(default_factory=dict)
     speculation_overall_error: tuple[float, int] | None = None
+    # each engine's per-batch speculation switch cost where it drafts nothing (planner.engines.SwitchingOverhead,
+    # profiles/data/engine_switching.yaml): the fleet by hour adds it to the hours the K schedule runs at K = 0
+    speculation_switching: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # measured acceptance and public heads (profiles.acceptance_library; planner.acceptance_tiers); None: empty
     acceptance_library: Any = None
 
@@ -449,6 +452,11 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
         engines, classes, overall = load_engine_terms(spec_path)
         cat = dataclasses.replace(cat, speculation_engines=engines, speculation_class_error=classes,
                                   speculation_overall_error=overall)
+    switching_path = d / "engine_switching.yaml"
+    if switching_path.is_file():
+        from profiles.engines import load_switching_overheads  # noqa: PLC0415
+
+        cat = dataclasses.replace(cat, speculation_switching=load_switching_overheads(switching_path))
     _check_cross(cat)
     from profiles.acceptance_library import load_library
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from planner.engines import ENGINE_TERMS, EngineTerms
+from planner.engines import ENGINE_TERMS, ENGINES, EngineTerms, SwitchingOverhead
 
 ClassErrors = dict[tuple[str, str], tuple[float, int]]
 
@@ -33,3 +33,25 @@ def load_engine_terms(path: str | os.PathLike) -> tuple[dict[str, EngineTerms], 
                for k, v in (doc.get("loso_mape_by_class") or {}).items()}
     overall = (float(doc["loso_mape"]), int(doc["rows"])) if "loso_mape" in doc and "rows" in doc else None
     return engines, classes, overall
+
+
+def load_switching_overheads(path: str | os.PathLike) -> dict[str, SwitchingOverhead]:
+    """{engine: SwitchingOverhead} from profiles/data/engine_switching.yaml: what an engine's own per-batch speculation
+    switch costs where it drafts nothing, each with its source and date."""
+    name = Path(path).name
+    doc = (yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}).get("entries") or {}
+    out = {}
+    for eng, e in doc.items():
+        if eng not in ENGINES:
+            raise ValueError(f"{name}: entry {eng!r} is not an engine: one of {', '.join(ENGINES)}")
+        xs, ys = tuple(float(x) for x in e["concurrency"]), tuple(float(y) for y in e["tpot_fraction"])
+        if len(xs) != len(ys) or not xs or any(b <= a for a, b in zip(xs, xs[1:])):
+            raise ValueError(f"{name}: entry {eng!r}: field 'concurrency' = {list(xs)} with 'tpot_fraction' = "
+                             f"{list(ys)}: expected as many fractions as concurrencies, concurrencies increasing")
+        if any(y < 0 for y in ys):
+            raise ValueError(f"{name}: entry {eng!r}: field 'tpot_fraction' = {list(ys)}: expected fractions >= 0")
+        if not e.get("source") or not e.get("date"):
+            raise ValueError(f"{name}: entry {eng!r}: fields 'source' and 'date' are required (got "
+                             f"{e.get('source')!r}, {e.get('date')!r})")
+        out[eng] = SwitchingOverhead(eng, xs, ys, bool(e.get("measured", False)), str(e["source"]), str(e["date"]))
+    return out
