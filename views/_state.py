@@ -33,7 +33,7 @@ from profiles.traffic import ParseOptions, TrafficError, TrafficProfile
 from profiles.uploads import read_traffic
 from views import _acceptance_box, _hardware_box, _model_box, _price
 from views._client import client_address
-from views._text import plain, plain_in, quoted
+from views._text import cut_value, plain, plain_in, quoted
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "samples"
 SAMPLES = {
@@ -162,10 +162,10 @@ def init() -> list[str]:
             try:
                 val = p.parse(raw)
             except (TypeError, ValueError):
-                problems.append(f"URL parameter {key}={plain(repr(raw))} is not a valid value; using {p.default!r}")
+                problems.append(f"URL parameter {key}={plain(cut_value(raw))} is not a valid value; using {p.default!r}")
                 continue
             if not p.valid(val):
-                problems.append(f"URL parameter {key}={plain(repr(raw))} is out of range or unknown; using {p.default!r}")
+                problems.append(f"URL parameter {key}={plain(cut_value(raw))} is out of range or unknown; using {p.default!r}")
                 continue
             ss[key] = val
             _price.from_link(key)

@@ -74,3 +74,9 @@ def plain_in(text: str, *values: object) -> str:
         return text
     pattern = re.compile("|".join(re.escape(n) for n in names))
     return pattern.sub(lambda m: plain(m.group(0)), text)
+
+
+def cut_value(raw: str, limit: int = 80) -> str:
+    """A visitor's value (a link's) as a warning quotes it: repr() of at most `limit` characters, and its length when
+    longer, so a 100,000-character value is not echoed back on the page."""
+    return repr(raw) if len(raw) <= limit else f"{raw[:limit]!r}... ({len(raw):,} characters)"

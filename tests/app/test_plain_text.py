@@ -204,3 +204,12 @@ def test_a_browser_shows_the_visitors_markdown_as_text(server):  # noqa: F811 - 
         assert name is not None and name.group(1) in (f"{IMAGE}.csv", "b.png).csv"), dom["text"][:2000]
         browser.close()
     assert fetched == []
+
+
+def test_a_long_url_value_is_cut_in_its_warning(app):
+    """A 100,000-character link value is quoted by its first 80 characters and its length, not echoed whole."""
+    at = app({"model": "m" * 100_000})
+    warnings = [w for w in _values(at.warning) if w.startswith("URL parameter model=")]
+    assert len(warnings) == 1
+    assert "(100,000 characters)" in warnings[0]
+    assert len(warnings[0]) < 300
