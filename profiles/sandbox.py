@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
+from profiles.sandbox_io import memory_file, read_memory_file, receive_blobs, send_blobs
+
 T = TypeVar("T")
 
 # Defaults, measured by running profiles.uploads.read_traffic under smaller bounds (on 2 shared CPU cores):
@@ -55,7 +57,7 @@ MAX_RESULT_BYTES = 256 * 1024 * 1024  # a pickled result larger than this is not
 MAX_KEPT = 8
 # Modules the fork server imports once, so that a child starts with them loaded (a fork costs milliseconds, an import
 # of pyarrow and pandas a second).
-PRELOAD = ("profiles.sandbox", "profiles.traffic", "profiles.model_config", "profiles.measured_acceptance")
+PRELOAD = ("profiles.sandbox", "numpy", "profiles.traffic", "profiles.model_config", "profiles.measured_acceptance")
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h
@@ -117,7 +119,7 @@ def last_usage() -> ChildUsage | None:
 
 
 class _Blob:
-    """Stands in the pickled call for the i-th bytes argument, which travels in a memory file (no pickled copy)."""
+    """Stands in the pickled call for the i-th bytes argument, which travels in a pipe (profiles.sandbox_io)."""
 
     def __init__(self, index: int):
         self.index = index
@@ -190,7 +192,7 @@ def _child(conn: Connection, parent_pid: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (max_cpu_s, max_cpu_s + 1))
     try:
         fn, args, kwargs, sizes = pickle.loads(conn.recv_bytes())
-        blobs = _receive_blobs(conn, sizes)
+        blobs = receive_blobs(conn.fileno(), sizes)
         args = tuple(_unref(a, blobs) for a in args)
         kwargs = {k: _unref(v, blobs) for k, v in kwargs.items()}
         del blobs
@@ -206,63 +208,6 @@ def _child(conn: Connection, parent_pid: int) -> None:
                                             baseline_mb=base / 2**20)))
     conn.send_bytes(payload)
     conn.close()
-
-
-def _receive_blobs(conn: Connection, sizes: list[int]) -> list[bytes]:
-    """The call's bytes arguments, each from a memory file the parent filled (one copy, straight into the bytes)."""
-    import socket
-
-    if not sizes:
-        return []
-    with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        _msg, fds, _flags, _addr = socket.recv_fds(sock, 1, len(sizes))
-    return [_read_memfd(fd, size) for fd, size in zip(fds, sizes, strict=True)]
-
-
-def _read_memfd(fd: int, size: int) -> bytes:
-    """A memory file's `size` bytes (one copy, straight into the bytes); closes it."""
-    parts, at = [], 0
-    try:
-        while at < size:
-            piece = os.pread(fd, size - at, at)
-            if not piece:
-                raise EOFError(f"the upload's memory file ended at byte {at:,} of {size:,}")
-            parts.append(piece)
-            at += len(piece)
-    finally:
-        os.close(fd)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def _memfd(data: bytes) -> int:
-    """A memory file holding `data` (the kernel's one copy)."""
-    fd = os.memfd_create("specplan-upload", os.MFD_CLOEXEC)
-    view, at = memoryview(data).cast("B"), 0
-    try:
-        while at < len(view):
-            at += os.write(fd, view[at:])
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _send_blobs(conn: Connection, blobs: list[bytes]) -> None:
-    """Each bytes argument into a memory file (memfd) whose descriptor the child receives: the kernel copies it once,
-    the child reads it once into its own bytes (a socket would copy it three times on the way)."""
-    import socket
-
-    if not blobs:
-        return
-    fds = []
-    try:
-        for b in blobs:
-            fds.append(_memfd(b))
-        with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            socket.send_fds(sock, [b"F"], fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def _pickled_error(exc: BaseException) -> bytes:
@@ -358,7 +303,7 @@ def _serve(ctrl_fd: int) -> None:
 
 def _keep(fd: int) -> None:
     """In the fork server: hold a Kept value its children will inherit, and drop those the app no longer sends."""
-    digest, data, drop = pickle.loads(_read_memfd(fd, os.fstat(fd).st_size))
+    digest, data, drop = pickle.loads(read_memory_file(fd))
     for d in drop:
         _KEPT.pop(d, None)
     try:
@@ -437,7 +382,7 @@ def _send_kept(ctrl: Any, held: OrderedDict, kept: list[Any]) -> list[str]:
                 _kept_ids[key] = (weakref.ref(value, lambda _r, key=key: _kept_ids.pop(key, None)), digest)
             if digest not in held:
                 drop = [held.popitem(last=False)[0] for _ in range(len(held) - MAX_KEPT + 1)]
-                fd = _memfd(pickle.dumps((digest, data, drop), protocol=pickle.HIGHEST_PROTOCOL))
+                fd = memory_file(pickle.dumps((digest, data, drop), protocol=pickle.HIGHEST_PROTOCOL))
                 try:
                     socket.send_fds(ctrl, [b"k"], [fd])
                 finally:
@@ -545,7 +490,7 @@ def _run(call: tuple, kept: list[Any], blobs: list[bytes], lim: ParseLimits) -> 
         conn.send_bytes(pickle.dumps((lim.max_mb, lim.max_cpu_s)))
         try:
             conn.send_bytes(pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL))
-            _send_blobs(conn, blobs)
+            send_blobs(conn.fileno(), blobs, deadline)
         except (BrokenPipeError, ConnectionResetError):  # the child died while receiving (its memory bound)
             pass
         result: tuple[str, Any] | None = None  # set when the parent stopped the child: wait for its reaping
