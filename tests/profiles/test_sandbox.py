@@ -46,6 +46,12 @@ def sleep() -> None:
     time.sleep(60)
 
 
+def digest_of(*blobs: bytes) -> list[tuple[int, str]]:
+    import hashlib
+
+    return [(len(b), hashlib.sha256(b).hexdigest()) for b in blobs]
+
+
 def raise_traffic_error() -> None:
     raise TrafficError([Problem(3, "prompt_tokens", "x" * 10, "a whole number of tokens", 4),
                         Problem(5, "output_tokens", -1, "a count >= 0", 6)], total=40, at_least=True)
@@ -247,3 +253,18 @@ def test_catalogues_that_differ_read_differently_and_each_as_in_process():
     assert got == [parse_traffic("mix.csv", data, c) for c in cats]
     assert got[0] != got[1] and got[-1] == got[0] and got[-2] == got[1]
     assert len(sb._server[2]) <= sb.MAX_KEPT
+
+
+def test_bytes_arguments_arrive_whole_through_their_pipes():
+    import os
+
+    big, odd = os.urandom(5 * 2**20 + 3), bytearray(b"x" * 70_001)  # past the 1 MiB pipe, not a page multiple
+    assert run_bounded(digest_of, big, b"", odd, memoryview(big)[7:], refuse=_refuse) == \
+        digest_of(big, b"", bytes(odd), big[7:])
+
+
+def test_an_upload_larger_than_the_memory_bound_is_refused_while_it_is_sent():
+    data = b"y" * (160 * 2**20)  # the child cannot hold it under 64 MB: it stops reading, the parent stops writing
+    with pytest.raises(TrafficError, match="more than 64 MB of memory"):
+        run_bounded(digest_of, data, refuse=_refuse, what="traffic file", limits=ParseLimits(max_mb=64))
+    assert run_bounded(len, b"abc", refuse=_refuse) == 3
