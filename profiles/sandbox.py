@@ -57,7 +57,7 @@ MAX_RESULT_BYTES = 256 * 1024 * 1024  # a pickled result larger than this is not
 MAX_KEPT = 8
 # Modules the fork server imports once, so that a child starts with them loaded (a fork costs milliseconds, an import
 # of pyarrow and pandas a second).
-PRELOAD = ("profiles.sandbox", "numpy", "profiles.traffic", "profiles.model_config", "profiles.measured_acceptance")
+PRELOAD = ("profiles.sandbox", "profiles.traffic", "profiles.model_config", "profiles.measured_acceptance")
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h
