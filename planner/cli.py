@@ -33,6 +33,10 @@ def _catalog(args=None):
     # profiles depends on planner, not the other way round; the CLI is the one place that joins them.
     from profiles import load_catalog
 
+    if getattr(args, "traffic", None) or getattr(args, "model_config", None):
+        from profiles import sandbox  # the readers' fork server warms up while the catalogue loads
+
+        sandbox.start()
     cat = load_catalog()
     path = getattr(args, "model_config", None)
     if path:

@@ -1,9 +1,12 @@
 """Every visitor file is read inside limits the operating system enforces: `run_bounded(fn, *args, refuse=...)` runs
-a reader in a child process (forked from a fork server that imported the readers once, so a call costs ~35 ms,
-not an import of pyarrow) whose address
-space (RLIMIT_AS) and CPU time (RLIMIT_CPU) are capped before it receives a byte of the upload, and that the parent
-kills at a wall-clock limit. A reader's forgotten guard then costs one clean refusal, not the server.
+a reader in a child process (forked from a fork server that imported the readers once, so a call costs milliseconds,
+not an import of pyarrow) whose address space (RLIMIT_AS) and CPU time (RLIMIT_CPU) are capped before it receives a
+byte of the upload, and that the parent kills at a wall-clock limit. A reader's forgotten guard then costs one clean
+refusal, not the server.
 
+- An argument wrapped in `Kept` (the catalogue) is pickled once per object, unpickled once in the fork server (keyed
+  by its pickle's digest) and inherited by each child: a call pays neither (~30 ms in a fresh child). It must not
+  change in place after its first call (a Catalog is frozen; with_models and with_hardware make new ones).
 - What comes back is the reader's result, pickled (a TrafficProfile, a FileInfo, a list of values: compact by
   construction); the parent never holds the decoded file.
 - An error raised in the child comes back as the same type with the same fields (TrafficError's problems, total
@@ -17,8 +20,10 @@ own baseline), SPECPLAN_PARSE_MAX_CPU_S, SPECPLAN_PARSE_MAX_WALL_S, SPECPLAN_PAR
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
+import hashlib
 import os
 import pickle
 import resource
@@ -26,10 +31,14 @@ import signal
 import sys
 import threading
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
+
+from profiles.sandbox_io import memory_file, read_memory_file, receive_blobs, send_blobs
 
 T = TypeVar("T")
 
@@ -43,6 +52,9 @@ DEFAULT_MAX_CPU_S = 120
 DEFAULT_MAX_WALL_S = 300.0
 DEFAULT_CONCURRENCY = 2  # readers at once; each may take DEFAULT_MAX_MB
 MAX_RESULT_BYTES = 256 * 1024 * 1024  # a pickled result larger than this is not a compact result: refused
+# Kept values (catalogues) the fork server holds at once: a session with its own model or GPU has its own catalogue
+# (views/_state.py caches up to 64); the least recently used beyond this is dropped and sent again when named again.
+MAX_KEPT = 8
 # Modules the fork server imports once, so that a child starts with them loaded (a fork costs milliseconds, an import
 # of pyarrow and pandas a second).
 PRELOAD = ("profiles.sandbox", "profiles.traffic", "profiles.model_config", "profiles.measured_acceptance")
@@ -107,10 +119,40 @@ def last_usage() -> ChildUsage | None:
 
 
 class _Blob:
-    """Stands in the pickled call for the i-th bytes argument, which travels in a memory file (no pickled copy)."""
+    """Stands in the pickled call for the i-th bytes argument, which travels in a pipe (profiles.sandbox_io)."""
 
     def __init__(self, index: int):
         self.index = index
+
+
+class Kept:
+    """An argument many calls share (the catalogue), held by the fork server (module docstring); the reader gets it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+class _KeptRef:
+    """Stands in the pickled call for the i-th Kept value, which the fork server holds by the digest of its pickle."""
+
+    def __init__(self, index: int):
+        self.index, self.digest = index, ""
+
+
+_KEPT: dict[str, tuple[Any, Exception | None]] = {}  # in the fork server and its children: digest -> (value, error)
+
+
+def _unref(v: Any, blobs: list[bytes]) -> Any:
+    if isinstance(v, _Blob):
+        return blobs[v.index]
+    if isinstance(v, _KeptRef):  # sent to the server before the call, on the same control socket (_start_child)
+        value, exc = _KEPT[v.digest]
+        if exc is not None:
+            raise exc
+        return value
+    return v
 
 
 def _status_kib(key: str) -> int:
@@ -138,8 +180,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def _child(conn: Connection, parent_pid: int) -> None:
-    """Send its pid, set the limits, then receive the call and its bytes, run it and send back ("ok", result) or the
-    error."""
+    """Send its pid, set the limits, receive the call and its bytes, run it, send back ("ok", result) or the error."""
     _die_with_parent(parent_pid)
     conn.send_bytes(pickle.dumps(("pid", os.getpid())))
     max_mb, max_cpu_s = pickle.loads(conn.recv_bytes(1024))
@@ -151,9 +192,9 @@ def _child(conn: Connection, parent_pid: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (max_cpu_s, max_cpu_s + 1))
     try:
         fn, args, kwargs, sizes = pickle.loads(conn.recv_bytes())
-        blobs = _receive_blobs(conn, sizes)
-        args = tuple(blobs[a.index] if isinstance(a, _Blob) else a for a in args)
-        kwargs = {k: blobs[v.index] if isinstance(v, _Blob) else v for k, v in kwargs.items()}
+        blobs = receive_blobs(conn.fileno(), sizes)
+        args = tuple(_unref(a, blobs) for a in args)
+        kwargs = {k: _unref(v, blobs) for k, v in kwargs.items()}
         del blobs
         result = fn(*args, **kwargs)
         del args, kwargs
@@ -167,50 +208,6 @@ def _child(conn: Connection, parent_pid: int) -> None:
                                             baseline_mb=base / 2**20)))
     conn.send_bytes(payload)
     conn.close()
-
-
-def _receive_blobs(conn: Connection, sizes: list[int]) -> list[bytes]:
-    """The call's bytes arguments, each from a memory file the parent filled (one copy, straight into the bytes)."""
-    import socket
-
-    if not sizes:
-        return []
-    with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        _msg, fds, _flags, _addr = socket.recv_fds(sock, 1, len(sizes))
-    out = []
-    for fd, size in zip(fds, sizes, strict=True):
-        parts, at = [], 0
-        while at < size:
-            piece = os.pread(fd, size - at, at)
-            if not piece:
-                raise EOFError(f"the upload's memory file ended at byte {at:,} of {size:,}")
-            parts.append(piece)
-            at += len(piece)
-        os.close(fd)
-        out.append(parts[0] if len(parts) == 1 else b"".join(parts))
-    return out
-
-
-def _send_blobs(conn: Connection, blobs: list[bytes]) -> None:
-    """Each bytes argument into a memory file (memfd) whose descriptor the child receives: the kernel copies it once,
-    the child reads it once into its own bytes (a socket would copy it three times on the way)."""
-    import socket
-
-    if not blobs:
-        return
-    fds = []
-    try:
-        for b in blobs:
-            fd = os.memfd_create("specplan-upload", os.MFD_CLOEXEC)
-            fds.append(fd)
-            view, at = memoryview(b).cast("B"), 0
-            while at < len(view):
-                at += os.write(fd, view[at:])
-        with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            socket.send_fds(sock, [b"F"], fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def _pickled_error(exc: BaseException) -> bytes:
@@ -267,6 +264,9 @@ def _serve(ctrl_fd: int) -> None:
                     os._exit(0)
                 if not fds:
                     continue
+                if msg == b"k":  # a Kept value: (digest, its pickle, the digests to drop), in a memory file
+                    _keep(fds[0])
+                    continue
                 pid = os.fork()
                 if pid == 0:
                     sel.close()
@@ -301,6 +301,21 @@ def _serve(ctrl_fd: int) -> None:
                 conn.close()
 
 
+def _keep(fd: int) -> None:
+    """In the fork server: hold a Kept value its children will inherit, and drop those the app no longer sends."""
+    digest, data, drop = pickle.loads(read_memory_file(fd))
+    for d in drop:
+        _KEPT.pop(d, None)
+    try:
+        _KEPT[digest] = (pickle.loads(data), None)
+    except Exception as exc:  # noqa: BLE001 - raised in each child that is given it, as unpickling there would
+        _KEPT[digest] = (None, exc)
+    if drop:  # let a dropped value's cycles be collected, then set the rest aside again
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()  # out of the children's collections, as the preloaded modules are (_serve)
+
+
 def _warm() -> None:
     """Do once in the server what each child would otherwise do again (~1 s a call): import the modules a pickled
     catalogue refers to (planner's, scipy through them) and the readers' lazy imports, by parsing the shipped
@@ -323,7 +338,8 @@ def _warm() -> None:
 # --- the parent -----------------------------------------------------------------------------------------------
 
 _lock = threading.Lock()
-_server: Any = None  # (Popen, control socket)
+_server: Any = None  # (Popen, control socket, OrderedDict of the Kept digests it holds, least recently used first)
+_kept_ids: dict[int, tuple[weakref.ref, str]] = {}  # id(a Kept value) -> (a weak reference to it, its pickle's digest)
 _slots: dict[int, threading.BoundedSemaphore] = {}
 
 
@@ -340,8 +356,41 @@ def _control() -> Any:
             f"from profiles.sandbox import _serve; _serve({theirs.fileno()})")
     proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
     theirs.close()
-    _server = (proc, ours)
+    _server = (proc, ours, OrderedDict())
     return ours
+
+
+def start() -> None:
+    """Start the fork server unless it runs; it imports and warms the readers (seconds) while the caller goes on."""
+    if sys.platform == "linux":
+        with _lock:
+            _control()
+
+
+def _send_kept(ctrl: Any, held: OrderedDict, kept: list[Any]) -> list[str]:
+    """The Kept values' digests; each is sent to the server first unless it holds it (under _lock)."""
+    import socket
+
+    digests = []
+    for value in kept:
+        hit = _kept_ids.get(id(value))
+        digest = hit[1] if hit is not None and hit[0]() is value else None
+        if digest is None or digest not in held:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            digest, key = hashlib.sha256(data).hexdigest(), id(value)
+            with contextlib.suppress(TypeError):  # not weakly referable: pickled on each call, unpickled once
+                _kept_ids[key] = (weakref.ref(value, lambda _r, key=key: _kept_ids.pop(key, None)), digest)
+            if digest not in held:
+                drop = [held.popitem(last=False)[0] for _ in range(len(held) - MAX_KEPT + 1)]
+                fd = memory_file(pickle.dumps((digest, data, drop), protocol=pickle.HIGHEST_PROTOCOL))
+                try:
+                    socket.send_fds(ctrl, [b"k"], [fd])
+                finally:
+                    os.close(fd)
+                held[digest] = None
+        held.move_to_end(digest)
+        digests.append(digest)
+    return digests
 
 
 def _slot(concurrency: int) -> threading.BoundedSemaphore:
@@ -355,23 +404,25 @@ def prepare() -> None:
     run_bounded(len, b"", refuse=RuntimeError)
 
 
-def _start_child() -> Connection:
-    """A connection to a new child of the fork server (which sends its pid first)."""
+def _start_child(kept: list[Any]) -> tuple[Connection, list[str]]:
+    """A connection to a new child of the fork server (which sends its pid first) and the Kept values' digests."""
     import socket
 
+    global _server
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with _lock:
         for attempt in range(2):
             try:
-                socket.send_fds(_control(), [b"c"], [theirs.fileno()])
+                ctrl = _control()
+                digests = _send_kept(ctrl, _server[2], kept)
+                socket.send_fds(ctrl, [b"c"], [theirs.fileno()])
                 break
             except OSError:
                 if attempt:
                     raise
-                global _server
                 _server = None
     theirs.close()
-    return Connection(ours.detach())
+    return Connection(ours.detach()), digests
 
 
 def _mb(n: float) -> str:
@@ -386,18 +437,22 @@ def run_bounded(fn: Callable[..., T], *args: Any, refuse: Callable[[str], BaseEx
     bound, SPECPLAN_PARSE_MAX_MB)". `fn` must be importable by name (a module-level function)."""
     lim = limits or limits_from_env()
     blobs: list[bytes] = []
+    kept: list[Any] = []
 
     def lift(v: Any) -> Any:
         if isinstance(v, (bytes, bytearray, memoryview)):
             blobs.append(v)
             return _Blob(len(blobs) - 1)
+        if isinstance(v, Kept):
+            kept.append(v.value)
+            return _KeptRef(len(kept) - 1)
         return v
 
     args, kwargs = tuple(lift(a) for a in args), {k: lift(v) for k, v in kwargs.items()}
-    call = pickle.dumps((fn, args, kwargs, [memoryview(b).nbytes for b in blobs]), protocol=pickle.HIGHEST_PROTOCOL)
+    sizes = [memoryview(b).nbytes for b in blobs]
     _last.usage = None
     with _slot(lim.concurrency):
-        kind, value = _run(call, blobs, lim)
+        kind, value = _run((fn, args, kwargs, sizes), kept, blobs, lim)
     if kind == "ok":
         return value
     if kind == "error":
@@ -425,15 +480,17 @@ def _why(kind: str, what: str, lim: ParseLimits) -> str:
     return f"this {what} stopped its reader ({kind}); nothing was read from it"
 
 
-def _run(call: bytes, blobs: list[bytes], lim: ParseLimits) -> tuple[str, Any]:
-    conn = _start_child()
+def _run(call: tuple, kept: list[Any], blobs: list[bytes], lim: ParseLimits) -> tuple[str, Any]:
+    conn, digests = _start_child(kept)
+    for ref in (v for part in (call[1], call[2].values()) for v in part if isinstance(v, _KeptRef)):
+        ref.digest = digests[ref.index]
     pid = 0
     deadline = time.monotonic() + lim.max_wall_s
     try:
         conn.send_bytes(pickle.dumps((lim.max_mb, lim.max_cpu_s)))
         try:
-            conn.send_bytes(call)
-            _send_blobs(conn, blobs)
+            conn.send_bytes(pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL))
+            send_blobs(conn.fileno(), blobs, deadline)
         except (BrokenPipeError, ConnectionResetError):  # the child died while receiving (its memory bound)
             pass
         result: tuple[str, Any] | None = None  # set when the parent stopped the child: wait for its reaping
@@ -484,4 +541,5 @@ def _death(exitcode: int | None) -> str:
 
 if sys.platform != "linux":  # the limits below rest on Linux (prctl, /proc); elsewhere the reader runs as is
     def run_bounded(fn, *args, refuse, what="file", limits=None, **kwargs):  # type: ignore[no-redef]  # noqa: ARG001
-        return fn(*args, **kwargs)
+        args = tuple(a.value if isinstance(a, Kept) else a for a in args)
+        return fn(*args, **{k: v.value if isinstance(v, Kept) else v for k, v in kwargs.items()})

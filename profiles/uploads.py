@@ -10,7 +10,7 @@ from planner.types import Hardware
 from profiles.hardware_spec import HardwareSpecError, parse_hardware_spec
 from profiles.measured_acceptance import MeasuredAcceptance, MeasuredAcceptanceError, read_measured_acceptance
 from profiles.model_config import ModelConfigError, ParsedModel, parse_model_config
-from profiles.sandbox import ParseLimits, run_bounded
+from profiles.sandbox import Kept, ParseLimits, run_bounded
 from profiles.traffic import (
     FileInfo,
     ParseOptions,
@@ -29,8 +29,9 @@ def _traffic_refusal(why: str) -> TrafficError:
 
 def read_traffic(name: str, data: bytes, catalog, options: ParseOptions | None = None, *,
                  limits: ParseLimits | None = None) -> TrafficProfile:
-    """parse_traffic under the limits; raises TrafficError only."""
-    return run_bounded(parse_traffic, name, data, catalog, options=options, refuse=_traffic_refusal,
+    """parse_traffic under the limits; raises TrafficError only. The fork server holds the catalogue (Kept): a call
+    neither pickles nor unpickles it again."""
+    return run_bounded(parse_traffic, name, data, Kept(catalog), options=options, refuse=_traffic_refusal,
                        what="traffic file", limits=limits)
 
 

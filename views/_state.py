@@ -27,7 +27,7 @@ from planner import spend
 from planner.engines import ENGINES
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
-from profiles import load_catalog
+from profiles import load_catalog, sandbox
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile
 from profiles.uploads import read_traffic
@@ -43,6 +43,7 @@ SAMPLES = {
 }
 PROFILE_KEY = "traffic_profile"  # TrafficProfile | None (plain session key, not a widget)
 PROFILE_ORIGIN_KEY = "traffic_origin"  # "sample:<name>" or "upload:<file name>"
+sandbox.start()  # the readers' fork server warms up now (seconds), once per process, not at the first upload
 
 
 @st.cache_resource(max_entries=64)

@@ -46,6 +46,12 @@ def sleep() -> None:
     time.sleep(60)
 
 
+def digest_of(*blobs: bytes) -> list[tuple[int, str]]:
+    import hashlib
+
+    return [(len(b), hashlib.sha256(b).hexdigest()) for b in blobs]
+
+
 def raise_traffic_error() -> None:
     raise TrafficError([Problem(3, "prompt_tokens", "x" * 10, "a whole number of tokens", 4),
                         Problem(5, "output_tokens", -1, "a count >= 0", 6)], total=40, at_least=True)
@@ -208,3 +214,57 @@ def test_calibration_prompts_are_read_through_the_limits():
         prompts_from_upload("p.csv", good, per_workload=8)
     with pytest.raises(ValueError, match="no 'prompt_text' column"):
         run_bounded(prompts_from_upload, "p.csv", b"a,b\n1,2\n", per_workload=8, refuse=ValueError)
+
+
+def _model_csv(model: str) -> bytes:
+    rows = [f"{1790000000 + i},{model if i % 3 else 'other-model'},{100 + i},{20 + i % 7}" for i in range(60)]
+    return ("timestamp,model,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n").encode()
+
+
+def test_a_catalogue_with_an_uploaded_model_reads_a_file_naming_it_as_in_process():
+    from profiles.traffic import ParseOptions
+    from profiles.traffic.options import WorkloadRule
+
+    base = load_catalog()
+    parsed = read_model_config((ROOT / "tests/profiles/model_configs/Qwen--Qwen3-32B.json").read_bytes())
+    cat = base.with_models({parsed.spec.name: parsed.spec})  # as the sidebar's "Your model" box and --model-config
+    data = _model_csv(parsed.spec.name)
+    opts = ParseOptions(workload=WorkloadRule(mode="rules", workload="chat",
+                                              rules=(("model", parsed.spec.name, "code"),)))
+    for c in (base, cat, base, cat):  # alternated: each call names the catalogue the fork server already holds
+        got = read_traffic("by_model.csv", data, c, opts)
+        assert got == parse_traffic("by_model.csv", data, c, options=opts)
+    assert {s.workload for s in got.segments} == {"code", "chat"}
+
+
+def test_catalogues_that_differ_read_differently_and_each_as_in_process():
+    import dataclasses
+
+    from profiles.catalog import NamedTable
+
+    base = load_catalog()
+    wl = base.workloads["chat"]
+    # the same name, other typical lengths: a mix file's tokens come from the catalogue's workloads (mix.py)
+    longer = dataclasses.replace(base, workloads=NamedTable("workload", {
+        **base.workloads, "chat": dataclasses.replace(wl, prompt_tokens=wl.prompt_tokens * 3)}))
+    data = b"workload,share\nchat,0.6\ncode,0.4\n"
+    cats = [base, longer] + [dataclasses.replace(base) for _ in range(sb.MAX_KEPT)] + [longer, base]
+    got = [read_traffic("mix.csv", data, c) for c in cats]  # more than the server holds: the first ones sent again
+    assert got == [parse_traffic("mix.csv", data, c) for c in cats]
+    assert got[0] != got[1] and got[-1] == got[0] and got[-2] == got[1]
+    assert len(sb._server[2]) <= sb.MAX_KEPT
+
+
+def test_bytes_arguments_arrive_whole_through_their_pipes():
+    import os
+
+    big, odd = os.urandom(5 * 2**20 + 3), bytearray(b"x" * 70_001)  # past the 1 MiB pipe, not a page multiple
+    assert run_bounded(digest_of, big, b"", odd, memoryview(big)[7:], refuse=_refuse) == \
+        digest_of(big, b"", bytes(odd), big[7:])
+
+
+def test_an_upload_larger_than_the_memory_bound_is_refused_while_it_is_sent():
+    data = b"y" * (160 * 2**20)  # the child cannot hold it under 64 MB: it stops reading, the parent stops writing
+    with pytest.raises(TrafficError, match="more than 64 MB of memory"):
+        run_bounded(digest_of, data, refuse=_refuse, what="traffic file", limits=ParseLimits(max_mb=64))
+    assert run_bounded(len, b"abc", refuse=_refuse) == 3
