@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -520,10 +521,11 @@ def _refuse(exc: Exception) -> int:
     return 2
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, emit: Callable[[Any], None] = _print) -> int:
     """Run one command; a refused input (UsageError, or a ValueError/KeyError subclass the planner and the profiles'
     readers raise: PlanError, TrafficError, ModelConfigError, MeasuredAcceptanceError, an unknown name) is one
-    `error:` line and exit code 2."""
+    `error:` line and exit code 2. emit: what writes the command's result (default: JSON on stdout, inf/nan as
+    null); benchmarks/fuzz_cli.py passes one that also keeps the result as computed, NaN included."""
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
@@ -533,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.monthly_output_tokens is None:
             args.monthly_output_tokens = DEFAULT_MONTHLY_OUTPUT_TOKENS
     try:
-        _print(args.func(args))
+        emit(args.func(args))
     except KeyError as exc:  # unknown names: the message lists the valid ones and the closest match
         return _refuse(exc)
     except ValueError as exc:
