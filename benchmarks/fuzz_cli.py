@@ -24,6 +24,7 @@ import io
 import json
 import math
 import random
+import resource
 import signal
 import sys
 import tempfile
@@ -359,8 +360,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=3, help="example argument lists printed per failure class")
     ap.add_argument("--limit-s", type=int, default=120, help="a run over this many seconds is a failure ('slow')")
+    ap.add_argument("--memory-gb", type=float, default=4.0,
+                    help="address-space limit of this process: a run that allocates past it fails with MemoryError "
+                         "(counted) instead of the machine's out-of-memory killer ending the whole fuzz")
     ap.add_argument("--log", type=Path, help="write each run (argv, exit code, failures, seconds) as a JSON line")
     a = ap.parse_args()
+    limit = int(a.memory_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     names = catalogue_names()
     by_class: Counter[str] = Counter()
     examples: dict[str, list[Outcome]] = {}

@@ -309,6 +309,10 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
         catalog.methods[req.current_method]
     for name in req.methods or ():
         catalog.methods[name]
+    if req.acceptance_k is not None and (isinstance(req.acceptance_k, bool) or not isinstance(
+            req.acceptance_k, (int, np.integer)) or not 1 <= req.acceptance_k <= MAX_K):
+        raise PlanError("acceptance_k", req.acceptance_k, f"the K the acceptance was measured at: an integer from 1 "
+                        f"to {MAX_K}")
     if req.acceptance is not None:
         if req.acceptance_method is None:
             raise PlanError("acceptance_method", None, "the method the measured acceptance belongs to")
