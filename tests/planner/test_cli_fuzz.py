@@ -46,6 +46,11 @@ SCENARIO = ("--model", "llama-3.1-8b", "--hardware", "h100-sxm")
     (("evaluate", *SCENARIO, "--method", "eagle3", "--batch", "8", "--alpha", "1.5"), "alpha=1.5"),
     (("convert", "--k", "2147483648", "--acceptance-length", "4.7"), "k=2147483648 is not allowed: an integer from 1"),
     (("evaluate", "--model", "llama-3.1-8b", "--hardware", "h10", "--method", "eagle3"), "unknown hardware 'h10'"),
+    # found by the fuzz: minutes of work or 16 GB before these bounds
+    (("evaluate", *SCENARIO, "--method", "eagle3", "--batch", "4", "--tree-steps", "2147483648", "--tree-topk", "5",
+      "--tree-draft-tokens", "9"), "num_steps=2147483648 is not allowed: an integer from 1 to 32"),
+    (("levers", *SCENARIO, "--k", "1000000", "--acceptance-length", "2.5"),
+     "acceptance_k=1000000 is not allowed: the K the acceptance was measured at: an integer from 1 to 32"),
 ])
 def test_a_refused_flag_is_one_error_line_and_exit_code_2(argv, says):
     code, out, err = cli(*argv)
