@@ -235,11 +235,13 @@ def _walk(obj: Any, key: str = "", parent: dict | None = None) -> Iterator[tuple
 
 # NaN is the planner's "no number here", written as null: in a record that is not feasible, not available or not
 # applied (planner/points.py unavailable(), planner/answer.py's lever step), and at an end of the alpha band that
-# misses the SLO (planner/points.py: usd_per_mtok_low / _high).
+# misses the SLO (planner/points.py: usd_per_mtok_low / _high); and a $/Mtok over a volume of 0 tokens.
 NAN_MEANS_NONE = ("usd_per_mtok_low", "usd_per_mtok_high")
 
 
-def _nan_allowed(key: str, parent: dict | None) -> bool:
+def _nan_allowed(key: str, parent: dict | None, no_volume: bool) -> bool:
+    if no_volume and key.endswith("effective_usd_per_mtok"):
+        return True  # a bill / no output tokens: "nan without a volume" (planner/bill.py)
     return key in NAN_MEANS_NONE or (parent is not None and any(
         parent.get(flag) is False for flag in ("feasible", "available", "applied")))
 
@@ -248,11 +250,13 @@ def money_problems(obj: Any) -> list[str]:
     """'nan money: FIELD' / 'negative money: FIELD' for every money number that is NaN where a number is due, or
     below zero where it cannot be."""
     out = []
+    econ = obj.get("economics") if isinstance(obj, dict) else None
+    no_volume = isinstance(econ, dict) and econ.get("monthly_output_tokens") == 0
     for key, v, parent in _walk(obj):
         low = key.lower()
         if not any(w in low for w in MONEY_WORDS) or isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
-        if math.isnan(v) and not _nan_allowed(key, parent):
+        if math.isnan(v) and not _nan_allowed(key, parent, no_volume):
             out.append(f"nan money: {key}")
         elif v < 0 and not any(w in low for w in SIGNED_WORDS):
             out.append(f"negative money: {key}")
