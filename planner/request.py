@@ -203,8 +203,9 @@ def check_deployment(q, model, hw) -> None:
         raise PlanError("usd_per_gpu_hour", q.usd_per_gpu_hour, "a price above $0 and at most $1000 per GPU-hour")
     if not (is_number(q.tpot_slo_ms) and 0 < q.tpot_slo_ms <= 60_000):
         raise PlanError("tpot_slo_ms", q.tpot_slo_ms, "a latency above 0 and at most 60000 ms per output token")
-    if not (is_number(q.monthly_output_tokens) and 0 <= q.monthly_output_tokens <= 1e19):
-        raise PlanError("monthly_output_tokens", q.monthly_output_tokens, "a volume from 0 to 1e19 tokens a month")
+    v = q.monthly_output_tokens
+    if not (is_number(v) and (v == 0 or 1 <= v <= 1e19)):  # 5e-324 tokens divided bills by an underflowed 0
+        raise PlanError("monthly_output_tokens", v, "a volume of 0, or from 1 to 1e19 tokens a month")
 
 
 MAX_TEMPERATURE = 2.0  # vLLM and the OpenAI API accept temperatures from 0 to 2

@@ -51,6 +51,8 @@ SCENARIO = ("--model", "llama-3.1-8b", "--hardware", "h100-sxm")
       "--tree-draft-tokens", "9"), "num_steps=2147483648 is not allowed: an integer from 1 to 32"),
     (("levers", *SCENARIO, "--k", "1000000", "--acceptance-length", "2.5"),
      "acceptance_k=1000000 is not allowed: the K the acceptance was measured at: an integer from 1 to 32"),
+    (("compare", *SCENARIO, "--monthly-output-tokens", "5e-324"),  # divided a bill by an underflowed 0
+     "monthly_output_tokens=5e-324 is not allowed: a volume of 0, or from 1 to 1e19 tokens a month"),
 ])
 def test_a_refused_flag_is_one_error_line_and_exit_code_2(argv, says):
     code, out, err = cli(*argv)
