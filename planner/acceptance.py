@@ -167,7 +167,12 @@ def convert(
     draft_acceptance_rate_value: float | None = None,
     acceptance_length_value: float | None = None,
 ) -> dict[str, float]:
-    """All three conventions from any one of them (i.i.d. per-token alpha assumed)."""
+    """All three conventions from any one of them (i.i.d. per-token alpha assumed); K from 1 to MAX_K, as a
+    scenario takes (planner.request)."""
+    from planner.request import MAX_K, PlanError  # noqa: PLC0415 - request is the one place K's bound is stated
+
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
+        raise PlanError("k", k, f"an integer from 1 to {MAX_K} (draft tokens per step)")
     given = [
         v is not None for v in (alpha, draft_acceptance_rate_value, acceptance_length_value)
     ]

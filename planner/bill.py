@@ -50,7 +50,7 @@ def bill_of(config: FleetPlan, *, billing: str, monthly_output_tokens: float, gp
     hours = config.gpu_hours_per_month_fixed if fixed else config.gpu_hours_per_month_autoscaled
     if not config.feasible:
         usd = hours = math.inf
-    eff = usd / (monthly_output_tokens / TOKENS_PER_MTOK) if monthly_output_tokens > 0 else math.nan
+    eff = usd * TOKENS_PER_MTOK / monthly_output_tokens if monthly_output_tokens > 0 else math.nan
     w = [h.requests_per_s * h.output_tokens for h in config.hours]
     t = [h.tpot_ms for h in config.hours]
     live = [(wi, ti) for wi, ti in zip(w, t, strict=True) if wi > 0 and math.isfinite(ti)]

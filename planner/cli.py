@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +110,12 @@ def _floats(text: str) -> tuple[float, ...]:
 def _acceptance_file(path: str):
     """--acceptance-file: the customer's own measurement (profiles.measured_acceptance: vLLM /metrics text, a vllm
     bench result, per-position rates or a per-step histogram) -> its MeasuredAcceptance."""
-    from profiles.measured_acceptance import MeasuredAcceptanceError
+    from profiles.measured_acceptance import MAX_BYTES, MeasuredAcceptanceError
     from profiles.uploads import read_acceptance_file  # in a child process, under the OS limits
 
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)  # one byte over is enough for the reader to refuse the size
     except OSError as exc:
         raise argparse.ArgumentTypeError(f"--acceptance-file={path!r}: {exc.strerror}") from None
     try:
@@ -458,9 +460,20 @@ def cmd_list(args) -> Any:
     return {name: getattr(rec, "label", name) for name, rec in table.items()}
 
 
+class UsageError(Exception):
+    """A flag argparse refused (a missing or unknown flag, a value of the wrong type, a --*-file it could not read)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of printing its usage and exiting, so that main() reports it as one
+    `error: ...` line like every other refusal."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog.removeprefix('python -m planner').strip() or 'planner'}: {message}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m planner", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="python -m planner", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("convert", help="convert between the three acceptance conventions")
     c.add_argument("--k", type=int, required=True)
@@ -506,20 +519,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _refuse(exc: Exception) -> int:
+    """A refused input as one `error: ...` line on stderr (a message's own line breaks become spaces); exit code 2."""
+    print("error: " + " ".join(str(exc).split()), file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None, *, emit: Callable[[Any], None] = _print) -> int:
+    """Run one command; a refused input (UsageError, or a ValueError/KeyError subclass the planner and the profiles'
+    readers raise: PlanError, TrafficError, ModelConfigError, MeasuredAcceptanceError, an unknown name) is one
+    `error:` line and exit code 2. emit: what writes the command's result (default: JSON on stdout, inf/nan as
+    null); benchmarks/fuzz_cli.py passes one that also keeps the result as computed, NaN included."""
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        return _refuse(exc)
     if hasattr(args, "monthly_output_tokens"):
         args.monthly_output_tokens_given = args.monthly_output_tokens is not None
         if args.monthly_output_tokens is None:
             args.monthly_output_tokens = DEFAULT_MONTHLY_OUTPUT_TOKENS
     try:
-        _print(args.func(args))
+        emit(args.func(args))
     except KeyError as exc:  # unknown names: the message lists the valid ones and the closest match
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(exc)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(exc)
     return 0
 
 

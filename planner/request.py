@@ -203,8 +203,9 @@ def check_deployment(q, model, hw) -> None:
         raise PlanError("usd_per_gpu_hour", q.usd_per_gpu_hour, "a price above $0 and at most $1000 per GPU-hour")
     if not (is_number(q.tpot_slo_ms) and 0 < q.tpot_slo_ms <= 60_000):
         raise PlanError("tpot_slo_ms", q.tpot_slo_ms, "a latency above 0 and at most 60000 ms per output token")
-    if not (is_number(q.monthly_output_tokens) and 0 <= q.monthly_output_tokens <= 1e19):
-        raise PlanError("monthly_output_tokens", q.monthly_output_tokens, "a volume from 0 to 1e19 tokens a month")
+    v = q.monthly_output_tokens
+    if not (is_number(v) and (v == 0 or 1 <= v <= 1e19)):  # 5e-324 tokens divided bills by an underflowed 0
+        raise PlanError("monthly_output_tokens", v, "a volume of 0, or from 1 to 1e19 tokens a month")
 
 
 MAX_TEMPERATURE = 2.0  # vLLM and the OpenAI API accept temperatures from 0 to 2
@@ -309,6 +310,10 @@ def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
         catalog.methods[req.current_method]
     for name in req.methods or ():
         catalog.methods[name]
+    if req.acceptance_k is not None and (isinstance(req.acceptance_k, bool) or not isinstance(
+            req.acceptance_k, (int, np.integer)) or not 1 <= req.acceptance_k <= MAX_K):
+        raise PlanError("acceptance_k", req.acceptance_k, f"the K the acceptance was measured at: an integer from 1 "
+                        f"to {MAX_K}")
     if req.acceptance is not None:
         if req.acceptance_method is None:
             raise PlanError("acceptance_method", None, "the method the measured acceptance belongs to")

@@ -115,13 +115,18 @@ def _search_inputs(s: Scenario, catalog: CatalogLike, workload, ks: Sequence[flo
     return make_context(req, catalog, (seg,)), cand
 
 
+def _check_positions(s: Scenario, k: int) -> None:
+    """A measured per-position acceptance must cover every draft position up to K."""
+    a = s.acceptance
+    if a is not None and a.convention == "per_token" and a.per_position is not None and len(a.per_position) < k:
+        raise PlanError("alpha_per_position", a.per_position,
+                        f"one value per draft position: K={k} needs {k}, {len(a.per_position)} given")
+
+
 def _alphas(s: Scenario, ctx: Context, cand: Candidate, k_max: int, which: str) -> np.ndarray:
     """Conditional alpha per draft position (k_max,) at the `which` end of the method's range (planner.candidates);
     a measured per-position acceptance must cover every position."""
-    a = s.acceptance
-    if a is not None and a.convention == "per_token" and a.per_position is not None and len(a.per_position) < k_max:
-        raise PlanError("alpha_per_position", a.per_position,
-                        f"one value per draft position: K={k_max} needs {k_max}, {len(a.per_position)} given")
+    _check_positions(s, k_max)
     return per_position_alpha(ctx, cand, samples_for((which,), ctx.eff, ctx.price), k_max)[0][0, 0]
 
 
@@ -233,6 +238,7 @@ def best_batch(s: Scenario, catalog: CatalogLike) -> int:
     from planner.points import one_point
 
     _, _, _, workload, _ = resolve(s, catalog)
+    _check_positions(s, s.k)  # the search skips a K the positions do not reach: it would find no point at all
     ctx, cand = _search_inputs(s, catalog, workload, [s.k])
     pt = one_point(ctx, cand)
     return int(pt.batch) if pt.feasible and pt.batch >= 1 else 1

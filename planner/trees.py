@@ -70,12 +70,19 @@ DEFAULT_RANK_DECAY = 0.55
 # ranges in the seed catalogue (0.62-0.68 default, 0.74-0.82 tuned).
 REFERENCE_ALPHA = 0.7
 
+# Bounds on a stated tree, checked before it is built: depth as the planner's K (planner.request.MAX_K); nodes far
+# above the tens of verified tokens SGLang and vLLM trees use; SGLang's top-k bounds its candidate pool, which grows
+# as topk^2 per step (_sglang_pool_size).
+MAX_TREE_DEPTH = 32
+MAX_TREE_NODES = 1024
+MAX_SGLANG_TOPK = 32
+
 SGLANG_STEPS_FLAG = "--speculative-num-steps"
 SGLANG_TOPK_FLAG = "--speculative-eagle-topk"
 SGLANG_DRAFT_TOKENS_FLAG = "--speculative-num-draft-tokens"
 
 
-def _int_field(name: str, value: object, minimum: int) -> int:
+def _int_field(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             value = int(value)
@@ -84,6 +91,8 @@ def _int_field(name: str, value: object, minimum: int) -> int:
     value = int(value)
     if value < minimum:
         raise ValueError(f"{name}={value} must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}={value} is not allowed: an integer from {minimum} to {maximum}")
     return value
 
 
@@ -100,6 +109,8 @@ def _normalise_paths(paths: object, field_name: str) -> tuple[Path, ...]:
             raise ValueError(f"{field_name}={paths!r} is not a Python/JSON list of paths") from exc
     if not isinstance(paths, (list, tuple)) or len(paths) == 0:
         raise ValueError(f"{field_name}={paths!r} must be a non-empty list of node paths")
+    if len(paths) > MAX_TREE_NODES:
+        raise ValueError(f"{field_name}: {len(paths):,} nodes; a tree verifies at most {MAX_TREE_NODES}")
     out: list[Path] = []
     given: dict[Path, object] = {}  # the node as the caller wrote it, for messages
     for raw in paths:
@@ -112,6 +123,9 @@ def _normalise_paths(paths: object, field_name: str) -> tuple[Path, ...]:
         path = tuple(int(r) for r in raw)
         if any(r < 0 for r in path):
             raise ValueError(f"{field_name}: node {raw!r} has a negative sibling rank")
+        if len(path) > MAX_TREE_DEPTH:
+            raise ValueError(f"{field_name}: node {raw!r} is at depth {len(path)}; a tree is at most "
+                             f"{MAX_TREE_DEPTH} deep")
         if path in given:
             raise ValueError(f"{field_name}: node {raw!r} is listed twice")
         given[path] = raw
@@ -202,14 +216,14 @@ class TreeShape:
     @classmethod
     def chain(cls, k: int) -> TreeShape:
         """K draft tokens in a chain: K + 1 verified tokens, K draft passes."""
-        return cls(acc.chain_tree(_int_field("k", k, 1)))
+        return cls(acc.chain_tree(_int_field("k", k, 1, MAX_TREE_DEPTH)))
 
     @classmethod
     def planner_default(cls, depth: int, width: int = 3) -> TreeShape:
         """The planner's default tree, acceptance.default_tree(depth, width): `width` candidates at depth
         1, then the top-1 chain plus the rank-1 child of the top-1 path at each further depth."""
-        depth = _int_field("depth", depth, 1)
-        width = _int_field("width", width, 1)
+        depth = _int_field("depth", depth, 1, MAX_TREE_DEPTH)
+        width = _int_field("width", width, 1, MAX_TREE_NODES)
         return cls(acc.default_tree(depth, width))
 
     @classmethod
@@ -229,7 +243,10 @@ class TreeShape:
         level: list[Path] = [()]
         paths: list[Path] = []
         for i, c in enumerate(children_per_level):
-            c = _int_field(f"children_per_level[{i}]", c, 1)
+            c = _int_field(f"children_per_level[{i}]", c, 1, MAX_TREE_NODES)
+            if len(level) * c > MAX_TREE_NODES:
+                raise ValueError(f"children_per_level={tuple(children_per_level)!r} makes over {MAX_TREE_NODES} "
+                                 "nodes; a tree verifies at most that many")
             level = [p + (r,) for p in level for r in range(c)]
             paths.extend(level)
         return cls(tuple(paths))
@@ -244,9 +261,9 @@ class TreeShape:
         (server_args); we reject any other value instead of changing it silently. The candidate pool is
         topk + (num_steps - 1) * topk^2 nodes (organize_draft_results), so at most that many + 1.
         """
-        num_steps = _int_field("num_steps", num_steps, 1)
-        topk = _int_field("topk", topk, 1)
-        num_draft_tokens = _int_field("num_draft_tokens", num_draft_tokens, 2)
+        num_steps = _int_field("num_steps", num_steps, 1, MAX_TREE_DEPTH)
+        topk = _int_field("topk", topk, 1, MAX_SGLANG_TOPK)
+        num_draft_tokens = _int_field("num_draft_tokens", num_draft_tokens, 2, MAX_TREE_NODES + 1)
         if topk == 1:
             if num_draft_tokens != num_steps + 1:
                 raise ValueError(

@@ -21,10 +21,21 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass
 
 MAX_BYTES = 4 * 1024 * 1024  # a metrics page or a bench result is kilobytes; a histogram a few lines
 MAX_K = 32  # draft positions
+# A counter or a rate is at most ~20 digits (a float64 carries 17 significant ones); a longer run of digits is not a
+# measurement, and Python refuses to turn one of over 4,300 digits into an int (sys.get_int_max_str_digits).
+MAX_DIGITS = 64
+MAX_CSV_LINE = 1_000  # characters on a line of a two-column CSV (a number and a number)
+MAX_CELL = 100  # characters in a CSV cell: a column name or a number
+MAX_JSON_DEPTH = 32  # nesting of a bench result: an object of lists of numbers is depth 2
+SHOWN = 80  # characters of an offending value quoted in a message
+_DIGIT_RUN = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 NUM_DRAFTS = "vllm:spec_decode_num_drafts"
 
@@ -63,6 +74,34 @@ def _error(name: str, what: str) -> MeasuredAcceptanceError:
     return MeasuredAcceptanceError(f"{name}: {what}")
 
 
+def _cut(value: object) -> str:
+    """repr of a value quoted in a message, at most SHOWN characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN - 1]}…({len(text):,} characters)"
+
+
+def _line_of(text: str, at: int) -> int:
+    return text.count("\n", 0, at) + 1
+
+
+def _check_digit_runs(name: str, text: str) -> None:
+    m = _DIGIT_RUN.search(text)
+    if m:
+        raise _error(name, f"line {_line_of(text, m.start())}: a run of {len(m.group()):,} digits "
+                           f"({_cut(m.group())}); a counter or a rate has at most {MAX_DIGITS} digits")
+
+
+def _check_json_depth(name: str, text: str) -> None:
+    """Refuse nesting deeper than MAX_JSON_DEPTH before json.loads, which recurses once per level."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    depth = 0
+    for i, c in enumerate(brackets):
+        depth += 1 if c in "[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            raise _error(name, f"JSON nested deeper than {MAX_JSON_DEPTH} levels ({_cut(brackets[:i + 1])}); a "
+                               "bench result is an object of numbers and lists of numbers")
+
+
 def _from_unconditional(name: str, p: list[float], drafts: int | None, fmt: str) -> MeasuredAcceptance:
     if not p:
         raise _error(name, "no per-position acceptance in it")
@@ -86,18 +125,33 @@ def _prometheus(name: str, text: str) -> MeasuredAcceptance:
     from prometheus_client.parser import text_string_to_metric_families
 
     drafts, per_pos = 0.0, {}
+
+    def counter(s) -> float:
+        if not (math.isfinite(s.value) and s.value >= 0):
+            raise _error(name, f"{s.name}{_cut(s.labels)} is {s.value!r}; a counter is a finite number >= 0")
+        return s.value
+
     try:
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
                 if not s.name.endswith("_total"):
                     continue  # "_created" timestamps
                 if fam.name == NUM_DRAFTS:
-                    drafts += s.value
+                    drafts += counter(s)
                 elif fam.name == ACCEPTED_PER_POS:
-                    pos = int(s.labels["position"])
-                    per_pos[pos] = per_pos.get(pos, 0.0) + s.value
-    except (ValueError, KeyError, TypeError) as exc:
-        raise _error(name, f"not readable as Prometheus metrics text ({exc})") from None
+                    label = s.labels.get("position", "")
+                    if not (label.isascii() and label.isdigit() and len(label) <= 2 and int(label) < MAX_K):
+                        raise _error(name, f"{s.name} position={_cut(label)}; a position is a whole number "
+                                           f"0..{MAX_K - 1}")
+                    pos = int(label)
+                    per_pos[pos] = per_pos.get(pos, 0.0) + counter(s)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        if isinstance(exc, MeasuredAcceptanceError):
+            raise
+        raise _error(name, f"not readable as Prometheus metrics text ({_cut(str(exc))})") from None
+    if not math.isfinite(drafts) or any(not math.isfinite(v) for v in per_pos.values()):
+        raise _error(name, "the counters add up past the largest number a float holds (1.8e308); a counter is a "
+                           "finite number")
     if drafts <= 0:
         raise _error(name, f"no {NUM_DRAFTS}_total above 0: the engine has not speculated since it started, or this "
                            "is not a speculating vLLM's /metrics")
@@ -110,36 +164,77 @@ def _prometheus(name: str, text: str) -> MeasuredAcceptance:
 def _bench_json(name: str, doc: dict) -> MeasuredAcceptance:
     rates = doc.get("spec_decode_per_position_acceptance_rates")
     drafts = doc.get("spec_decode_num_drafts")
-    drafts = int(drafts) if isinstance(drafts, (int, float)) and drafts > 0 else None
+    if drafts is not None and (isinstance(drafts, bool) or not isinstance(drafts, (int, float))
+                               or not math.isfinite(drafts) or drafts < 0):
+        raise _error(name, f"spec_decode_num_drafts is {_cut(drafts)}; a count is a finite number >= 0")
+    drafts = int(drafts) if drafts else None
     if isinstance(rates, list) and rates:
-        try:
-            p = [float(x) for x in rates]
-        except (TypeError, ValueError):
-            raise _error(name, "spec_decode_per_position_acceptance_rates holds a value that is not a number") from None
+        if len(rates) > MAX_K:
+            raise _error(name, f"spec_decode_per_position_acceptance_rates has {len(rates)} positions; at most "
+                               f"{MAX_K} are read")
+        for i, x in enumerate(rates, 1):
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise _error(name, f"spec_decode_per_position_acceptance_rates position {i} is {_cut(x)}; a rate "
+                                   "is a number from 0 to 1")
+        p = [float(x) for x in rates]  # ints of at most MAX_DIGITS digits: float() cannot overflow
         return _from_unconditional(name, p, drafts, "vllm bench serve result (per-position rates)")
+    if rates is not None:
+        raise _error(name, f"spec_decode_per_position_acceptance_rates is {_cut(rates)}; expected a list of rates "
+                           "from 0 to 1, one per draft position")
     raise _error(name, "a JSON document without spec_decode_per_position_acceptance_rates: save the result of "
                        "`vllm bench serve --save-result` against a server that speculates")
 
 
+def _csv_rows(name: str, text: str) -> list[tuple[int, list[str]]]:
+    """(line, cells) of the non-blank rows, each line and cell bounded."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > MAX_CSV_LINE:
+            raise _error(name, f"line {n} has {len(line):,} characters ({_cut(line)}); a line of this CSV is at most "
+                               f"{MAX_CSV_LINE:,}")
+    rows, reader = [], csv.reader(io.StringIO(text))
+    try:
+        for r in reader:
+            if any(c.strip() for c in r):
+                rows.append((reader.line_num, r))
+    except csv.Error as exc:  # a quoted cell running over lines past the field limit, a stray quote
+        raise _error(name, f"line {reader.line_num}: not readable as CSV ({_cut(str(exc))})") from None
+    for n, r in rows:
+        for c in r:
+            if len(c) > MAX_CELL:
+                raise _error(name, f"line {n}: a cell of {len(c):,} characters ({_cut(c)}); a cell is a column "
+                                   f"name or a number, at most {MAX_CELL} characters")
+    return rows
+
+
 def _csv(name: str, text: str) -> MeasuredAcceptance:
-    rows = list(csv.reader(io.StringIO(text)))
-    rows = [r for r in rows if any(c.strip() for c in r)]
+    rows = _csv_rows(name, text)
     if len(rows) < 2:
         raise _error(name, "a CSV needs a header and at least one row")
-    head = [c.strip().lower() for c in rows[0]]
+    head = [c.strip().lower() for c in rows[0][1]]
     body = rows[1:]
     if len(body) > 4 * MAX_K:
         raise _error(name, f"{len(body)} rows; a per-position table or histogram has at most {MAX_K + 1}")
 
-    def number(r: list[str], col: int, what: str, line: int) -> float:
+    def number(r: list[str], col: int, what: str, line: int, *, whole: bool = False) -> float:
+        cell = r[col] if col < len(r) else ""
         try:
-            return float(r[col])
-        except (IndexError, ValueError):
-            raise _error(name, f"line {line}: {what} {r[col] if col < len(r) else ''!r} is not a number") from None
+            x = float(cell)
+        except ValueError:
+            raise _error(name, f"line {line}: {what} {_cut(cell)} is not a number") from None
+        if not math.isfinite(x) or (whole and x != int(x)):
+            kind = "a whole number" if whole else "a finite number"
+            raise _error(name, f"line {line}: {what} {_cut(cell)}; expected {kind}")
+        return x
 
     if "position" in head and "rate" in head:
         ip, ir = head.index("position"), head.index("rate")
-        got = {int(number(r, ip, "position", n)): number(r, ir, "rate", n) for n, r in enumerate(body, 2)}
+        got: dict[int, float] = {}
+        for n, r in body:
+            pos = number(r, ip, "position", n, whole=True)
+            if not 0 <= pos <= MAX_K or int(pos) in got:
+                raise _error(name, f"line {n}: position {_cut(r[ip])}; positions are 1..K (or 0..K-1), K at most "
+                                   f"{MAX_K}, each once")
+            got[int(pos)] = number(r, ir, "rate", n)
         first = min(got)
         if sorted(got) != list(range(first, first + len(got))) or first not in (0, 1):
             raise _error(name, f"positions {sorted(got)}; expected 1..K (or 0..K-1), each once")
@@ -147,36 +242,49 @@ def _csv(name: str, text: str) -> MeasuredAcceptance:
     if "accepted" in head and "count" in head:
         ia, ic = head.index("accepted"), head.index("count")
         hist: dict[int, float] = {}
-        for n, r in enumerate(body, 2):
-            a, c = number(r, ia, "accepted", n), number(r, ic, "count", n)
-            if a != int(a) or not 0 <= a <= MAX_K or c < 0 or c != int(c):
-                raise _error(name, f"line {n}: accepted={r[ia]!r}, count={r[ic]!r}; expected whole numbers, accepted "
-                                   f"0..{MAX_K}, count >= 0")
+        for n, r in body:
+            a, c = number(r, ia, "accepted", n, whole=True), number(r, ic, "count", n, whole=True)
+            if not 0 <= a <= MAX_K or c < 0:
+                raise _error(name, f"line {n}: accepted={_cut(r[ia])}, count={_cut(r[ic])}; expected whole numbers, "
+                                   f"accepted 0..{MAX_K}, count >= 0")
             hist[int(a)] = hist.get(int(a), 0.0) + c
         steps = sum(hist.values())
         k = max(hist)
+        if not math.isfinite(steps):
+            raise _error(name, "the counts add up past the largest number a float holds (1.8e308); a count is a "
+                               "finite number")
         if steps <= 0 or k < 1:
             raise _error(name, "no verifier steps counted (every count is 0), or no step with an accepted draft listed")
         p = [sum(c for a, c in hist.items() if a >= i) / steps for i in range(1, k + 1)]
         return _from_unconditional(name, p, int(steps), "per-step histogram of accepted drafts (CSV)")
-    raise _error(name, f"a CSV with columns {head}; expected 'position,rate' (unconditional per-position rates) or "
-                       "'accepted,count' (verifier steps by accepted drafts)")
+    raise _error(name, f"a CSV with columns {_cut(head)}; expected 'position,rate' (unconditional per-position rates) "
+                       "or 'accepted,count' (verifier steps by accepted drafts)")
 
 
 def read_measured_acceptance(name: str, data: bytes) -> MeasuredAcceptance:
     """One uploaded file -> the measured acceptance in it (MeasuredAcceptanceError says why not)."""
     if len(data) > MAX_BYTES:
         raise _error(name, f"{len(data):,} bytes; a measured acceptance file is at most {MAX_BYTES:,} bytes")
+    if not data.strip():
+        raise _error(name, "an empty file; expected vLLM /metrics text, a bench result JSON or a CSV")
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _error(name, "not UTF-8 text") from None
+    except UnicodeDecodeError as exc:
+        raise _error(name, f"not UTF-8 text (byte {exc.start:,} is {_cut(data[exc.start:exc.start + 8])}); "
+                           "expected vLLM /metrics text, a bench result JSON or a CSV") from None
+    if "\x00" in text:
+        raise _error(name, f"binary data (a NUL byte at line {_line_of(text, text.index(chr(0)))}); expected vLLM "
+                           "/metrics text, a bench result JSON or a CSV")
+    _check_digit_runs(name, text)
     stripped = text.lstrip()
-    if stripped.startswith("{"):
+    if stripped.startswith(("{", "[")):
+        _check_json_depth(name, text)
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise _error(name, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(doc, dict):
+            raise _error(name, f"a JSON {type(doc).__name__} ({_cut(doc)}); a bench result is a JSON object")
         return _bench_json(name, doc)
     if NUM_DRAFTS in text or ACCEPTED_PER_POS in text or stripped.startswith("# HELP"):
         return _prometheus(name, text)

@@ -324,3 +324,23 @@ def test_fit_rejects_what_it_cannot_identify():
                                  TreeObservation(TreeShape.from_sglang(3, 4, 21), 2.92, "g")])
     with pytest.raises(ValueError, match="empty"):
         fit_sibling_model([])
+
+
+@pytest.mark.parametrize(("build", "says"), [
+    (lambda: TreeShape.from_sglang(2**31, 5, 2**31), "num_steps=2147483648 is not allowed: an integer from 1 to 32"),
+    (lambda: TreeShape.from_sglang(4, 1000, 9), "topk=1000 is not allowed: an integer from 1 to 32"),
+    (lambda: TreeShape.from_sglang(32, 32, 2000), "num_draft_tokens=2000 is not allowed: an integer from 2 to 1025"),
+    (lambda: TreeShape.chain(33), "k=33 is not allowed"),
+    (lambda: TreeShape.uniform((64, 64)), "makes over 1024 nodes"),
+    (lambda: TreeShape.from_vllm_token_tree([(i,) for i in range(1025)]), "1,025 nodes; a tree verifies at most 1024"),
+    (lambda: TreeShape.from_vllm_token_tree([(0,) * d for d in range(1, 34)]), "is at depth 33"),
+])
+def test_a_stated_tree_is_bounded_before_it_is_built(build, says):
+    # SGLang's --speculative-num-steps 2^31 used to allocate a 16 GB array (rank_acceptance) before any check
+    with pytest.raises(ValueError, match=says):
+        build()
+
+
+def test_the_largest_allowed_trees_build():
+    assert TreeShape.from_sglang(32, 32, 1025).verify_tokens_per_seq == 1025
+    assert TreeShape.chain(32).depth == 32
