@@ -70,7 +70,7 @@ def _delta_usd(x: float | None) -> str | None:
 def _money(p: Plan, req: PlanRequest) -> None:
     """The first row: today's bill, the recommended (best) bill, the saving, payback, NPV and the chance it pays."""
     e, tf, bf = p.economics, p.reference_fleet, p.best_fleet
-    row = st.columns(6)
+    row = st.columns(3) + st.columns(3)  # two rows of three: six money figures do not fit side by side at 1280 px
     if tf is not None:
         row[0].metric(f"Bill today, {tf.billing}", f"{fmt_usd(tf.usd_per_month)}/month",
                       help=f"Today: {p.reference_note}. The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by "

@@ -26,12 +26,12 @@ def test_upload_a_config_json_and_get_a_plan_for_it(server):  # noqa: F811
         box.locator("input[type=file]").set_input_files(str(CONFIG))
         page.wait_for_timeout(1000)
         sidebar.get_by_role("button", name="Use this model").click()
-        sidebar.get_by_text("Using DeepseekV32ForCausalLM (config").wait_for(timeout=60_000)
+        sidebar.get_by_text("Using deepseek-ai/DeepSeek-V3.2 (config").wait_for(timeout=60_000)
         rec = page.locator("[data-testid=stMarkdownContainer] p", has_text="Recommendation:").first
         rec.wait_for(timeout=60_000)
         # the plan is for the uploaded model, in its checkpoint's FP8 weights
-        page.get_by_text("DeepseekV32ForCausalLM (config", exact=False).nth(1).wait_for(timeout=60_000)
-        caption = page.locator("[data-testid=stCaptionContainer]", has_text="DeepseekV32ForCausalLM").first
+        page.get_by_text("deepseek-ai/DeepSeek-V3.2 (config", exact=False).nth(1).wait_for(timeout=60_000)
+        caption = page.locator("[data-testid=stCaptionContainer]", has_text="deepseek-ai/DeepSeek-V3.2").first
         assert "(fp8)" in caption.inner_text()
         # the link follows the page's rerun (history.replaceState): wait for it rather than read it at once
         page.wait_for_function("() => /model=config(%3A|:)/.test(window.location.search)", timeout=60_000)
