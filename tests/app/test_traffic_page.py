@@ -265,7 +265,8 @@ def test_cli_and_plan_page_agree_on_a_traffic_profile(app, tmp_path, name, trace
     else:  # the trace's own hours as measured (per hour of day covered, not first-to-last span)
         assert [h["requests_per_s"] for h in hours] == pytest.approx(list(prof.hour_requests_per_s), rel=1e-12)
     table = next(d.value for d in at.dataframe if "peak GPUs" in d.value.columns)
-    app_fleet = {r["configuration"]: (r["peak GPUs"], r["$/month autoscaled"]) for _, r in table.iterrows()}
+    app_fleet = {r["configuration"]: (r["peak GPUs"], int(r["$/month autoscaled"].lstrip("$").replace(",", "")))
+                 for _, r in table.iterrows()}  # the table shows dollars with thousands separators
     cli_fleet = {c["label"]: (c["peak_gpus"], round(c["usd_per_month_autoscaled"])) for c in js["fleet"]["configs"]}
     assert app_fleet == cli_fleet
     saving = js["economics"]["monthly_saving_usd"]
