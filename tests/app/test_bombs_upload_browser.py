@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.app.live_app import ARGS, CHROMIUM, running_app
+from tests.upload_bombs import every_upload_bomb
 
 PEAK_RSS_MB = 300
 SERVER_CPU_S = 5.0  # per upload, the transfer and the page's rerun included (issue 34)
@@ -42,21 +43,7 @@ def _cpu_s(pid: int) -> float:
 
 @pytest.fixture(scope="module")
 def bombs(tmp_path_factory) -> dict[str, Path]:
-    from benchmarks.bench_traffic_ingest import make_bombs, make_nested_xlsx
-    from benchmarks.bench_xlsx_ingest import make_xlsx_bombs
-
-    d = tmp_path_factory.mktemp("bombs")
-    out = dict(make_bombs(d / "tabular"))
-    out.update({f"xlsx: {k}": v for k, v in make_xlsx_bombs(d / "xlsx").items()})
-    # issue 34: ~825 KB that an in-process XML reader turns into a 1.4 GB peak; read in a child under the OS limits
-    out["xlsx: 10,000,000 nested <a> elements"] = make_nested_xlsx(d / "xlsx" / "nested.xlsx")
-    # issue 34's per-reader cases (xlsx elements before row 1 and far shared strings, Mooncake ids past
-    # ceil(input_length / 512) and negative timestamps, Parquet dictionaries, long JSON numbers, deep nesting, files
-    # that are not text tables), at the sizes the tests use: each class, not each size, is what the page must refuse
-    from benchmarks.bench_reader_bombs import make_reader_bombs
-
-    out.update({f"reader: {k}": v for k, v in make_reader_bombs(d / "reader", small=True).items()})
-    return out
+    return every_upload_bomb(tmp_path_factory.mktemp("bombs"))
 
 
 @pytest.fixture(scope="module")

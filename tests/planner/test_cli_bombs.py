@@ -10,20 +10,12 @@ from pathlib import Path
 import pytest
 
 from planner import cli
+from tests.upload_bombs import every_upload_bomb
 
 
 @pytest.fixture(scope="module")
 def bombs(tmp_path_factory):
-    from benchmarks.bench_reader_bombs import make_reader_bombs
-    from benchmarks.bench_traffic_ingest import make_bombs, make_nested_xlsx
-    from benchmarks.bench_xlsx_ingest import make_xlsx_bombs
-
-    d = tmp_path_factory.mktemp("cli-bombs")
-    out = dict(make_bombs(d / "tabular"))
-    out.update({f"xlsx: {k}": v for k, v in make_xlsx_bombs(d / "xlsx").items()})
-    out["xlsx: 10,000,000 nested <a> elements"] = make_nested_xlsx(d / "xlsx" / "nested.xlsx")
-    out.update({f"reader: {k}": v for k, v in make_reader_bombs(d / "reader", small=True).items()})
-    return out
+    return every_upload_bomb(tmp_path_factory.mktemp("cli-bombs"))
 
 
 def _hwm_kib() -> int:
