@@ -22,8 +22,9 @@ from planner.answer import OperatingPoint
 from planner.bill import bill_of
 from planner.candidates import method_candidates
 from planner.context import BASELINE, Context, make_context
-from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, FleetPlan, monthly_bill_usd
+from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, Fleet, FleetPlan, monthly_bill_usd
 from planner.formatting import fmt_usd
+from planner.kday import deploy_schedule, scheduled_fleet
 from planner.points import points
 from planner.price import gpu_price
 from planner.request import BILLINGS, NO_SPEC, PlanError, PlanRequest, validate
@@ -56,6 +57,20 @@ def fleet_bills(ctx: Context, pts: Sequence[OperatingPoint], *, billing: str) ->
     fleet = plan_fleet(ctx, pts)
     if fleet is None:
         return {}
+    out = _bills(ctx, fleet, billing)
+    # the cheapest method (its bill at its one K, the CPM breaking ties: plan()'s rule) runs the K its deployment
+    # gives at each hour's batch, as plan() bills its best method (planner.kday), so the hardware comparison and the
+    # spend bill the same fleet as the plan
+    spec = [p for p in pts if p.method != NO_SPEC and p.method in out]
+    if spec:
+        best = min(spec, key=lambda p: (out[p.method].usd_per_month, p.usd_per_mtok))
+        scheduled = scheduled_fleet(ctx, fleet, best, deploy_schedule(ctx, best))
+        if scheduled is not fleet:
+            out[best.method] = _bills(ctx, scheduled, billing)[best.method]
+    return out
+
+
+def _bills(ctx: Context, fleet: Fleet, billing: str) -> dict[str, FleetBill]:
     out = {}
     for c in fleet.configs:
         if not c.feasible:
