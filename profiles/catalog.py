@@ -121,7 +121,7 @@ CHECKS: dict[type, dict[str, Check]] = {
 
 
 @dataclass
-class _Ctx:
+class BuildContext:
     file: str
     entry: str
 
@@ -131,7 +131,7 @@ class _Ctx:
         )
 
 
-def _iso_date(ctx: _Ctx, field: str, value: Any) -> str:
+def _iso_date(ctx: BuildContext, field: str, value: Any) -> str:
     text = str(value)
     try:
         dt.date.fromisoformat(text)
@@ -140,13 +140,13 @@ def _iso_date(ctx: _Ctx, field: str, value: Any) -> str:
     return text
 
 
-def _sourced(ctx: _Ctx, field: str, value: Any) -> Sourced:
+def _sourced(ctx: BuildContext, field: str, value: Any) -> Sourced:
     if not isinstance(value, dict) or not value.get("source") or "date" not in value:
         raise ctx.error(field, value, "a mapping {source: <text>, date: <YYYY-MM-DD>}")
     return Sourced(source=str(value["source"]), date=_iso_date(ctx, f"{field}.date", value["date"]))
 
 
-def _range(ctx: _Ctx, field: str, value: Any, check: Check | None = None) -> AlphaRange:
+def _range(ctx: BuildContext, field: str, value: Any, check: Check | None = None) -> AlphaRange:
     if not isinstance(value, dict) or set(value) != {"low", "high"}:
         raise ctx.error(field, value, "a mapping {low: <number>, high: <number>}")
     low, high = value["low"], value["high"]
@@ -160,7 +160,7 @@ def _range(ctx: _Ctx, field: str, value: Any, check: Check | None = None) -> Alp
     return AlphaRange(float(low), float(high))
 
 
-def _coerce(ctx: _Ctx, cls: type, field: dataclasses.Field, value: Any) -> Any:
+def _coerce(ctx: BuildContext, cls: type, field: dataclasses.Field, value: Any) -> Any:
     tp = field.type if not isinstance(field.type, str) else typing.get_type_hints(cls)[field.name]
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -206,12 +206,12 @@ def _coerce(ctx: _Ctx, cls: type, field: dataclasses.Field, value: Any) -> Any:
             raise ctx.error(field.name, value, f"a list of {len(args)} numbers")
         return tuple(float(v) for v in value)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return build(tp, value, _Ctx(ctx.file, f"{ctx.entry}.{field.name}"))
+        return build(tp, value, BuildContext(ctx.file, f"{ctx.entry}.{field.name}"))
     # Literal aliases (DraftingMode, AlphaConvention, Dtype) resolve to typing.Literal above.
     raise TypeError(f"no loader for {cls.__name__}.{field.name}: {tp!r}")
 
 
-def build(cls: type, raw: Any, ctx: _Ctx, defaults: Mapping[str, Any] | None = None) -> Any:
+def build(cls: type, raw: Any, ctx: BuildContext, defaults: Mapping[str, Any] | None = None) -> Any:
     """Build a frozen record from a YAML mapping, validating every field."""
     if not isinstance(raw, dict):
         raise ctx.error("(entry)", raw, "a mapping of fields")
@@ -241,11 +241,11 @@ def _read(path: Path) -> dict:
     return doc
 
 
-def _entries(path: Path, cls: type, prepare: Callable[[str, dict, _Ctx], dict] | None = None) -> NamedTable:
+def _entries(path: Path, cls: type, prepare: Callable[[str, dict, BuildContext], dict] | None = None) -> NamedTable:
     doc = _read(path)
     out = {}
     for name, raw in doc["entries"].items():
-        ctx = _Ctx(path.name, str(name))
+        ctx = BuildContext(path.name, str(name))
         if not isinstance(raw, dict):
             raise ctx.error("(entry)", raw, "a mapping of fields")
         raw = dict(raw)
@@ -256,7 +256,7 @@ def _entries(path: Path, cls: type, prepare: Callable[[str, dict, _Ctx], dict] |
     return NamedTable(path.stem.rstrip("s") if path.stem != "hardware" else "hardware", out)
 
 
-def _prepare_hardware(name: str, raw: dict, ctx: _Ctx) -> dict:
+def prepare_hardware(name: str, raw: dict, ctx: BuildContext) -> dict:
     from planner.borrowed import ARCHITECTURES  # noqa: PLC0415
 
     if raw.get("architecture", "") not in ("", *ARCHITECTURES):
@@ -267,7 +267,7 @@ def _prepare_hardware(name: str, raw: dict, ctx: _Ctx) -> dict:
     return raw
 
 
-def _prepare_model(name: str, raw: dict, ctx: _Ctx) -> dict:
+def _prepare_model(name: str, raw: dict, ctx: BuildContext) -> dict:
     raw.setdefault("experts", 0)
     raw.setdefault("experts_per_token", 0)
     raw.setdefault("expert_params_b", 0.0)
@@ -408,21 +408,21 @@ def _load_prices(path: Path, hardware: NamedTable) -> tuple[dict, dict]:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     values, sources = {}, {}
     for key in ("engineering_usd_per_week", "training_hardware", "annual_discount_rate", "horizon_months"):
-        ctx = _Ctx(path.name, key)
+        ctx = BuildContext(path.name, key)
         raw = doc.get(key) if isinstance(doc, dict) else None
         if not isinstance(raw, dict) or "value" not in raw:
             raise ctx.error("value", raw, "a mapping {value, source, date}")
         sources[key] = _sourced(ctx, key, {"source": raw.get("source"), "date": raw.get("date")})
         values[key] = raw["value"]
     if values["training_hardware"] not in hardware:
-        raise _Ctx(path.name, "training_hardware").error(
+        raise BuildContext(path.name, "training_hardware").error(
             "value", values["training_hardware"], "a hardware name in hardware.yaml")
     return values, sources
 
 
 def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     d = Path(data_dir) if data_dir else DATA_DIR
-    hardware = _entries(d / "hardware.yaml", Hardware, _prepare_hardware)
+    hardware = _entries(d / "hardware.yaml", Hardware, prepare_hardware)
     cat = Catalog(
         hardware=hardware,
         models=ModelTable("model", _entries(d / "models.yaml", ModelSpec, _prepare_model)),
@@ -477,7 +477,7 @@ def load_fitted_speculation(
     leave-one-source-out speedup error)."""
     p = Path(path) if path else FITTED_SPECULATION_YAML
     doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    ctx = _Ctx(p.name, "fit")
+    ctx = BuildContext(p.name, "fit")
     e = doc.get("fit")
     if not isinstance(e, dict) or not isinstance(e.get("params"), dict):
         raise ctx.error("params", e, "a mapping {fit: {params: {<field>: {value: ...}}}}")
@@ -507,7 +507,7 @@ def load_fitted_efficiencies(
     names = {f.name for f in dataclasses.fields(Efficiency)}
     out: dict[tuple[str, str], Efficiency] = {}
     for key, e in (doc or {}).get("entries", {}).items():
-        ctx = _Ctx(p.name, str(key))
+        ctx = BuildContext(p.name, str(key))
         if e.get("hardware") not in hardware:
             raise ctx.error("hardware", e.get("hardware"), "a hardware name in hardware.yaml")
         values = {}

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from planner.claims import KINDS, Band, Claim
-from profiles.catalog import DATA_DIR, _Ctx, _read, _sourced
+from profiles.catalog import DATA_DIR, BuildContext, _read, _sourced
 
 FIELDS = ("claim", "attributed_to", "source", "kind", "params")
 # text parameters that name a catalogue entry: checked against the catalogue when one is given
 CATALOG_NAMES = {"model": "models", "hardware": "hardware", "workload": "workloads", "lever": "levers"}
 
 
-def _number(ctx: _Ctx, field: str, v: Any, integer: bool = False) -> float | int:
+def _number(ctx: BuildContext, field: str, v: Any, integer: bool = False) -> float | int:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
         raise ctx.error(field, v, "a number")
     if integer:
@@ -27,7 +27,7 @@ def _number(ctx: _Ctx, field: str, v: Any, integer: bool = False) -> float | int
     return float(v)
 
 
-def _param(ctx: _Ctx, field: str, kind: str, v: Any) -> Any:
+def _param(ctx: BuildContext, field: str, kind: str, v: Any) -> Any:
     if kind == "number":
         return _number(ctx, field, v)
     if kind == "integer":
@@ -48,7 +48,7 @@ def _param(ctx: _Ctx, field: str, kind: str, v: Any) -> Any:
     return Band(low, high)
 
 
-def _claim(name: str, raw: Any, ctx: _Ctx, catalog) -> Claim:
+def _claim(name: str, raw: Any, ctx: BuildContext, catalog) -> Claim:
     if not isinstance(raw, dict):
         raise ctx.error("(entry)", raw, "a mapping of fields")
     extra = sorted(set(raw) - set(FIELDS))
@@ -90,4 +90,5 @@ def load_claims(path: str | os.PathLike | None = None, *, catalog=None) -> tuple
     it."""
     p = Path(path) if path is not None else DATA_DIR / "claims.yaml"
     doc = _read(p)
-    return tuple(_claim(str(name), raw, _Ctx(p.name, str(name)), catalog) for name, raw in doc["entries"].items())
+    return tuple(_claim(str(name), raw, BuildContext(p.name, str(name)), catalog)
+                 for name, raw in doc["entries"].items())

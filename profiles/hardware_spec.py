@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from planner.types import Hardware
-from profiles.catalog import DATA_DIR, Catalog, NamedTable, ProfileError, _Ctx, _prepare_hardware, build
+from profiles.catalog import DATA_DIR, BuildContext, Catalog, NamedTable, ProfileError, build, prepare_hardware
 
 MAX_SPEC_BYTES = 64 * 1024  # a hardware record is well under 2 KiB; the cap stops a large or nested document early
 SPEC_PREFIX = "spec:"
@@ -78,7 +78,7 @@ def parse_hardware_spec(data: bytes | str, *, where: str = "hardware spec") -> H
     """The bytes of a spec file -> a Hardware named `spec:<sha256 prefix>`. Raises HardwareSpecError."""
     doc, digest = _load(data, where)
     name = SPEC_PREFIX + digest
-    ctx = _Ctx(where, name)
+    ctx = BuildContext(where, name)
     for key, value in doc.items():
         m = re.fullmatch(r"(\w+?)_tflops", str(key))
         if m and m.group(1) not in PEAK_DTYPES:
@@ -93,7 +93,7 @@ def parse_hardware_spec(data: bytes | str, *, where: str = "hardware spec") -> H
     if "kind" in raw:
         raise HardwareSpecError(f"{where}: field 'kind' = {raw['kind']!r}: expected no 'kind' (a spec is a GPU)")
     try:
-        raw = _prepare_hardware(name, raw, ctx)
+        raw = prepare_hardware(name, raw, ctx)
         hw = build(Hardware, raw, ctx)
     except HardwareSpecError:
         raise

@@ -32,9 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from planner.types import AttentionBlock, LayerGroup, ModelSpec, Sourced
-from profiles.config_fields import SUPPORTED, ModelConfigError
-from profiles.config_fields import Cfg as _Cfg
-from profiles.config_fields import err as _err
+from profiles.config_fields import SUPPORTED, Cfg, ModelConfigError, err
 from profiles.model_layers import (
     NO_MLP,
     dense_mlp,
@@ -109,21 +107,21 @@ def load_config(data: bytes | str | Mapping[str, Any]) -> tuple[dict[str, Any], 
     else:
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         if len(raw) > MAX_CONFIG_BYTES:
-            raise _err("(file)", f"{len(raw):,} bytes", f"a config.json of at most {MAX_CONFIG_BYTES:,} bytes")
+            raise err("(file)", f"{len(raw):,} bytes", f"a config.json of at most {MAX_CONFIG_BYTES:,} bytes")
         try:
             doc = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise _err("(file)", f"byte {exc.start}", "UTF-8 JSON text (a Hugging Face config.json)") from None
+            raise err("(file)", f"byte {exc.start}", "UTF-8 JSON text (a Hugging Face config.json)") from None
         except json.JSONDecodeError as exc:
-            raise _err("(file)", f"line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            raise err("(file)", f"line {exc.lineno}, column {exc.colno}: {exc.msg}",
                        "JSON text (a Hugging Face config.json)") from None
         except (ValueError, RecursionError) as exc:  # nested past the parser's stack; a number of 4,300+ digits
             what = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
-            raise _err("(file)", what, "JSON text (a Hugging Face config.json)") from None
+            raise err("(file)", what, "JSON text (a Hugging Face config.json)") from None
     if not isinstance(doc, dict):
-        raise _err("(file)", type(doc).__name__, "a JSON object (a Hugging Face config.json)")
+        raise err("(file)", type(doc).__name__, "a JSON object (a Hugging Face config.json)")
     if _depth(doc, MAX_DEPTH) > MAX_DEPTH:
-        raise _err("(file)", "deeply nested", f"JSON nested at most {MAX_DEPTH} levels")
+        raise err("(file)", "deeply nested", f"JSON nested at most {MAX_DEPTH} levels")
     return doc, config_digest(raw)
 
 
@@ -138,7 +136,7 @@ def _quantisation(q: Any, notes: list[str]) -> tuple[str | None, str]:
     if q is None:
         return None, "linear"
     if not isinstance(q, dict):
-        raise _err("quantization_config", q, "a JSON object")
+        raise err("quantization_config", q, "a JSON object")
     method = str(q.get("quant_method", "")).lower()
     algo = str(q.get("quant_algo", "")).upper()
     kept = q.get("modules_to_not_convert") or q.get("ignore") or q.get("exclude_modules") or []
@@ -154,13 +152,13 @@ def _quantisation(q: Any, notes: list[str]) -> tuple[str | None, str]:
         kinds = set()
         groups = q.get("config_groups") or {}
         if not isinstance(groups, dict):
-            raise _err("quantization_config.config_groups", groups, "a JSON object of quantisation groups")
+            raise err("quantization_config.config_groups", groups, "a JSON object of quantisation groups")
         for name, group in groups.items():
             w = group.get("weights") if isinstance(group, dict) else None
             if isinstance(w, dict):
                 bits = w.get("num_bits")
                 if bits is not None and (isinstance(bits, bool) or not isinstance(bits, int)):
-                    raise _err(f"quantization_config.config_groups.{_safe_label(str(name))}.weights.num_bits", bits,
+                    raise err(f"quantization_config.config_groups.{_safe_label(str(name))}.weights.num_bits", bits,
                                "an integer number of bits (4, 8)")
                 kinds.add((bits, str(w.get("type", "")).lower()))
         if kinds == {(8, "float")}:
@@ -176,16 +174,16 @@ def _quantisation(q: Any, notes: list[str]) -> tuple[str | None, str]:
     return None, "linear"
 
 
-def _layer_kinds(cfg: _Cfg, layers: int) -> list[str]:
+def _layer_kinds(cfg: Cfg, layers: int) -> list[str]:
     """Each layer's attention: full, sliding or linear (layer_types, else Qwen3-Next's full_attention_interval)."""
     types = cfg.c.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
-            raise _err(cfg.where("layer_types"), types, f"a list of {layers} layer types (num_hidden_layers)")
+            raise err(cfg.where("layer_types"), types, f"a list of {layers} layer types (num_hidden_layers)")
         out = []
         for i, t in enumerate(types):
             if t not in LAYER_TYPES:
-                raise _err(f"{cfg.where('layer_types')}[{i}]", t, "one of " + ", ".join(LAYER_TYPES))
+                raise err(f"{cfg.where('layer_types')}[{i}]", t, "one of " + ", ".join(LAYER_TYPES))
             out.append({"sliding_attention": "sliding", "linear_attention": "linear"}.get(t, "full"))
         return out
     if cfg.has("full_attention_interval") and cfg.has("linear_num_value_heads"):
@@ -205,7 +203,7 @@ def _layer_kinds(cfg: _Cfg, layers: int) -> list[str]:
     return ["full"] * layers
 
 
-def _moe_layers(cfg: _Cfg, layers: int) -> list[bool]:
+def _moe_layers(cfg: Cfg, layers: int) -> list[bool]:
     """Which layers hold routed experts (first_k_dense_replace, mlp_only_layers, decoder_sparse_step,
     interleave_moe_layer_step, moe_layer_freq: every n-th layer, or a list of 0 / 1 per layer as MiniMax-M3's).
     Every list is at most num_hidden_layers long and read once (a set), so a parse stays linear in the layers."""
@@ -216,23 +214,23 @@ def _moe_layers(cfg: _Cfg, layers: int) -> list[bool]:
     flags: list[int] | None = None
     if isinstance(freq, list):
         if len(freq) != layers or not all(f in (0, 1) and not isinstance(f, float) for f in freq):
-            raise _err(cfg.where("moe_layer_freq"), freq, f"a list of {layers} entries (num_hidden_layers), each 0 "
+            raise err(cfg.where("moe_layer_freq"), freq, f"a list of {layers} entries (num_hidden_layers), each 0 "
                        "(dense) or 1 (MoE), or an integer n (every n-th layer is MoE)")
         flags, freq = [int(f) for f in freq], 1
     elif not isinstance(freq, int) or isinstance(freq, bool) or not 1 <= freq <= layers:
-        raise _err(cfg.where("moe_layer_freq"), freq, "an integer in [1, num_hidden_layers] (every n-th layer is MoE) "
+        raise err(cfg.where("moe_layer_freq"), freq, "an integer in [1, num_hidden_layers] (every n-th layer is MoE) "
                    "or a list of 0 / 1 per layer")
     dense_list = cfg.c.get("mlp_only_layers") or []
     if not isinstance(dense_list, list) or len(dense_list) > layers \
             or not all(isinstance(i, int) and not isinstance(i, bool) for i in dense_list):
-        raise _err(cfg.where("mlp_only_layers"), dense_list,
+        raise err(cfg.where("mlp_only_layers"), dense_list,
                    f"a list of at most {layers} layer indices (num_hidden_layers)")
     dense = set(dense_list)
     return [i >= first_dense and (i + 1) % step == 0 and (i - first_dense) % freq == 0
             and (flags is None or flags[i] == 1) and i not in dense for i in range(layers)]
 
 
-def _shared_width(cfg: _Cfg, moe_inter: int, inter: int) -> int:
+def _shared_width(cfg: Cfg, moe_inter: int, inter: int) -> int:
     """The shared experts' total intermediate width."""
     if cfg.has("shared_expert_intermediate_size"):
         return cfg.int("shared_expert_intermediate_size", lo=0)
@@ -267,19 +265,19 @@ def parse_model_config(data: bytes | str | Mapping[str, Any], *, today: str | No
     except ModelConfigError:
         raise
     except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError, RecursionError) as exc:
-        raise _err("(file)", f"{type(exc).__name__}: {exc}", f"a config.json this reader can model; {SUPPORTED}") \
+        raise err("(file)", f"{type(exc).__name__}: {exc}", f"a config.json this reader can model; {SUPPORTED}") \
             from None
 
 
 def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None, file_name: str = "") -> ParsedModel:
     doc, digest = load_config(data)
-    cfg = _Cfg(doc)
+    cfg = Cfg(doc)
     notes: list[str] = []
     for key, what in UNSUPPORTED_FIELDS.items():
         if cfg.has(key):
-            raise _err(cfg.where(key), cfg.c[key], f"no '{key}': {what} is not modelled; supported: {SUPPORTED}")
+            raise err(cfg.where(key), cfg.c[key], f"no '{key}': {what} is not modelled; supported: {SUPPORTED}")
     if cfg.bool("is_encoder_decoder", False):
-        raise _err("is_encoder_decoder", True,
+        raise err("is_encoder_decoder", True,
                    f"false: encoder-decoder models are not modelled; supported: {SUPPORTED}")
     sparse = cfg.c.get("sparse_attention_config")
     if isinstance(sparse, dict) and sparse.get("use_sparse_attention"):
@@ -301,14 +299,14 @@ def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None, file_nam
     mla = cfg.has("kv_lora_rank")
     hybrid, nas = cfg.has("hybrid_override_pattern"), cfg.has("block_configs")
     if hybrid and nas:
-        raise _err("block_configs", "(with hybrid_override_pattern)", "one per-layer layout, not both")
+        raise err("block_configs", "(with hybrid_override_pattern)", "one per-layer layout, not both")
     kinds = ["full"] * layers if hybrid or nas else _layer_kinds(cfg, layers)
     n_linear, n_sliding = kinds.count("linear"), kinds.count("sliding")
     if mla and (n_linear or n_sliding or hybrid or nas):
-        raise _err(cfg.where("layer_types"), "sliding, linear or per-layer layers with MLA",
+        raise err(cfg.where("layer_types"), "sliding, linear or per-layer layers with MLA",
                    f"one kind of attention; {SUPPORTED}")
     if n_linear and n_sliding:
-        raise _err(cfg.where("layer_types"), "both sliding_attention and linear_attention",
+        raise err(cfg.where("layer_types"), "both sliding_attention and linear_attention",
                    "one kind of windowed layer per model (the planner holds one window)")
 
     # ---- attention ----
@@ -337,7 +335,7 @@ def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None, file_nam
         key = "head_dim" if cfg.has("head_dim") or not cfg.has("attention_head_dim") else "attention_head_dim"
         head_dim = cfg.int(key, 0, hi=100_000) or h // heads
         if not cfg.has(key) and h % heads:
-            raise _err("hidden_size", h, f"a multiple of num_attention_heads ({heads}) when head_dim is absent")
+            raise err("hidden_size", h, f"a multiple of num_attention_heads ({heads}) when head_dim is absent")
         gate = 2 if cfg.bool("attn_output_gate", False) else 1
         full = gqa_block(h=h, heads=heads, kv_heads=kv_heads, head_dim=head_dim, gate=gate)
     window = 0
@@ -360,7 +358,7 @@ def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None, file_nam
         top_k = cfg.int("num_experts_per_tok", None, hi=experts) or cfg.int("experts_per_token", hi=experts)
         moe_inter = cfg.int("moe_intermediate_size", 0, lo=0, hi=10_000_000) or inter
         if not moe_inter:
-            raise _err("moe_intermediate_size", "(missing)", "an integer (the routed experts' width)")
+            raise err("moe_intermediate_size", "(missing)", "an integer (the routed experts' width)")
         moe = moe_mlp(h=h, experts=experts, top_k=top_k, width=moe_inter,
                       shared_width=_shared_width(cfg, moe_inter, inter), gated=gated)
     dense_inter = cfg.int("intermediate_size_mlp", 0, lo=0) or cfg.int("dense_intermediate_size", 0, lo=0) or inter
@@ -376,7 +374,7 @@ def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None, file_nam
         attn_layers = [by_kind[k] for k in kinds]
         is_moe = _moe_layers(cfg, layers) if moe else [False] * layers
         if not all(is_moe) and not dense_inter:
-            raise _err("intermediate_size", "(missing)",
+            raise err("intermediate_size", "(missing)",
                        "an integer (the dense layers' MLP width)" if moe else "an integer (the MLP width)")
         dense = dense_mlp(h=h, width=dense_inter, gated=gated) if not all(is_moe) else NO_MLP
         mlp_layers = [moe if flag and moe else dense for flag in is_moe]
@@ -385,7 +383,7 @@ def _parse(data: bytes | str | Mapping[str, Any], *, today: str | None, file_nam
                      head_dim=head_dim, max_ctx=max_ctx, mla=mla, window=window, today=today, file_name=file_name)
 
 
-def _assemble(cfg: _Cfg, doc: dict[str, Any], digest: str, groups: tuple[LayerGroup, ...], notes: list[str], *,
+def _assemble(cfg: Cfg, doc: dict[str, Any], digest: str, groups: tuple[LayerGroup, ...], notes: list[str], *,
               tied: bool, vocab: int, h: int, layers: int, heads: int, head_dim: int, max_ctx: int, mla: bool,
               window: int, today: str | None, file_name: str = "") -> ParsedModel:
     """The ModelSpec's aggregates from the layer groups (sums over count x block)."""
@@ -408,13 +406,13 @@ def _assemble(cfg: _Cfg, doc: dict[str, Any], digest: str, groups: tuple[LayerGr
     kv_widths = {(g.attention.kv_elements_per_token, g.attention.kv_heads) for g in groups
                  if g.attention.kv_elements_per_token}
     if len(kv_widths) != 1:
-        raise _err(cfg.where("block_configs"), f"{len(kv_widths)} KV cache widths across attention layers",
+        raise err(cfg.where("block_configs"), f"{len(kv_widths)} KV cache widths across attention layers",
                    "one KV width (the same KV heads in every attention layer)")
     (kv_el, kv_heads), = kv_widths
     n_sliding = total(lambda g: g.attention.kind == "sliding")
     n_state, state_bytes, stand_in = stand_in_window(groups, kv_el)
     if n_sliding and n_state:
-        raise _err(cfg.where("layer_types"), "sliding-window layers and layers without a KV cache",
+        raise err(cfg.where("layer_types"), "sliding-window layers and layers without a KV cache",
                    "one kind of windowed layer per model (the planner holds one window)")
     described = {"linear": "linear attention (Gated DeltaNet)", "mamba2": "Mamba-2",
                  "linear_replacement": "a linear layer in place of attention", "none": "no attention"}

@@ -27,7 +27,7 @@ def size_text(n_bytes: int) -> str:
     return f"{n_bytes:,} bytes"
 
 
-def _check_utf8(buf: bytes, start: int, delimiter: str = ",", header: list[str] | None = None) -> None:
+def check_utf8(buf: bytes, start: int, delimiter: str = ",", header: list[str] | None = None) -> None:
     """Refuse text that is not UTF-8, naming line and column, without decoding the file into memory."""
     if buf.isascii():
         return

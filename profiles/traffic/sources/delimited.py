@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from profiles.traffic.errors import _cut, _fail, _list
-from profiles.traffic.guards import _check_utf8, _long_lines
+from profiles.traffic.guards import _long_lines, check_utf8
 from profiles.traffic.limits import CSV_BLOCK_BYTES, MAX_COLUMNS, MAX_FIELD_CHARS, MAX_HEADER_BYTES, MAX_VALUE_CHARS
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Source
@@ -209,7 +209,7 @@ def _csv_source(data: bytes, options: ParseOptions) -> Source:
         raise _fail(f"a separator among {', '.join(map(repr, DELIMITERS))}", value=options.delimiter)
     delim = options.delimiter or _sniff_delimiter(header, sample)
     names = _header_names(header, delim)
-    _check_utf8(data, start, delim, names)
+    check_utf8(data, start, delim, names)
     decimal = options.decimal or _sniff_decimal(sample, delim)
     quoted = b'"' in data  # memchr: fast; quoted cells may hold line breaks
     header_line = data.count(b"\n", 0, start) + 1

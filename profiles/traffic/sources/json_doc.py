@@ -13,7 +13,7 @@ import ijson
 import pyarrow as pa
 
 from profiles.traffic.errors import _cut, _fail
-from profiles.traffic.guards import _check_utf8, check_json_tokens, size_text
+from profiles.traffic.guards import check_json_tokens, check_utf8, size_text
 from profiles.traffic.limits import (
     MAX_COLUMNS,
     MAX_HEADER_BYTES,
@@ -104,7 +104,7 @@ def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
     if len(data) > MAX_JSON_DOC_BYTES:
         raise _fail(f"a JSON document of at most {size_text(MAX_JSON_DOC_BYTES)} (this one has {len(data):,} "
                     "bytes); export JSON lines (one request per line) instead")
-    _check_utf8(data, 0)
+    check_utf8(data, 0)
     check_json_tokens(data, MAX_JSON_DEPTH, MAX_JSON_NUMBER_CHARS)  # before ijson: its cost is in depth, digits
     src = vllm_bench.source(data) if bench else None
     if src is not None:

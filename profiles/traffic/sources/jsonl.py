@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from profiles.traffic.errors import _fail
-from profiles.traffic.guards import _check_utf8, _long_lines, size_text
+from profiles.traffic.guards import _long_lines, check_utf8, size_text
 from profiles.traffic.limits import (
     MAX_COLUMNS,
     MAX_FIELD_CHARS,
@@ -33,7 +33,7 @@ def _jsonl_source(data: bytes, options: ParseOptions) -> Source:
     nl = data.find(b"\n", start, start + MAX_HEADER_BYTES + 1)
     if nl < 0 and len(data) - start > MAX_HEADER_BYTES:
         raise _fail(f"one JSON object per line, the first within {MAX_HEADER_BYTES // 2**20} MiB", line=1)
-    _check_utf8(data, start)
+    check_utf8(data, start)
     _check_lines(data, start)
     first = data[start: nl if nl >= 0 else len(data)]
     try:
