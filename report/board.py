@@ -1,0 +1,269 @@
+"""The board report's content as one record (`BoardReport`), built from the Plan the pages show: the decision, the
+money (today's bill, the recommended bill, the saving, payback, NPV, risk-weighted NPV and the probability it pays),
+the fleet by hour, the saving's drivers (planner.sensitivity.tornado), the hardware comparison when the request asked
+for it, and the assumptions in words. Every figure is formatted here, with its unit, by planner.formatting; the
+renderers (report.board_html, report.board_pdf) lay the record out and compute no number. The raw fields go to the
+JSON appendix (`appendix_json`, planner.formatting.plan_dict) and the CSV, not to these pages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from planner.answer import Plan
+from planner.formatting import fmt_acceptance, fmt_months, fmt_usd, jsonable, plan_dict
+from planner.knee import knee_sentence, slo_knee
+from planner.request import NO_SPEC, PlanRequest
+from planner.sensitivity import PLAN_MC_SAMPLES, tornado
+
+MAX_DRIVERS = 6  # the tornado's widest bars; the Sensitivity page shows them all
+MAX_TEXT_CHARS = 260  # an assumption's value or source longer than this is cut (the JSON appendix has it whole)
+ACCEPTANCE_CONVENTION = ("Acceptance: alpha is the per-token acceptance at draft position 1; the acceptance length "
+                         "tau counts tokens per verifier step, the bonus token included. Each method is compared at "
+                         "its own best batch under the same TPOT SLO; nothing that misses the SLO or does not fit "
+                         "memory is recommended.")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One money line: what it is, the figure with its unit ('$12,857/month') and how it is read."""
+
+    label: str
+    value: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class HourBar:
+    hour: int  # 0-23
+    today_gpus: int
+    recommended_gpus: int | None  # None: no second fleet (the recommendation is today's configuration)
+
+
+@dataclass(frozen=True)
+class DriverBar:
+    """One tornado bar: the monthly saving with the driver at its low and high end, the others at their middle."""
+
+    driver: str
+    range: str
+    low_usd: float  # $/month
+    high_usd: float
+    low_text: str  # the same, formatted
+    high_text: str
+
+
+@dataclass(frozen=True)
+class HardwareRow:
+    gpu: str
+    price: str  # '$4.40/GPU-hour (list midpoint)'
+    without: str  # '$141,425/month: 44 GPUs, TP 4, bf16' or 'no fleet meets the SLO'
+    with_speculation: str
+    cheapest: bool  # the cheapest fleet over every GPU type is on this one
+
+
+@dataclass(frozen=True)
+class AssumptionLine:
+    what: str
+    value: str
+    source: str
+    date: str
+
+
+@dataclass(frozen=True)
+class BoardReport:
+    title: str
+    generated: str  # ISO date
+    scenario: str  # model, hardware, price, SLO, volume, in one line
+    decision: str  # the plan's verdict: the decision in one sentence
+    knee: str  # '' or the sentence saying the saving sits on a knee of the SLO
+    money: tuple[Figure, ...]
+    fleet_note: str
+    today_label: str
+    recommended_label: str  # '' when there is no second fleet
+    hours: tuple[HourBar, ...]
+    max_gpus: int  # the chart's scale: the most GPUs in any hour of either fleet
+    drivers_note: str
+    drivers: tuple[DriverBar, ...]
+    drivers_mid_usd: float  # the middle saving the bars move around, $/month
+    drivers_mid_text: str
+    hardware_note: str
+    hardware: tuple[HardwareRow, ...]  # empty: the request did not ask for the comparison
+    acceptance: str  # the acceptance convention and the tier the plan used
+    assumptions: tuple[AssumptionLine, ...]
+    appendix_note: str
+
+
+def _per_month(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{fmt_usd(x)}/month"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:.0f} %"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS - 3].rstrip() + "..."
+
+
+def at_volume(req: PlanRequest) -> PlanRequest:
+    """The plan's request with the spend cleared: its volume is already the one the spend buys (planner.plan derives
+    it), so the tornado runs at the plan's volume, as the Sensitivity page's does (views._state.at_spend_volume)."""
+    return dataclasses.replace(req, spend_usd_per_month=None, spend_gpus=None)
+
+
+def _money(p: Plan) -> tuple[Figure, ...]:
+    e, req = p.economics, p.request
+    today, best = p.reference_fleet, p.best_fleet
+    switching = p.best is not None and p.reference is not None and p.best.method != p.reference.method
+    out = [Figure("Today's monthly bill", _per_month(e.reference_bill_usd_per_month),
+                  f"{today.label}: {today.peak_gpus:,} GPUs at the peak ({today.tp} per replica), {e.billing} fleet"
+                  if today is not None else "no configuration serves the traffic under the SLO today")]
+    if best is not None:
+        label = "Recommended monthly bill" if p.recommendation is not None else \
+            f"Monthly bill with {best.label} (not recommended)"
+        k = f" K={best.k}," if best.k else ""
+        out.append(Figure(label, _per_month(e.new_bill_usd_per_month),
+                          f"{best.label},{k} {best.peak_gpus:,} GPUs at the peak ({best.tp} per replica), "
+                          f"{e.billing} fleet"))
+    band = (f"5th to 95th percentile of the draws: {_per_month(e.saving_p05_usd)} to {_per_month(e.saving_p95_usd)}"
+            if e.saving_p05_usd is not None else "")
+    out.append(Figure("Monthly saving", _per_month(e.monthly_saving_usd) if switching else "none: no switch", band))
+    if switching:
+        out.append(Figure("Payback", fmt_months(e.payback_months),
+                          f"one-time cost {fmt_usd(e.one_time_usd)} ({fmt_usd(e.one_time_low_usd)} to "
+                          f"{fmt_usd(e.one_time_high_usd)}: training and engineering)"))
+        out.append(Figure("NPV", fmt_usd(e.npv_usd), f"over {e.horizon_months} months at "
+                          f"{e.annual_discount_rate * 100:g} %/year, at the middle saving"))
+    if e.risk_weighted_npv_usd is not None:
+        out.append(Figure("Risk-weighted NPV", fmt_usd(e.risk_weighted_npv_usd),
+                          f"the NPV averaged over {PLAN_MC_SAMPLES} Monte Carlo draws"))
+    if e.p_saving_positive is not None:
+        out.append(Figure("Probability it pays", _pct(e.p_saving_positive),
+                          f"P(saving > 0) over {PLAN_MC_SAMPLES} draws; pays back within {e.horizon_months} months "
+                          f"in {_pct(e.p_payback_within_horizon)}; a recommendation needs "
+                          f"{_pct(req.confidence)}"))
+    return tuple(out)
+
+
+def _hours(p: Plan) -> tuple[tuple[HourBar, ...], str, str, int]:
+    today, best = p.reference_fleet, p.best_fleet
+    if today is None and best is None:
+        return (), "", "", 0
+    if best is not None and today is not None and (best.method, best.tp) == (today.method, today.tp):
+        best = None
+    one = today or best
+    other = {h.hour: h.gpus for h in best.hours} if best is not None and today is not None else {}
+    bars = tuple(HourBar(h.hour, h.gpus, other.get(h.hour) if other else None) for h in one.hours)
+    top = max([b.today_gpus for b in bars] + [b.recommended_gpus or 0 for b in bars], default=0)
+    return bars, one.label if today is not None else "", best.label if best is not None and today is not None \
+        else "", top
+
+
+def _drivers(p: Plan, catalog) -> tuple[tuple[DriverBar, ...], float, str]:
+    if p.best is None:
+        return (), math.nan, ""
+    bars = [b for b in tornado(at_volume(p.request), catalog, p.best.method)
+            if math.isfinite(b.low_saving_usd) and math.isfinite(b.high_saving_usd)]
+    bars.sort(key=lambda b: -abs(b.high_saving_usd - b.low_saving_usd))
+    out = tuple(DriverBar(b.driver, b.range, b.low_saving_usd, b.high_saving_usd, _per_month(b.low_saving_usd),
+                          _per_month(b.high_saving_usd)) for b in bars[:MAX_DRIVERS])
+    mid = bars[0].mid_saving_usd if bars else math.nan
+    return out, mid, _per_month(mid)
+
+
+def _hardware(p: Plan) -> tuple[tuple[HardwareRow, ...], str]:
+    hc = p.hardware_choice
+    if hc is None:
+        return (), ""
+    best = hc.cheapest
+
+    def opt(o) -> str:
+        return f"{_per_month(o.usd_per_month)}: {o.short}" if o is not None else "no fleet meets the SLO"
+
+    rows = tuple(HardwareRow(c.label, f"${c.usd_per_gpu_hour:.2f}/GPU-hour ({c.price_source.split(' (')[0]})",
+                             opt(c.no_speculation), opt(c.speculation),
+                             best is not None and c.hardware == best.hardware) for c in hc.choices)
+    note = (f"The cheapest fleet for the same traffic and SLO on each GPU type ({hc.billing} bills). "
+            + (f"Cheapest overall: {best.description}, {_per_month(best.usd_per_month)}. " if best else "")
+            + hc.note)
+    return rows, note
+
+
+def _assumptions(p: Plan, catalog) -> tuple[AssumptionLine, ...]:
+    """The plan's assumptions, without the acceptance priors of methods that are neither today's nor the best's."""
+    keep = {p.best.method if p.best else None, p.reference.method if p.reference else None, p.request.current_method}
+    others = [m.label for name, m in catalog.methods.items() if name not in keep]
+    out = []
+    for a in p.assumptions:
+        if any(a.what.startswith(f"{lab} alpha") or a.what.startswith(f"{lab} acceptance") for lab in others):
+            continue
+        out.append(AssumptionLine(a.what, _cut(a.value), _cut(a.source), a.date or "undated"))
+    return tuple(out)
+
+
+def _scenario(p: Plan, catalog) -> str:
+    req = p.request
+    volume = f"{req.monthly_output_tokens / 1e9:,.1f}B output tokens/month"
+    if p.spend is not None:
+        volume += f" (what a spend of {fmt_usd(p.spend.spend_usd_per_month)}/month buys)"
+    return (f"{catalog.models[req.model].label} on {req.tp} x {catalog.hardware[req.hardware].label} ({req.dtype}) at "
+            f"${p.usd_per_gpu_hour:.2f}/GPU-hour, TPOT SLO {req.tpot_slo_ms:g} ms, {volume}.")
+
+
+def board_report(p: Plan, catalog, *, generated: str) -> BoardReport:
+    """The board report's content for plan `p` (planner.plan.plan's answer, the one the pages show)."""
+    hours, today_label, rec_label, top = _hours(p)
+    drivers, mid, mid_text = _drivers(p, catalog)
+    hw, hw_note = _hardware(p)
+    knee = knee_sentence(slo_knee(p, catalog)) if p.economics.monthly_saving_usd is not None else ""
+    one = p.reference_fleet or p.best_fleet
+    cur = catalog.methods[p.request.current_method].label if p.request.current_method != NO_SPEC else \
+        "no speculation"
+    vs = "no speculation" if p.reference is None or p.reference.method == NO_SPEC else p.reference.label
+    tier = fmt_acceptance(p.best) if p.best is not None else ""
+    return BoardReport(
+        title="Speculative decoding: the decision and the money",
+        generated=generated,
+        scenario=_scenario(p, catalog),
+        decision=p.verdict,
+        knee=knee,
+        money=_money(p),
+        fleet_note=(f"{one.hours_source}. GPUs each hour of the day; the bill pays for these GPU-hours. Today runs "
+                    f"{cur}." if one is not None else "No configuration meets the SLO, so no fleet can be sized."),
+        today_label=today_label,
+        recommended_label=rec_label,
+        hours=hours,
+        max_gpus=top,
+        drivers_note=(f"The monthly saving of {p.best.label} against {vs} when one driver moves to its low or high "
+                      f"end and the others stay at their middle ({mid_text}); the widest {len(drivers)} of the "
+                      "Sensitivity page's bars." if drivers else "No method to draw."),
+        drivers=drivers,
+        drivers_mid_usd=mid,
+        drivers_mid_text=mid_text,
+        hardware_note=hw_note,
+        hardware=hw,
+        acceptance=" ".join(x for x in (tier, ACCEPTANCE_CONVENTION) if x),
+        assumptions=_assumptions(p, catalog),
+        appendix_note="Every number behind these pages, field by field, is in the CSV and the JSON appendix "
+                      "downloaded with this report.",
+    )
+
+
+def _clean(obj: Any) -> Any:
+    """inf/nan are not JSON: null, the key kept (as the CLI writes them)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def appendix_json(p: Plan) -> str:
+    """The JSON appendix: every field of the plan (planner.formatting.plan_dict, the CLI's `plan` JSON)."""
+    return json.dumps(_clean(jsonable(plan_dict(p))), indent=2, allow_nan=False)
