@@ -8,6 +8,8 @@
     python -m planner plan --model llama-3.1-8b --hardware-spec my_gpu.yaml   (your own GPU)
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --spend-usd-per-month 100000 --gpus 32
     python -m planner plan --model llama-3.3-70b --hardware h100-sxm --tp 4 --compare-hardware [--gpu-price h200=3.1]
+    python -m planner report --format pdf --out plan.pdf --model llama-3.3-70b --hardware h100-sxm --tp 4  (the board
+        report: the flags of `plan`, written as PDF or HTML)
     python -m planner levers --model llama-3.3-70b --hardware h100-sxm --tp 4 --method draft_model
     python -m planner list models|hardware|methods|workloads|languages|levers
 """
@@ -422,6 +424,31 @@ def cmd_plan(args) -> Any:
     return out
 
 
+def cmd_report(args) -> Any:
+    """The board report (report.board) of the plan `plan` gives for the same flags, written to --out as a PDF or an
+    HTML page; prints where it went and the decision."""
+    import datetime as dt
+
+    from planner.plan import plan
+    from planner.request import PlanError
+    from report.board import board_report
+    from report.board_html import board_html
+    from report.board_pdf import board_pdf
+
+    cat = _catalog(args)
+    prof = _traffic(args, cat)
+    p = plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers, prof=prof), args), cat)
+    r = board_report(p, cat, generated=dt.date.today().isoformat())
+    data = board_pdf(r) if args.format == "pdf" else board_html(r).encode("utf-8")
+    out = Path(args.out)
+    try:
+        out.write_bytes(data)
+    except OSError as exc:
+        raise PlanError("--out", args.out, f"a file in a folder that exists and can be written ({exc.strerror})"
+                        ) from None
+    return {"report": str(out), "format": args.format, "bytes": len(data), "decision": r.decision}
+
+
 def cmd_compare(args) -> Any:
     """Every method at its own best K and batch under the same SLO (plan()'s methods table). A measured
     acceptance applies to --method only; the other methods keep the profiles' acceptance."""
@@ -472,6 +499,28 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog.removeprefix('python -m planner').strip() or 'planner'}: {message}")
 
 
+def _add_plan_command_flags(pl: argparse.ArgumentParser) -> None:
+    """The flags of `plan` (and `report`, which takes the same)."""
+    _add_scenario(pl, method_required=False)
+    _add_plan_flags(pl)
+    pl.add_argument("--traffic", help="a traffic profile (CSV, JSONL, Parquet): workload mix, volume, concurrency")
+    pl.add_argument("--current-method", default="none", help="today's method ('none': no speculation)")
+    pl.add_argument("--no-levers", action="store_true", help="skip the levers waterfall")
+    pl.add_argument("--daily-shape", choices=["flat", "business_hours", "consumer_evening"],
+                    help="the fleet by hour from the monthly volume and this daily shape (a --traffic file that "
+                         "spans a day brings its own hours)")
+    pl.add_argument("--spend-usd-per-month", type=float,
+                    help="plan for what this monthly spend buys on --hardware x --tp (instead of a volume): the "
+                         "output tokens that fleet serves under the SLO")
+    pl.add_argument("--gpus", type=int, help="with --spend-usd-per-month: the fleet's GPUs (at the peak); with "
+                                             "--billing fixed and no --usd-per-gpu-hour the spend implies the price")
+    pl.add_argument("--compare-hardware", action="store_true",
+                    help="the cheapest fleet on every GPU type of the catalogue (TPs, weight formats, with and "
+                         "without speculation) for the same traffic and SLO")
+    pl.add_argument("--gpu-price", type=_gpu_price, action="append", metavar="GPU=USD",
+                    help="with --compare-hardware: a GPU type's $/GPU-hour (repeat it; default: list midpoints)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m planner", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -493,24 +542,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scenario(lv, method_required=False)
     _add_plan_flags(lv)
     pl = sub.add_parser("plan", help="the whole answer: recommendation, baseline, methods, economics, levers")
-    _add_scenario(pl, method_required=False)
-    _add_plan_flags(pl)
-    pl.add_argument("--traffic", help="a traffic profile (CSV, JSONL, Parquet): workload mix, volume, concurrency")
-    pl.add_argument("--current-method", default="none", help="today's method ('none': no speculation)")
-    pl.add_argument("--no-levers", action="store_true", help="skip the levers waterfall")
-    pl.add_argument("--daily-shape", choices=["flat", "business_hours", "consumer_evening"],
-                    help="the fleet by hour from the monthly volume and this daily shape (a --traffic file that "
-                         "spans a day brings its own hours)")
-    pl.add_argument("--spend-usd-per-month", type=float,
-                    help="plan for what this monthly spend buys on --hardware x --tp (instead of a volume): the "
-                         "output tokens that fleet serves under the SLO")
-    pl.add_argument("--gpus", type=int, help="with --spend-usd-per-month: the fleet's GPUs (at the peak); with "
-                                             "--billing fixed and no --usd-per-gpu-hour the spend implies the price")
-    pl.add_argument("--compare-hardware", action="store_true",
-                    help="the cheapest fleet on every GPU type of the catalogue (TPs, weight formats, with and "
-                         "without speculation) for the same traffic and SLO")
-    pl.add_argument("--gpu-price", type=_gpu_price, action="append", metavar="GPU=USD",
-                    help="with --compare-hardware: a GPU type's $/GPU-hour (repeat it; default: list midpoints)")
+    rp = sub.add_parser("report", help="the board report (PDF or HTML) of the plan for the same flags as `plan`")
+    rp.add_argument("--format", choices=["pdf", "html"], default="pdf", help="the report's format (default pdf)")
+    rp.add_argument("--out", required=True, help="the file to write the report to")
+    rp.set_defaults(func=cmd_report)
+    for parser in (pl, rp):  # `report` takes the flags of `plan`
+        _add_plan_command_flags(parser)
     pl.set_defaults(func=cmd_plan)
     lv.set_defaults(func=cmd_levers)
     ls = sub.add_parser("list", help="names in the profiles")

@@ -1,5 +1,5 @@
 """One-way dependencies (docs/architecture.md): planner imports numpy/scipy only; only app.py and views/ import
-streamlit; torch and vllm are imported inside the functions that need them; no import cycle between files; no file
+streamlit; report/ (the board report) reads the planner and writes documents, and only the views and the CLI read it; torch and vllm are imported inside the functions that need them; no import cycle between files; no file
 so long that a newcomer cannot hold it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names)
-PACKAGES = ("planner", "profiles", "calibration", "views")
+PACKAGES = ("planner", "profiles", "calibration", "views", "report")
 MAX_FILE_LINES = 600
 MAX_PLAN_LINES = 300  # planner/plan.py orchestrates; the formulas live in the files named after them
 
@@ -37,18 +37,24 @@ def test_planner_imports_only_numpy_scipy_and_itself():
     for f in _files("planner"):
         bad = set(_imports(f, top_level_only=False)) - allowed
         if f.name == "cli.py":
-            bad -= {"profiles"}  # the CLI joins planner and profiles, inside a function
+            bad -= {"profiles", "report"}  # the CLI joins planner, profiles and the board report, inside a function
+        assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_the_board_report_reads_the_planner_and_no_page():
+    for f in _files("report"):
+        bad = set(_imports(f, top_level_only=False)) & {"views", "streamlit", "profiles", "calibration", "app"}
         assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}"
 
 
 def test_only_app_and_views_import_streamlit():
-    for pkg in ("planner", "profiles", "calibration"):
+    for pkg in ("planner", "profiles", "calibration", "report"):
         for f in _files(pkg):
             assert "streamlit" not in set(_imports(f, top_level_only=False)), f"{f.relative_to(ROOT)}"
 
 
 def test_torch_and_vllm_are_never_imported_at_module_level():
-    for pkg in ("planner", "profiles", "calibration", "views"):
+    for pkg in PACKAGES:
         for f in _files(pkg):
             top = set(_imports(f, top_level_only=True))
             assert not top & {"torch", "vllm", "transformers"}, f"{f.relative_to(ROOT)} imports {top}"

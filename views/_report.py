@@ -1,4 +1,4 @@
-"""Report builders (no Streamlit): a self-contained HTML report and a CSV of every scenario number.
+"""Report builders (no Streamlit): a CSV of every scenario number (the board report itself is report.board).
 
 CSV cells that a spreadsheet would run as a formula (starting with = + - @, tab, carriage return or line feed) are
 prefixed with a single quote (OWASP "CSV injection"), and every cell holding a delimiter, a quote, a carriage
@@ -11,18 +11,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import datetime as dt
-import html
 import io
 import math
 from typing import Any
 
-import plotly.graph_objects as go
-import plotly.io as pio
-
 from planner.answer import LeverStep, Plan, PlanFleet
-from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd, plan_dict
-from planner.knee import knee_sentence, slo_knee
+from planner.formatting import plan_dict
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\n")
 
@@ -57,7 +51,7 @@ def _cell(v: Any) -> Any:
 
 
 # Plan fields the report shows in its own sections (below); any other field the Plan carries (added by other parts of
-# the planner) is shown by `extra_rows` / `_extra_html`, so it reaches the board without a change here.
+# the planner) is written by `extra_rows`, so it reaches the CSV without a change here.
 SHOWN_PLAN_FIELDS = frozenset({"request", "segments", "usd_per_gpu_hour", "baseline", "reference", "reference_note",
                                "methods", "best", "recommendation", "verdict", "economics", "levers", "deploy",
                                "assumptions", "costs", "alternatives", "fleet", "reference_fleet", "best_fleet"})
@@ -275,139 +269,3 @@ def scenario_rows(p: Plan, levers: list[LeverStep], mc=None) -> list[dict]:
         add(f"lever {s_.number}", "monthly saving", s_.monthly_saving_usd, "$/month", "")
         add(f"lever {s_.number}", "payback", s_.payback_months, "months", "")
     return rows + bill_rows(p) + uncertainty_rows(mc) + extra_rows(p)
-
-
-def _fmt(v: Any, unit: str) -> str:
-    if isinstance(v, float) and unit.startswith("$"):
-        return fmt_cpm(v) if "Mtok" in unit else fmt_usd(v, 2 if "hour" in unit else 0)
-    if isinstance(v, float) and unit == "probability":
-        return f"{v * 100:.0f} %"
-    if isinstance(v, float):
-        return f"{v:,.4g}"
-    return str(v)
-
-
-def _rows_html(rows: list[dict]) -> str:
-    e = html.escape
-    return ("<table><tr><th>quantity</th><th>value</th><th>unit</th><th>basis</th></tr>"
-            + "".join(f"<tr><td>{e(str(r['item']))}</td><td>{e(_fmt(r['value'], r['unit']))}</td><td>{e(r['unit'])}"
-                      f"</td><td>{e(str(r['basis']))}</td></tr>" for r in rows) + "</table>")
-
-
-def _fleet_html(p: Plan) -> str:
-    """The bills and the fleet by hour (today and with the best method) as HTML tables."""
-    today, best = fleet_pair(p)
-    if today is None and best is None:
-        return "<h2>The bill</h2><p>No configuration meets the SLO, so no fleet can be sized.</p>"
-    e = html.escape
-    rows = bill_rows(p)
-    cols = [(f"GPUs today ({today.label})", today), (f"GPUs with {best.label}" if best else "", best)]
-    cols = [(name, cfg) for name, cfg in cols if cfg is not None]
-    out = [f"<h2>The bill: the fleet by hour</h2><p>{e(cols[0][1].hours_source)}. Autoscaled: each hour's replicas; "
-           "fixed: a fleet sized for the busiest hour, all month.</p>",
-           _rows_html([r for r in rows if r["section"] == "bill"]),
-           "<h3>GPUs by hour</h3><table><tr><th>hour</th><th>requests/s</th>"
-           + "".join(f"<th>{e(name)}</th>" for name, _ in cols) + "</tr>"]
-    for i, h in enumerate(cols[0][1].hours):
-        out.append(f"<tr><td>{h.hour:02d}</td><td>{h.requests_per_s:.4g}</td>"
-                   + "".join(f"<td>{cfg.hours[i].gpus}</td>" for _, cfg in cols) + "</tr>")
-    out.append("</table><h3>Every configuration</h3>")
-    out.append(_rows_html([r for r in rows if r["section"] == "bills by configuration"]))
-    return "".join(out)
-
-
-def _extra_html(p: Plan) -> str:
-    """The hardware comparison and any other Plan field the report's own sections do not show."""
-    rows = [r for r in extra_rows(p) if r["section"] != "headline"]
-    hw = [r for r in rows if r["section"] == "hardware comparison"]
-    rest = [r for r in rows if r["section"] != "hardware comparison"]
-    out = []
-    if hw:
-        out.append("<h2>Which hardware for this traffic: the cheapest fleet per GPU type</h2>" + _rows_html(hw))
-    if rest:
-        out.append("<h2>More from the plan</h2>" + _rows_html(rest))
-    return "".join(out)
-
-
-def html_report(*, p: Plan, catalog, figures: list[tuple[str, go.Figure]], levers: list[LeverStep],
-                today: str | None = None, mc=None) -> str:
-    """One self-contained HTML file: plotly.js inlined, no network needed to open it."""
-    today = today or dt.date.today().isoformat()
-    e = html.escape
-    req = p.request
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Speculative-decoding plan {e(today)}</title>",
-             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;}table{border-collapse:collapse;}"
-             "td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left}"
-             "pre{background:#f4f4f4;padding:1em;white-space:pre-wrap}</style></head><body>"]
-    parts.append(f"<h1>Speculative-decoding plan</h1><p>Generated {e(today)}. "
-                 f"{e(catalog.models[req.model].label)} on {req.tp} x {e(catalog.hardware[req.hardware].label)} "
-                 f"({e(req.dtype)}), ${p.usd_per_gpu_hour:.2f}/GPU-hour, TPOT SLO {req.tpot_slo_ms:g} ms, "
-                 f"{req.monthly_output_tokens / 1e9:,.2f}B output tokens/month ({e(req.volume_source)}).</p>")
-    parts.append(f"<h2>Recommendation</h2><p><b>{e(p.verdict)}</b></p>")
-    if p.economics.monthly_saving_usd is not None and (knee := knee_sentence(slo_knee(p, catalog))):
-        parts.append(f"<p><b>{e(knee)}</b></p>")
-    ec = p.economics
-    rows = [("CPM today", fmt_cpm(ec.reference_usd_per_mtok), "", "$ per million output tokens, prefill included; "
-             + p.reference_note)]
-    if p.best is not None:
-        b = p.best
-        rows.append((f"CPM with {b.label} (K={b.k})", fmt_cpm(b.usd_per_mtok),
-                     f"{fmt_cpm(b.usd_per_mtok_high)} to {fmt_cpm(b.usd_per_mtok_low)}",
-                     f"$ per million output tokens at batch {b.batch}; range over the alpha range"))
-        rows.append(("Acceptance", f"alpha {b.alpha_position_1:.3f}", f"tau {b.acceptance_length:.3f}; vLLM rate "
-                     f"{b.draft_acceptance_rate * 100:.1f} %", "per-token alpha (position 1); tau incl. bonus token"))
-        if b.acceptance_tier:
-            rows.append(("Acceptance from", b.acceptance_tier, b.acceptance_source, b.head or "no trained head needed"))
-    rows += [
-        ("Monthly saving", "n/a" if ec.monthly_saving_usd is None else f"{fmt_usd(ec.monthly_saving_usd)}/month",
-         f"{fmt_usd(ec.monthly_saving_low_usd)} to {fmt_usd(ec.monthly_saving_high_usd)}", "$/month"),
-        ("One-time cost", fmt_usd(ec.one_time_usd), f"{fmt_usd(ec.one_time_low_usd)} to "
-                                                      f"{fmt_usd(ec.one_time_high_usd)}", "training + engineering"),
-        ("Payback", fmt_months(ec.payback_months), f"{fmt_months(ec.payback_low_months)} to "
-                                                     f"{fmt_months(ec.payback_high_months)}", ""),
-        ("NPV", fmt_usd(ec.npv_usd), "", f"over {ec.horizon_months} months at {ec.annual_discount_rate * 100:g} "
-                                            "%/year"),
-    ]
-    rows += [(r["item"], _fmt(r["value"], r["unit"]), "", r["basis"]) for r in extra_rows(p)
-             if r["section"] == "headline"]
-    parts.append("<h2>Headline</h2><table><tr><th>quantity</th><th>value</th><th>range</th><th>unit / basis</th></tr>")
-    parts += [f"<tr><td>{e(a)}</td><td>{e(m)}</td><td>{e(r)}</td><td>{e(u)}</td></tr>" for a, m, r, u in rows]
-    parts.append("</table>")
-    parts.append(_fleet_html(p))
-    parts.append("<h2>How sure: Monte Carlo</h2>" + (
-        _rows_html(uncertainty_rows(mc)) if mc is not None else "<p>No feasible method to draw.</p>"))
-    parts.append(_extra_html(p))
-    if p.deploy:
-        parts.append("<h2>Deployment (vLLM)</h2><pre>" + e(p.deploy["command"]) + "</pre><ul>"
-                     + "".join(f"<li>{e(n)}</li>" for n in p.deploy["notes"]) + "</ul>")
-    first = True
-    for title, fig in figures:
-        parts.append(f"<h2>{e(title)}</h2>")
-        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs="inline" if first else False))
-        first = False
-    parts.append("<h2>Methods (alpha range midpoint)</h2><table><tr><th>method</th><th>feasible</th><th>K</th>"
-                 "<th>batch</th><th>alpha</th><th>tau</th><th>CPM $/Mtok</th><th>vs today</th></tr>")
-    for m in (p.baseline, *p.methods):
-        if m.available:
-            parts.append(f"<tr><td>{e(m.label)}</td><td>{'yes' if m.feasible else e(m.reason)}</td><td>{m.k}</td>"
-                         f"<td>{m.batch}</td><td>{m.alpha_position_1:.3f}</td><td>{m.acceptance_length:.3f}</td>"
-                         f"<td>{m.usd_per_mtok:.4f}</td><td>{e(fmt_pct(m.cpm_change_pct))}</td></tr>")
-            if m.acceptance_tier:
-                parts.append(f"<tr><td></td><td colspan='7'>{e(fmt_acceptance(m))}</td></tr>")
-        else:
-            parts.append(f"<tr><td>{e(m.label)}</td><td colspan='7'>{e(m.reason)}</td></tr>")
-    parts.append("</table><h2>Levers (article order)</h2><table><tr><th>#</th><th>lever</th><th>applied</th>"
-                 "<th>CPM after</th><th>one-time $</th><th>payback</th></tr>")
-    for s_ in levers:
-        parts.append(f"<tr><td>{s_.number}</td><td>{e(s_.label)}</td><td>{e(s_.reason)}</td>"
-                     f"<td>{s_.usd_per_mtok_after:.4f}</td><td>{fmt_usd(s_.one_time_usd_low)} to "
-                     f"{fmt_usd(s_.one_time_usd_high)}</td><td>{e(fmt_months(s_.payback_months))}</td></tr>")
-    parts.append("</table><h2>Assumptions (sources and dates)</h2><table><tr><th>assumption</th><th>value</th>"
-                 "<th>source</th><th>date</th></tr>")
-    for a in p.assumptions:
-        parts.append(f"<tr><td>{e(a.what)}</td><td>{e(a.value)}</td><td>{e(a.source)}</td><td>{e(a.date)}</td></tr>")
-    parts.append("</table><p>Acceptance conventions: alpha = per-token conditional acceptance at draft position 1; "
-                 "tau = mean acceptance length (tokens per verifier step, bonus token included); vLLM's draft "
-                 "acceptance rate = (tau-1)/K. Each method is compared at its own best batch under the same TPOT "
-                 "SLO; nothing that misses the SLO or does not fit memory is recommended.</p></body></html>")
-    return "".join(parts)

@@ -1,6 +1,7 @@
-"""Report: a self-contained HTML report and a CSV of all scenario numbers, plus the vLLM command for the
-recommended method; everything from the same calls as the pages: the Plan page's plan() (the fleet by hour and its
-bills included) and the Sensitivity page's Monte Carlo."""
+"""Report: the board report (report.board: one to three pages a CFO can forward) as a PDF and as HTML, the CSV of
+every number and the JSON appendix (every field of the plan), plus the vLLM command for the recommended method. All
+from the Plan page's own call, plan() with the hardware comparison when the Plan page asks for it; "How sure" is the
+Sensitivity page's Monte Carlo at the plan's volume (the one a stated spend buys)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,23 @@ import datetime as dt
 
 import streamlit as st
 
+from planner import plan as P
 from planner.formatting import fmt_usd
+from report.board import BoardReport, appendix_json, board_report
+from report.board_html import board_html
+from report.board_pdf import board_pdf
+from views import _hardware
 from views import _report as rep
 from views import _state as S
 from views._text import plain_in
-from views.levers import waterfall_figure
-from views.plan import cpm_chart
+
+
+@st.cache_resource(max_entries=16, show_spinner=False, hash_funcs={P.PlanRequest: repr})
+def _documents(req: P.PlanRequest, day: str) -> tuple[BoardReport, bytes, str]:
+    """(the board report's record, its PDF, its HTML) for the plan of `req` (S.plan's, levers included), dated
+    `day`; cached as the plan is (the record is immutable, the documents are bytes and text)."""
+    r = board_report(S.plan(req, levers=True), S.catalog(), generated=day)
+    return r, board_pdf(r), board_html(r)
 
 
 def render() -> None:
@@ -21,23 +33,37 @@ def render() -> None:
     if req is None:
         return
     cat = S.catalog()
+    req = _hardware.with_comparison(req)  # the Plan page's request: its hardware comparison reaches the report
     p = S.plan(req, levers=True)
-    mc = S.monte_carlo(req, p.best.method, p.best.k) if p.best is not None else None
-    st.markdown(f"**Recommendation:** {plain_in(p.verdict, getattr(st.session_state.get(S.PROFILE_KEY), 'name', None))}")
-    today, best = rep.fleet_pair(p)
-    parts = []
-    if today is not None:
-        parts.append(f"**The bill today ({today.label}):** {fmt_usd(today.usd_per_month_autoscaled)}/month "
-                     f"autoscaled, {fmt_usd(today.usd_per_month_fixed)}/month fixed at the peak ({today.peak_gpus:,} GPUs)")
-    if best is not None:
-        parts.append(f"**with {best.label}:** {fmt_usd(best.usd_per_month_autoscaled)}/month autoscaled, "
-                     f"{fmt_usd(best.usd_per_month_fixed)}/month fixed ({best.peak_gpus:,} GPUs)")
-    if parts:
-        st.markdown("; ".join(parts) + ".")
+    # the Monte Carlo takes the volume a stated spend buys, as the plan and the Sensitivity page do
+    mc = S.monte_carlo(S.at_spend_volume(req), p.best.method, p.best.k) if p.best is not None else None
+    day = dt.date.today().isoformat()
+    board, pdf_doc, html_doc = _documents(req, day)
+    profile = getattr(st.session_state.get(S.PROFILE_KEY), "name", None)
+    st.markdown(f"**Recommendation:** {plain_in(board.decision, profile)}")
+    if board.knee:
+        st.markdown(f"**{board.knee}**")
+    S.table([{"": f.label, "figure": f.value, "how it is read": f.note} for f in board.money], key="report_money")
     if mc is not None:
         st.markdown(f"**How sure:** {cat.methods[mc.method].label} (K={mc.k}) saves money in {mc.p_saves * 100:.0f} % "
                     f"of {mc.samples} draws (monthly saving p5 {fmt_usd(mc.saving_p05)}, median "
                     f"{fmt_usd(mc.saving_p50)}, p95 {fmt_usd(mc.saving_p95)}; the Sensitivity page's Monte Carlo).")
+    csv_rows = rep.scenario_rows(p, list(p.levers), mc)
+    c = st.columns(4)
+    c[0].download_button("Download the board report (PDF)", pdf_doc, file_name=f"specplan-{day}.pdf",
+                         mime="application/pdf", key="report_pdf")
+    c[1].download_button("Download the board report (HTML)", html_doc.encode("utf-8"),
+                         file_name=f"specplan-{day}.html", mime="text/html", key="report_html")
+    c[2].download_button("Download all numbers (CSV)", rep.to_csv(csv_rows).encode("utf-8"),
+                         file_name=f"specplan-{day}.csv", mime="text/csv", key="report_csv")
+    c[3].download_button("Download the JSON appendix", appendix_json(p).encode("utf-8"),
+                         file_name=f"specplan-{day}.json", mime="application/json", key="report_json")
+    st.caption("The board report: the decision, the bills, the fleet by hour, what the probability depends on, "
+               + ("the GPU types compared, " if board.hardware else "")
+               + "and the assumptions with sources and dates, on one to three A4 pages. The CSV "
+               f"({len(csv_rows)} rows) and the JSON appendix hold every number behind it; CSV cells starting with "
+               "= + - @ (or tab / CR / LF) are prefixed with a single quote so spreadsheets do not run them as "
+               "formulas, and cells holding a line break, quote or comma are quoted.")
     if p.deploy is not None:
         title = ("Deployment command for the recommended method" if p.recommendation is not None
                  else f"Deployment command for the cheapest method ({p.best.label}; not recommended here)")
@@ -46,26 +72,6 @@ def render() -> None:
         for n in p.deploy["notes"]:
             st.caption(n)
     S.glossary()
-    levers = list(p.levers)
-    figures = [("CPM by method (each at its own best batch under the SLO)", cpm_chart(p))]
-    if levers:
-        figures.append(("Levers in the article's order", waterfall_figure(
-            levers, f"today ({cat.methods[levers[0].method].label if levers[0].method in cat.methods else 'no speculation'})",
-            levers[0].usd_per_mtok_before, "Article order")))
-    day = dt.date.today().isoformat()
-    html_doc = rep.html_report(p=p, catalog=cat, figures=figures, levers=levers, today=day, mc=mc)
-    csv_rows = rep.scenario_rows(p, levers, mc)
-    csv_doc = rep.to_csv(csv_rows)
-    c = st.columns(2)
-    c[0].download_button("Download the HTML report", html_doc.encode("utf-8"), file_name=f"specplan-{day}.html",
-                         mime="text/html", key="report_html")
-    c[1].download_button("Download all numbers (CSV)", csv_doc.encode("utf-8"), file_name=f"specplan-{day}.csv",
-                         mime="text/csv", key="report_csv")
-    st.caption(f"HTML: {len(html_doc) / 1e6:.1f} MB, self-contained (plotly.js inlined): the headline, the bills and "
-               "the fleet by hour, the Monte Carlo, methods, levers and assumptions with sources and dates. CSV: "
-               f"{len(csv_rows)} rows; cells starting with = + - @ (or tab / CR / LF) are "
-               "prefixed with a single quote so spreadsheets do not run them as formulas, and cells holding a line "
-               "break, quote or comma are quoted.")
     with st.expander("Assumptions (sources and dates)"):
         st.dataframe([a.__dict__ for a in p.assumptions], key="report_assumptions", hide_index=True)
 
