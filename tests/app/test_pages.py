@@ -13,6 +13,8 @@ import pytest
 
 from planner import plan as P
 from profiles.claims import load_claims
+from report.board import board_report
+from report.board_html import board_html
 from views import _report as rep
 
 PAGES = ["views/plan.py", "views/methods.py", "views/levers.py", "views/sensitivity.py", "views/traffic.py",
@@ -435,7 +437,9 @@ def test_report_page_command_and_downloads(app, cat):
     assert cmd.startswith("vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4")
     assert "--speculative-config '{" in cmd and '"num_speculative_tokens"' in cmd
     buttons = {b.key: b.proto.label for b in at.get("download_button")}
-    assert buttons == {"report_html": "Download the HTML report", "report_csv": "Download all numbers (CSV)"}
+    assert buttons == {"report_pdf": "Download the board report (PDF)",
+                       "report_html": "Download the board report (HTML)",
+                       "report_csv": "Download all numbers (CSV)", "report_json": "Download the JSON appendix"}
 
 
 def test_report_builders(cat):
@@ -446,7 +450,7 @@ def test_report_builders(cat):
     last = text.strip().splitlines()[-1]
     assert last.startswith("'=cmd") and ",'+1,'-2,'@x,'\tx" in last
     assert "best method CPM" in text
-    html = rep.html_report(p=p, catalog=cat, figures=[], levers=list(p.levers), today="2026-11-29")
+    html = board_html(board_report(p, cat, generated="2026-11-29"))
     assert p.verdict.split(":")[0] in html
     assert cat.hardware["h100-sxm"].price.date in html and "Assumptions" in html
 
@@ -537,9 +541,9 @@ def test_report_shows_the_bills_the_hardware_comparison_and_the_spend_of_the_pla
                 ch.speculation.usd_per_month)
     c = hc.cheapest
     assert f"{c.tp} x {c.hardware_label} ({c.dtype})" in rows[("hardware comparison", "cheapest")]["basis"]
-    html = rep.html_report(p=p, catalog=cat, figures=[], levers=[], today="2026-12-02")
-    assert "Which hardware for this traffic" in html and P.fmt_usd(c.usd_per_month) in html
-    assert P.fmt_usd(e.reference_bill_usd_per_month) in html and "GPUs by hour" in html
+    html = board_html(board_report(p, cat, generated="2026-12-02"))
+    assert "Which GPU type" in html and P.fmt_usd(c.usd_per_month) in html
+    assert P.fmt_usd(e.reference_bill_usd_per_month) in html and "The fleet by hour" in html
     # a plan for a stated spend says how the spend became the volume
     ps = planned(cat, model="llama-3.1-8b", tp=1, spend_usd_per_month=100000.0)
     rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(rep.to_csv(rep.scenario_rows(ps, []))))}
