@@ -16,6 +16,7 @@ from typing import Any
 
 from planner.answer import Plan
 from planner.formatting import fmt_acceptance, fmt_months, fmt_usd, jsonable, plan_dict
+from planner.hardware_choice import hardware_sentence
 from planner.knee import knee_sentence, slo_knee
 from planner.request import NO_SPEC, PlanRequest
 from planner.sensitivity import PLAN_MC_SAMPLES, tornado
@@ -79,6 +80,7 @@ class BoardReport:
     generated: str  # ISO date
     scenario: str  # model, hardware, price, SLO, volume, in one line
     decision: str  # the plan's verdict: the decision in one sentence
+    elsewhere: str  # '' or the verdict's sentence naming a cheaper GPU type (the hardware comparison's)
     knee: str  # '' or the sentence saying the saving sits on a knee of the SLO
     money: tuple[Figure, ...]
     fleet_note: str
@@ -214,8 +216,18 @@ def _scenario(p: Plan, catalog) -> str:
             f"${p.usd_per_gpu_hour:.2f}/GPU-hour, TPOT SLO {req.tpot_slo_ms:g} ms, {volume}.")
 
 
+def _decision(p: Plan, catalog) -> tuple[str, str]:
+    """(the decision, the sentence on a cheaper GPU type): the plan's verdict, whose last sentence is the hardware
+    comparison's when it names a cheaper GPU type (planner.plan appends it)."""
+    elsewhere = hardware_sentence(p.hardware_choice, p.request, catalog) if p.hardware_choice is not None else ""
+    if elsewhere and p.verdict.endswith(elsewhere):
+        return p.verdict[:-len(elsewhere)].rstrip(), elsewhere
+    return p.verdict, ""
+
+
 def board_report(p: Plan, catalog, *, generated: str) -> BoardReport:
     """The board report's content for plan `p` (planner.plan.plan's answer, the one the pages show)."""
+    decision, elsewhere = _decision(p, catalog)
     hours, today_label, rec_label, top = _hours(p)
     drivers, mid, mid_text = _drivers(p, catalog)
     hw, hw_note = _hardware(p)
@@ -229,7 +241,8 @@ def board_report(p: Plan, catalog, *, generated: str) -> BoardReport:
         title="Speculative decoding: the decision and the money",
         generated=generated,
         scenario=_scenario(p, catalog),
-        decision=p.verdict,
+        decision=decision,
+        elsewhere=elsewhere,
         knee=knee,
         money=_money(p),
         fleet_note=(f"{one.hours_source}. GPUs each hour of the day; the bill pays for these GPU-hours. Today runs "

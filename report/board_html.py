@@ -95,6 +95,8 @@ def board_html(r: BoardReport) -> str:
            f"<style>{CSS}</style></head><body>",
            f"<h1>{_e(r.title)}</h1><p class='small'>{_e(r.generated)}. {_e(r.scenario)}</p>",
            f"<p class='decision'>{_e(r.decision)}</p>"]
+    if r.elsewhere:
+        out.append(f"<p>{_e(r.elsewhere)}</p>")
     if r.knee:
         out.append(f"<p><b>{_e(r.knee)}</b></p>")
     out.append("<h2>The money</h2><table>")

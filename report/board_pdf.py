@@ -160,6 +160,8 @@ def board_pdf(r: BoardReport) -> bytes:
     pdf.cell(0, 8, latin1(r.title), new_x="LMARGIN", new_y="NEXT")
     _para(pdf, f"{r.generated}. {r.scenario}", size=8)
     _para(pdf, r.decision, size=10.5, style="B")
+    if r.elsewhere:
+        _para(pdf, r.elsewhere, size=9)
     if r.knee:
         _para(pdf, r.knee, size=9, style="B")
     _heading(pdf, "The money")

@@ -17,7 +17,7 @@ from report.board_pdf import board_pdf
 from views import _hardware
 from views import _report as rep
 from views import _state as S
-from views._text import plain_in
+from views._text import plain
 
 
 @st.cache_resource(max_entries=16, show_spinner=False, hash_funcs={P.PlanRequest: repr})
@@ -39,17 +39,20 @@ def render() -> None:
     mc = S.monte_carlo(S.at_spend_volume(req), p.best.method, p.best.k) if p.best is not None else None
     day = dt.date.today().isoformat()
     board, pdf_doc, html_doc = _documents(req, day)
-    profile = getattr(st.session_state.get(S.PROFILE_KEY), "name", None)
-    st.markdown(f"**Recommendation:** {plain_in(board.decision, profile)}")
+    # the planner's sentences as text: their dollar signs would otherwise open LaTeX (views._text)
+    st.markdown(f"**Recommendation:** {plain(board.decision)}")
+    if board.elsewhere:
+        st.markdown(plain(board.elsewhere))
     if board.knee:
-        st.markdown(f"**{board.knee}**")
-    S.table([{"": f.label, "figure": f.value, "how it is read": f.note} for f in board.money], key="report_money")
+        st.markdown(f"**{plain(board.knee)}**")
+    st.markdown("\n".join(f"- {plain(f.label)}: **{plain(f.value)}**" + (f" ({plain(f.note)})" if f.note else "")
+                           for f in board.money))
     if mc is not None:
         st.markdown(f"**How sure:** {cat.methods[mc.method].label} (K={mc.k}) saves money in {mc.p_saves * 100:.0f} % "
                     f"of {mc.samples} draws (monthly saving p5 {fmt_usd(mc.saving_p05)}, median "
                     f"{fmt_usd(mc.saving_p50)}, p95 {fmt_usd(mc.saving_p95)}; the Sensitivity page's Monte Carlo).")
     csv_rows = rep.scenario_rows(p, list(p.levers), mc)
-    c = st.columns(4)
+    c = st.columns(2) + st.columns(2)  # two rows of two: the labels whole at 1280 px
     c[0].download_button("Download the board report (PDF)", pdf_doc, file_name=f"specplan-{day}.pdf",
                          mime="application/pdf", key="report_pdf")
     c[1].download_button("Download the board report (HTML)", html_doc.encode("utf-8"),

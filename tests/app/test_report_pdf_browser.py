@@ -4,7 +4,6 @@ a hardware-comparison link."""
 
 from __future__ import annotations
 
-import io
 import re
 
 import pytest

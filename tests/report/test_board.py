@@ -151,3 +151,13 @@ def test_the_cli_writes_the_report(tmp_path):
                           "--model", "llama-3.1-8b", "--hardware", "h100-sxm"], capture_output=True, text=True,
                          timeout=180)
     assert bad.returncode == 2 and "--out=" in bad.stderr and "folder that exists" in bad.stderr
+
+
+def test_the_decision_is_one_sentence_and_a_cheaper_gpu_is_the_next(cat):
+    p = planned(cat, **HARDWARE)
+    r = board_report(p, cat, generated="2026-12-04")
+    assert p.hardware_choice.cheaper_elsewhere is not None
+    assert r.elsewhere.startswith("A cheaper GPU for this traffic") and f"{r.decision} {r.elsewhere}" == p.verdict
+    assert r.decision.count(". ") == 0 and r.decision.endswith(".")
+    plain = board_report(planned(cat, **SPEND), cat, generated="2026-12-04")
+    assert plain.decision == planned(cat, **SPEND).verdict and plain.elsewhere == ""
