@@ -103,6 +103,10 @@ def _per_month(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{fmt_usd(x)}/month"
 
 
+def _gpus(n: int) -> str:
+    return f"{n:,} GPU" + ("" if n == 1 else "s")
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:.0f} %"
 
@@ -122,14 +126,14 @@ def _money(p: Plan) -> tuple[Figure, ...]:
     today, best = p.reference_fleet, p.best_fleet
     switching = p.best is not None and p.reference is not None and p.best.method != p.reference.method
     out = [Figure("Today's monthly bill", _per_month(e.reference_bill_usd_per_month),
-                  f"{today.label}: {today.peak_gpus:,} GPUs at the peak ({today.tp} per replica), {e.billing} fleet"
+                  f"{today.label}: {_gpus(today.peak_gpus)} at the peak ({today.tp} per replica), {e.billing} fleet"
                   if today is not None else "no configuration serves the traffic under the SLO today")]
-    if best is not None:
+    if best is not None and (today is None or (best.method, best.tp) != (today.method, today.tp)):
         label = "Recommended monthly bill" if p.recommendation is not None else \
             f"Monthly bill with {best.label} (not recommended)"
         k = f" K={best.k}," if best.k else ""
         out.append(Figure(label, _per_month(e.new_bill_usd_per_month),
-                          f"{best.label},{k} {best.peak_gpus:,} GPUs at the peak ({best.tp} per replica), "
+                          f"{best.label},{k} {_gpus(best.peak_gpus)} at the peak ({best.tp} per replica), "
                           f"{e.billing} fleet"))
     band = (f"5th to 95th percentile of the draws: {_per_month(e.saving_p05_usd)} to {_per_month(e.saving_p95_usd)}"
             if e.saving_p05_usd is not None else "")
@@ -175,6 +179,24 @@ def _drivers(p: Plan, catalog) -> tuple[tuple[DriverBar, ...], float, str]:
                           _per_month(b.high_saving_usd)) for b in bars[:MAX_DRIVERS])
     mid = bars[0].mid_saving_usd if bars else math.nan
     return out, mid, _per_month(mid)
+
+
+def _drivers_note(p: Plan, drivers: tuple[DriverBar, ...], mid_text: str) -> str:
+    """What the tornado draws: the best method's saving against no speculation on the requested GPUs per replica
+    (planner.sensitivity.tornado), and, when today is another configuration, that the headline's saving is not it."""
+    if p.best is None:
+        return "No method fits memory and meets the SLO, so there is no saving to draw."
+    against = f"no speculation on {_gpus(p.request.tp)} per replica"
+    if not drivers:
+        return (f"No driver to draw: {p.best.label}'s saving is drawn against {against}, which cannot serve this "
+                "traffic under the SLO.")
+    ref = p.reference_fleet
+    other = "" if ref is None or (ref.method, ref.tp) == (NO_SPEC, p.request.tp) else (
+        f" Today runs {ref.label} on {_gpus(ref.tp)} per replica, so the headline's saving is against that fleet, "
+        "not this one.")
+    return (f"The monthly saving of {p.best.label} against {against} when one driver moves to its low or high end "
+            f"and the others stay at their middle ({mid_text}); the widest {len(drivers)} of the Sensitivity page's "
+            f"bars.{other}")
 
 
 def _hardware(p: Plan) -> tuple[tuple[HardwareRow, ...], str]:
@@ -235,7 +257,6 @@ def board_report(p: Plan, catalog, *, generated: str) -> BoardReport:
     one = p.reference_fleet or p.best_fleet
     cur = catalog.methods[p.request.current_method].label if p.request.current_method != NO_SPEC else \
         "no speculation"
-    vs = "no speculation" if p.reference is None or p.reference.method == NO_SPEC else p.reference.label
     tier = fmt_acceptance(p.best) if p.best is not None else ""
     return BoardReport(
         title="Speculative decoding: the decision and the money",
@@ -251,9 +272,7 @@ def board_report(p: Plan, catalog, *, generated: str) -> BoardReport:
         recommended_label=rec_label,
         hours=hours,
         max_gpus=top,
-        drivers_note=(f"The monthly saving of {p.best.label} against {vs} when one driver moves to its low or high "
-                      f"end and the others stay at their middle ({mid_text}); the widest {len(drivers)} of the "
-                      "Sensitivity page's bars." if drivers else "No method to draw."),
+        drivers_note=_drivers_note(p, drivers, mid_text),
         drivers=drivers,
         drivers_mid_usd=mid,
         drivers_mid_text=mid_text,

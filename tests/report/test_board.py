@@ -161,3 +161,16 @@ def test_the_decision_is_one_sentence_and_a_cheaper_gpu_is_the_next(cat):
     assert r.decision.count(". ") == 0 and r.decision.endswith(".")
     plain = board_report(planned(cat, **SPEND), cat, generated="2026-12-04")
     assert plain.decision == planned(cat, **SPEND).verdict and plain.elsewhere == ""
+
+
+def test_the_drivers_say_what_they_are_drawn_against(cat):
+    """The tornado draws the best method against no speculation on the requested TP: when today is another fleet
+    the note says the headline's saving is not the bars'; when no speculation cannot serve there, no bar is drawn."""
+    other = board_report(planned(cat, model="llama-3.1-8b", tp=1, current_method="ngram", monthly_output_tokens=1e12),
+                         cat, generated="2026-12-04")
+    assert other.drivers and "Today runs n-gram" in other.drivers_note and "1 GPU per replica" in other.drivers_note
+    missed = board_report(planned(cat, tpot_slo_ms=10.0), cat, generated="2026-12-04")
+    assert missed.drivers == () and "cannot serve this traffic under the SLO" in missed.drivers_note
+    stay = board_report(planned(cat, current_method="eagle3"), cat, generated="2026-12-04")
+    assert [f.label for f in stay.money][:2] == ["Today's monthly bill", "Monthly saving"]
+    assert stay.money[1].value == "none: no switch"
