@@ -4,8 +4,10 @@ than a spend's plan, and the report left the hardware comparison out)."""
 
 from __future__ import annotations
 
+import csv
 import io
 
+import pytest
 from pypdf import PdfReader
 
 from planner.formatting import fmt_usd
@@ -56,3 +58,8 @@ def test_a_hardware_comparison_link_reaches_the_pdf(app, media):  # noqa: F811
         assert figure in text, (figure, text[:1200])
     assert "Which GPU type" in text and f"{fmt_usd(cheapest['usd_per_month'])}/month" in text
     assert cheapest["hardware_label"] in text
+    # the CSV the page offers carries the comparison too, and the page says the cheaper GPU type's sentence
+    rows = {(r["section"], r["item"]): r for r in csv.DictReader(io.StringIO(
+        downloaded(at, media, "report_csv").decode("utf-8")))}
+    assert float(rows[("hardware comparison", "cheapest")]["value"]) == pytest.approx(cheapest["usd_per_month"])
+    assert any("A cheaper GPU for this traffic" in m.value for m in at.markdown)
