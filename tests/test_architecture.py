@@ -1,6 +1,6 @@
 """One-way dependencies (docs/architecture.md): planner imports numpy/scipy only; only app.py and views/ import
-streamlit; report/ (the board report) reads the planner and writes documents, and only the views and the CLI read it; torch and vllm are imported inside the functions that need them; no import cycle between files; no file
-so long that a newcomer cannot hold it."""
+streamlit; report/ (the board report) reads the planner and no page; torch and vllm are imported inside the
+functions that need them; no import cycle between files; no file so long that a newcomer cannot hold it."""
 
 from __future__ import annotations
 
