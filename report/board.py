@@ -84,8 +84,8 @@ class BoardReport:
     knee: str  # '' or the sentence saying the saving sits on a knee of the SLO
     money: tuple[Figure, ...]
     fleet_note: str
-    today_label: str
-    recommended_label: str  # '' when there is no second fleet
+    today_label: str  # the chart's legend: 'today (no speculation)'
+    recommended_label: str  # 'recommended (EAGLE-3)' or 'EAGLE-3 (not recommended)'; '' when there is no second fleet
     hours: tuple[HourBar, ...]
     max_gpus: int  # the chart's scale: the most GPUs in any hour of either fleet
     drivers_note: str
@@ -268,8 +268,9 @@ def board_report(p: Plan, catalog, *, generated: str) -> BoardReport:
         money=_money(p),
         fleet_note=(f"{one.hours_source}. GPUs each hour of the day; the bill pays for these GPU-hours. Today runs "
                     f"{cur}." if one is not None else "No configuration meets the SLO, so no fleet can be sized."),
-        today_label=today_label,
-        recommended_label=rec_label,
+        today_label=f"today ({today_label})" if today_label else "",
+        recommended_label=("" if not rec_label else f"recommended ({rec_label})" if p.recommendation is not None
+                           else f"{rec_label} (not recommended)"),
         hours=hours,
         max_gpus=top,
         drivers_note=_drivers_note(p, drivers, mid_text),

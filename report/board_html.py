@@ -31,13 +31,13 @@ def hours_svg(r: BoardReport, *, width: int = 780, height: int = 220) -> str:
     """GPUs by hour, today (grey) beside the recommended fleet (green)."""
     if not r.hours or r.max_gpus <= 0:
         return ""
-    left, bottom, top = 40, 24, 10
+    left, bottom, top = 40, 24, 22
     plot_h = height - bottom - top
     slot = (width - left) / len(r.hours)
     two = r.recommended_label != ""
     bar = slot * (0.4 if two else 0.7)
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' role='img' "
-           f"aria-label='GPUs by hour'>"]
+           f"aria-label='GPUs by hour'><text x='{left - 4}' y='10' font-size='10' text-anchor='end'>GPUs</text>"]
     for tick in (0, r.max_gpus // 2, r.max_gpus):
         y = top + plot_h * (1 - tick / r.max_gpus)
         out.append(f"<line x1='{left}' x2='{width}' y1='{_px(y)}' y2='{_px(y)}' stroke='#ddd'/>"
@@ -103,12 +103,11 @@ def board_html(r: BoardReport) -> str:
     out += [f"<tr><td>{_e(f.label)}</td><td class='v'>{_e(f.value)}</td><td class='small'>{_e(f.note)}</td></tr>"
             for f in r.money]
     out.append("</table>")
-    out.append(f"<h2>The fleet by hour: GPUs today and recommended</h2><p class='small'>{_e(r.fleet_note)}</p>")
+    out.append(f"<h2>The fleet by hour: GPUs today and with the change</h2><p class='small'>{_e(r.fleet_note)}</p>")
     if r.hours:
-        legend = f"<span style='color:{TODAY_COLOUR}'>&#9632;</span> today ({_e(r.today_label)})"
+        legend = f"<span style='color:{TODAY_COLOUR}'>&#9632;</span> {_e(r.today_label)}"
         if r.recommended_label:
-            legend += (f" &nbsp; <span style='color:{RECOMMENDED_COLOUR}'>&#9632;</span> recommended "
-                       f"({_e(r.recommended_label)})")
+            legend += f" &nbsp; <span style='color:{RECOMMENDED_COLOUR}'>&#9632;</span> {_e(r.recommended_label)}"
         out.append(f"<p class='small'>{legend}</p>" + hours_svg(r))
     out.append(f"<h2>What the probability depends on</h2><p class='small'>{_e(r.drivers_note)} "
                f"<span style='color:{LOW_COLOUR}'>&#9632;</span> low end, "

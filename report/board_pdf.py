@@ -61,9 +61,9 @@ def _hours_chart(pdf: FPDF, r: BoardReport) -> None:
     if not r.hours or r.max_gpus <= 0:
         return
     left, width, height = pdf.l_margin + 10, pdf.w - pdf.l_margin - pdf.r_margin - 10, 42
-    if pdf.get_y() + height + 10 > pdf.h - 14:
+    if pdf.get_y() + height + 13 > pdf.h - 14:
         pdf.add_page()
-    top = pdf.get_y() + 2
+    top = pdf.get_y() + 5
     base = top + height
     pdf.set_font("Helvetica", size=6.5)
     pdf.set_draw_color(220, 220, 220)
@@ -72,6 +72,8 @@ def _hours_chart(pdf: FPDF, r: BoardReport) -> None:
         pdf.line(left, y, left + width, y)
         pdf.set_xy(pdf.l_margin, y - 1.5)
         pdf.cell(9, 3, f"{tick:,}", align="R")
+    pdf.set_xy(pdf.l_margin, top - 4)
+    pdf.cell(9, 3, "GPUs", align="R")
     slot = width / len(r.hours)
     two = r.recommended_label != ""
     bar = slot * (0.4 if two else 0.7)
@@ -88,8 +90,7 @@ def _hours_chart(pdf: FPDF, r: BoardReport) -> None:
             pdf.cell(slot + 4, 3, f"{h.hour:02d}:00", align="C")
     pdf.set_xy(pdf.l_margin, base + 4)
     pdf.set_font("Helvetica", size=7.5)
-    for colour, text in [(GREY, f"today ({r.today_label})")] + ([(GREEN, f"recommended ({r.recommended_label})")]
-                                                                  if two else []):
+    for colour, text in [(GREY, r.today_label)] + ([(GREEN, r.recommended_label)] if two else []):
         pdf.set_fill_color(*colour)
         pdf.rect(pdf.get_x(), pdf.get_y() + 1, 2.5, 2.5, style="F")
         pdf.set_x(pdf.get_x() + 3.5)
@@ -166,7 +167,7 @@ def board_pdf(r: BoardReport) -> bytes:
         _para(pdf, r.knee, size=9, style="B")
     _heading(pdf, "The money")
     _table(pdf, None, [(f.label, f.value, f.note) for f in r.money], (40, 34, 108), size=8.5, bold_col=1)
-    _heading(pdf, "The fleet by hour: GPUs today and recommended")
+    _heading(pdf, "The fleet by hour: GPUs today and with the change")
     _para(pdf, r.fleet_note, size=7.5)
     _hours_chart(pdf, r)
     _heading(pdf, "What the probability depends on")

@@ -103,7 +103,10 @@ def test_the_fleet_by_hour_is_the_plans_two_fleets(cat):
     assert [h.today_gpus for h in r.hours] == [h.gpus for h in p.reference_fleet.hours]
     assert [h.recommended_gpus for h in r.hours] == [h.gpus for h in p.best_fleet.hours]
     assert r.max_gpus == max(h.gpus for f in (p.reference_fleet, p.best_fleet) for h in f.hours)
-    assert len(r.hours) == 24 and r.recommended_label == p.best_fleet.label
+    assert len(r.hours) == 24 and r.recommended_label == f"recommended ({p.best_fleet.label})"
+    assert r.today_label == f"today ({p.reference_fleet.label})"
+    stay = board_report(planned(cat, **SPEND), cat, generated="2026-12-04")  # P = 58 % is below the 80 % asked
+    assert stay.recommended_label == "EAGLE-3 (not recommended)"
 
 
 @pytest.mark.parametrize("kw", [SPEND, HARDWARE], ids=["spend", "hardware comparison"])
