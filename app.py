@@ -7,7 +7,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from views import _memory, _state
+from views.parts import memory as _memory
+from views.sidebar import state as _state
 
 HERE = Path(__file__).resolve().parent
 

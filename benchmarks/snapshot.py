@@ -91,7 +91,7 @@ def _json(obj: Any) -> Any:
 
 
 def _cli(argv: list[str]) -> Any:
-    from planner.cli import main
+    from cli.main import main
 
     buf, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
@@ -103,8 +103,8 @@ def _cli(argv: list[str]) -> Any:
 
 def _api():
     """The module names of today's layout (the one place to edit when code moves)."""
-    from planner import sensitivity
     from planner.plan import PlanRequest
+    from planner.uncertainty import sensitivity
     from profiles import load_catalog
     from profiles.traffic import parse_traffic
 

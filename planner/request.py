@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from planner.engines import DEFAULT_ENGINE, ENGINES
 from planner.fleet import SHAPES
+from planner.physics.engines import DEFAULT_ENGINE, ENGINES
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Efficiency
 
 NO_SPEC = "none"  # "current method": no speculative decoding today
@@ -26,7 +26,8 @@ DEFAULT_MONTHLY_OUTPUT_TOKENS = 1e10
 MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
 TP_OPTIONS = (1, 2, 4, 8)
 MAX_K = 32  # draft tokens per step a single-point evaluation accepts
-BILLINGS = ("autoscaled", "fixed")  # a fleet paid per GPU-hour used, or sized for the peak all month (planner.bill)
+# a fleet paid per GPU-hour used, or sized for the peak all month (planner.money.bill)
+BILLINGS = ("autoscaled", "fixed")
 
 
 class PlanError(ValueError):
@@ -108,7 +109,8 @@ class PlanRequest:
     hardware: str
     tp: int = 1
     # True: the tp GPUs run attention data parallel and the routed experts expert parallel (MoE models; vLLM
-    # --data-parallel-size tp --enable-expert-parallel; planner.roofline.step_time_terms); False: tensor parallel
+    # --data-parallel-size tp --enable-expert-parallel; planner.physics.roofline.step_time_terms); False: tensor
+    # parallel
     attention_dp: bool = False
     dtype: str = "bf16"  # weights: bf16, fp8, nvfp4, mxfp4 (planner.types.WEIGHT_DTYPES)
     kv_dtype: str | None = None  # KV cache: bf16 or fp8; None: fp8 with fp8 weights, else bf16
@@ -131,42 +133,42 @@ class PlanRequest:
     acceptance_source: str = ""
     methods: tuple[str, ...] | None = None  # None: every method in the catalogue
     efficiency: Efficiency | None = None  # None: the hardware's (or a calibrated profile's)
-    # Fleet by hour (planner.fleet), always sized: None = the default shape (planner.sizing.DEFAULT_SHAPE); else
+    # Fleet by hour (planner.fleet), always sized: None = the default shape (planner.money.sizing.DEFAULT_SHAPE); else
     # the day's shape. `hours` from a traffic trace wins over
     # `daily_shape` (planner.fleet.SHAPES: 'flat', 'business_hours', 'consumer_evening') on the monthly volume.
     daily_shape: str | None = None
     hours: tuple = ()  # planner.fleet.HourLoad per hour of the day (a trace's own shape)
     hours_source: str = ""
-    # the token tree deployed (or to deploy): tree-capable methods are verified with it (planner.trees.TreeShape);
-    # None: chains (lever 4 then prices the planner's default tree)
+    # the token tree deployed (or to deploy): tree-capable methods are verified with it
+    # (planner.acceptance.trees.TreeShape); None: chains (lever 4 then prices the planner's default tree)
     tree_shape: Any = None
     # the levers' starting method: "auto" = today's method (EAGLE-3 when today has no draft); None = no levers
     levers_start: str | None = None
-    # The money: "autoscaled" pays each hour's replicas, "fixed" a fleet sized for the peak (planner.bill)
+    # The money: "autoscaled" pays each hour's replicas, "fixed" a fleet sized for the peak (planner.money.bill)
     billing: str = "autoscaled"
     # the probability of a positive saving (Monte Carlo) a recommendation to deploy requires
     confidence: float = 0.8
     # True: the Monte Carlo and the tornado draw $/GPU-hour from the hardware's list range (never over an entered price)
     price_range: bool = False
-    # Spend as an input (planner.spend): a monthly spend on the request's GPU type and TP replaces the volume by the
-    # volume that fleet serves under the SLO; spend_gpus: the fleet's GPUs at the peak (None: not stated)
+    # Spend as an input (planner.money.spend): a monthly spend on the request's GPU type and TP replaces the volume by
+    # the volume that fleet serves under the SLO; spend_gpus: the fleet's GPUs at the peak (None: not stated)
     spend_usd_per_month: float | None = None
     spend_gpus: int | None = None
-    # the cheapest fleet over the catalogue's GPU types, TPs and weights (planner.hardware_choice), at these prices
-    # ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price)
+    # the cheapest fleet over the catalogue's GPU types, TPs and weights (planner.decision.hardware_choice), at these
+    # prices ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price)
     compare_hardware: bool = False
     hardware_prices: tuple[tuple[str, float], ...] = ()
-    # the serving engine (planner.engines.ENGINES): its own speculation overheads, fitted to its published rows, and
-    # its deploy command; engine_version None: the version the calibration pins (vLLM) or not stated
+    # the serving engine (planner.physics.engines.ENGINES): its own speculation overheads, fitted to its published rows,
+    # and its deploy command; engine_version None: the version the calibration pins (vLLM) or not stated
     engine: str = DEFAULT_ENGINE
     engine_version: str | None = None
-    # The share of prompt tokens served from the prefix cache, 0..1 (planner.serving.prefill_time_s): those tokens
-    # are not recomputed. None: 0, every prompt prefilled in full. prefix_cache_source: where the share comes from
-    # (entered, a trace's block hashes), shown in the assumptions.
+    # The share of prompt tokens served from the prefix cache, 0..1 (planner.physics.serving.prefill_time_s): those
+    # tokens are not recomputed. None: 0, every prompt prefilled in full. prefix_cache_source: where the share comes
+    # from (entered, a trace's block hashes), shown in the assumptions.
     prefix_cache_share: float | None = None
     prefix_cache_source: str = ""
     # sampling temperature of the requests (0: greedy, vLLM's temperature=0); acceptance falls as it rises
-    # (planner.acceptance_tiers)
+    # (planner.acceptance.tiers)
     temperature: float = 0.0
 
 
@@ -243,7 +245,7 @@ def validate_scenario(s, model, hw, method) -> None:
 
 
 def check_spend(req: PlanRequest, catalog) -> None:
-    """The spend and hardware-comparison fields (planner.spend, planner.hardware_choice)."""
+    """The spend and hardware-comparison fields (planner.money.spend, planner.decision.hardware_choice)."""
     s = req.spend_usd_per_month
     if s is not None and not (is_number(s) and 0 < s <= 1e10):
         raise PlanError("spend_usd_per_month", s, "a monthly spend above $0 and at most $10,000,000,000")
@@ -261,7 +263,7 @@ def check_spend(req: PlanRequest, catalog) -> None:
 
 
 def check_engine(req: PlanRequest) -> None:
-    """The serving engine: one of planner.engines.ENGINES, and a version as a short string or none."""
+    """The serving engine: one of planner.physics.engines.ENGINES, and a version as a short string or none."""
     if not isinstance(req.engine, str) or req.engine not in ENGINES:
         raise PlanError("engine", req.engine, "one of " + ", ".join(f"{k} ({v})" for k, v in ENGINES.items()))
     v = req.engine_version

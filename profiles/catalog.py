@@ -257,7 +257,7 @@ def _entries(path: Path, cls: type, prepare: Callable[[str, dict, BuildContext],
 
 
 def prepare_hardware(name: str, raw: dict, ctx: BuildContext) -> dict:
-    from planner.borrowed import ARCHITECTURES  # noqa: PLC0415
+    from planner.physics.borrowed import ARCHITECTURES  # noqa: PLC0415
 
     if raw.get("architecture", "") not in ("", *ARCHITECTURES):
         raise ctx.error("architecture", raw["architecture"], "one of " + ", ".join(ARCHITECTURES))
@@ -288,13 +288,13 @@ class Catalog:
     levers: NamedTable
     prices: Mapping[str, Any]
     price_sources: Mapping[str, Sourced]
-    # step-time parameters fitted to measured kernels, per (hardware, weight dtype): planner.scenario.efficiency_for
+    # step-time terms fitted to measured kernels per (hardware, weight dtype): planner.search.scenario.efficiency_for
     fitted_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
     # each fit's held-out TPOT error (a fraction): the Monte Carlo and the tornado draw the step time from it
     fitted_tpot_error: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
-    # GPUs without kernel data: terms borrowed from the nearest fitted GPU (planner.borrowed; profiles/borrowed.py)
+    # GPUs without kernel data borrow terms from the nearest fitted GPU (planner.physics.borrowed; profiles/borrowed.py)
     borrowed_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
-    # each fit's architecture families (planner.step_scope) and each borrowed set's (donor fit, overhead scale)
+    # each fit's architecture families (planner.physics.step_scope) and each borrowed set's (donor fit, overhead scale)
     fitted_families: Mapping[tuple[str, str], frozenset] = dataclasses.field(default_factory=dict)
     borrowed_donors: Mapping[tuple[str, str], tuple] = dataclasses.field(default_factory=dict)
     # speculation overheads fitted to published speedups (one set for every hardware): efficiency_for applies them
@@ -302,15 +302,15 @@ class Catalog:
     fitted_speculation_source: Sourced | None = None
     # the fitted ones' standard errors (same units): the Monte Carlo and the tornado draw them
     fitted_speculation_stderr: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    # each serving engine's own speculation terms (planner.engines.EngineTerms) and the leave-one-source-out speedup
-    # error per (engine, dense|moe) class and overall ((MAPE, rows)): profiles/engines.py
+    # each serving engine's own speculation terms (planner.physics.engines.EngineTerms) and the leave-one-source-out
+    # speedup error per (engine, dense|moe) class and overall ((MAPE, rows)): profiles/engines.py
     speculation_engines: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     speculation_class_error: Mapping[tuple[str, str], tuple[float, int]] = dataclasses.field(default_factory=dict)
     speculation_overall_error: tuple[float, int] | None = None
-    # each engine's per-batch speculation switch cost where it drafts nothing (planner.engines.SwitchingOverhead,
-    # profiles/data/engine_switching.yaml): the fleet by hour adds it to the hours the K schedule runs at K = 0
+    # each engine's per-batch speculation switch cost where it drafts nothing (planner.physics.engines.SwitchingOverhead
+    # and profiles/data/engine_switching.yaml): the fleet by hour adds it to the hours the K schedule runs at K = 0
     speculation_switching: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    # measured acceptance and public heads (profiles.acceptance_library; planner.acceptance_tiers); None: empty
+    # measured acceptance and public heads (profiles.acceptance_library; planner.acceptance.tiers); None: empty
     acceptance_library: Any = None
 
     @property
@@ -339,8 +339,8 @@ class Catalog:
         return dataclasses.replace(self, models=table)
 
     def method_available(self, method: str, model: str) -> tuple[bool, str]:
-        """Whether a method can run on a model, and why not (planner.scenario.availability)."""
-        from planner.scenario import availability
+        """Whether a method can run on a model, and why not (planner.search.scenario.availability)."""
+        from planner.search.scenario import availability
 
         return availability(self.models[model], self.methods[method])
 

@@ -1,5 +1,5 @@
 """A user's own GPU: a YAML (or JSON) file with the fields of one hardware.yaml entry, validated into a Hardware
-record named `spec:<digest>` and added to a catalogue with its borrowed step-time terms (planner/borrowed.py).
+record named `spec:<digest>` and added to a catalogue with its borrowed step-time terms (planner/physics/borrowed.py).
 
     label: My GPU 120GB                      # shown with every number
     hbm_gb: 120
@@ -9,7 +9,7 @@ record named `spec:<digest>` and added to a catalogue with its borrowed step-tim
     fp4_tflops: 0                            # optional; 0: no FP4 tensor cores
     interconnect_gb_s: 450                   # per-GPU unidirectional, for tensor-parallel all-reduce
     max_tp: 8
-    architecture: hopper                     # optional: planner.borrowed.ARCHITECTURES, or nvidia / amd
+    architecture: hopper                     # optional: planner.physics.borrowed.ARCHITECTURES, or nvidia / amd
     scale_up_gpus: 8                         # optional: GPUs in one NVLink / Infinity Fabric domain
     usd_per_gpu_hour: {low: 2.0, high: 4.0}
     price: {source: "our cloud contract", date: 2026-12-01}
@@ -117,7 +117,7 @@ def read_hardware_spec(path: str | Path) -> Hardware:
 
 def with_hardware_spec(catalog: Catalog, hw: Hardware) -> Catalog:
     """The catalogue with the user's GPU beside the shipped ones and its borrowed step-time terms (donor, overhead
-    scale, band: planner/borrowed.py), as the catalogue's own GPUs without kernel data get them."""
+    scale, band: planner/physics/borrowed.py), as the catalogue's own GPUs without kernel data get them."""
     from profiles.borrowed import BORROWED_YAML, borrowed_fields  # noqa: PLC0415
 
     table = NamedTable("hardware", {**catalog.hardware, hw.name: hw})

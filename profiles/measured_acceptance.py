@@ -1,5 +1,5 @@
 """A customer's own measured acceptance, read from what their engine already writes: the top tier of the planner's
-acceptance (planner.acceptance_tiers: the customer's measurement beats a public head, a family fit and a prior).
+acceptance (planner.acceptance.tiers: the customer's measurement beats a public head, a family fit and a prior).
 
 Formats (recognised by their content, not their name):
 - Prometheus text from a running vLLM's `GET /metrics` (prometheus_client's parser): the counters

@@ -10,10 +10,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from planner.answer import LeverStep
+from planner.decision.levers import order_by_return, summarize
 from planner.formatting import fmt_cpm, fmt_months, fmt_usd
-from planner.levers import order_by_return, summarize
 from planner.request import NO_SPEC
-from views import _state as S
+from views.sidebar import state as S
 
 
 def waterfall_figure(steps: list[LeverStep], start_label: str, start_cpm: float, title: str) -> go.Figure:

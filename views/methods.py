@@ -8,8 +8,8 @@ import streamlit as st
 
 from planner.answer import Plan
 from planner.formatting import fmt_cpm, fmt_pct, fmt_usd
-from views import _state as S
 from views.plan import CONVENTION
+from views.sidebar import state as S
 
 # What a reader compares first, in view at 1280 px; the rest of the columns follow (scroll right)
 FIRST_COLUMNS = ("method", "CPM $/Mtok", "vs today", "speedup (same batch)", "K", "best batch", "TPOT ms", "feasible")

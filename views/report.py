@@ -9,11 +9,11 @@ import datetime as dt
 import streamlit as st
 
 from planner.formatting import fmt_usd
-from views import _report as rep
-from views import _state as S
-from views._text import plain_in
 from views.levers import waterfall_figure
+from views.parts import report as rep
+from views.parts.text import plain_in
 from views.plan import cpm_chart
+from views.sidebar import state as S
 
 
 def render() -> None:

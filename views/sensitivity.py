@@ -8,10 +8,10 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from planner import sensitivity as sens
 from planner.formatting import fmt_pct, fmt_usd
 from planner.price import gpu_price
-from views import _state as S
+from planner.uncertainty import sensitivity as sens
+from views.sidebar import state as S
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -134,7 +134,7 @@ def render() -> None:
     unit = st.radio("Measure", ["bill", "cpm"], key="sens_tornado_unit", horizontal=True,
                     format_func=lambda v: "monthly bill saving, $/month" if v == "bill"
                     else "CPM change at full load, %")
-    if unit == "bill":  # the money number: today's fleet bill - the method's fleet bill (planner.bill)
+    if unit == "bill":  # the money number: today's fleet bill - the method's fleet bill (planner.money.bill)
         mid, lows, highs = tor[0].mid_saving_usd, [d.low_saving_usd for d in tor], [d.high_saving_usd for d in tor]
         xlab, mid_text = f"{label}: monthly saving vs no speculation, $/month ({req.billing} fleet)", fmt_usd(mid)
         side = "Right of 0: speculation saves"

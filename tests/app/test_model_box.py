@@ -10,8 +10,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from calibration import kept_models
-from calibration.store import Store
+from calibration.storage import kept_models
+from calibration.storage.store import Store
 from profiles import load_catalog
 
 CONFIGS = Path(__file__).resolve().parents[1] / "profiles" / "model_configs"
@@ -76,7 +76,7 @@ def test_a_visitor_name_is_plain_and_an_fp8_checkpoint_sets_the_weights(app):
 
 
 def test_kept_models_store_the_bytes_and_check_them():
-    import views._model_box  # noqa: F401 - registers kept_models.resolve with the catalogue, as the app does
+    import views.sidebar.model_box  # noqa: F401 - registers kept_models.resolve with the catalogue, as the app does
     parsed, why = kept_models.keep(QWEN35.encode())
     assert why == "" and parsed.spec.name == name_of(QWEN35)
     kept_models._cache.clear()
