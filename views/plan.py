@@ -17,6 +17,7 @@ from planner.decision.assumptions import CALIBRATED_PREFIX
 from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.request import PlanRequest
 from views.parts import hardware as _hardware
+from views.parts import widgets
 from views.parts.text import plain_in, quoted
 from views.sidebar import state as S
 
@@ -219,7 +220,7 @@ def render() -> None:
                    f"({len(p.segments)} segments, weighted by output tokens)"
                    + (f"; batch capped at {cap:,.0f} concurrent sequences (median minute, Little's law)"
                       if cap is not None else "") + ".")
-    S.glossary()
+    widgets.glossary()
     st.subheader("CPM at full load by method, each at its own best K and batch under the SLO")
     st.plotly_chart(cpm_chart(p), key="plan_cpm_chart", width="stretch")
     st.caption("Bars: the alpha range's midpoint; whiskers: the method's alpha range (low-high). Grey bars miss the "

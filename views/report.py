@@ -11,6 +11,7 @@ import streamlit as st
 from planner.formatting import fmt_usd
 from views.levers import waterfall_figure
 from views.parts import report as rep
+from views.parts import widgets
 from views.parts.text import plain_in
 from views.plan import cpm_chart
 from views.sidebar import state as S
@@ -45,7 +46,7 @@ def render() -> None:
         st.code(p.deploy["command"], language="bash")
         for n in p.deploy["notes"]:
             st.caption(n)
-    S.glossary()
+    widgets.glossary()
     levers = list(p.levers)
     figures = [("CPM by method (each at its own best batch under the SLO)", cpm_chart(p))]
     if levers:

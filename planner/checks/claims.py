@@ -21,8 +21,8 @@ import numpy as np
 from planner.acceptance import rates as acc
 from planner.plan import PlanRequest, fmt_pct, fmt_usd, levers, plan
 from planner.search import scenario as sc
+from planner.search.batch_sweeps import batch_sweep
 from planner.types import Acceptance, Scenario, Sourced
-from planner.uncertainty import sensitivity as sens
 
 # What each parameter of a claim is: "number", "integer", "numbers" (a list), "band" ({low, high}), "text".
 ParamKind = Literal["number", "integer", "numbers", "band", "text"]
@@ -330,7 +330,7 @@ def _batch_sweet_spot(c: Claim, x: _In) -> ClaimRow | None:
     batches = np.array(c.params["batches"])
     top = c.params["sweet_spot_max_batch"]
     j = int(np.flatnonzero(batches == top)[0])
-    sw = sens.batch_sweep(_one(x.req, x.seg), x.catalog, "eagle3", batches=batches)
+    sw = batch_sweep(_one(x.req, x.seg), x.catalog, "eagle3", batches=batches)
     cross = sw.crossover_batch
     end = f"crossover at batch ~{cross:.0f}" if cross else "no crossover up to the memory limit"
     s0, s1 = sw.speedup[0], sw.speedup[j]

@@ -29,10 +29,10 @@ Schedule = tuple[tuple[int, int, int], ...]  # (first batch, last batch, K), inc
 
 
 def deploy_schedule(ctx: Context, pt: OperatingPoint) -> Schedule | None:
-    """The K per batch size the deployment of `pt` carries (planner.uncertainty.sensitivity.k_by_batch's points below
+    """The K per batch size the deployment of `pt` carries (planner.search.batch_sweeps.k_by_batch's points below
     the operating batch, planner.physics.deploy.k_schedule's ranges); None for a token tree or an operating batch of 1
     (one K)."""
-    from planner.uncertainty.sensitivity import k_by_batch
+    from planner.search.batch_sweeps import k_by_batch
 
     req, cat = ctx.req, ctx.catalog
     if pt.method == NO_SPEC or (req.tree_shape is not None and cat.methods[pt.method].tree):

@@ -70,7 +70,7 @@ def test_the_plan_deploys_k_per_batch_that_falls_with_batch() -> None:
     assert cfg["num_speculative_tokens"] == max(ks)
     assert any("K per batch size" in n for n in p.deploy["notes"])
     # each threshold sits where the best K changes (one batch below: the previous K) and costs <= 5 % throughput
-    from planner.uncertainty.sensitivity import MAX_THRESHOLD_DROP, batch_sweep
+    from planner.search.batch_sweeps import MAX_THRESHOLD_DROP, batch_sweep
 
     req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm")
     for (_a, end, k_old), (start, _b, k_new) in zip(sched[:-2], sched[1:-1], strict=True):

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from planner.acceptance import rates as acc
 from planner.physics.roofline import hw_params, ridge_tokens, step_time_s, target_net, weight_bytes_read
 from planner.plan import PlanRequest, TrafficSegment, plan
+from planner.search.batch_sweeps import optimal_k_by_batch
 from planner.search.scenario import ScenarioError, evaluate, grid
 from planner.types import Acceptance, Scenario
-from planner.uncertainty.sensitivity import optimal_k_by_batch
 
 
 def scen(**kw) -> Scenario:

@@ -148,7 +148,7 @@ def test_tree_ahead_at_batch_1_and_behind_at_large_batch(without_pi_source):
 
 
 def test_tree_vs_chain_crossover_over_batch(catalog):
-    from planner.uncertainty.sensitivity import tree_vs_chain
+    from planner.search.batch_sweeps import tree_vs_chain
 
     t = tree_vs_chain(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm",
                                     tree_shape=TreeShape.from_sglang(3, 4, 21)), catalog, "eagle3")
