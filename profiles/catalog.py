@@ -317,9 +317,6 @@ class Catalog:
     def engineering_usd_per_week(self) -> float:
         return float(self.prices["engineering_usd_per_week"])
 
-    def training_usd_per_gpu_hour(self) -> float:
-        return self.hardware[self.prices["training_hardware"]].usd_per_gpu_hour_mid
-
     def with_hardware(self, extra: Mapping[str, Hardware]) -> Catalog:
         """A catalogue with extra hardware entries (calibrated profiles) beside the shipped ones; a name that
         is already shipped is refused, so a calibration never replaces the defaults."""

@@ -29,7 +29,6 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -126,11 +125,3 @@ def with_hardware_spec(catalog: Catalog, hw: Hardware) -> Catalog:
         return cat
     doc = yaml.safe_load((DATA_DIR / "fitted" / "steptime_vllm.yaml").read_text(encoding="utf-8")) or {}
     return dataclasses.replace(cat, **borrowed_fields(cat, doc, BORROWED_YAML))
-
-
-def spec_json(hw: Hardware) -> dict[str, Any]:
-    """What the spec parsed to, for the CLI's output."""
-    return {"name": hw.name, "label": hw.label, "architecture": hw.architecture or "(not given)",
-            "hbm_gb": hw.hbm_gb, "hbm_bandwidth_gb_s": hw.hbm_bandwidth_gb_s, "bf16_tflops": hw.bf16_tflops,
-            "fp8_tflops": hw.fp8_tflops, "fp4_tflops": hw.fp4_tflops, "interconnect_gb_s": hw.interconnect_gb_s,
-            "max_tp": hw.max_tp}

@@ -261,10 +261,6 @@ def format_fit(fr: FitResult, title: str) -> str:
     return f"{title}: {'; '.join(parts)} (n={fr.n_points}, rms rel. residual {rms:.3f}, {fr.message})"
 
 
-def replace_params(report: CalibrationReport, **kw: float) -> EngineParams:
-    return dataclasses.replace(report.params, **kw)
-
-
 def predicted_step_times_s(samples: list[dict[str, Any]], *, eta_bw: float, eta_flops: float,
                            t_fixed_s: float) -> list[float]:
     """The roofline step time (planner.physics.roofline.step_time_s on this machine, efficiencies as given) of each

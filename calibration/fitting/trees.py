@@ -59,10 +59,6 @@ class SiblingFit:
         return {g: self.fit.value(f"alpha[{g}]") for g in self.groups}
 
     @property
-    def alpha_stderr_per_group(self) -> Mapping[str, float]:
-        return {g: self.fit.error(f"alpha[{g}]") for g in self.groups}
-
-    @property
     def residuals(self) -> np.ndarray:
         return np.asarray(self.fit.residuals)
 

@@ -65,13 +65,6 @@ class SpecCounts:
         """vLLM's "draft acceptance rate" = accepted / drafted = (tau - 1) / K, a fraction (not percent)."""
         return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else math.nan
 
-    @property
-    def unconditional_per_pos(self) -> tuple[float, ...]:
-        """p_i = accepted_per_pos[i] / num_drafts (vllm/v1/spec_decode/metrics.py)."""
-        if not self.num_drafts:
-            return tuple(math.nan for _ in self.accepted_per_pos)
-        return tuple(a / self.num_drafts for a in self.accepted_per_pos)
-
 
 @dataclass(frozen=True)
 class GroupRecord:

@@ -64,12 +64,6 @@ class ParseOptions:
     totals: bool | None = None  # token columns are totals over `weight` requests per row; None = by format
     sheet: str = ""  # xlsx: sheet name; "" = the first sheet
 
-    def column_for(self, role: str) -> str | None:
-        for r, c in self.columns:
-            if r == role:
-                return c
-        return None
-
 
 DEFAULT_OPTIONS = ParseOptions()
 

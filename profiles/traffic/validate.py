@@ -89,12 +89,6 @@ class _Problems:
         raise TrafficError([Problem(r, c, v, e, lines.get(r), self.src.line_kind) for r, c, v, e in items],
                            self.total, at_least)
 
-    def raise_if_full(self) -> None:
-        """Stop early once a whole page of problems is found (a 2M-row column of bad values is refused
-        without checking the other columns)."""
-        if len(self.items) >= MAX_PROBLEMS:
-            self.raise_if_any(at_least=True)
-
 
 def _plain(v: Any) -> Any:
     if isinstance(v, np.generic):
