@@ -11,7 +11,7 @@ from planner.checks import claims as C
 from profiles.claims import load_claims
 from views.sidebar import state as S
 
-COLOUR = {"holds": "green", "differs": "orange", "outside": "gray"}
+COLOUR = {C.Status.HOLDS: "green", C.Status.DIFFERS: "orange", C.Status.OUTSIDE: "gray"}
 
 
 @st.cache_resource(show_spinner=False)

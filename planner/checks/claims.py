@@ -12,6 +12,7 @@ model does not run, a model or hardware not in the catalogue).
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,7 +27,28 @@ from planner.types import Acceptance, Scenario, Sourced
 
 # What each parameter of a claim is: "number", "integer", "numbers" (a list), "band" ({low, high}), "text".
 ParamKind = Literal["number", "integer", "numbers", "band", "text"]
-Status = Literal["holds", "differs", "outside"]
+class Status(enum.IntEnum):
+    """A claim's status under the plan's inputs, as a number the views order and colour by."""
+
+    OUTSIDE = 0  # not modelled (gray)
+    DIFFERS = 1  # does not hold, or only in part or with a qualifier (orange)
+    HOLDS = 2  # holds as stated (green)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict's status and its words; the status is decided beside the words, never read back from them."""
+
+    status: Status
+    text: str
+
+
+def holds(text: str = "holds") -> Verdict:
+    return Verdict(Status.HOLDS, text)
+
+
+def differs(text: str) -> Verdict:
+    return Verdict(Status.DIFFERS, text)
 
 
 @dataclass(frozen=True)
@@ -67,16 +89,6 @@ class ClaimRow:
         """The Claims page's table columns."""
         return {"claim": self.claim, "attributed to": self.attributed_to, "what the model says": self.model_says,
                 "verdict": self.verdict, "conditions": self.conditions}
-
-
-HOLDS = ("holds", "consistent", "in range", "the end point is within reach")
-
-
-def status_of(verdict: str) -> Status:
-    """Holds where the verdict says so without a qualifier ("holds only ..." and "... in part" differ)."""
-    if verdict in HOLDS or verdict.startswith("holds ("):
-        return "holds"
-    return "outside" if verdict.startswith("outside") else "differs"
 
 
 @dataclass(frozen=True)
@@ -152,8 +164,8 @@ def _eagle3_levers(x: _In):
     return x.memo["levers"]
 
 
-def _row(c: Claim, model_says: str, verdict: str, conditions: str) -> ClaimRow:
-    return ClaimRow(c.claim, c.attributed_to, model_says, verdict, conditions, status_of(verdict))
+def _row(c: Claim, model_says: str, verdict: Verdict, conditions: str) -> ClaimRow:
+    return ClaimRow(c.claim, c.attributed_to, model_says, verdict.text, conditions, verdict.status)
 
 
 # --- one evaluation per kind ----------------------------------------------------------------------------------
@@ -168,7 +180,7 @@ def _alpha_decides_the_cut(c: Claim, x: _In) -> ClaimRow | None:
         return None
     return _row(c, f"EAGLE-3 at alpha {a[0]:.2f} vs {a[1]:.2f} (per-token): CPM cut {cuts[0] * 100:.0f} % vs "
                 f"{cuts[1] * 100:.0f} % at each configuration's best batch under the SLO",
-                "direction holds; size depends on batch" if cuts[1] > cuts[0] else "does not hold here",
+                differs("direction holds; size depends on batch" if cuts[1] > cuts[0] else "does not hold here"),
                 f"{x.where}; TPOT SLO {x.req.tpot_slo_ms:g} ms")
 
 
@@ -181,7 +193,7 @@ def _speedup_by_alpha(c: Claim, x: _In) -> ClaimRow | None:
     sp = [_best_at_batch1(dataclasses.replace(_scenario(x, lo, "eagle3"), acceptance=Acceptance("per_token", v)),
                           x.catalog, ks)[0] for v in a]
     return _row(c, f"EAGLE-3 at batch 1, best K: {sp[0]:.2f}x at alpha {a[0]:.2f}, {sp[1]:.2f}x at alpha {a[1]:.2f}",
-                "holds at batch 1 only in part" if sp[1] < top else "holds at batch 1",
+                differs("holds at batch 1 only in part") if sp[1] < top else differs("holds at batch 1"),
                 f"{x.where}; batch 1 (memory-bound verifier); larger batches shrink the speedup")
 
 
@@ -197,8 +209,8 @@ def _production_alpha_target(c: Claim, x: _In) -> ClaimRow | None:
     a_need = alphas[np.argmax(cut >= need)] if (cut >= need).any() else None
     rate = acc.convert(k=p["rate_k"], alpha=p["rate_alpha"])["draft_acceptance_rate"]
     return _row(c, f"EAGLE-3 breaks even at alpha ~{be:.2f}" if be is not None else "EAGLE-3 never cuts CPM here",
-                f"a {need * 100:.0f} % CPM cut needs alpha >= {a_need:.2f}" if a_need is not None
-                else f"no alpha up to {p['alphas'].high:.2f} gives a {need * 100:.0f} % cut",
+                differs(f"a {need * 100:.0f} % CPM cut needs alpha >= {a_need:.2f}" if a_need is not None
+                        else f"no alpha up to {p['alphas'].high:.2f} gives a {need * 100:.0f} % cut"),
                 f"{x.where}; per-token alpha; vLLM's draft acceptance rate at K={p['rate_k']} for alpha "
                 f"{p['rate_alpha']:.2f} is {rate * 100:.0f} % (a different number)")
 
@@ -213,7 +225,7 @@ def _code_cpm_cut(c: Claim, x: _In) -> ClaimRow | None:
     if change is None:
         return None
     return _row(c, f"EAGLE-3 on {w.name}: CPM {fmt_pct(change)} (K={pt.k}, batch {pt.batch})",
-                "consistent" if change / 100 in c.params["cpm_change"] else "differs here",
+                holds("consistent") if change / 100 in c.params["cpm_change"] else differs("differs here"),
                 f"{x.catalog.models[x.req.model].label} on {x.hw_label}, {w.name} workload, "
                 f"SLO {x.req.tpot_slo_ms:g} ms")
 
@@ -224,7 +236,7 @@ def _eagle3_speedup(c: Claim, x: _In) -> ClaimRow | None:
     band = c.params["speedup"]
     sp, k = _at_batch1(x, x.req, "eagle3", tuned=True)
     return _row(c, f"{sp:.2f}x at batch 1 with the tuned alpha range midpoint, best K={k}",
-                "holds" if sp in band else ("below the claim" if sp < band.low else "above the claim"),
+                holds() if sp in band else differs("below the claim" if sp < band.low else "above the claim"),
                 f"{x.where}; batch 1; claims of this size need batch 1 and alpha >= 0.8")
 
 
@@ -235,7 +247,7 @@ def _finetune_speedup_gain(c: Claim, x: _In) -> ClaimRow | None:
     base, _ = _at_batch1(x, x.req, "eagle3")
     gains = [_at_batch1(x, x.req, "eagle3", alpha_shift_extra=g)[0] - base for g in (shift.low, shift.high)]
     return _row(c, f"+{gains[0]:.2f}x to +{gains[1]:.2f}x at batch 1",
-                "holds" if band.low <= gains[0] and gains[1] <= band.high else "differs",
+                holds() if band.low <= gains[0] and gains[1] <= band.high else differs("differs"),
                 f"{x.where}; batch 1; alpha shift is per-token")
 
 
@@ -249,7 +261,7 @@ def _fp8_draft_head(c: Claim, x: _In) -> ClaimRow | None:
                                          alpha_shift_extra=c.params["alpha_shift"]), x.catalog)
     g = e2.output_tokens_per_s / e1.output_tokens_per_s - 1
     return _row(c, f"{fmt_pct(g * 100)} throughput at batch 1, K={s.k} (draft cost ratio c={e1.draft_cost_ratio:.3f})",
-                "holds" if g in band else "smaller here" if g < band.low else "larger here",
+                holds() if g in band else differs("smaller here" if g < band.low else "larger here"),
                 f"{x.where}; the gain scales with the draft's share of step time (c)")
 
 
@@ -260,7 +272,7 @@ def _tree_acceptance(c: Claim, x: _In) -> ClaimRow | None:
     s = dataclasses.replace(_scenario(x, x.req, "eagle3"), acceptance=Acceptance("per_token", alpha), tree=True)
     e = sc.evaluate(s, x.catalog)
     return _row(c, f"effective chain alpha with a width-{s.tree_width} tree at K={s.k}: {e.alpha_per_token:.2f}",
-                "holds" if e.alpha_per_token in band else "differs",
+                holds() if e.alpha_per_token in band else differs("differs"),
                 f"per-token alpha {alpha:.2f} chain; tree verifies {e.verify_tokens_per_seq} tokens per sequence, "
                 "which costs compute at large batch")
 
@@ -275,7 +287,7 @@ def _p_eagle_over_eagle3(c: Claim, x: _In) -> ClaimRow | None:
     ea, ke = _at_batch1(x, req, "eagle3")
     r = pe / ea
     return _row(c, f"{r:.2f}x (P-EAGLE {pe:.2f}x at K={kp} vs EAGLE-3 {ea:.2f}x at K={ke}, batch 1)",
-                "holds" if r in band else "smaller here" if r < band.low else "larger here",
+                holds() if r in band else differs("smaller here" if r < band.low else "larger here"),
                 f"{cat.models[x.req.model].label} on {hw.upper()}, batch 1, default alpha ranges")
 
 
@@ -297,7 +309,7 @@ def _mtp_deepseek(c: Claim, x: _In) -> ClaimRow | None:
                 f"itself. Model: {pt.speedup:.2f}x vs no speculation at the same batch ({pt.batch}, K={pt.k}, alpha "
                 f"{pt.alpha_position_1:.2f}, best under the SLO), CPM "
                 + (fmt_pct(change) if change is not None else "n/a (infeasible)"),
-                "holds only as an upper bound (tau, ignoring draft and verify cost)",
+                differs("holds only as an upper bound (tau, ignoring draft and verify cost)"),
                 f"{_short(cat, p['model'])} on {p['tp']} x {p['hardware'].upper()}, {p['dtype'].upper()}, K={p['k']}")
 
 
@@ -316,10 +328,10 @@ def _b200_cpm_by_software(c: Claim, x: _In) -> ClaimRow | None:
     end, start = p["usd_per_mtok"].low, p["usd_per_mtok"].high
     hw = p["hardware"].upper()
     return _row(c, f"model: ${base:.3f}/Mtok without speculation, ${best:.3f} with the best method",
-                ("the end point is within reach" if best <= p["within_reach_usd_per_mtok"]
-                 else f"the model's best is ${best:.3f}, above ${end:.2f}")
-                + f"; speculation alone cuts {(1 - best / base) * 100:.0f} % "
-                f"(the claim: {(1 - end / start) * 100:.0f} %)",
+                differs(("the end point is within reach" if best <= p["within_reach_usd_per_mtok"]
+                         else f"the model's best is ${best:.3f}, above ${end:.2f}")
+                        + f"; speculation alone cuts {(1 - best / base) * 100:.0f} % "
+                        f"(the claim: {(1 - end / start) * 100:.0f} %)"),
                 f"{_short(cat, p['model'])} on {p['tp']} x {hw}, {p['dtype'].upper()}, {p['workload']}, "
                 f"SLO {x.req.tpot_slo_ms:g} ms at the {hw} list-price midpoint")
 
@@ -335,12 +347,12 @@ def _batch_sweet_spot(c: Claim, x: _In) -> ClaimRow | None:
     end = f"crossover at batch ~{cross:.0f}" if cross else "no crossover up to the memory limit"
     s0, s1 = sw.speedup[0], sw.speedup[j]
     return _row(c, f"EAGLE-3 speedup {s0:.2f}x at batch {batches[0]:g}, {s1:.2f}x at batch {top}; {end}",
-                "holds (largest gains at small batch)" if s0 >= s1 else "differs",
+                holds("holds (largest gains at small batch)") if s0 >= s1 else differs("differs"),
                 f"{x.where}; best K per batch")
 
 
 def _not_modelled(c: Claim, x: _In) -> ClaimRow | None:
-    return _row(c, f"not modelled ({c.params['why']})", "outside the model", "-")
+    return _row(c, f"not modelled ({c.params['why']})", Verdict(Status.OUTSIDE, "outside the model"), "-")
 
 
 def _vsd_breakeven(c: Claim, x: _In) -> ClaimRow | None:
@@ -349,7 +361,7 @@ def _vsd_breakeven(c: Claim, x: _In) -> ClaimRow | None:
         return None
     v = next(s for s in _eagle3_levers(x) if s.lever == lever.name)
     return _row(c, f"break-even at {fmt_usd(v.breakeven_monthly_spend_usd * 12)} a year of spend" if v.applied
-                else f"not applied: {v.reason}", "computed, not asserted",
+                else f"not applied: {v.reason}", differs("computed, not asserted"),
                 f"{x.where}; one-time cost ${lever.one_time_usd.low:,.0f}-${lever.one_time_usd.high:,.0f} "
                 f"+ {lever.engineering_weeks:g} weeks (assumption)")
 
@@ -360,7 +372,7 @@ def _alpha_by_lever(c: Claim, x: _In) -> ClaimRow | None:
     name, target = c.params["lever"], c.params["alpha"]
     after = next(s for s in _eagle3_levers(x) if s.lever == name)
     return _row(c, f"EAGLE-3 default head after levers 1-{after.number}: alpha {after.alpha_after:.2f} "
-                "(per-token, position 1)", "holds" if after.alpha_after >= target else "does not hold here",
+                "(per-token, position 1)", holds() if after.alpha_after >= target else differs("does not hold here"),
                 f"{x.where}; mid of each lever's range")
 
 
@@ -372,7 +384,7 @@ def _finetune_compute_cost(c: Claim, x: _In) -> ClaimRow | None:
     return _row(c, f"{gpus.low:g}-{gpus.high:g} A100 x {hours.low:g}-{hours.high:g} h at "
                 f"${train.usd_per_gpu_hour_low:.2f}-${train.usd_per_gpu_hour_high:.2f}/GPU-hour = "
                 f"${lo:,.0f}-${hi:,.0f}",
-                "in range" if lo <= usd.high and hi >= usd.low else "differs",
+                holds("in range") if lo <= usd.high and hi >= usd.low else differs("differs"),
                 f"{train.price.source} ({train.price.date})")
 
 
