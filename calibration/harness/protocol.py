@@ -34,6 +34,8 @@ every group) and agrees with the bootstrap for the tens to hundreds of requests 
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -130,20 +132,40 @@ class Protocol:
             raise ValueError(f"max_load_retries={self.max_load_retries} not allowed: 0..10")
 
     def stop_reason(self, *, speculative: bool, rounds: int, elapsed_s: float,
-                    interval: AcceptanceInterval | None) -> str | None:
+                    interval: AcceptanceInterval | None) -> Stop | None:
         """Why a workload stops after `rounds` rounds, or None to go on."""
         if rounds >= self.max_rounds:
-            return f"max rounds {self.max_rounds}"
+            return Stop(StopKind.MAX_ROUNDS, f"max rounds {self.max_rounds}")
         if rounds < self.min_rounds:
-            return "budget spent" if elapsed_s >= self.budget_s else None
+            return Stop(StopKind.BUDGET, "budget spent") if elapsed_s >= self.budget_s else None
         if not speculative:
-            return f"{rounds} repeats"
+            return Stop(StopKind.REPEATS, f"{rounds} repeats")
         if (interval is not None and interval.num_requests >= MIN_REQUESTS_FOR_STOP
                 and interval.half_width <= self.target_half_width):
-            return f"half-width {interval.half_width:.3f} <= {self.target_half_width}"
+            return Stop(StopKind.HALF_WIDTH, f"half-width {interval.half_width:.3f} <= {self.target_half_width}")
         if elapsed_s >= self.budget_s:
-            return f"budget {self.budget_s:.0f} s spent"
+            return Stop(StopKind.BUDGET, f"budget {self.budget_s:.0f} s spent")
         return None
+
+
+class StopKind(enum.Enum):
+    """Why a workload's rounds end: the rules act on the kind, the log prints the words."""
+
+    MAX_ROUNDS = "max rounds"
+    BUDGET = "budget"
+    REPEATS = "repeats"  # a baseline lane's fixed repeats
+    HALF_WIDTH = "half-width"  # the acceptance interval is narrow enough
+    EXHAUSTED = "prompt pool exhausted"
+
+
+@dataclass(frozen=True)
+class Stop:
+    kind: StopKind
+    text: str
+    paired_with: str = ""  # the family member whose stop this lane shares
+
+    def __str__(self) -> str:
+        return self.text + (f" (paired with {self.paired_with})" if self.paired_with else "")
 
 
 # measure(workload, batch, status, round_no): one group on fresh prompts, committed; its status is "finished",
@@ -226,11 +248,11 @@ def run_rounds(protocol: Protocol, lanes: Sequence[Lane], workloads: Sequence[st
                     keep(lane, workload, rec)
                     break
                 log(f"[{lane.label}] {workload} B={batch}: still contaminated after retry {attempt}")
-        reasons: dict[tuple[str, str], str | None] = {}
+        reasons: dict[tuple[str, str], Stop | None] = {}
         for lane, workload in active:
             key = (lane.label, workload)
             interval = acceptance_length_interval(drafts[key], accepted[key]) if lane.speculative else None
-            reasons[key] = ("prompt pool exhausted" if key in exhausted else
+            reasons[key] = (Stop(StopKind.EXHAUSTED, "prompt pool exhausted") if key in exhausted else
                             protocol.stop_reason(speculative=lane.speculative, rounds=round_no,
                                                  elapsed_s=elapsed[lane.label], interval=interval))
         reasons = _paired_reasons(reasons, active)
@@ -240,7 +262,7 @@ def run_rounds(protocol: Protocol, lanes: Sequence[Lane], workloads: Sequence[st
             reason = reasons[key]
             # interleaved: the baseline's repeats go on while a drafting lane still measures this workload (until
             # its own budget), so that the baseline sees the same load as the configurations it is compared with
-            if (reason and not lane.speculative and key not in exhausted and reason.endswith(" repeats")
+            if (reason and not lane.speculative and key not in exhausted and reason.kind is StopKind.REPEATS
                     and any(other.speculative and reasons[(other.label, w)] is None for other, w in active
                             if w == workload)):
                 reason = None
@@ -265,8 +287,8 @@ def _family(lane: Lane, active: Sequence[tuple[Lane, str]], workload: str) -> li
     return [other for other, w in active if w == workload and other.family == lane.family]
 
 
-def _paired_reasons(reasons: dict[tuple[str, str], str | None],
-                    active: Sequence[tuple[Lane, str]]) -> dict[tuple[str, str], str | None]:
+def _paired_reasons(reasons: dict[tuple[str, str], Stop | None],
+                    active: Sequence[tuple[Lane, str]]) -> dict[tuple[str, str], Stop | None]:
     """Stop reasons with families kept together: while one member still wants more rounds (no reason) the
     members that reached their half-width go on; a member that must stop (budget, prompts, max rounds)
     stops the whole family with it."""
@@ -277,10 +299,10 @@ def _paired_reasons(reasons: dict[tuple[str, str], str | None],
             continue
         mine = reasons[(lane.label, workload)]
         hard = [(m, reasons[(m.label, workload)]) for m in members
-                if reasons[(m.label, workload)] and not reasons[(m.label, workload)].startswith("half-width")]
+                if reasons[(m.label, workload)] and reasons[(m.label, workload)].kind is not StopKind.HALF_WIDTH]
         if hard:
             m, why = hard[0]
-            out[(lane.label, workload)] = why if m is lane else f"{why} (paired with {m.label})"
+            out[(lane.label, workload)] = why if m is lane else dataclasses.replace(why, paired_with=m.label)
         elif mine and any(reasons[(m.label, workload)] is None for m in members):
             out[(lane.label, workload)] = None  # reached its half-width; goes on with its family
     return out

@@ -14,6 +14,7 @@ from calibration.analysis.predict import EngineParams, compare, fit_engine, pred
 from calibration.harness.protocol import (
     AcceptanceInterval,
     Protocol,
+    StopKind,
     acceptance_length_interval,
     extend_prompts,
     fixed_sweep_requests,
@@ -77,10 +78,10 @@ def test_stopping_rule() -> None:
     narrow = AcceptanceInterval(2.0, 1.97, 2.03, 0.03, 50, 500)
     wide = AcceptanceInterval(2.0, 1.8, 2.2, 0.2, 50, 500)
     assert p.stop_reason(speculative=True, rounds=1, elapsed_s=5, interval=narrow) is None  # repeats first
-    assert "half-width" in p.stop_reason(speculative=True, rounds=2, elapsed_s=5, interval=narrow)
+    assert p.stop_reason(speculative=True, rounds=2, elapsed_s=5, interval=narrow).kind is StopKind.HALF_WIDTH
     assert p.stop_reason(speculative=True, rounds=2, elapsed_s=5, interval=wide) is None
-    assert "budget" in p.stop_reason(speculative=True, rounds=5, elapsed_s=100, interval=wide)
-    assert "repeats" in p.stop_reason(speculative=False, rounds=2, elapsed_s=5, interval=None)
+    assert p.stop_reason(speculative=True, rounds=5, elapsed_s=100, interval=wide).kind is StopKind.BUDGET
+    assert p.stop_reason(speculative=False, rounds=2, elapsed_s=5, interval=None).kind is StopKind.REPEATS
     few = AcceptanceInterval(2.0, 1.99, 2.01, 0.01, 3, 30)  # too few requests to trust a narrow interval
     assert p.stop_reason(speculative=True, rounds=2, elapsed_s=5, interval=few) is None
 
