@@ -332,7 +332,7 @@ class Catalog:
         clash = sorted(set(extra) & set(self.models))
         if clash:
             raise ProfileError(f"model name {clash[0]!r} clashes with a shipped entry")
-        table = ModelTable("model", {**self.models, **extra})
+        table = NamedTable("model", {**self.models, **extra})
         return dataclasses.replace(self, models=table)
 
     def method_available(self, method: str, model: str) -> tuple[bool, str]:
@@ -340,41 +340,6 @@ class Catalog:
         from planner.search.scenario import availability
 
         return availability(self.models[model], self.methods[method])
-
-
-# Resolvers of models named but not listed: a parsed config.json kept by content hash (`config:<digest>`), so a link
-# that names one opens it. A resolver returns None for names it does not know; listing the catalogue never shows them.
-ModelResolver = Callable[[str], "ModelSpec | None"]
-_MODEL_RESOLVERS: list[ModelResolver] = []
-
-
-def add_model_resolver(resolve: ModelResolver) -> None:
-    """Register a resolver (once per function) that every catalogue's model table asks for a name it does not list."""
-    if resolve not in _MODEL_RESOLVERS:
-        _MODEL_RESOLVERS.append(resolve)
-
-
-def _resolve_model(name: Any) -> ModelSpec | None:
-    if not isinstance(name, str):
-        return None
-    for resolve in _MODEL_RESOLVERS:
-        spec = resolve(name)
-        if spec is not None:
-            return spec
-    return None
-
-
-class ModelTable(NamedTable):
-    """The models: the shipped entries, and any name a registered resolver knows (add_model_resolver)."""
-
-    def __missing__(self, key: str):
-        spec = _resolve_model(key)
-        if spec is None:
-            raise unknown_name(self.kind, key, list(self.keys()))
-        return spec
-
-    def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or _resolve_model(key) is not None
 
 
 def _check_cross(cat: Catalog) -> None:
@@ -422,7 +387,7 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     hardware = _entries(d / "hardware.yaml", Hardware, prepare_hardware)
     cat = Catalog(
         hardware=hardware,
-        models=ModelTable("model", _entries(d / "models.yaml", ModelSpec, _prepare_model)),
+        models=NamedTable("model", _entries(d / "models.yaml", ModelSpec, _prepare_model)),
         methods=_entries(d / "methods.yaml", Method),
         workloads=_entries(d / "workloads.yaml", Workload),
         languages=_entries(d / "languages.yaml", Language),

@@ -184,6 +184,7 @@ def parsed_model(name: str) -> ParsedModel | None:
 
 
 def resolve(name: str) -> ModelSpec | None:
-    """profiles.catalog.add_model_resolver's hook: the ModelSpec a kept `config:<digest>` name stands for."""
+    """The ModelSpec a kept `config:<digest>` name stands for (None when the store does not keep it); the app adds
+    it to the session's catalogue with Catalog.with_models (views/sidebar/model_box.py)."""
     parsed = parsed_model(name)
     return None if parsed is None else parsed.spec

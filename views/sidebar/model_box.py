@@ -10,18 +10,40 @@ from __future__ import annotations
 import streamlit as st
 
 from calibration.storage import kept_models
-from profiles.catalog import add_model_resolver
 from profiles.model_config import MAX_CONFIG_BYTES, ModelConfigError, is_config_name
 from profiles.uploads import read_model_config
 from views.sidebar.client import client_address
-
-# Every catalogue's model table can name a kept config (a link opened in a new session), never lists one.
-add_model_resolver(kept_models.resolve)
 
 OWN_KEY = "_own_models"  # config:<digest> names this session parsed or opened (the model list shows them)
 UPLOAD_KEY = "model_box_upload"
 PASTE_KEY = "model_box_paste"
 MESSAGE_KEY = "_model_box_message"  # the last outcome: ("error" | "ok", plain text)
+
+
+def model_names() -> tuple[str, ...]:
+    """The parsed configs this session uses: the ones it parsed or opened, and the link's (or the selected) model
+    when it names one."""
+    ss = st.session_state
+    names = list(ss.get(OWN_KEY, []))
+    current = ss.get("model")
+    if isinstance(current, str) and is_config_name(current) and current not in names:
+        names.append(current)
+    return tuple(names)
+
+
+def known(name: object) -> bool:
+    """A `config:<digest>` name the store keeps (a link's model)."""
+    return isinstance(name, str) and is_config_name(name) and kept_models.resolve(name) is not None
+
+
+def with_models(cat, names: tuple[str, ...]):
+    """`cat` with each kept config among `names` beside the catalogue's models (Catalog.with_models)."""
+    extra = {}
+    for name in names:
+        spec = kept_models.resolve(name) if name not in cat.models else None
+        if spec is not None:
+            extra[name] = spec
+    return cat.with_models(extra) if extra else cat
 
 
 def model_options(cat) -> list[str]:

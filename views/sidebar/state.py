@@ -49,13 +49,15 @@ sandbox.start()  # the readers' fork server warms up now (seconds), once per pro
 
 
 @st.cache_resource(max_entries=64)
-def _catalog_with(calibrated: tuple[tuple[str, float], ...], specs: tuple[str, ...] = ()):
-    """The catalogue with the calibrated profiles (per profile files and mtimes) and the session's GPU specs."""
-    return hardware_box.with_specs(with_calibrated(load_catalog(), tuple(name for name, _mtime in calibrated)), specs)
+def _catalog_with(calibrated: tuple[tuple[str, float], ...], specs: tuple[str, ...] = (), models: tuple[str, ...] = ()):
+    """The catalogue with the calibrated profiles (per profile files and mtimes), the session's GPU specs and its
+    parsed configs, each added explicitly (Catalog.with_hardware / with_models)."""
+    cat = with_calibrated(load_catalog(), tuple(name for name, _mtime in calibrated))
+    return model_box.with_models(hardware_box.with_specs(cat, specs), models)
 
 
 def catalog():
-    return _catalog_with(calibrated_files(), hardware_box.spec_names())
+    return _catalog_with(calibrated_files(), hardware_box.spec_names(), model_box.model_names())
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def _params() -> dict[str, Param]:
     costs = P.default_costs(cat)
     hw = cat.hardware[DEFAULTS["hardware"]]
     params = {
-        "model": Param(DEFAULTS["model"], str, lambda v: v in cat.models),
+        "model": Param(DEFAULTS["model"], str, lambda v: v in cat.models or model_box.known(v)),
         "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware or hardware_box.known(v)),
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
         "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0)),
