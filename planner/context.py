@@ -19,14 +19,14 @@ from planner.physics.roofline import HwParams, hw_params, target_net
 from planner.physics.step_scope import own_gpu_fit, scoped
 from planner.price import gpu_price
 from planner.request import NO_SPEC, CostAssumptions, PlanRequest, TrafficSegment, default_costs, validate
-from planner.types import Efficiency
+from planner.types import Catalog, Efficiency, Hardware, ModelSpec
 
 WHICH = ("mid", "low", "high")  # position in each method's alpha range: 0.5, 0, 1
 WHICH_U = {"mid": 0.5, "low": 0.0, "high": 1.0}
 SAMPLED_SPEC_FIELDS = ("t_spec_s", "sampler_vocab_passes")  # Samples' optional speculation overheads
 
 
-def efficiency_for(catalog, hardware: str, dtype: str, override: Efficiency | None = None,
+def efficiency_for(catalog: Catalog, hardware: str, dtype: str, override: Efficiency | None = None,
                    engine: str = DEFAULT_ENGINE, model=None) -> Efficiency:
     """The step-time parameters a (hardware, weight dtype) runs with: an explicit override (a calibration), else
     step_efficiency (the kernel fit, scoped to the model's architecture), with the serving engine's own speculation
@@ -39,7 +39,7 @@ def efficiency_for(catalog, hardware: str, dtype: str, override: Efficiency | No
     return with_fitted_speculation(catalog, eff, engine)
 
 
-def step_efficiency(catalog, hardware: str, dtype: str, model=None,
+def step_efficiency(catalog: Catalog, hardware: str, dtype: str, model=None,
                     fit_from: tuple[str, str] | None = None) -> Efficiency:
     """The step-time parameters before any speculation fit: the parameters fitted to measured kernels
     (profiles/data/fitted), the GPU's own fit in this dtype, else `fit_from` (a named fit), else the same GPU's fit in
@@ -64,7 +64,7 @@ def step_efficiency(catalog, hardware: str, dtype: str, model=None,
     return catalog.hardware[hardware].efficiency
 
 
-def with_fitted_speculation(catalog, eff: Efficiency, engine: str = DEFAULT_ENGINE) -> Efficiency:
+def with_fitted_speculation(catalog: Catalog, eff: Efficiency, engine: str = DEFAULT_ENGINE) -> Efficiency:
     """`eff` with the speculation overheads fitted to published speedups (t_spec_s, sampler_vocab_passes,
     t_fixed_draft_s, t_ngram_s, moe_verify_overlap: profiles/data/fitted/speculation_vllm.yaml, one set for
     every hardware), when the catalogue has them; its source names both fits."""
@@ -141,9 +141,9 @@ class Context:
     """A validated request with what it resolves to in the catalogue."""
 
     req: PlanRequest
-    catalog: Any
-    model: Any
-    hw: Any
+    catalog: Catalog
+    model: ModelSpec
+    hw: Hardware
     segs: tuple[TrafficSegment, ...]
     eff: Efficiency
     price: float
@@ -217,7 +217,7 @@ class Context:
                                    t_spec_s=np.where(np.isnan(step), hw.t_spec_s, step))
 
 
-def make_context(req: PlanRequest, catalog, segs: tuple[TrafficSegment, ...] | None = None,
+def make_context(req: PlanRequest, catalog: Catalog, segs: tuple[TrafficSegment, ...] | None = None,
                  tp: int | None = None) -> Context:
     """The request resolved (validated unless its segments are given: they come from validate())."""
     hw = catalog.hardware[req.hardware]
@@ -229,7 +229,7 @@ def make_context(req: PlanRequest, catalog, segs: tuple[TrafficSegment, ...] | N
                    costs=req.costs or default_costs(catalog), tp=int(tp or req.tp))
 
 
-def single_segment(req: PlanRequest, catalog, segment: int | None = None) -> tuple[Context, TrafficSegment]:
+def single_segment(req: PlanRequest, catalog: Catalog, segment: int | None = None) -> tuple[Context, TrafficSegment]:
     """A context for one segment of the request's traffic (default: the largest) at share 1, and that segment."""
     segs = validate(req, catalog)
     j = int(np.argmax([s.share for s in segs])) if segment is None else segment

@@ -62,6 +62,7 @@ from planner.request import (
     validate,
 )
 from planner.search.points import alternatives, methods_with_band, operating_point, pct, plain_tp_options
+from planner.types import Catalog
 from planner.uncertainty.risk import switch_risk
 
 # plan() and, re-exported for the pages, the CLI and the report, the records and helpers of the rooms it calls.
@@ -73,7 +74,7 @@ __all__ = [
 ]
 
 
-def plan(req: PlanRequest, catalog) -> Plan:
+def plan(req: PlanRequest, catalog: Catalog) -> Plan:
     """The whole answer for one request (see the module docstring)."""
     h = _headline(req, catalog, band=True)
     req, ctx, reference, best, econ, switching = h.req, h.ctx, h.reference, h.best, h.econ, h.switching
@@ -142,7 +143,7 @@ class _Headline:
     schedule: Schedule | None  # the best method's K per batch size: its fleet's and its deploy command's
 
 
-def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
+def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     """Steps 1-5 of the module docstring up to the economics; band: each method's band over its alpha range and the
     saving's band too (False: the middle only; today, the best method and the saving are the same)."""
     segs = validate(req, catalog)
@@ -193,7 +194,7 @@ def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
                      best, ref_fleet, best_fleet, econ, switching, schedule)
 
 
-def monthly_saving(req: PlanRequest, catalog) -> float | None:
+def monthly_saving(req: PlanRequest, catalog: Catalog) -> float | None:
     """plan(req, catalog).economics.monthly_saving_usd without the Monte Carlo, the levers or the deployment (the
     knee of the SLO asks it at two more SLOs: planner.checks.knee)."""
     return _headline(req, catalog, band=False).econ.monthly_saving_usd

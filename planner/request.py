@@ -17,7 +17,7 @@ import numpy as np
 
 from planner.fleet import SHAPES
 from planner.physics.engines import DEFAULT_ENGINE, ENGINES
-from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Efficiency
+from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Catalog, Efficiency
 
 NO_SPEC = "none"  # "current method": no speculative decoding today
 # Output tokens a month when nobody gave a volume and no traffic profile brings its own: the CLI, the app's sidebar
@@ -88,7 +88,7 @@ def segments_from_mix(mix: Sequence[Sequence]) -> tuple[TrafficSegment, ...]:
     return tuple(TrafficSegment(str(w), str(lang), float(sh) / total, float(p), float(o)) for w, lang, sh, p, o in mix)
 
 
-def default_costs(catalog) -> CostAssumptions:
+def default_costs(catalog: Catalog) -> CostAssumptions:
     train = catalog.hardware[catalog.prices["training_hardware"]]
     src = catalog.price_sources
     return CostAssumptions(
@@ -244,7 +244,7 @@ def validate_scenario(s, model, hw, method) -> None:
         raise PlanError("k", s.k, f"the tree's depth {s.tree_shape.depth} (a stated tree fixes K)")
 
 
-def check_spend(req: PlanRequest, catalog) -> None:
+def check_spend(req: PlanRequest, catalog: Catalog) -> None:
     """The spend and hardware-comparison fields (planner.money.spend, planner.decision.hardware_choice)."""
     s = req.spend_usd_per_month
     if s is not None and not (is_number(s) and 0 < s <= 1e10):
@@ -278,7 +278,7 @@ def check_prefix_cache_share(share: Any) -> None:
                         "a share of prompt tokens served from the prefix cache, from 0 to 1 (e.g. 0.5), or none")
 
 
-def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
+def validate(req: PlanRequest, catalog: Catalog) -> tuple[TrafficSegment, ...]:
     """Check every field; return the traffic segments (the request's, or one from workload / language)."""
     models, hardware = catalog.models, catalog.hardware
     if req.model not in models:

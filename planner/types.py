@@ -6,8 +6,9 @@ never reads files itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Dtype = Literal["bf16", "fp8"]
 # How a method produces its K draft tokens (planner.physics.serving.DRAFTING_MODE_CODE gives each its cost terms).
@@ -384,3 +385,37 @@ class Scenario:
     temperature: float = 0.0  # sampling temperature of the requests (0: greedy); planner.request.check_temperature
     engine: str = "vllm"  # serving engine (planner.physics.engines.ENGINES): its own speculation overheads
     engine_version: str | None = None
+
+
+class Catalog(Protocol):
+    """What the planner reads of a catalogue (profiles.catalog.Catalog is the record that satisfies it): the named
+    tables, prices, the fitted and borrowed step-time terms and their errors, the speculation fit and engines, the
+    acceptance library."""
+
+    hardware: Mapping[str, Hardware]
+    models: Mapping[str, ModelSpec]
+    methods: Mapping[str, Method]
+    workloads: Mapping[str, Workload]
+    languages: Mapping[str, Language]
+    levers: Mapping[str, Lever]
+    prices: Mapping[str, Any]
+    price_sources: Mapping[str, Sourced]
+    fitted_efficiency: Mapping[tuple[str, str], Efficiency]
+    fitted_tpot_error: Mapping[tuple[str, str], float]
+    borrowed_efficiency: Mapping[tuple[str, str], Efficiency]
+    fitted_families: Mapping[tuple[str, str], frozenset]
+    borrowed_donors: Mapping[tuple[str, str], tuple]
+    fitted_speculation: Mapping[str, float]
+    fitted_speculation_source: Sourced | None
+    fitted_speculation_stderr: Mapping[str, float]
+    speculation_engines: Mapping[str, Any]
+    speculation_class_error: Mapping[tuple[str, str], tuple[float, int]]
+    speculation_overall_error: tuple[float, int] | None
+    speculation_switching: Mapping[str, Any]
+    acceptance_library: Any
+
+    @property
+    def engineering_usd_per_week(self) -> float: ...
+
+    def method_available(self, method: str, model: str) -> tuple[bool, str]: ...
+

@@ -26,6 +26,7 @@ from scipy.optimize import brentq
 
 from planner.acceptance import library as lib_
 from planner.acceptance.rates import acceptance_length_decay, alpha_from_acceptance_length
+from planner.types import Catalog
 
 TIERS = ("customer", "public head", "family fit", "prior")
 # drafting modes that need a trained draft head for the target (the others: native modules, a separate draft model
@@ -60,12 +61,12 @@ class TierEstimate:
         return np.clip(self.a * self.d ** np.arange(k_max) + self.shift, 0.0, 1.0)
 
 
-def library_of(catalog) -> lib_.AcceptanceLibrary:
+def library_of(catalog: Catalog) -> lib_.AcceptanceLibrary:
     """The catalogue's acceptance library (profiles.acceptance_library), empty when it has none."""
     return getattr(catalog, "acceptance_library", None) or lib_.EMPTY
 
 
-def workload_datasets(catalog, workload: str) -> tuple[str, ...]:
+def workload_datasets(catalog: Catalog, workload: str) -> tuple[str, ...]:
     return tuple(getattr(catalog.workloads[workload], "datasets", ()) or ())
 
 

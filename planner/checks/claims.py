@@ -23,7 +23,7 @@ from planner.acceptance import rates as acc
 from planner.plan import PlanRequest, fmt_pct, fmt_usd, levers, plan
 from planner.search import scenario as sc
 from planner.search.batch_sweeps import batch_sweep
-from planner.types import Acceptance, Scenario, Sourced
+from planner.types import Acceptance, Catalog, Scenario, Sourced
 
 # What each parameter of a claim is: "number", "integer", "numbers" (a list), "band" ({low, high}), "text".
 ParamKind = Literal["number", "integer", "numbers", "band", "text"]
@@ -110,7 +110,7 @@ def _one(req: PlanRequest, seg, **kw) -> PlanRequest:
                                hours=(), levers_start=None, **kw)
 
 
-def _point(req: PlanRequest, catalog, method: str):
+def _point(req: PlanRequest, catalog: Catalog, method: str):
     """(the method at its best K and batch under the SLO, its CPM change in % against no speculation at its own best
     batch (None unless both are feasible), whether no speculation is feasible)."""
     p = plan(dataclasses.replace(req, methods=(method,), current_method=PlanRequest.current_method), catalog)
@@ -129,7 +129,7 @@ def _scenario(x: _In, req: PlanRequest, method: str, **kw) -> Scenario:
                     engine_version=req.engine_version, **kw)
 
 
-def _best_at_batch1(s: Scenario, catalog, ks: np.ndarray) -> tuple[float, int]:
+def _best_at_batch1(s: Scenario, catalog: Catalog, ks: np.ndarray) -> tuple[float, int]:
     res, _, _ = sc.grid(s, catalog, ks=ks, batches=[1])
     i = int(np.argmax(res.speedup[:, 0]))
     return float(res.speedup[i, 0]), int(ks[i])
@@ -152,7 +152,7 @@ def _cut_at_alpha(x: _In, req: PlanRequest, alpha: float) -> float | None:
     return None if change is None else -change / 100.0
 
 
-def _short(catalog, model: str) -> str:
+def _short(catalog: Catalog, model: str) -> str:
     """A model's label without its size note: 'DeepSeek-V3 (671B MoE, 37B active)' -> 'DeepSeek-V3'."""
     return catalog.models[model].label.split(" (")[0]
 
@@ -414,7 +414,7 @@ KINDS: dict[str, tuple[Callable[[Claim, _In], ClaimRow | None], dict[str, ParamK
 }
 
 
-def evaluate_claims(req: PlanRequest, catalog, claims: tuple[Claim, ...]) -> tuple[ClaimRow, ...]:
+def evaluate_claims(req: PlanRequest, catalog: Catalog, claims: tuple[Claim, ...]) -> tuple[ClaimRow, ...]:
     """Each claim that can be evaluated for the request, in the order given, next to what the model says.
 
     Claims about the request's own traffic use its largest segment; a PlanError or an unknown name in the request
@@ -435,7 +435,7 @@ def _one_of(req: PlanRequest) -> PlanRequest:
     return dataclasses.replace(req, methods=("ngram",), daily_shape=None, hours=(), levers_start=None)
 
 
-def seed_vs_library(catalog) -> list[dict]:
+def seed_vs_library(catalog: Catalog) -> list[dict]:
     """Each method's seed alpha range beside what the acceptance library measured for it, in one convention: the
     seed range (per-token alpha at position 1, decaying by the method's assumed position_decay) converted to tau at
     each chain K the library measured, and the library's tau there (bonus token included) converted back to the
@@ -479,7 +479,7 @@ LEVER_PAIRS = {
 }
 
 
-def seed_levers_vs_library(catalog) -> list[dict]:
+def seed_levers_vs_library(catalog: Catalog) -> list[dict]:
     """Each seed lever that claims an acceptance effect beside what the acceptance library measured for it: the tree
     lever from every (tree, chain of its depth) pair of the same model, head, dataset, engine and temperature (as
     i.i.d. per-token alpha at K = depth, the seed's "effective acceptance"); the others say which pair would measure

@@ -10,12 +10,13 @@ import dataclasses
 
 from planner.answer import Plan, SloKnee
 from planner.formatting import fmt_usd
+from planner.types import Catalog
 
 KNEE_SLO_FACTORS = (0.8, 1.2)  # +-20 % of the TPOT SLO (issue 32)
 KNEE_CHANGE = 0.5  # the saving changes by more than half of the plan's own saving
 
 
-def slo_knee(p: Plan, catalog) -> SloKnee:
+def slo_knee(p: Plan, catalog: Catalog) -> SloKnee:
     """The saving at the plan's SLO and at KNEE_SLO_FACTORS times it; `on_knee` when either differs from the plan's
     by more than KNEE_CHANGE of the plan's saving (any change from $0 counts; no saving computed there counts as $0)."""
     from planner.plan import monthly_saving

@@ -17,6 +17,7 @@ from planner.physics.engines import (
 from planner.physics.serving import sampler_time_s
 from planner.price import gpu_price
 from planner.search.memory import speculation_memory_assumption
+from planner.types import Catalog
 
 
 def assumptions(ctx: Context) -> list[Assumption]:
@@ -142,7 +143,7 @@ def prefix_cache_assumption(ctx: Context) -> Assumption:
                       req.prefix_cache_source or "entered by the user", "")
 
 
-def _price_src(cat, key: str, value) -> tuple[str, str]:
+def _price_src(cat: Catalog, key: str, value) -> tuple[str, str]:
     src = cat.price_sources.get(key)
     if src is None:
         return ("", "")

@@ -33,7 +33,7 @@ from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest, is_numb
 from planner.search.candidates import method_candidates
 from planner.search.grid import search
 from planner.search.points import points
-from planner.types import WEIGHT_DTYPES
+from planner.types import WEIGHT_DTYPES, Catalog
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ NOTE = ("Weight formats are compared on cost and speed only: 4-bit and fp8 weigh
         "does not price. Speculation does not change outputs.")
 
 
-def hardware_prices(req: PlanRequest, catalog, prices: Mapping[str, float] | None = None
+def hardware_prices(req: PlanRequest, catalog: Catalog, prices: Mapping[str, float] | None = None
                     ) -> dict[str, tuple[float, str]]:
     """{GPU type: ($/GPU-hour, where it comes from)}: the stated price; the request's own GPU type at the request's
     price; else the list midpoint."""
@@ -148,7 +148,7 @@ def _fits_weights(ctx) -> bool:
     return float(replica_weight_bytes(ctx.target, tp=ctx.tp, attention_dp=ctx.attention_dp)) < usable
 
 
-def _search(req: PlanRequest, catalog, segs, names, kinds: tuple[bool, ...] = (False, True)
+def _search(req: PlanRequest, catalog: Catalog, segs, names, kinds: tuple[bool, ...] = (False, True)
             ) -> tuple[object, list[OperatingPoint]]:
     """(context, the feasible points: no speculation and each method at its best K) of one configuration; kinds:
     which to search (False: no speculation, True: the methods). The search treats each candidate on its own (its
@@ -165,7 +165,7 @@ def _search(req: PlanRequest, catalog, segs, names, kinds: tuple[bool, ...] = (F
     return ctx, [p for p in points(ctx, cands, search(ctx, cands, ctx.mid_samples())) if p.feasible]
 
 
-def compare_hardware(req: PlanRequest, catalog, *, prices: Mapping[str, float] | None = None,
+def compare_hardware(req: PlanRequest, catalog: Catalog, *, prices: Mapping[str, float] | None = None,
                      billing: str | None = None) -> HardwareComparison:
     """The cheapest fleet per GPU type for the request's traffic and SLO (module docstring). prices: $/GPU-hour per
     GPU type (default: the request's hardware_prices, then the list midpoints; the request's own GPU type at its
@@ -190,7 +190,7 @@ def compare_hardware(req: PlanRequest, catalog, *, prices: Mapping[str, float] |
     return HardwareComparison(tuple(choices), cheapest, own, billing, req.monthly_output_tokens, NOTE)
 
 
-def _compute_floor(req: PlanRequest, catalog, segs, hardware: str, dtype: str, price: float) -> float:
+def _compute_floor(req: PlanRequest, catalog: Catalog, segs, hardware: str, dtype: str, price: float) -> float:
     """A month's bill no fleet of this GPU type and weight format goes below, whatever its TP and method: every output
     token's verifier GEMMs (2 x active parameters per token verified, and a step verifies at least the tokens it
     emits) and every prompt's prefill, at the peak FLOP/s times the compute efficiency (planner.physics.roofline: a step
@@ -209,7 +209,7 @@ def _compute_floor(req: PlanRequest, catalog, segs, hardware: str, dtype: str, p
     return float(monthly_bill_usd(busy_gpus, billing="autoscaled", usd_per_gpu_hour=price))
 
 
-def _gpu_choice(req: PlanRequest, catalog, segs, names, name: str, priced: tuple[float, str], billing: str,
+def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, priced: tuple[float, str], billing: str,
                 requested: list[HardwareOption]) -> HardwareChoice:
     """One GPU type's cheapest fleet without and with speculation (module docstring: the bounds that skip work)."""
     hw, model = catalog.hardware[name], catalog.models[req.model]
@@ -263,7 +263,7 @@ def _keep(best: dict[bool, HardwareOption], o: HardwareOption) -> None:
         best[kind] = o
 
 
-def hardware_sentence(cmp: HardwareComparison, req: PlanRequest, catalog) -> str:
+def hardware_sentence(cmp: HardwareComparison, req: PlanRequest, catalog: Catalog) -> str:
     """One sentence for the verdict when another GPU type serves this traffic for less ("" otherwise)."""
     c = cmp.cheaper_elsewhere
     if c is None:

@@ -25,7 +25,7 @@ from planner.request import NO_SPEC, PlanError, PlanRequest
 from planner.search.candidates import vsd_alpha_shift
 from planner.search.drafting import availability
 from planner.search.points import one_point
-from planner.types import LOOKUP_DRAFTING
+from planner.types import LOOKUP_DRAFTING, Catalog
 from planner.uncertainty.payback_draws import p_payback_within_horizon
 
 
@@ -249,7 +249,7 @@ def _skip(lever, why, cur: Candidate, pt: OperatingPoint, src: str, bill: float 
     )
 
 
-def levers(req: PlanRequest, catalog, start: str, order: Sequence[str] | None = None) -> list[LeverStep]:
+def levers(req: PlanRequest, catalog: Catalog, start: str, order: Sequence[str] | None = None) -> list[LeverStep]:
     """The waterfall for a request from a chosen starting method (NO_SPEC: no speculation today; the Levers page)."""
     ctx = make_context(req, catalog)
     if start != NO_SPEC:

@@ -16,6 +16,7 @@ from planner.answer import OperatingPoint, PlanFleet
 from planner.fleet import Fleet, FleetPlan
 from planner.physics.serving import TOKENS_PER_MTOK
 from planner.request import BILLINGS, NO_SPEC, PlanError, PlanRequest
+from planner.types import Catalog
 
 __all__ = ["BILLINGS", "Bill", "bill_of", "bills", "fleet_bill", "point_bill", "point_fleet", "headline_fleet",
            "band_bills"]
@@ -124,7 +125,7 @@ def headline_fleet(ctx, pt: OperatingPoint | None, fleet: Fleet | None, *, role:
     ), b
 
 
-def fleet_bill(req: PlanRequest, catalog, *, method: str = NO_SPEC, k: int | None = None,
+def fleet_bill(req: PlanRequest, catalog: Catalog, *, method: str = NO_SPEC, k: int | None = None,
                billing: str | None = None) -> Bill:
     """The month's bill for `req`'s traffic (its volume spread over its hours, or its daily shape, or the default
     shape) on `method` (NO_SPEC: no speculation) at K=`k` (None: its K with the lowest full-load CPM), on the

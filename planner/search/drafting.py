@@ -15,7 +15,7 @@ from planner.context import Candidate, Context, r5
 from planner.physics.roofline import Net, head_net, null_net, resident_weight_bytes, stack, target_net
 from planner.physics.serving import DRAFTING_MODE_CODE, MODE_NONE
 from planner.request import NO_SPEC
-from planner.types import LOOKUP_DRAFTING, Method, ModelSpec
+from planner.types import LOOKUP_DRAFTING, Catalog, Method, ModelSpec
 
 
 def availability(model: ModelSpec, method: Method) -> tuple[bool, str]:
@@ -45,7 +45,7 @@ def draft_net(m: Method | None, model: ModelSpec, draft_spec: ModelSpec | None, 
     return head_net(m, model, dtype, kv_dtype=kv_dtype), mode, m.draft_params_scale_with_k, 0.0, False
 
 
-def draft_spec_for(catalog, model: ModelSpec) -> ModelSpec | None:
+def draft_spec_for(catalog: Catalog, model: ModelSpec) -> ModelSpec | None:
     """The model's smaller draft model in the catalogue, or None."""
     return catalog.models[model.draft_model] if model.draft_model else None
 

@@ -22,7 +22,7 @@ from planner.search.candidates import method_candidates
 from planner.search.drafting import availability, draft_weight_bytes
 from planner.search.grid import SearchResult, search
 from planner.search.memory import memory_way_out, speculation_memory_way_out
-from planner.types import LOOKUP_DRAFTING
+from planner.types import LOOKUP_DRAFTING, Catalog
 
 
 def pct(new: float, ref: float | None) -> float | None:
@@ -249,7 +249,7 @@ def plain_tp_options(ctx: Context, *, other_tps: bool) -> list[OperatingPoint]:
 
 def operating_point(
     req: PlanRequest,
-    catalog,
+    catalog: Catalog,
     method: str,
     *,
     ks: Sequence[int] | None = None,

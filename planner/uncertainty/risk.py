@@ -22,6 +22,7 @@ from planner.physics.engines import with_speedup_error
 from planner.request import NO_SPEC, PlanRequest, default_costs
 from planner.search.grid import blended_cpm, search
 from planner.search.points import points
+from planner.types import Catalog
 from planner.uncertainty.sensitivity import PLAN_MC_SAMPLES, PLAN_MC_SEED, bill_draws, monte_carlo, seeded_samples
 
 
@@ -38,7 +39,7 @@ class SwitchRisk:
     saving_usd: np.ndarray  # per draw
 
 
-def switch_risk(req: PlanRequest, catalog, *, reference, best, samples: int = PLAN_MC_SAMPLES,
+def switch_risk(req: PlanRequest, catalog: Catalog, *, reference, best, samples: int = PLAN_MC_SAMPLES,
                 seed: int = PLAN_MC_SEED) -> SwitchRisk | None:
     """The risk of switching from `reference` (today) to `best`; None where there is no switch. Today at the
     request's TP and attention, and the request's current method: the Sensitivity page's Monte Carlo
@@ -75,7 +76,7 @@ def _share(hits: np.ndarray, *, unmeasured: bool) -> float:
     return float(np.mean(hits))
 
 
-def _elsewhere(req: PlanRequest, catalog, reference, method: str, k: int, samples: int, seed: int
+def _elsewhere(req: PlanRequest, catalog: Catalog, reference, method: str, k: int, samples: int, seed: int
                ) -> tuple[np.ndarray, np.ndarray, int]:
     """(saving per draw, one-time cost per draw, horizon): the method at K in the request's context, today in its own
     (planner.money.bill.point_context), both drawn from the same seeded samples, each fleet at its own GPUs per
@@ -100,7 +101,7 @@ def _elsewhere(req: PlanRequest, catalog, reference, method: str, k: int, sample
     return saving, one, ctx.costs.horizon_months
 
 
-def _today(catalog, reference, req: PlanRequest) -> Candidate:
+def _today(catalog: Catalog, reference, req: PlanRequest) -> Candidate:
     if reference.method == NO_SPEC:
         return BASELINE
     return Candidate(reference.method, tuple(range(1, catalog.methods[reference.method].max_k + 1)), tuned=req.tuned)

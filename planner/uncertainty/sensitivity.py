@@ -35,6 +35,7 @@ from planner.request import NO_SPEC, PlanError, PlanRequest, TrafficSegment
 from planner.search.batch_sweeps import method_candidates
 from planner.search.grid import blended_cpm, search
 from planner.search.points import points
+from planner.types import Catalog
 
 ETA_BW_RANGE = (0.60, 0.85)  # aiconfigurator GEMMs at batch 256 .. batch 1 on H100 (read 2026-11-30)
 ETA_FLOPS_RANGE = (0.45, 0.75)  # same source; compute efficiency of decode GEMMs
@@ -42,7 +43,7 @@ T_FIXED_FACTOR_RANGE = (0.5, 2.0)  # assumption (2026-11-30): per-step overhead 
 MAPE_TO_SIGMA = 1.2533  # sqrt(pi / 2): a normal error's standard deviation from its mean absolute value
 
 
-def fit_sigma(catalog, hardware: str, dtype: str) -> float | None:
+def fit_sigma(catalog: Catalog, hardware: str, dtype: str) -> float | None:
     """The step-time fit's relative uncertainty (one sigma) for a (hardware, dtype), from its held-out TPOT error
     (a GPU without kernel data that borrows a fitted GPU's terms: the borrowed fit's leave-one-out error or stated
     band, planner/physics/borrowed.py); None where the hardware runs on assumed efficiencies (no fit)."""
@@ -60,7 +61,7 @@ UNCERTAINTY_SOURCE = (
 )
 
 
-def spec_sigma(catalog, eff) -> dict[str, float]:
+def spec_sigma(catalog: Catalog, eff) -> dict[str, float]:
     """{field: one-sigma standard error} of the speculation overheads `eff` runs with, from the published-speedup
     fit; empty where a calibration measured them (they are not the published fit's then) or there is no fit."""
     if getattr(eff, "calibrated", False):
@@ -122,7 +123,7 @@ class TornadoBar:
     saving_swing_usd: float = math.nan
 
 
-def tornado(req: PlanRequest, catalog, method: str) -> list[TornadoBar]:
+def tornado(req: PlanRequest, catalog: Catalog, method: str) -> list[TornadoBar]:
     """The method's CPM change against no speculation (both at their own best batch under the SLO), and the monthly
     saving of its fleet's bill against no speculation's, when one driver moves to its low / high end, the others at
     their middle; sorted by the CPM swing (smallest first). The price moves only when the request asks for the list
@@ -260,7 +261,7 @@ class MonteCarlo:
 
 def monte_carlo(
     req: PlanRequest,
-    catalog,
+    catalog: Catalog,
     method: str,
     *,
     k: int,
