@@ -45,7 +45,8 @@ def one_scenario(inp, ih, im, ik, ib, iw, ia):
     h, m, w = inp["hardware"][ih], inp["methods"][im], inp["workloads"][iw]
     k, b, a = KS[ik], BATCHES[ib], float(ALPHAS[ia])
     model = inp["model"]
-    draft, _, _, draft_total, _ = draft_net(m, model, inp["draft_model"], "bf16", None)
+    d = draft_net(m, model, inp["draft_model"], "bf16", None)
+    draft, draft_total = d.net, d.weight_bytes
     if m.drafting in LOOKUP_DRAFTING:  # prompt lookup (n-gram, ngram_gpu, suffix): the workload's copy share
         a0 = w.ngram_alpha * a / float(np.mean(ALPHAS))
     else:

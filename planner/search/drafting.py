@@ -28,21 +28,31 @@ def availability(model: ModelSpec, method: Method) -> tuple[bool, str]:
     return True, ""
 
 
+@dataclass(frozen=True)
+class DraftNet:
+    """What a method drafts with."""
+
+    net: Net  # the draft's network (a null network for lookup drafting and no speculation)
+    mode: int  # planner.physics.serving.DRAFTING_MODE_CODE
+    scales_with_k: bool  # the draft's parameters grow with K (e.g. one MEDUSA head per position)
+    weight_bytes: float  # resident bytes of a separate draft model (0 for heads, lookup and no speculation)
+    is_model: bool  # a separate draft model
+
+
 def draft_net(m: Method | None, model: ModelSpec, draft_spec: ModelSpec | None, dtype: str,
-              kv_dtype: str | None) -> tuple[Net, int, bool, float, bool]:
-    """(draft Net, drafting mode code, scales with K, resident draft weight bytes, is a separate model) for a
-    method (None: no speculation); a draft model the catalogue lacks drafts nothing."""
+              kv_dtype: str | None) -> DraftNet:
+    """The draft of a method (None: no speculation); a draft model the catalogue lacks drafts nothing."""
     if m is None:
-        return null_net(), MODE_NONE, False, 0.0, False
+        return DraftNet(null_net(), MODE_NONE, False, 0.0, False)
     mode = DRAFTING_MODE_CODE[m.drafting]
     if m.drafting == "draft_model":
         if draft_spec is None:
-            return null_net(), mode, False, 0.0, True
+            return DraftNet(null_net(), mode, False, 0.0, True)
         dnet = target_net(draft_spec, dtype, kv_dtype=kv_dtype)
-        return dnet, mode, False, float(resident_weight_bytes(dnet)), True
+        return DraftNet(dnet, mode, False, float(resident_weight_bytes(dnet)), True)
     if m.drafting in LOOKUP_DRAFTING:
-        return null_net(), mode, False, 0.0, False
-    return head_net(m, model, dtype, kv_dtype=kv_dtype), mode, m.draft_params_scale_with_k, 0.0, False
+        return DraftNet(null_net(), mode, False, 0.0, False)
+    return DraftNet(head_net(m, model, dtype, kv_dtype=kv_dtype), mode, m.draft_params_scale_with_k, 0.0, False)
 
 
 def draft_spec_for(catalog: Catalog, model: ModelSpec) -> ModelSpec | None:
@@ -55,7 +65,7 @@ def draft_weight_bytes(ctx: Context, method: str) -> float:
     if method == NO_SPEC:
         return 0.0
     return draft_net(ctx.catalog.methods[method], ctx.model, draft_spec_for(ctx.catalog, ctx.model), ctx.req.dtype,
-                     ctx.req.kv_dtype)[3]
+                     ctx.req.kv_dtype).weight_bytes
 
 
 @dataclass(frozen=True)
@@ -86,10 +96,10 @@ def _drafts_for(methods: tuple, model, draft_spec, dtype: str, kv_dtype: str | N
     by_name = {m.name: m for m in methods if m is not None}
     built = [draft_net(by_name.get(n), model, draft_spec, dtype, kv_dtype) for n in names]
     idx = np.array([names.index(m.name if m is not None else NO_SPEC) for m in methods])
-    nets = stack([b[0] for b in built], shape_axis=1, ndim=5)
+    nets = stack([b.net for b in built], shape_axis=1, ndim=5)
     net = dataclasses.replace(nets, **{f.name: np.take(getattr(nets, f.name), idx, axis=1)
                                        for f in dataclasses.fields(nets)})
-    col = np.array([b[1:] for b in built], dtype=float)[idx]  # mode, scales with K, draft bytes, is a model
+    col = np.array([(b.mode, b.scales_with_k, b.weight_bytes, b.is_model) for b in built], dtype=float)[idx]
     return DraftArrays(draft=net, mode=r5(col[:, 0], 1), draft_scales_with_k=r5(col[:, 1], 1).astype(bool),
                        draft_weight_bytes_total=r5(col[:, 2], 1), draft_is_model=r5(col[:, 3], 1).astype(bool))
 

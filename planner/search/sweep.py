@@ -74,8 +74,8 @@ def evaluate_grid(
     ks_arr = np.asarray(ks, float)
     effs = efficiencies if efficiencies is not None else [None] * len(hardware)
     hw = stack([hw_params(h, dtype, e) for h, e in zip(hardware, effs, strict=True)], 0, 6)
-    drafts = [draft_net(m, model, draft_model, dtype, None) for m in methods]  # (net, mode, scales, bytes, model)
-    draft_nets = stack([d[0] for d in drafts], 1, 6)
+    drafts = [draft_net(m, model, draft_model, dtype, None) for m in methods]
+    draft_nets = stack([d.net for d in drafts], 1, 6)
     alpha0 = alpha_for(methods, workloads, np.asarray(alphas, float))
     decay = _reshape([m.position_decay for m in methods], 1)
     tau = acc.acceptance_length_decay(alpha0, _reshape(ks_arr, 2), decay)
@@ -95,7 +95,7 @@ def evaluate_grid(
         output_tokens=out,
         usd_per_gpu_hour=_reshape([h.usd_per_gpu_hour_mid for h in hardware], 0),
         tp=tp,
-        draft_weight_bytes_total=_reshape([d[3] for d in drafts], 1),
+        draft_weight_bytes_total=_reshape([d.weight_bytes for d in drafts], 1),
         draft_is_model=_reshape([m.drafting == "draft_model" for m in methods], 1).astype(bool),
     )
     return Grid(res, tuple(h.name for h in hardware), tuple(m.name for m in methods), ks_arr,

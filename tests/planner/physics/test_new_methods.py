@@ -32,7 +32,8 @@ def test_each_new_method_plans_to_a_finite_cpm(catalog, method: str) -> None:
 @pytest.mark.parametrize("method", ("suffix", "ngram_gpu"))
 def test_lookups_have_no_draft_network_and_take_the_workloads_copy_share(catalog, method: str) -> None:
     model = catalog.models["llama-3.1-8b"]
-    net, _mode, _scales, weight_bytes, is_model = draft_net(catalog.methods[method], model, None, "bf16", None)
+    d = draft_net(catalog.methods[method], model, None, "bf16", None)
+    net, weight_bytes, is_model = d.net, d.weight_bytes, d.is_model
     assert weight_bytes == 0.0 and not is_model
     assert float(net.dense_weight_bytes) == 0.0 and float(net.kv_bytes_per_token) == 0.0
     # acceptance follows the workload's n-gram alpha exactly as ngram's does
@@ -60,7 +61,8 @@ def test_dflash_draft_time_does_not_grow_per_drafted_token_like_a_sequential_hea
 
     def t(method: str) -> np.ndarray:
         m = catalog.methods[method]
-        net, mode, scales, _b, _is = draft_net(m, model, None, "bf16", None)
+        d = draft_net(m, model, None, "bf16", None)
+        net, mode, scales = d.net, d.mode, d.scales_with_k
         return draft_time_s(net, hw, mode=mode, draft_scales_with_k=scales, k=ks, batch=1.0, verify_tokens=ks + 1,
                             context_tokens=1000.0)[0]
 
@@ -73,8 +75,8 @@ def test_dflash_draft_time_does_not_grow_per_drafted_token_like_a_sequential_hea
 
 def test_block_drafter_reads_its_layers_and_the_lm_head_and_caches_context_kv(catalog) -> None:
     model = catalog.models["llama-3.1-8b"]
-    d_net = draft_net(catalog.methods["dflash"], model, None, "bf16", None)[0]
-    e_net = draft_net(catalog.methods["eagle3"], model, None, "bf16", None)[0]
+    d_net = draft_net(catalog.methods["dflash"], model, None, "bf16", None).net
+    e_net = draft_net(catalog.methods["eagle3"], model, None, "bf16", None).net
     assert float(d_net.dense_weight_bytes) > 4 * float(e_net.dense_weight_bytes)  # 5 layers + full vocab vs 1 + 32k
     assert float(d_net.kv_bytes_per_token) == pytest.approx(5 * float(e_net.kv_bytes_per_token))
     # the verified tokens' context K/V projection rides on the fusion GEMM: wider than EAGLE-3's 3h -> h
