@@ -28,6 +28,11 @@ TP_OPTIONS = (1, 2, 4, 8)
 MAX_K = 32  # draft tokens per step a single-point evaluation accepts
 # a fleet paid per GPU-hour used, or sized for the peak all month (planner.money.bill)
 BILLINGS = ("autoscaled", "fixed")
+# upper bounds of the request's numbers, declared once: validate() checks them, the app's URL schema reads them
+MAX_USD_PER_GPU_HOUR = 1000.0
+MAX_TPOT_SLO_MS = 60_000.0
+MAX_SPEND_USD_PER_MONTH = 1e10
+MAX_SPEND_GPUS = 1_000_000
 
 
 class PlanError(ValueError):
@@ -201,10 +206,13 @@ def check_deployment(q, model, hw) -> None:
         raise PlanError("dtype", q.dtype, ", ".join(WEIGHT_DTYPES))
     if q.kv_dtype is not None and q.kv_dtype not in KV_CACHE_DTYPES:
         raise PlanError("kv_dtype", q.kv_dtype, ", ".join(KV_CACHE_DTYPES) + " (or none: follows the weights)")
-    if q.usd_per_gpu_hour is not None and not (is_number(q.usd_per_gpu_hour) and 0 < q.usd_per_gpu_hour <= 1000):
-        raise PlanError("usd_per_gpu_hour", q.usd_per_gpu_hour, "a price above $0 and at most $1000 per GPU-hour")
-    if not (is_number(q.tpot_slo_ms) and 0 < q.tpot_slo_ms <= 60_000):
-        raise PlanError("tpot_slo_ms", q.tpot_slo_ms, "a latency above 0 and at most 60000 ms per output token")
+    if q.usd_per_gpu_hour is not None and not (is_number(q.usd_per_gpu_hour)
+                                               and 0 < q.usd_per_gpu_hour <= MAX_USD_PER_GPU_HOUR):
+        raise PlanError("usd_per_gpu_hour", q.usd_per_gpu_hour,
+                        f"a price above $0 and at most ${MAX_USD_PER_GPU_HOUR:g} per GPU-hour")
+    if not (is_number(q.tpot_slo_ms) and 0 < q.tpot_slo_ms <= MAX_TPOT_SLO_MS):
+        raise PlanError("tpot_slo_ms", q.tpot_slo_ms,
+                        f"a latency above 0 and at most {MAX_TPOT_SLO_MS:g} ms per output token")
     v = q.monthly_output_tokens
     if not (is_number(v) and (v == 0 or 1 <= v <= 1e19)):  # 5e-324 tokens divided bills by an underflowed 0
         raise PlanError("monthly_output_tokens", v, "a volume of 0, or from 1 to 1e19 tokens a month")
@@ -247,19 +255,22 @@ def validate_scenario(s, model, hw, method) -> None:
 def check_spend(req: PlanRequest, catalog: Catalog) -> None:
     """The spend and hardware-comparison fields (planner.money.spend, planner.decision.hardware_choice)."""
     s = req.spend_usd_per_month
-    if s is not None and not (is_number(s) and 0 < s <= 1e10):
-        raise PlanError("spend_usd_per_month", s, "a monthly spend above $0 and at most $10,000,000,000")
+    if s is not None and not (is_number(s) and 0 < s <= MAX_SPEND_USD_PER_MONTH):
+        raise PlanError("spend_usd_per_month", s,
+                        f"a monthly spend above $0 and at most ${MAX_SPEND_USD_PER_MONTH:,.0f}")
     g = req.spend_gpus
     if g is not None:
         if s is None:
             raise PlanError("spend_gpus", g, "none without a spend (spend_usd_per_month)")
-        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not req.tp <= g <= 1_000_000:
-            raise PlanError("spend_gpus", g, f"a whole number of GPUs from {req.tp} (one replica) to 1,000,000")
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not req.tp <= g <= MAX_SPEND_GPUS:
+            raise PlanError("spend_gpus", g,
+                            f"a whole number of GPUs from {req.tp} (one replica) to {MAX_SPEND_GPUS:,}")
     for name, price in req.hardware_prices:
         if name not in catalog.hardware:
             catalog.hardware[name]  # raises UnknownNameError listing the valid names
-        if not (is_number(price) and 0 < price <= 1000):
-            raise PlanError(f"hardware_prices[{name}]", price, "a price above $0 and at most $1000 per GPU-hour")
+        if not (is_number(price) and 0 < price <= MAX_USD_PER_GPU_HOUR):
+            raise PlanError(f"hardware_prices[{name}]", price,
+                            f"a price above $0 and at most ${MAX_USD_PER_GPU_HOUR:g} per GPU-hour")
 
 
 def check_engine(req: PlanRequest) -> None:

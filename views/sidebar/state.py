@@ -22,9 +22,19 @@ from calibration.storage import kept_traffic
 from calibration.storage.calibrated_catalog import calibrated_files, with_calibrated
 from calibration.storage.store import default_url
 from planner import plan as P
+from planner.fleet import SHAPES
 from planner.money import spend
 from planner.physics.engines import ENGINES
-from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
+from planner.request import (
+    BILLINGS,
+    DEFAULT_MONTHLY_OUTPUT_TOKENS,
+    MAX_SPEND_GPUS,
+    MAX_SPEND_USD_PER_MONTH,
+    MAX_TEMPERATURE,
+    MAX_TPOT_SLO_MS,
+    MAX_USD_PER_GPU_HOUR,
+    TP_OPTIONS,
+)
 from planner.search import batch_sweeps as sweeps
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from planner.uncertainty import sensitivity as sens
@@ -83,8 +93,6 @@ def _finite(lo: float, hi: float) -> Callable[[Any], bool]:
 DEFAULTS = {"model": "llama-3.3-70b", "hardware": "h100-sxm", "tp": 4, "dtype": "bf16", "slo": 50.0,
             "volume_b": DEFAULT_MONTHLY_OUTPUT_TOKENS / 1e9, "workload": "chat", "language": "english"}
 VOLUME_SOURCES = {"profile": "the trace's own", "manual": "the number I type", "spend": "what we spend a month"}
-SPEND_MAX_USD_PER_MONTH = 1e10  # planner.request.check_spend's upper bound
-SPEND_MAX_GPUS = 1_000_000
 
 
 def _params() -> dict[str, Param]:
@@ -95,25 +103,25 @@ def _params() -> dict[str, Param]:
         "model": Param(DEFAULTS["model"], str, lambda v: v in cat.models or model_box.known(v)),
         "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware or hardware_box.known(v)),
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
-        "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0)),
+        "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, MAX_USD_PER_GPU_HOUR)),
         _price.PRICE_SET: Param(False, _bool, lambda v: isinstance(v, bool)),  # typed: entered (views.sidebar.price)
-        "tp": Param(DEFAULTS["tp"], int, lambda v: v in (1, 2, 4, 8)),
+        "tp": Param(DEFAULTS["tp"], int, lambda v: v in TP_OPTIONS),
         "attn_dp": Param(False, _bool, lambda v: isinstance(v, bool)),
         "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in WEIGHT_DTYPES),
         "kv": Param("auto", str, lambda v: v == "auto" or v in KV_CACHE_DTYPES),
-        "slo": Param(DEFAULTS["slo"], float, _finite(1.0, 60_000.0)),
+        "slo": Param(DEFAULTS["slo"], float, _finite(1.0, MAX_TPOT_SLO_MS)),
         "volume_b": Param(DEFAULTS["volume_b"], float, _finite(0.0, 1e7)),
         # "profile": a loaded trace's own volume (the typed number without one); "manual": the typed number always
         "volume_source": Param("profile", str, lambda v: v in VOLUME_SOURCES),
         # "spend": the volume that a monthly spend's fleet serves under the SLO (planner.money.spend); 0 GPUs: not stated
-        "spend_usd": Param(100_000.0, float, lambda v: math.isfinite(v) and 0.0 < v <= SPEND_MAX_USD_PER_MONTH),
-        "spend_gpus": Param(0, int, lambda v: 0 <= v <= SPEND_MAX_GPUS),
+        "spend_usd": Param(100_000.0, float, lambda v: math.isfinite(v) and 0.0 < v <= MAX_SPEND_USD_PER_MONTH),
+        "spend_gpus": Param(0, int, lambda v: 0 <= v <= MAX_SPEND_GPUS),
         "current": Param(P.NO_SPEC, str, lambda v: v == P.NO_SPEC or v in cat.methods),
         "workload": Param(DEFAULTS["workload"], str, lambda v: v in cat.workloads),
         "language": Param(DEFAULTS["language"], str, lambda v: v in cat.languages),
         "tuned": Param(False, _bool, lambda v: isinstance(v, bool)),
         # sampling temperature of the requests (planner.request.check_temperature): 0 greedy .. 2
-        "temperature": Param(0.0, float, _finite(0.0, 2.0)),
+        "temperature": Param(0.0, float, _finite(0.0, MAX_TEMPERATURE)),
         "eng_week": Param(costs.engineering_usd_per_week, float, _finite(0.0, 1e6)),
         "disc_pct": Param(round(costs.annual_discount_rate * 100, 6), float, _finite(-49.0, 100.0)),
         "horizon": Param(costs.horizon_months, int, lambda v: 1 <= v <= 240),
@@ -131,9 +139,9 @@ def _params() -> dict[str, Param]:
         "traffic_cap": Param(True, _bool, lambda v: isinstance(v, bool)),
         "traffic": Param("", str, lambda v: v == "" or v in SAMPLES),
         "profile": Param("", str, lambda v: v == "" or (len(v) == 64 and all(c in "0123456789abcdef" for c in v))),
-        "fleet_shape": Param("flat", str, lambda v: v in ("flat", "business_hours", "consumer_evening")),
+        "fleet_shape": Param("flat", str, lambda v: v in SHAPES),
         # how the fleet is paid (planner.money.bill): every page's bills, savings and paybacks use it
-        "billing": Param("autoscaled", str, lambda v: v in ("autoscaled", "fixed")),
+        "billing": Param("autoscaled", str, lambda v: v in BILLINGS),
         # the serving engine (planner.physics.engines): its own speculation overheads and deploy command
         "engine": Param("vllm", str, lambda v: v in ENGINES),
         "sens_tornado_unit": Param("bill", str, lambda v: v in ("bill", "cpm")),
@@ -259,9 +267,9 @@ def sidebar() -> None:
                       "the trace's mix and hourly shape).")
         if ss["volume_source"] == "spend":
             s1, s2 = st.columns(2)
-            s1.number_input("Spend, $/month", min_value=0.0, max_value=SPEND_MAX_USD_PER_MONTH, step=10_000.0,
+            s1.number_input("Spend, $/month", min_value=0.0, max_value=MAX_SPEND_USD_PER_MONTH, step=10_000.0,
                             key="spend_usd", help="What the fleet costs a month today, at the price above.")
-            s2.number_input("GPUs (0: not stated)", min_value=0, max_value=SPEND_MAX_GPUS, step=8, key="spend_gpus",
+            s2.number_input("GPUs (0: not stated)", min_value=0, max_value=MAX_SPEND_GPUS, step=8, key="spend_gpus",
                             help="The fleet's GPUs at the peak: the volume is also limited to what they serve.")
             st.caption("The plan derives the volume this spend buys (Plan page).")
         elif ss["volume_source"] == "profile" and has_volume:
