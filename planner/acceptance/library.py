@@ -25,7 +25,7 @@ from planner.acceptance.rates import acceptance_length_iid, alpha_from_acceptanc
 
 METHODS = ("eagle", "eagle3", "p_eagle", "medusa", "mtp", "draft_model", "ngram", "dflash", "suffix")
 CONVENTIONS = ("unconditional", "conditional")
-MIN_HALF_WIDTH = 0.02  # alpha band floor: ~1,700 drafts measure alpha to +-0.02 at alpha 0.7 (DESIGN.md)
+MIN_HALF_WIDTH = 0.02  # alpha band floor: ~1,700 drafts measure alpha to +-0.02 at alpha 0.7 (binomial standard error)
 SAME_TEMPERATURE = 0.05  # rows within this of the request's temperature count as measured at it
 # Sampling lowers acceptance: alpha(T) = alpha(0) * (1 - TEMPERATURE_SLOPE * T) where the library has no pair of
 # rows (same model, method, dataset, K) at T = 0 and T > 0 to fit the slope from. Assumption: sampled drafts are

@@ -12,7 +12,7 @@ from planner.answer import Plan, SloKnee
 from planner.formatting import fmt_usd
 from planner.types import Catalog
 
-KNEE_SLO_FACTORS = (0.8, 1.2)  # +-20 % of the TPOT SLO (issue 32)
+KNEE_SLO_FACTORS = (0.8, 1.2)  # +-20 % of the TPOT SLO
 KNEE_CHANGE = 0.5  # the saving changes by more than half of the plan's own saving
 
 

