@@ -3,13 +3,10 @@
     streamlit run app.py
 """
 
-from pathlib import Path
-
 import streamlit as st
 
-from views import _memory, _state
-
-HERE = Path(__file__).resolve().parent
+from views.parts import memory as _memory
+from views.sidebar import state as _state
 
 st.set_page_config(page_title="Speculative-decoding planner", layout="wide")
 _memory.return_large_buffers_to_os()
@@ -29,10 +26,8 @@ pages = [
     st.Page("views/claims.py", title="Claims", url_path="claims"),
     st.Page("views/report.py", title="Report", url_path="report"),
 ]
-# Pages another part of the project writes; the app starts without them.
-for fname, title in (("calibrate.py", "Calibrate"), ("history.py", "History")):
-    if (HERE / "views" / fname).exists():
-        pages.append(st.Page(f"views/{fname}", title=title, url_path=fname.removesuffix(".py")))
+pages += [st.Page("views/calibrate.py", title="Calibrate", url_path="calibrate"),
+          st.Page("views/history.py", title="History", url_path="history")]
 pages.append(st.Page("views/plan.py", title="Plan", url_path="plan", visibility="hidden"))
 
 page = st.navigation(pages)

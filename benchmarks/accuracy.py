@@ -87,11 +87,12 @@ def main() -> int:
 
 
 def acceptance_library(directory: str | None = None) -> None:
-    """Leave-one-model-out error of the acceptance library's family fit (planner.library): each model's measured
-    curve of a method predicted from the other models' curves of that method (the planner's "family fit" tier), in
-    tau (bonus token included) per K, and as the alpha shift the held-out model needed. The band the planner shows
-    for that tier is at least this wide (planner.library.family_fit; tests/planner/test_acceptance_library.py)."""
-    from planner import library  # noqa: PLC0415
+    """Leave-one-model-out error of the acceptance library's family fit (planner.acceptance.library): each model's
+    measured curve of a method predicted from the other models' curves of that method (the planner's "family fit" tier),
+    in tau (bonus token included) per K, and as the alpha shift the held-out model needed. The band the planner shows
+    for that tier is at least this wide (planner.acceptance.library.family_fit;
+    tests/planner/acceptance/test_acceptance_library.py)."""
+    from planner.acceptance import library  # noqa: PLC0415
     from profiles.acceptance_library import load_library  # noqa: PLC0415
 
     cat = load_catalog()

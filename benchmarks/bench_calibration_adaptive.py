@@ -1,5 +1,5 @@
 """Engine time to reach an acceptance-length 95 % half-width of 0.05 (n-gram, code workload): adaptive
-stopping (calibration.protocol) against a fixed sweep of the same precision.
+stopping (calibration.harness.protocol) against a fixed sweep of the same precision.
 
 A fixed sweep fixes its size before it runs, so to promise a half-width h it must be sized for the widest
 spread a request's acceptance length can have: tau_i lies in [1, K + 1], so its standard deviation is at most
@@ -32,10 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibration.protocol import acceptance_length_interval, fixed_sweep_requests  # noqa: E402
-from calibration.runners import LocalRunner  # noqa: E402
-from calibration.spec import EngineConfig, JobSpec  # noqa: E402
-from calibration.store import Store  # noqa: E402
+from calibration.harness.protocol import acceptance_length_interval, fixed_sweep_requests  # noqa: E402
+from calibration.measure.spec import EngineConfig, JobSpec  # noqa: E402
+from calibration.run.runners import LocalRunner  # noqa: E402
+from calibration.storage.store import Store  # noqa: E402
 
 
 def run(spec: JobSpec, url: str, timeout_s: float) -> list:

@@ -1,8 +1,8 @@
 """Hardware comparison benchmark (prints figures; no assertions): `python benchmarks/bench_hardware.py`.
 
-planner.hardware_choice.compare_hardware over the catalogue's GPU types (14) (every TP and weight format, no speculation
-and each method at its best K, the fleet sized by hour) for the 70B model under a business-hours day, median of 7
-uncached calls, at 10B and 500B output tokens a month (target < 300 ms); and planner.spend.volume_for_spend.
+planner.decision.hardware_choice.compare_hardware over the catalogue's GPU types (14) (every TP and weight format, no
+speculation and each method at its best K, the fleet sized by hour) for the 70B model under a business-hours day, median
+of 7 uncached calls, at 10B and 500B output tokens a month (target < 300 ms); and planner.money.spend.volume_for_spend.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.hardware_choice import compare_hardware  # noqa: E402
+from planner.decision.hardware_choice import compare_hardware  # noqa: E402
+from planner.money.spend import volume_for_spend  # noqa: E402
 from planner.request import PlanRequest  # noqa: E402
-from planner.spend import volume_for_spend  # noqa: E402
 from profiles import load_catalog  # noqa: E402
 
 

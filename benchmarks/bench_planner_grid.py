@@ -19,12 +19,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planner import acceptance as acc  # noqa: E402
-from planner.candidates import MAX_ALPHA  # noqa: E402
-from planner.drafting import LOOKUP_DRAFTING, draft_net  # noqa: E402
-from planner.roofline import hw_params, target_net  # noqa: E402
-from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays  # noqa: E402
-from planner.sweep import evaluate_grid  # noqa: E402
+from planner.acceptance import rates as acc  # noqa: E402
+from planner.physics.roofline import hw_params, target_net  # noqa: E402
+from planner.physics.serving import DRAFTING_MODE_CODE, evaluate_arrays  # noqa: E402
+from planner.search.candidates import MAX_ALPHA  # noqa: E402
+from planner.search.drafting import LOOKUP_DRAFTING, draft_net  # noqa: E402
+from planner.search.sweep import evaluate_grid  # noqa: E402
 from profiles import load_catalog  # noqa: E402
 
 KS = list(range(1, 9))
@@ -45,7 +45,8 @@ def one_scenario(inp, ih, im, ik, ib, iw, ia):
     h, m, w = inp["hardware"][ih], inp["methods"][im], inp["workloads"][iw]
     k, b, a = KS[ik], BATCHES[ib], float(ALPHAS[ia])
     model = inp["model"]
-    draft, _, _, draft_total, _ = draft_net(m, model, inp["draft_model"], "bf16", None)
+    d = draft_net(m, model, inp["draft_model"], "bf16", None)
+    draft, draft_total = d.net, d.weight_bytes
     if m.drafting in LOOKUP_DRAFTING:  # prompt lookup (n-gram, ngram_gpu, suffix): the workload's copy share
         a0 = w.ngram_alpha * a / float(np.mean(ALPHAS))
     else:

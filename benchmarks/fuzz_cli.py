@@ -1,5 +1,5 @@
 """CLI fuzz: random but type-valid flags for `plan`, `compare`, `evaluate`, `levers` and `convert`, run in-process
-through planner.cli.main (no subprocesses), each run checked (prints counts; exit code 1 if any run failed):
+through cli.main.main (no subprocesses), each run checked (prints counts; exit code 1 if any run failed):
 
     python benchmarks/fuzz_cli.py [--runs 1000] [--seed 0] [--show 3]
 
@@ -13,7 +13,7 @@ gets a file that is well-formed or broken. A run passes when:
   or a change, which are signed) is negative;
 - a recommendation names a method whose row in `methods` is feasible (fits memory and meets the SLO), at the same K
   and batch, with its TPOT under the SLO.
-tests/planner/test_cli_fuzz.py runs ~60 of these cases on every test run.
+tests/cli/test_cli_fuzz.py runs ~60 of these cases on every test run.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from planner import cli  # noqa: E402
+from cli import main as cli  # noqa: E402
 
 COMMANDS = ("plan", "compare", "evaluate", "levers", "convert")
 EXTREME_SHARE = 0.25
@@ -234,14 +234,14 @@ def _walk(obj: Any, key: str = "", parent: dict | None = None) -> Iterator[tuple
 
 
 # NaN is the planner's "no number here", written as null: in a record that is not feasible, not available or not
-# applied (planner/points.py unavailable(), planner/answer.py's lever step), and at an end of the alpha band that
-# misses the SLO (planner/points.py: usd_per_mtok_low / _high); and a $/Mtok over a volume of 0 tokens.
+# applied (planner/search/points.py unavailable(), planner/answer.py's lever step), and at an end of the alpha band that
+# misses the SLO (planner/search/points.py: usd_per_mtok_low / _high); and a $/Mtok over a volume of 0 tokens.
 NAN_MEANS_NONE = ("usd_per_mtok_low", "usd_per_mtok_high")
 
 
 def _nan_allowed(key: str, parent: dict | None, no_volume: bool) -> bool:
     if no_volume and key.endswith("effective_usd_per_mtok"):
-        return True  # a bill / no output tokens: "nan without a volume" (planner/bill.py)
+        return True  # a bill / no output tokens: "nan without a volume" (planner/money/bill.py)
     return key in NAN_MEANS_NONE or (parent is not None and any(
         parent.get(flag) is False for flag in ("feasible", "available", "applied")))
 

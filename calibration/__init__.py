@@ -1,12 +1,12 @@
 """Calibration on a real engine: measure acceptance and step time, fit the planner's parameters, compare
 predicted with measured.
 
-Data flows one way: spec (spec.py: what to measure) -> jobs (jobs.py: run_job, heartbeat, deadline, final
-state; started by runners.py) -> engine / serve / microbench (measure only) -> records (records.py, fixed
-versioned schema) -> store (store.py: SQLite WAL or any SQLAlchemy URL) -> fits (fit.py, predict.py,
-report.py) -> calibrated profile (profiles_store.py) -> the planner and the app. No import cycle: the
-measuring modules import neither jobs nor runners; engine_settings.py, procs.py and catalog.py are leaves
-they share.
+Data flows one way, one floor above the other (tests/test_architecture.py): fitting/ (fits of shipped
+parameters to published data) -> storage/ (the store, records, kept uploads, calibrated profiles) -> harness/ (engine
+settings and checks, child processes, the protocol, metrics) -> targets/ (registry, catalogue, model assets, heads)
+-> measure/ (spec, engine, serve, microbench: measure only) -> run/ (jobs, runners, admission, progress) ->
+analysis/ (fit, predict, report) -> the calibrated profile -> the planner and the app. The measuring modules import
+neither jobs nor runners.
 
     python -m calibration microbench                      # torch step-time grid on this machine
     python -m calibration run --configs baseline,ngram:2,ngram:4,draft_model:smollm2-135m-2l:2 \\

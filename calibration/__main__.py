@@ -10,11 +10,16 @@ import sys
 import time
 from typing import Any
 
-from calibration import model_assets
-from calibration.machine_load import CONTAMINATED_SHARE
-from calibration.protocol import DEFAULT_BATCH_SIZES, DEFAULT_BUDGET_S, DEFAULT_MIN_ROUNDS, DEFAULT_TARGET_HALF_WIDTH
-from calibration.spec import EngineConfig, JobSpec, MicrobenchSpec, ServeSpec
-from calibration.store import Store, StoreError
+from calibration.harness.machine_load import CONTAMINATED_SHARE
+from calibration.harness.protocol import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_BUDGET_S,
+    DEFAULT_MIN_ROUNDS,
+    DEFAULT_TARGET_HALF_WIDTH,
+)
+from calibration.measure.spec import EngineConfig, JobSpec, MicrobenchSpec, ServeSpec
+from calibration.storage.store import Store, StoreError
+from calibration.targets import model_assets
 
 
 def parse_configs(text: str) -> tuple[EngineConfig, ...]:
@@ -22,7 +27,7 @@ def parse_configs(text: str) -> tuple[EngineConfig, ...]:
 
     Methods and draft names come from the calibration registry (`python -m calibration list registry`);
     the job checks them against the chosen model."""
-    from calibration.registry import DRAFTED, METHODS
+    from calibration.targets.registry import DRAFTED, METHODS
 
     out = []
     for item in [x.strip() for x in text.split(",") if x.strip()]:
@@ -44,7 +49,7 @@ DEFAULT_CONFIGS = "baseline,ngram:2,ngram:4,draft_model:smollm2-135m-2l:2,draft_
 
 
 def _runner(args: argparse.Namespace) -> Any:
-    from calibration.runners import LocalRunner, RayRunner
+    from calibration.run.runners import LocalRunner, RayRunner
 
     if args.runner == "ray":
         if not args.ray_address:
@@ -56,11 +61,11 @@ def _runner(args: argparse.Namespace) -> Any:
 def _refuse_what_the_engine_refuses(args: argparse.Namespace, model: str,
                                     configs: tuple[EngineConfig, ...]) -> None:
     """A local run of a configuration the installed engine refuses is refused before anything is recorded, in the
-    engine's words (calibration.engine_check, asked in a child process); a Ray job's engine checks on the node
+    engine's words (calibration.harness.engine_check, asked in a child process); a Ray job's engine checks on the node
     it lands on. Without vllm here there is no engine to ask: the run's own engine reports it."""
     if args.runner != "local":
         return
-    from calibration.spec import engine_refusals
+    from calibration.measure.spec import engine_refusals
 
     refusals = engine_refusals(model, configs)
     if refusals:
@@ -113,7 +118,7 @@ def _spec(args: argparse.Namespace) -> JobSpec:
     if mode == "off" or len(spec.configs) < 2:
         return spec
     if mode == "auto":
-        from calibration.engine import interleave_plan
+        from calibration.measure.engine import interleave_plan
 
         fits, why = interleave_plan(spec)
         print(f"interleave: {'on' if fits else 'off'} ({why})", file=sys.stderr)
@@ -125,7 +130,7 @@ def _spec(args: argparse.Namespace) -> JobSpec:
 def summarize_run(groups: list[Any]) -> list[dict[str, Any]]:
     """Per (configuration, workload): groups, requests, engine time, tokens/s per batch size and the mean
     acceptance length with its 95 % interval over requests (warm-up groups left out)."""
-    from calibration.protocol import acceptance_length_interval
+    from calibration.harness.protocol import acceptance_length_interval
 
     pools: dict[tuple[str, str], list[Any]] = {}
     for g in groups:
@@ -171,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """The serving path (calibration.serve): `vllm serve` plus greedy load at several concurrencies, as a job
+    """The serving path (calibration.measure.serve): `vllm serve` plus greedy load at several concurrencies, as a job
     of the runner (heartbeats and deadline through a server start of minutes, like every job)."""
     configs = parse_configs(args.config)
     if len(configs) != 1:
@@ -212,7 +217,7 @@ ZERO_ACCEPTANCE_NOTE = (
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from calibration import metrics
+    from calibration.harness import metrics
 
     store = Store(args.store)
     # Read and check the input first: a refused input leaves no trace in the store.
@@ -238,9 +243,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from calibration.predict import format_table
-    from calibration.profiles_store import check_new_profile_name, save_profile
-    from calibration.report import calibrate, format_acceptance, format_fit, format_methods
+    from calibration.analysis.predict import format_table
+    from calibration.analysis.report import calibrate, format_acceptance, format_fit, format_methods
+    from calibration.storage.profiles_store import check_new_profile_name, save_profile
 
     if args.save_profile:  # refuse a bad or taken name before anything is fitted or written
         check_new_profile_name(args.save_profile)
@@ -277,7 +282,7 @@ def regress(store: Store, run_id: str, *, series_prefix: str, window: int = 7) -
     """
     import statistics
 
-    from calibration.fit import fit_acceptance
+    from calibration.analysis.fit import fit_acceptance
 
     row = store.get_run(run_id)
     if row.status != "succeeded":
@@ -317,7 +322,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
     if args.from_run:
         run_id = args.from_run
     elif args.bench_json:
-        from calibration import metrics
+        from calibration.harness import metrics
 
         workloads = args.workloads.split(",")
         if len(workloads) != len(args.bench_json):
@@ -354,7 +359,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from calibration.profiles_store import list_profiles
+    from calibration.storage.profiles_store import list_profiles
 
     store = Store(args.store)
     if args.what == "runs":
@@ -366,7 +371,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif args.what == "profiles":
         rows = [{"name": n} for n in list_profiles()]
     elif args.what == "registry":
-        from calibration.registry import load_registry
+        from calibration.targets.registry import load_registry
 
         reg = load_registry()
         rows = [{"model": t.name, "source": t.model.source, "planner_model": t.planner_model, "method": m.method,
@@ -467,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("what", choices=("runs", "fits", "profiles", "history", "registry"))
     sp.set_defaults(fn=cmd_list)
     sp = sub.add_parser("train-head", help="train an EAGLE-3 head on the target's own outputs (docs/trained_heads.md)")
-    from calibration import trained_heads
+    from calibration.targets import trained_heads
 
     trained_heads.add_arguments(sp)
     sp.set_defaults(fn=cmd_train_head)
@@ -475,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_train_head(args: argparse.Namespace) -> int:
-    from calibration import trained_heads
+    from calibration.targets import trained_heads
 
     return trained_heads.run_cli(args)
 

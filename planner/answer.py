@@ -46,7 +46,7 @@ class OperatingPoint:
     meets_slo: bool
     feasible: bool  # available, fits memory and meets the SLO
     tpot_ms: float
-    usd_per_mtok: float  # CPM at full load: one replica kept at this batch under the SLO (planner.replica)
+    usd_per_mtok: float  # CPM at full load: one replica kept at this batch under the SLO (planner.physics.replica)
     output_tokens_per_s: float
     acceptance_length: float  # tau, bonus token included (1 for no speculation)
     alpha_per_token: float  # i.i.d. per-token alpha with the same tau at this K
@@ -68,12 +68,12 @@ class OperatingPoint:
     tp: int = 0  # GPUs per replica
     # (K, acceptance length) at the two ends of the alpha range (the fleet's bills for the saving's band)
     band_k_tau: tuple[tuple[int, float], ...] = ()
-    # where the acceptance comes from (planner.acceptance_tiers): customer, public head, family fit or prior
+    # where the acceptance comes from (planner.acceptance.tiers): customer, public head, family fit or prior
     acceptance_tier: str = ""
     acceptance_source: str = ""
     head: str = ""  # "a public <method> head exists (...)" or "no public <method> head ...: training it costs ..."
     # None: attention as the request runs it; False: plain TP where the request asked for data-parallel attention
-    # (today's option without speculation when it is the cheaper one: planner.decision.choose_reference)
+    # (today's option without speculation when it is the cheaper one: planner.decision.verdict.choose_reference)
     attention_dp: bool | None = None
 
 
@@ -105,8 +105,8 @@ class PlanEconomics:
     npv_usd: float | None
     horizon_months: int
     annual_discount_rate: float
-    # The money: the fleets' month under `billing` (planner.bill). The saving, payback and NPV above come from these
-    # bills; reference_/new_usd_per_mtok are CPMs at full load (one replica kept at its best batch), the effective
+    # The money: the fleets' month under `billing` (planner.money.bill). The saving, payback and NPV above come from
+    # these bills; reference_/new_usd_per_mtok are CPMs at full load (one replica kept at its best batch), the effective
     # CPMs are bill / output tokens.
     billing: str = ""
     reference_bill_usd_per_month: float | None = None
@@ -117,7 +117,7 @@ class PlanEconomics:
     new_tpot_ms: float | None = None
     reference_peak_gpus: int | None = None
     new_peak_gpus: int | None = None
-    # how sure (planner.sensitivity's Monte Carlo over fleet bills; None until computed)
+    # how sure (planner.uncertainty.sensitivity's Monte Carlo over fleet bills; None until computed)
     p_saving_positive: float | None = None
     p_payback_within_horizon: float | None = None
     # NPV averaged over the same draws (each draw's saving over the horizon, discounted, minus its one-time cost): the
@@ -130,8 +130,8 @@ class PlanEconomics:
 
 @dataclass(frozen=True)
 class SloKnee:
-    """The saving at the request's TPOT SLO and at 0.8x and 1.2x it (planner.knee): `on_knee` when it changes by more
-    than half within that +-20 %, i.e. the answer depends on where exactly the SLO sits."""
+    """The saving at the request's TPOT SLO and at 0.8x and 1.2x it (planner.checks.knee): `on_knee` when it changes by
+    more than half within that +-20 %, i.e. the answer depends on where exactly the SLO sits."""
 
     slo_ms: float
     saving_usd: float | None
@@ -192,13 +192,13 @@ class LeverStep:
     breakeven_monthly_spend_usd: float
     note: str = ""
     source: str = ""
-    # the money (planner.bill): the fleet's month before and after the step under the request's billing; the
+    # the money (planner.money.bill): the fleet's month before and after the step under the request's billing; the
     # monthly saving and payback above come from these bills; NPV of the step over the horizon
     bill_usd_per_month_before: float = math.nan
     bill_usd_per_month_after: float = math.nan
     npv_usd: float = math.nan
-    # P(the step pays back within the horizon) over the plan's seeded Monte Carlo draws (planner.payback_draws);
-    # nan where the step did not pass the rule at the middle acceptance
+    # P(the step pays back within the horizon) over the plan's seeded Monte Carlo draws
+    # (planner.uncertainty.payback_draws); nan where the step did not pass the rule at the middle acceptance
     p_payback_within_horizon: float = math.nan
 
 
@@ -229,9 +229,10 @@ class Plan:
     costs: CostAssumptions
     alternatives: tuple[OperatingPoint, ...] = ()  # no speculation at other TP (the way out of an infeasible baseline)
     fleet: Any = None  # planner.fleet.Fleet: GPUs by hour with and without speculation, the month's bills
-    spend: Any = None  # planner.spend.SpendVolume: how a stated spend became the volume (None: a volume was given)
-    hardware_choice: Any = None  # planner.hardware_choice.HardwareComparison (None: not asked for)
-    bills: tuple[Any, ...] = ()  # planner.bill.Bill per fleet configuration under the request's billing
+    # planner.money.spend.SpendVolume: how a stated spend became the volume (None: a volume was given)
+    spend: Any = None
+    hardware_choice: Any = None  # planner.decision.hardware_choice.HardwareComparison (None: not asked for)
+    bills: tuple[Any, ...] = ()  # planner.money.bill.Bill per fleet configuration under the request's billing
     # The two fleets the headline compares (None: no feasible one): today's (the reference's, at its own TP) and the
     # best method's. `fleet` above holds every configuration at the requested TP; these are what "today" and "with
     # the best method" mean everywhere.
@@ -239,7 +240,7 @@ class Plan:
     best_fleet: PlanFleet | None = None
 
     def bill(self, method: str) -> Any:
-        """The month's bill of one configuration's fleet (planner.bill.Bill) under the request's billing."""
+        """The month's bill of one configuration's fleet (planner.money.bill.Bill) under the request's billing."""
         for b in self.bills:
             if b.method == method:
                 return b

@@ -14,23 +14,23 @@ from typing import Any
 
 import numpy as np
 
-from planner.engines import DEFAULT_ENGINE, ENGINE_TERMS
+from planner.physics.engines import DEFAULT_ENGINE, ENGINE_TERMS
+from planner.physics.roofline import HwParams, hw_params, target_net
+from planner.physics.step_scope import own_gpu_fit, scoped
 from planner.price import gpu_price
 from planner.request import NO_SPEC, CostAssumptions, PlanRequest, TrafficSegment, default_costs, validate
-from planner.roofline import HwParams, hw_params, target_net
-from planner.step_scope import own_gpu_fit, scoped
-from planner.types import Efficiency
+from planner.types import Catalog, Efficiency, Hardware, ModelSpec
 
 WHICH = ("mid", "low", "high")  # position in each method's alpha range: 0.5, 0, 1
 WHICH_U = {"mid": 0.5, "low": 0.0, "high": 1.0}
 SAMPLED_SPEC_FIELDS = ("t_spec_s", "sampler_vocab_passes")  # Samples' optional speculation overheads
 
 
-def efficiency_for(catalog, hardware: str, dtype: str, override: Efficiency | None = None,
+def efficiency_for(catalog: Catalog, hardware: str, dtype: str, override: Efficiency | None = None,
                    engine: str = DEFAULT_ENGINE, model=None) -> Efficiency:
     """The step-time parameters a (hardware, weight dtype) runs with: an explicit override (a calibration), else
     step_efficiency (the kernel fit, scoped to the model's architecture), with the serving engine's own speculation
-    terms (planner.engines) unless a calibration measured them."""
+    terms (planner.physics.engines) unless a calibration measured them."""
     if override is not None:
         return override
     eff = step_efficiency(catalog, hardware, dtype, model)
@@ -39,13 +39,13 @@ def efficiency_for(catalog, hardware: str, dtype: str, override: Efficiency | No
     return with_fitted_speculation(catalog, eff, engine)
 
 
-def step_efficiency(catalog, hardware: str, dtype: str, model=None,
+def step_efficiency(catalog: Catalog, hardware: str, dtype: str, model=None,
                     fit_from: tuple[str, str] | None = None) -> Efficiency:
     """The step-time parameters before any speculation fit: the parameters fitted to measured kernels
     (profiles/data/fitted), the GPU's own fit in this dtype, else `fit_from` (a named fit), else the same GPU's fit in
-    another dtype (planner.step_scope), else for a GPU without kernel data the nearest fitted GPU's terms
-    (planner.borrowed), else the hardware's assumed defaults; per-step and per-layer terms from a fit that covers the
-    model's architecture family (planner.step_scope.scoped)."""
+    another dtype (planner.physics.step_scope), else for a GPU without kernel data the nearest fitted GPU's terms
+    (planner.physics.borrowed), else the hardware's assumed defaults; per-step and per-layer terms from a fit that
+    covers the model's architecture family (planner.physics.step_scope.scoped)."""
     fitted = getattr(catalog, "fitted_efficiency", None) or {}
     scope = dict(fitted=fitted, families=getattr(catalog, "fitted_families", None) or {}, table=catalog.hardware)
     named = (hardware, dtype) not in fitted and fit_from in fitted
@@ -57,14 +57,14 @@ def step_efficiency(catalog, hardware: str, dtype: str, model=None,
                 eff.source, source=f"{eff.source.source} ({hardware} {dtype} has no kernel fit of its own: the "
                                    f"{key[0]} / {key[1]} fit's terms, weights at {dtype} bytes; assumption)"))
         return scoped(eff, key, model, **scope)
-    borrowed = (getattr(catalog, "borrowed_efficiency", None) or {}).get((hardware, dtype))  # planner.borrowed
+    borrowed = (getattr(catalog, "borrowed_efficiency", None) or {}).get((hardware, dtype))  # planner.physics.borrowed
     if borrowed is not None:
         donor, scale = (getattr(catalog, "borrowed_donors", None) or {}).get((hardware, dtype), (None, 1.0))
         return scoped(borrowed, donor, model, scale=scale, **scope)
     return catalog.hardware[hardware].efficiency
 
 
-def with_fitted_speculation(catalog, eff: Efficiency, engine: str = DEFAULT_ENGINE) -> Efficiency:
+def with_fitted_speculation(catalog: Catalog, eff: Efficiency, engine: str = DEFAULT_ENGINE) -> Efficiency:
     """`eff` with the speculation overheads fitted to published speedups (t_spec_s, sampler_vocab_passes,
     t_fixed_draft_s, t_ngram_s, moe_verify_overlap: profiles/data/fitted/speculation_vllm.yaml, one set for
     every hardware), when the catalogue has them; its source names both fits."""
@@ -101,7 +101,7 @@ class Candidate:
     tree: bool = False
     tuned: bool = False
     k_per_segment: bool = False  # lever 3: each workload segment at its own K (else one K for the whole mix)
-    tree_shape: Any = None  # a stated tree (planner.trees.TreeShape): K is its depth
+    tree_shape: Any = None  # a stated tree (planner.acceptance.trees.TreeShape): K is its depth
 
 
 BASELINE = Candidate(NO_SPEC, (1,))  # no speculation
@@ -141,9 +141,9 @@ class Context:
     """A validated request with what it resolves to in the catalogue."""
 
     req: PlanRequest
-    catalog: Any
-    model: Any
-    hw: Any
+    catalog: Catalog
+    model: ModelSpec
+    hw: Hardware
     segs: tuple[TrafficSegment, ...]
     eff: Efficiency
     price: float
@@ -161,7 +161,7 @@ class Context:
 
     @property
     def prefix_cache_share(self) -> float:
-        """The share of prompt tokens served from the prefix cache (planner.serving.prefill_time_s): the
+        """The share of prompt tokens served from the prefix cache (planner.physics.serving.prefill_time_s): the
         request's, 0 when it states none (every prompt prefilled in full)."""
         return float(self.req.prefix_cache_share or 0.0)
 
@@ -185,8 +185,8 @@ class Context:
 
     @functools.cached_property
     def tier_cache(self) -> dict:
-        """planner.acceptance_tiers.estimate's answers for this request, per (method, workload, tuned), and what the
-        tiers and planner.candidates derive from them per method (keys named there)."""
+        """planner.acceptance.tiers.estimate's answers for this request, per (method, workload, tuned), and what the
+        tiers and planner.search.candidates derive from them per method (keys named there)."""
         return {}
 
     def cached(self, key: tuple, compute):
@@ -217,7 +217,7 @@ class Context:
                                    t_spec_s=np.where(np.isnan(step), hw.t_spec_s, step))
 
 
-def make_context(req: PlanRequest, catalog, segs: tuple[TrafficSegment, ...] | None = None,
+def make_context(req: PlanRequest, catalog: Catalog, segs: tuple[TrafficSegment, ...] | None = None,
                  tp: int | None = None) -> Context:
     """The request resolved (validated unless its segments are given: they come from validate())."""
     hw = catalog.hardware[req.hardware]
@@ -229,7 +229,7 @@ def make_context(req: PlanRequest, catalog, segs: tuple[TrafficSegment, ...] | N
                    costs=req.costs or default_costs(catalog), tp=int(tp or req.tp))
 
 
-def single_segment(req: PlanRequest, catalog, segment: int | None = None) -> tuple[Context, TrafficSegment]:
+def single_segment(req: PlanRequest, catalog: Catalog, segment: int | None = None) -> tuple[Context, TrafficSegment]:
     """A context for one segment of the request's traffic (default: the largest) at share 1, and that segment."""
     segs = validate(req, catalog)
     j = int(np.argmax([s.share for s in segs])) if segment is None else segment

@@ -1,14 +1,14 @@
 """Traffic by hour -> the fleet it needs, with and without speculation, and the month's bill.
 
 Per hour h with arrival rate lambda_h (requests/s), mean output tokens O_h and prompt tokens P_h, one
-configuration (a method at its K, or no speculation) on R replicas of `tp` GPUs each (planner.replica, the model
+configuration (a method at its K, or no speculation) on R replicas of `tp` GPUs each (planner.physics.replica, the model
 of a replica the CPM search uses too):
     prefill share of a replica's time   rho = (lambda_h / R) * t_prefill(P_h)          (must be < 1)
     TPOT a user sees at decode batch b   TPOT_eff(b) = TPOT(b) / (1 - rho)            (decode gets 1 - rho)
     Little's law (sequences in flight)   b = (lambda_h / R) * O_h * TPOT_eff(b)       (a fixed point in b)
 R_h = the fewest replicas whose share lambda_h / R stays within one replica's capacity: the arrival rate that keeps
-it full at the largest batch within memory whose TPOT seen at full load meets the SLO (planner.replica; the batch
-the CPM search keeps). At least one replica runs every hour (a service stays up).
+it full at the largest batch within memory whose TPOT seen at full load meets the SLO (planner.physics.replica; the
+batch the CPM search keeps). At least one replica runs every hour (a service stays up).
 GPUs_h = R_h * tp. Month: autoscaled GPU-hours = sum_h GPUs_h * days; a fleet sized for the peak pays
 max_h GPUs_h * 24 * days. Bills = GPU-hours * $/GPU-hour.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.replica import replica_load
+from planner.physics.replica import replica_load
 
 DAYS_PER_MONTH = 365.25 / 12.0  # 30.4375: the average Gregorian month (the traffic volumes use it too)
 HOURS_PER_DAY = 24
@@ -50,8 +50,10 @@ class FleetHour:
     tpot_ms: float  # TPOT a user sees, prefill interference included
     prefill_share: float
     feasible: bool  # False: no number of replicas meets the SLO (e.g. the configuration misses it at batch 1)
-    capacity_requests_per_s: float = 0.0  # one replica kept full under the SLO (planner.replica); replicas = ceil
-    k: int | None = None  # the K this hour ran (planner.kday: the deployment's K at this hour's batch; 0: no drafts)
+    # one replica kept full under the SLO (planner.physics.replica); replicas = ceil
+    capacity_requests_per_s: float = 0.0
+    # the K this hour ran (planner.money.kday: the deployment's K at this hour's batch; 0: no drafts)
+    k: int | None = None
 
 
 @dataclass(frozen=True)
@@ -164,9 +166,9 @@ def replicas_and_capacity(*, requests_per_s: np.ndarray, output_tokens: np.ndarr
     requests_per_s, output_tokens, prefill_s: (H,). Replicas 0 mean infeasible (no R meets the SLO).
 
     One replica's capacity is the arrival rate that keeps it full at b_lim, the largest integer batch within memory
-    whose TPOT seen at full load meets the SLO (planner.replica: the batch the CPM search keeps); R_h = the fewest
-    replicas with lambda_h / R <= that capacity (at least one). At that load the fixed point b* <= b_lim and its TPOT
-    seen t(b*) / (1 - rho) <= t(b_lim) / (1 - rho_full) <= SLO (rho <= rho_full).
+    whose TPOT seen at full load meets the SLO (planner.physics.replica: the batch the CPM search keeps); R_h = the
+    fewest replicas with lambda_h / R <= that capacity (at least one). At that load the fixed point b* <= b_lim and its
+    TPOT seen t(b*) / (1 - rho) <= t(b_lim) / (1 - rho_full) <= SLO (rho <= rho_full).
 
     B may stop below max_batch once B >= lambda_h * O_h * SLO for every hour: at batch B a full replica serves
     B / (O TPOT seen) >= B / (O SLO) >= lambda_h requests/s, so one replica holds the hour, as with the whole

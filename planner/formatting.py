@@ -46,7 +46,7 @@ def fmt_pct(x: float | None, digits: int = 1) -> str:
 
 def fmt_acceptance(pt) -> str:
     """Where a method's acceptance comes from, in one line: tau at its K (bonus token included), the tier
-    (customer, public head, family fit, prior; planner.acceptance_tiers), the source and whether a head exists."""
+    (customer, public head, family fit, prior; planner.acceptance.tiers), the source and whether a head exists."""
     if not getattr(pt, "k", 0) or not getattr(pt, "acceptance_tier", ""):
         return ""
     head = f" {pt.head[0].upper()}{pt.head[1:]}." if getattr(pt, "head", "") else ""
@@ -61,7 +61,7 @@ PLAN_CONVENTIONS = {
     "draft_acceptance_rate": "vLLM: accepted / drafted = (acceptance_length - 1) / K",
     "acceptance_length": "tokens per verifier step, bonus token included",
     "usd_per_mtok": "$ per million output tokens at full load: one replica kept at its best batch under the SLO, "
-                    "prefill sharing its time (planner.replica)",
+                    "prefill sharing its time (planner.physics.replica)",
     "effective_usd_per_mtok": "the fleet's bill / the month's output tokens (bills, economics)",
     "monthly_saving_usd": "the reference fleet's bill - the best method's fleet's bill, under economics.billing",
     "reference_fleet": "today's fleet (the reference's configuration at its own TP): the headline's GPUs and bill",

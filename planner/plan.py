@@ -6,18 +6,19 @@ them choose a batch, a K, a baseline or a payback themselves.
 How the answer is reached, one room per step:
 1. planner.request validates the request; its traffic is a tuple of segments (workload, language, share of
    output tokens, mean prompt and output tokens). planner.context resolves it against the catalogue.
-2. planner.search evaluates every candidate (a method, or no speculation) in one vectorised pass over
+2. planner.search.grid evaluates every candidate (a method, or no speculation) in one vectorised pass over
    samples x candidates x K x segments x batch and finds, for each, the largest integer batch that fits memory
-   (planner.memory), meets the TPOT SLO and the traffic's concurrency cap, and the cheapest batch below it.
-3. planner.points: one K per method serves the whole mix (one vLLM deployment): the K with the lowest blended
+   (planner.search.memory), meets the TPOT SLO and the traffic's concurrency cap, and the cheapest batch below it.
+3. planner.search.points: one K per method serves the whole mix (one vLLM deployment): the K with the lowest blended
    CPM among the K's where every segment fits and meets the SLO; with the band over the method's alpha range.
-4. planner.decision: only candidates that fit memory and meet the SLO are ever recommended or used as "today";
+4. planner.decision.verdict: only candidates that fit memory and meet the SLO are ever recommended or used as "today";
    if the baseline misses the SLO, the cheapest configuration without speculation that meets it (another TP)
    becomes the reference, or the plan says plainly that none exists and shows no percentage cut.
-5. planner.economics: saving, one-time cost, payback and NPV, once; planner.levers, planner.sizing (the fleet by
-   hour) and planner.assumptions complete the answer.
-A monthly spend instead of a volume (planner.spend) is turned into the volume that fleet serves first; on request,
-planner.hardware_choice compares the cheapest fleet on every GPU type, and the verdict names a cheaper one.
+5. planner.money.economics: saving, one-time cost, payback and NPV, once; planner.decision.levers, planner.money.sizing
+(the fleet by
+   hour) and planner.decision.assumptions complete the answer.
+A monthly spend instead of a volume (planner.money.spend) is turned into the volume that fleet serves first; on request,
+planner.decision.hardware_choice compares the cheapest fleet on every GPU type, and the verdict names a cheaper one.
 """
 
 from __future__ import annotations
@@ -34,18 +35,20 @@ from planner.answer import (
     Recommendation,
     SegmentPoint,
 )
-from planner.assumptions import assumptions
-from planner.bill import band_bills, bills, headline_fleet
 from planner.context import Context, make_context
-from planner.decision import choose_reference, decide
-from planner.deploy import engine_deployment, vllm_deployment
-from planner.economics import plan_economics
-from planner.engines import DEFAULT_ENGINE_VERSION
+from planner.decision.assumptions import assumptions
+from planner.decision.hardware_choice import compare_hardware, hardware_sentence
+from planner.decision.levers import levers, order_by_return, plan_levers
+from planner.decision.verdict import choose_reference, decide
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
-from planner.hardware_choice import compare_hardware, hardware_sentence
-from planner.kday import Schedule, deploy_schedule, scheduled_fleet
-from planner.levers import levers, order_by_return, plan_levers
-from planner.points import alternatives, methods_with_band, operating_point, pct, plain_tp_options
+from planner.money.bill import band_bills, bills, headline_fleet
+from planner.money.economics import plan_economics
+from planner.money.kday import Schedule, deploy_schedule, scheduled_fleet
+from planner.money.sizing import plan_fleet
+from planner.money.spend import request_for_spend, volume_for_spend
+from planner.physics.deploy import engine_deployment, vllm_deployment
+from planner.physics.engines import DEFAULT_ENGINE_VERSION
+from planner.physics.roofline import default_kv_dtype
 from planner.request import (
     MAX_BATCH,
     NO_SPEC,
@@ -58,10 +61,9 @@ from planner.request import (
     segments_from_mix,
     validate,
 )
-from planner.risk import switch_risk
-from planner.roofline import default_kv_dtype
-from planner.sizing import plan_fleet
-from planner.spend import request_for_spend, volume_for_spend
+from planner.search.points import alternatives, methods_with_band, operating_point, pct, plain_tp_options
+from planner.types import Catalog
+from planner.uncertainty.risk import switch_risk
 
 # plan() and, re-exported for the pages, the CLI and the report, the records and helpers of the rooms it calls.
 __all__ = [
@@ -72,7 +74,7 @@ __all__ = [
 ]
 
 
-def plan(req: PlanRequest, catalog) -> Plan:
+def plan(req: PlanRequest, catalog: Catalog) -> Plan:
     """The whole answer for one request (see the module docstring)."""
     h = _headline(req, catalog, band=True)
     req, ctx, reference, best, econ, switching = h.req, h.ctx, h.reference, h.best, h.econ, h.switching
@@ -141,7 +143,7 @@ class _Headline:
     schedule: Schedule | None  # the best method's K per batch size: its fleet's and its deploy command's
 
 
-def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
+def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     """Steps 1-5 of the module docstring up to the economics; band: each method's band over its alpha range and the
     saving's band too (False: the middle only; today, the best method and the saving are the same)."""
     segs = validate(req, catalog)
@@ -173,8 +175,8 @@ def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
     feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
     # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
     best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
-    # the best method's fleet runs the K its deployment gives at each hour's batch (planner.kday), the same schedule
-    # the deploy command prints; the ranking above is at each method's one K
+    # the best method's fleet runs the K its deployment gives at each hour's batch (planner.money.kday), the same
+    # schedule the deploy command prints; the ranking above is at each method's one K
     schedule = deploy_schedule(ctx, best) if best is not None else None
     if schedule is not None and fleet is not None:
         fleet = scheduled_fleet(ctx, fleet, best, schedule)
@@ -192,15 +194,15 @@ def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
                      best, ref_fleet, best_fleet, econ, switching, schedule)
 
 
-def monthly_saving(req: PlanRequest, catalog) -> float | None:
+def monthly_saving(req: PlanRequest, catalog: Catalog) -> float | None:
     """plan(req, catalog).economics.monthly_saving_usd without the Monte Carlo, the levers or the deployment (the
-    knee of the SLO asks it at two more SLOs: planner.knee)."""
+    knee of the SLO asks it at two more SLOs: planner.checks.knee)."""
     return _headline(req, catalog, band=False).econ.monthly_saving_usd
 
 
 def deployment(ctx: Context, pt: OperatingPoint, *, schedule: Schedule | None = None) -> dict:
-    """The vLLM command for a method at its K and batch (planner.deploy), with K per batch size below the
-    operating batch (planner.kday.deploy_schedule, the one the fleet bills; `schedule`: it, computed already)."""
+    """The vLLM command for a method at its K and batch (planner.physics.deploy), with K per batch size below the
+    operating batch (planner.money.kday.deploy_schedule, the one the fleet bills; `schedule`: it, computed already)."""
     req, cat = ctx.req, ctx.catalog
     m = cat.methods[pt.method]
     tree = req.tree_shape if m.tree else None

@@ -20,7 +20,7 @@ class GpuPrice:
 
 def gpu_price(hw: Hardware, entered_usd_per_gpu_hour: float | None) -> GpuPrice:
     """The price rule, in one place: the price the user entered (None: none), else the hardware's list midpoint.
-    An entered price is never replaced by a draw from the list range (planner.sensitivity)."""
+    An entered price is never replaced by a draw from the list range (planner.uncertainty.sensitivity)."""
     if entered_usd_per_gpu_hour is not None:
         return GpuPrice(float(entered_usd_per_gpu_hour), True)
     return GpuPrice(float(hw.usd_per_gpu_hour_mid), False)

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from planner.engines import DEFAULT_ENGINE, ENGINES
 from planner.fleet import SHAPES
-from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Efficiency
+from planner.physics.engines import DEFAULT_ENGINE, ENGINES
+from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Catalog, Efficiency
 
 NO_SPEC = "none"  # "current method": no speculative decoding today
 # Output tokens a month when nobody gave a volume and no traffic profile brings its own: the CLI, the app's sidebar
@@ -26,7 +26,13 @@ DEFAULT_MONTHLY_OUTPUT_TOKENS = 1e10
 MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
 TP_OPTIONS = (1, 2, 4, 8)
 MAX_K = 32  # draft tokens per step a single-point evaluation accepts
-BILLINGS = ("autoscaled", "fixed")  # a fleet paid per GPU-hour used, or sized for the peak all month (planner.bill)
+# a fleet paid per GPU-hour used, or sized for the peak all month (planner.money.bill)
+BILLINGS = ("autoscaled", "fixed")
+# upper bounds of the request's numbers, declared once: validate() checks them, the app's URL schema reads them
+MAX_USD_PER_GPU_HOUR = 1000.0
+MAX_TPOT_SLO_MS = 60_000.0
+MAX_SPEND_USD_PER_MONTH = 1e10
+MAX_SPEND_GPUS = 1_000_000
 
 
 class PlanError(ValueError):
@@ -87,7 +93,7 @@ def segments_from_mix(mix: Sequence[Sequence]) -> tuple[TrafficSegment, ...]:
     return tuple(TrafficSegment(str(w), str(lang), float(sh) / total, float(p), float(o)) for w, lang, sh, p, o in mix)
 
 
-def default_costs(catalog) -> CostAssumptions:
+def default_costs(catalog: Catalog) -> CostAssumptions:
     train = catalog.hardware[catalog.prices["training_hardware"]]
     src = catalog.price_sources
     return CostAssumptions(
@@ -108,7 +114,8 @@ class PlanRequest:
     hardware: str
     tp: int = 1
     # True: the tp GPUs run attention data parallel and the routed experts expert parallel (MoE models; vLLM
-    # --data-parallel-size tp --enable-expert-parallel; planner.roofline.step_time_terms); False: tensor parallel
+    # --data-parallel-size tp --enable-expert-parallel; planner.physics.roofline.step_time_terms); False: tensor
+    # parallel
     attention_dp: bool = False
     dtype: str = "bf16"  # weights: bf16, fp8, nvfp4, mxfp4 (planner.types.WEIGHT_DTYPES)
     kv_dtype: str | None = None  # KV cache: bf16 or fp8; None: fp8 with fp8 weights, else bf16
@@ -131,42 +138,42 @@ class PlanRequest:
     acceptance_source: str = ""
     methods: tuple[str, ...] | None = None  # None: every method in the catalogue
     efficiency: Efficiency | None = None  # None: the hardware's (or a calibrated profile's)
-    # Fleet by hour (planner.fleet), always sized: None = the default shape (planner.sizing.DEFAULT_SHAPE); else
+    # Fleet by hour (planner.fleet), always sized: None = the default shape (planner.money.sizing.DEFAULT_SHAPE); else
     # the day's shape. `hours` from a traffic trace wins over
     # `daily_shape` (planner.fleet.SHAPES: 'flat', 'business_hours', 'consumer_evening') on the monthly volume.
     daily_shape: str | None = None
     hours: tuple = ()  # planner.fleet.HourLoad per hour of the day (a trace's own shape)
     hours_source: str = ""
-    # the token tree deployed (or to deploy): tree-capable methods are verified with it (planner.trees.TreeShape);
-    # None: chains (lever 4 then prices the planner's default tree)
+    # the token tree deployed (or to deploy): tree-capable methods are verified with it
+    # (planner.acceptance.trees.TreeShape); None: chains (lever 4 then prices the planner's default tree)
     tree_shape: Any = None
     # the levers' starting method: "auto" = today's method (EAGLE-3 when today has no draft); None = no levers
     levers_start: str | None = None
-    # The money: "autoscaled" pays each hour's replicas, "fixed" a fleet sized for the peak (planner.bill)
+    # The money: "autoscaled" pays each hour's replicas, "fixed" a fleet sized for the peak (planner.money.bill)
     billing: str = "autoscaled"
     # the probability of a positive saving (Monte Carlo) a recommendation to deploy requires
     confidence: float = 0.8
     # True: the Monte Carlo and the tornado draw $/GPU-hour from the hardware's list range (never over an entered price)
     price_range: bool = False
-    # Spend as an input (planner.spend): a monthly spend on the request's GPU type and TP replaces the volume by the
-    # volume that fleet serves under the SLO; spend_gpus: the fleet's GPUs at the peak (None: not stated)
+    # Spend as an input (planner.money.spend): a monthly spend on the request's GPU type and TP replaces the volume by
+    # the volume that fleet serves under the SLO; spend_gpus: the fleet's GPUs at the peak (None: not stated)
     spend_usd_per_month: float | None = None
     spend_gpus: int | None = None
-    # the cheapest fleet over the catalogue's GPU types, TPs and weights (planner.hardware_choice), at these prices
-    # ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price)
+    # the cheapest fleet over the catalogue's GPU types, TPs and weights (planner.decision.hardware_choice), at these
+    # prices ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price)
     compare_hardware: bool = False
     hardware_prices: tuple[tuple[str, float], ...] = ()
-    # the serving engine (planner.engines.ENGINES): its own speculation overheads, fitted to its published rows, and
-    # its deploy command; engine_version None: the version the calibration pins (vLLM) or not stated
+    # the serving engine (planner.physics.engines.ENGINES): its own speculation overheads, fitted to its published rows,
+    # and its deploy command; engine_version None: the version the calibration pins (vLLM) or not stated
     engine: str = DEFAULT_ENGINE
     engine_version: str | None = None
-    # The share of prompt tokens served from the prefix cache, 0..1 (planner.serving.prefill_time_s): those tokens
-    # are not recomputed. None: 0, every prompt prefilled in full. prefix_cache_source: where the share comes from
-    # (entered, a trace's block hashes), shown in the assumptions.
+    # The share of prompt tokens served from the prefix cache, 0..1 (planner.physics.serving.prefill_time_s): those
+    # tokens are not recomputed. None: 0, every prompt prefilled in full. prefix_cache_source: where the share comes
+    # from (entered, a trace's block hashes), shown in the assumptions.
     prefix_cache_share: float | None = None
     prefix_cache_source: str = ""
     # sampling temperature of the requests (0: greedy, vLLM's temperature=0); acceptance falls as it rises
-    # (planner.acceptance_tiers)
+    # (planner.acceptance.tiers)
     temperature: float = 0.0
 
 
@@ -199,10 +206,13 @@ def check_deployment(q, model, hw) -> None:
         raise PlanError("dtype", q.dtype, ", ".join(WEIGHT_DTYPES))
     if q.kv_dtype is not None and q.kv_dtype not in KV_CACHE_DTYPES:
         raise PlanError("kv_dtype", q.kv_dtype, ", ".join(KV_CACHE_DTYPES) + " (or none: follows the weights)")
-    if q.usd_per_gpu_hour is not None and not (is_number(q.usd_per_gpu_hour) and 0 < q.usd_per_gpu_hour <= 1000):
-        raise PlanError("usd_per_gpu_hour", q.usd_per_gpu_hour, "a price above $0 and at most $1000 per GPU-hour")
-    if not (is_number(q.tpot_slo_ms) and 0 < q.tpot_slo_ms <= 60_000):
-        raise PlanError("tpot_slo_ms", q.tpot_slo_ms, "a latency above 0 and at most 60000 ms per output token")
+    if q.usd_per_gpu_hour is not None and not (is_number(q.usd_per_gpu_hour)
+                                               and 0 < q.usd_per_gpu_hour <= MAX_USD_PER_GPU_HOUR):
+        raise PlanError("usd_per_gpu_hour", q.usd_per_gpu_hour,
+                        f"a price above $0 and at most ${MAX_USD_PER_GPU_HOUR:g} per GPU-hour")
+    if not (is_number(q.tpot_slo_ms) and 0 < q.tpot_slo_ms <= MAX_TPOT_SLO_MS):
+        raise PlanError("tpot_slo_ms", q.tpot_slo_ms,
+                        f"a latency above 0 and at most {MAX_TPOT_SLO_MS:g} ms per output token")
     v = q.monthly_output_tokens
     if not (is_number(v) and (v == 0 or 1 <= v <= 1e19)):  # 5e-324 tokens divided bills by an underflowed 0
         raise PlanError("monthly_output_tokens", v, "a volume of 0, or from 1 to 1e19 tokens a month")
@@ -242,26 +252,29 @@ def validate_scenario(s, model, hw, method) -> None:
         raise PlanError("k", s.k, f"the tree's depth {s.tree_shape.depth} (a stated tree fixes K)")
 
 
-def check_spend(req: PlanRequest, catalog) -> None:
-    """The spend and hardware-comparison fields (planner.spend, planner.hardware_choice)."""
+def check_spend(req: PlanRequest, catalog: Catalog) -> None:
+    """The spend and hardware-comparison fields (planner.money.spend, planner.decision.hardware_choice)."""
     s = req.spend_usd_per_month
-    if s is not None and not (is_number(s) and 0 < s <= 1e10):
-        raise PlanError("spend_usd_per_month", s, "a monthly spend above $0 and at most $10,000,000,000")
+    if s is not None and not (is_number(s) and 0 < s <= MAX_SPEND_USD_PER_MONTH):
+        raise PlanError("spend_usd_per_month", s,
+                        f"a monthly spend above $0 and at most ${MAX_SPEND_USD_PER_MONTH:,.0f}")
     g = req.spend_gpus
     if g is not None:
         if s is None:
             raise PlanError("spend_gpus", g, "none without a spend (spend_usd_per_month)")
-        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not req.tp <= g <= 1_000_000:
-            raise PlanError("spend_gpus", g, f"a whole number of GPUs from {req.tp} (one replica) to 1,000,000")
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not req.tp <= g <= MAX_SPEND_GPUS:
+            raise PlanError("spend_gpus", g,
+                            f"a whole number of GPUs from {req.tp} (one replica) to {MAX_SPEND_GPUS:,}")
     for name, price in req.hardware_prices:
         if name not in catalog.hardware:
             catalog.hardware[name]  # raises UnknownNameError listing the valid names
-        if not (is_number(price) and 0 < price <= 1000):
-            raise PlanError(f"hardware_prices[{name}]", price, "a price above $0 and at most $1000 per GPU-hour")
+        if not (is_number(price) and 0 < price <= MAX_USD_PER_GPU_HOUR):
+            raise PlanError(f"hardware_prices[{name}]", price,
+                            f"a price above $0 and at most ${MAX_USD_PER_GPU_HOUR:g} per GPU-hour")
 
 
 def check_engine(req: PlanRequest) -> None:
-    """The serving engine: one of planner.engines.ENGINES, and a version as a short string or none."""
+    """The serving engine: one of planner.physics.engines.ENGINES, and a version as a short string or none."""
     if not isinstance(req.engine, str) or req.engine not in ENGINES:
         raise PlanError("engine", req.engine, "one of " + ", ".join(f"{k} ({v})" for k, v in ENGINES.items()))
     v = req.engine_version
@@ -276,7 +289,7 @@ def check_prefix_cache_share(share: Any) -> None:
                         "a share of prompt tokens served from the prefix cache, from 0 to 1 (e.g. 0.5), or none")
 
 
-def validate(req: PlanRequest, catalog) -> tuple[TrafficSegment, ...]:
+def validate(req: PlanRequest, catalog: Catalog) -> tuple[TrafficSegment, ...]:
     """Check every field; return the traffic segments (the request's, or one from workload / language)."""
     models, hardware = catalog.models, catalog.hardware
     if req.model not in models:

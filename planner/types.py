@@ -6,11 +6,12 @@ never reads files itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Dtype = Literal["bf16", "fp8"]
-# How a method produces its K draft tokens (planner.serving.DRAFTING_MODE_CODE gives each its cost terms).
+# How a method produces its K draft tokens (planner.physics.serving.DRAFTING_MODE_CODE gives each its cost terms).
 DraftingMode = Literal[
     "sequential_head",  # EAGLE-3: K sequential passes of a ~1-layer head on the target's hidden states
     "parallel_head",  # P-EAGLE / MEDUSA: all K draft tokens in one pass
@@ -52,7 +53,7 @@ class Sourced:
 class Efficiency:
     """Roofline efficiencies and fixed overheads for one (hardware, engine) pair.
 
-    Defaults are assumptions until a calibration fit replaces them (calibration/fit.py).
+    Defaults are assumptions until a calibration fit replaces them (calibration/analysis/fit.py).
     """
 
     eta_bw: float  # achieved / peak memory bandwidth in decode steps
@@ -63,23 +64,23 @@ class Efficiency:
     source: Sourced
     # per verifier step of any speculative configuration: proposer bookkeeping, rejection sampling
     t_spec_s: float = 0.0
-    # Step-time terms of planner/roofline.py. Defaults reproduce the single-roofline model.
+    # Step-time terms of planner/physics/roofline.py. Defaults reproduce the single-roofline model.
     t_layer_s: float = 0.0  # per decoder layer per step: norms, rotary, activation and launch gaps
     t_layer_token_s: float = 0.0  # per decoder layer per token in the step: the same kernels' per-token work
     t_expert_s: float = 0.0  # per touched routed expert per MoE layer: one grouped-GEMM problem
     t_moe_layer_s: float = 0.0  # per MoE layer per step: routing, permute/unpermute, grouped-GEMM launch
     # per routed token (token-expert pair) per MoE layer: permutation, routing and the grouped GEMM's extra row
-    # tiles on the experts that skewed routing loads most (planner.roofline.moe_token_time_s)
+    # tiles on the experts that skewed routing loads most (planner.physics.roofline.moe_token_time_s)
     t_moe_token_s: float = 0.0
     # squared coefficient of variation of expert popularity under the router (0: uniform routing); the experts
-    # m tokens touch saturate more slowly as it grows (planner.roofline.touched_experts)
+    # m tokens touch saturate more slowly as it grows (planner.physics.roofline.touched_experts)
     moe_routing_skew: float = 0.0
     eta_bw_tokens_scale: float = 0.0  # 1 / tokens at which weight streaming falls to half its efficiency
     flops_tokens_half: float = 0.0  # tokens per step at which GEMMs reach half their peak efficiency
     eta_kv_bw: float = 0.0  # attention KV streaming efficiency; 0: same as eta_bw
     eta_attn_flops: float = 0.0  # decode attention compute efficiency; 0: same as eta_flops
     eta_allreduce: float = 1.0  # achieved / peak interconnect bandwidth in all-reduces
-    # Expert-parallel all-to-all (attention data parallel, planner.roofline.alltoall_time_s): per dispatch or
+    # Expert-parallel all-to-all (attention data parallel, planner.physics.roofline.alltoall_time_s): per dispatch or
     # combine, latency and achieved / peak interconnect bandwidth. Defaults: assumption from vLLM 0.24's DeepEP
     # low-latency kernels (~50 us a phase at small batch on H100, H200 and B200; aiconfigurator-core 0.12),
     # replaced by the kernel fit where that hardware has data.
@@ -89,16 +90,16 @@ class Efficiency:
     # Speculation terms, fitted by tools/fit_speculation.py; defaults reproduce the first
     # planner. Per drafted token of each sequence, the sampler's work on its extra target row (logits to fp32,
     # softmax, sampling and rejection): this many passes over an fp32 row of the target's vocabulary at HBM
-    # bandwidth (planner.serving.sampler_time_s).
+    # bandwidth (planner.physics.serving.sampler_time_s).
     sampler_vocab_passes: float = 0.0
     t_ngram_s: float = 0.0  # n-gram proposer: host lookup time per sequence per step
     # share of a sequence's extra verify tokens routed to experts its other tokens already chose (MoE targets)
     moe_verify_overlap: float = 0.0
-    # True: a calibration run measured this set whole (calibration.profiles_store); the published speculation
-    # fit does not replace its terms (planner.scenario.efficiency_for)
+    # True: a calibration run measured this set whole (calibration.storage.profiles_store); the published speculation
+    # fit does not replace its terms (planner.search.scenario.efficiency_for)
     calibrated: bool = False
-    # Per method, measured by a calibration run on this hardware (calibration.profiles_store): (planner method id,
-    # t_fixed_draft_s per draft pass, t_spec_s per verifier step); those methods use them instead of the two above.
+    # Per method, measured by a calibration run on this hardware (calibration.storage.profiles_store): (planner method
+    # id, t_fixed_draft_s per draft pass, t_spec_s per verifier step); those methods use them instead of the two above.
     method_terms: tuple[tuple[str, float, float], ...] = ()
     # Acceptance the same calibration measured, per (planner method id, workload): (method, workload, K, mean
     # acceptance length tau with the bonus token, its 95 % low, high). Shown beside the plan; the plan's acceptance
@@ -124,8 +125,8 @@ class Hardware:
     kind: Literal["gpu", "cpu"] = "gpu"
     # dense FP4 (NVFP4/MXFP4) peak, TFLOP/s; 0 = no FP4 tensor cores: FP4 weights run as W4A16 in BF16
     fp4_tflops: float = 0.0
-    # architecture (planner.borrowed.ARCHITECTURES: hopper, blackwell, cdna3, ...; or only the vendor, nvidia or amd;
-    # "" unknown): a GPU without kernel data borrows step-time terms from a kernel-fitted GPU of the same one first
+    # architecture (planner.physics.borrowed.ARCHITECTURES: hopper, blackwell, cdna3, ...; or only the vendor, nvidia or
+    # amd; "" unknown): a GPU without kernel data borrows step-time terms from a kernel-fitted GPU of the same one first
     architecture: str = ""
     # GPUs in one NVLink / Infinity Fabric domain at interconnect_gb_s (GB200 NVL72: 72); 0: max_tp. Shown, not
     # searched: the plan's tensor parallel stops at max_tp (planner.request.TP_OPTIONS)
@@ -310,7 +311,7 @@ class Workload:
     prompt_tokens: int  # typical prompt length
     output_tokens: int  # typical output length
     source: Sourced
-    # public benchmark datasets that stand for this workload in the acceptance library (planner.library)
+    # public benchmark datasets that stand for this workload in the acceptance library (planner.acceptance.library)
     datasets: tuple[str, ...] = ()
 
 
@@ -343,7 +344,7 @@ class Lever:
 
 @dataclass(frozen=True)
 class Acceptance:
-    """Acceptance in any of the three conventions; converted by planner.acceptance."""
+    """Acceptance in any of the three conventions; converted by planner.acceptance.rates."""
 
     convention: AlphaConvention
     value: float | None = None
@@ -377,10 +378,44 @@ class Scenario:
     efficiency: Efficiency | None = None  # None: the hardware's defaults (or a calibrated profile)
     tree: bool = False  # verify a token tree (methods with tree support) instead of a chain
     tree_width: int = 3  # candidates at depth 1 of the default tree
-    tree_shape: Any = None  # a stated tree (planner.trees.TreeShape): its depth is K, its nodes are verified
+    tree_shape: Any = None  # a stated tree (planner.acceptance.trees.TreeShape): its depth is K, its nodes are verified
     alpha_shift_extra: float = 0.0  # levers: added to per-token alpha
     draft_cost_factor: float = 1.0  # levers: multiplies the draft pass time (FP8 head)
     speedup_factor: float = 1.0  # levers: multiplies decode throughput (VSD)
     temperature: float = 0.0  # sampling temperature of the requests (0: greedy); planner.request.check_temperature
-    engine: str = "vllm"  # serving engine (planner.engines.ENGINES): its own speculation overheads
+    engine: str = "vllm"  # serving engine (planner.physics.engines.ENGINES): its own speculation overheads
     engine_version: str | None = None
+
+
+class Catalog(Protocol):
+    """What the planner reads of a catalogue (profiles.catalog.Catalog is the record that satisfies it): the named
+    tables, prices, the fitted and borrowed step-time terms and their errors, the speculation fit and engines, the
+    acceptance library."""
+
+    hardware: Mapping[str, Hardware]
+    models: Mapping[str, ModelSpec]
+    methods: Mapping[str, Method]
+    workloads: Mapping[str, Workload]
+    languages: Mapping[str, Language]
+    levers: Mapping[str, Lever]
+    prices: Mapping[str, Any]
+    price_sources: Mapping[str, Sourced]
+    fitted_efficiency: Mapping[tuple[str, str], Efficiency]
+    fitted_tpot_error: Mapping[tuple[str, str], float]
+    borrowed_efficiency: Mapping[tuple[str, str], Efficiency]
+    fitted_families: Mapping[tuple[str, str], frozenset]
+    borrowed_donors: Mapping[tuple[str, str], tuple]
+    fitted_speculation: Mapping[str, float]
+    fitted_speculation_source: Sourced | None
+    fitted_speculation_stderr: Mapping[str, float]
+    speculation_engines: Mapping[str, Any]
+    speculation_class_error: Mapping[tuple[str, str], tuple[float, int]]
+    speculation_overall_error: tuple[float, int] | None
+    speculation_switching: Mapping[str, Any]
+    acceptance_library: Any
+
+    @property
+    def engineering_usd_per_week(self) -> float: ...
+
+    def method_available(self, method: str, model: str) -> tuple[bool, str]: ...
+

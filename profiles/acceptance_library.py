@@ -1,6 +1,7 @@
 """The acceptance library's two tables, read and validated: measured acceptance per model, head, method, dataset, K
 and temperature (acceptance.csv) and the public draft heads per model and method (heads.csv), under
-profiles/data/acceptance/ by default. The planner gets plain frozen records (planner.library.AcceptanceLibrary).
+profiles/data/acceptance/ by default. The planner gets plain frozen records
+(planner.acceptance.library.AcceptanceLibrary).
 
 Every error names the file, the row id, the column, the value and what is allowed. A missing file is an empty
 table (the planner then falls back to its lower tiers: family fit, prior).
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from planner.library import CONVENTIONS, METHODS, AcceptanceLibrary, HeadRecord, LibraryRow
+from planner.acceptance.library import CONVENTIONS, METHODS, AcceptanceLibrary, HeadRecord, LibraryRow
 
 ACCEPTANCE_DIR = Path(__file__).resolve().parent / "data" / "acceptance"
 ACCEPTANCE_COLUMNS = ("id", "source", "title", "date", "model", "model_key", "head", "method", "engine",

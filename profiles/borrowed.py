@@ -1,5 +1,5 @@
-"""Loader of the borrowed step-time terms (planner/borrowed.py) for GPUs without kernel data: the end-to-end fits of
-profiles/data/fitted/steptime_borrowed.yaml (tools/fit_borrowed_steptime.py), applied at catalogue load."""
+"""Loader of the borrowed step-time terms (planner/physics/borrowed.py) for GPUs without kernel data: the end-to-end
+fits of profiles/data/fitted/steptime_borrowed.yaml (tools/fit_borrowed_steptime.py), applied at catalogue load."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from planner.borrowed import BorrowFit, borrowed_efficiencies, fit_for, nearest_donor, twin_of
-from planner.step_scope import arch_family
+from planner.physics.borrowed import BorrowFit, borrowed_efficiencies, fit_for, nearest_donor, twin_of
+from planner.physics.step_scope import arch_family
 from planner.types import Efficiency, Hardware
 
 BORROWED_YAML = Path(__file__).resolve().parent / "data" / "fitted" / "steptime_borrowed.yaml"
@@ -61,8 +61,8 @@ def borrowed_fields(catalog, steptime_doc: Mapping, path: str | os.PathLike | No
 
 
 def load_scopes(steptime_doc: Mapping, catalog, borrowed_path: str | os.PathLike | None = None) -> dict:
-    """The catalogue fields planner.step_scope reads: {(GPU, dtype): architecture families of the models in that fit's
-    TPOT cells} (steptime_vllm.yaml's `tpot_models`; a model outside the catalogue is skipped) and, for every
+    """The catalogue fields planner.physics.step_scope reads: {(GPU, dtype): architecture families of the models in that
+    fit's TPOT cells} (steptime_vllm.yaml's `tpot_models`; a model outside the catalogue is skipped) and, for every
     borrowed set, {(GPU, dtype): (donor fit key, overhead scale)}."""
     families = {}
     for e in (steptime_doc.get("entries") or {}).values():

@@ -257,7 +257,7 @@ def _entries(path: Path, cls: type, prepare: Callable[[str, dict, BuildContext],
 
 
 def prepare_hardware(name: str, raw: dict, ctx: BuildContext) -> dict:
-    from planner.borrowed import ARCHITECTURES  # noqa: PLC0415
+    from planner.physics.borrowed import ARCHITECTURES  # noqa: PLC0415
 
     if raw.get("architecture", "") not in ("", *ARCHITECTURES):
         raise ctx.error("architecture", raw["architecture"], "one of " + ", ".join(ARCHITECTURES))
@@ -288,13 +288,13 @@ class Catalog:
     levers: NamedTable
     prices: Mapping[str, Any]
     price_sources: Mapping[str, Sourced]
-    # step-time parameters fitted to measured kernels, per (hardware, weight dtype): planner.scenario.efficiency_for
+    # step-time terms fitted to measured kernels per (hardware, weight dtype): planner.search.scenario.efficiency_for
     fitted_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
     # each fit's held-out TPOT error (a fraction): the Monte Carlo and the tornado draw the step time from it
     fitted_tpot_error: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
-    # GPUs without kernel data: terms borrowed from the nearest fitted GPU (planner.borrowed; profiles/borrowed.py)
+    # GPUs without kernel data borrow terms from the nearest fitted GPU (planner.physics.borrowed; profiles/borrowed.py)
     borrowed_efficiency: Mapping[tuple[str, str], Efficiency] = dataclasses.field(default_factory=dict)
-    # each fit's architecture families (planner.step_scope) and each borrowed set's (donor fit, overhead scale)
+    # each fit's architecture families (planner.physics.step_scope) and each borrowed set's (donor fit, overhead scale)
     fitted_families: Mapping[tuple[str, str], frozenset] = dataclasses.field(default_factory=dict)
     borrowed_donors: Mapping[tuple[str, str], tuple] = dataclasses.field(default_factory=dict)
     # speculation overheads fitted to published speedups (one set for every hardware): efficiency_for applies them
@@ -302,23 +302,20 @@ class Catalog:
     fitted_speculation_source: Sourced | None = None
     # the fitted ones' standard errors (same units): the Monte Carlo and the tornado draw them
     fitted_speculation_stderr: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    # each serving engine's own speculation terms (planner.engines.EngineTerms) and the leave-one-source-out speedup
-    # error per (engine, dense|moe) class and overall ((MAPE, rows)): profiles/engines.py
+    # each serving engine's own speculation terms (planner.physics.engines.EngineTerms) and the leave-one-source-out
+    # speedup error per (engine, dense|moe) class and overall ((MAPE, rows)): profiles/engines.py
     speculation_engines: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     speculation_class_error: Mapping[tuple[str, str], tuple[float, int]] = dataclasses.field(default_factory=dict)
     speculation_overall_error: tuple[float, int] | None = None
-    # each engine's per-batch speculation switch cost where it drafts nothing (planner.engines.SwitchingOverhead,
-    # profiles/data/engine_switching.yaml): the fleet by hour adds it to the hours the K schedule runs at K = 0
+    # each engine's per-batch speculation switch cost where it drafts nothing (planner.physics.engines.SwitchingOverhead
+    # and profiles/data/engine_switching.yaml): the fleet by hour adds it to the hours the K schedule runs at K = 0
     speculation_switching: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    # measured acceptance and public heads (profiles.acceptance_library; planner.acceptance_tiers); None: empty
+    # measured acceptance and public heads (profiles.acceptance_library; planner.acceptance.tiers); None: empty
     acceptance_library: Any = None
 
     @property
     def engineering_usd_per_week(self) -> float:
         return float(self.prices["engineering_usd_per_week"])
-
-    def training_usd_per_gpu_hour(self) -> float:
-        return self.hardware[self.prices["training_hardware"]].usd_per_gpu_hour_mid
 
     def with_hardware(self, extra: Mapping[str, Hardware]) -> Catalog:
         """A catalogue with extra hardware entries (calibrated profiles) beside the shipped ones; a name that
@@ -335,49 +332,14 @@ class Catalog:
         clash = sorted(set(extra) & set(self.models))
         if clash:
             raise ProfileError(f"model name {clash[0]!r} clashes with a shipped entry")
-        table = ModelTable("model", {**self.models, **extra})
+        table = NamedTable("model", {**self.models, **extra})
         return dataclasses.replace(self, models=table)
 
     def method_available(self, method: str, model: str) -> tuple[bool, str]:
-        """Whether a method can run on a model, and why not (planner.scenario.availability)."""
-        from planner.scenario import availability
+        """Whether a method can run on a model, and why not (planner.search.scenario.availability)."""
+        from planner.search.scenario import availability
 
         return availability(self.models[model], self.methods[method])
-
-
-# Resolvers of models named but not listed: a parsed config.json kept by content hash (`config:<digest>`), so a link
-# that names one opens it. A resolver returns None for names it does not know; listing the catalogue never shows them.
-ModelResolver = Callable[[str], "ModelSpec | None"]
-_MODEL_RESOLVERS: list[ModelResolver] = []
-
-
-def add_model_resolver(resolve: ModelResolver) -> None:
-    """Register a resolver (once per function) that every catalogue's model table asks for a name it does not list."""
-    if resolve not in _MODEL_RESOLVERS:
-        _MODEL_RESOLVERS.append(resolve)
-
-
-def _resolve_model(name: Any) -> ModelSpec | None:
-    if not isinstance(name, str):
-        return None
-    for resolve in _MODEL_RESOLVERS:
-        spec = resolve(name)
-        if spec is not None:
-            return spec
-    return None
-
-
-class ModelTable(NamedTable):
-    """The models: the shipped entries, and any name a registered resolver knows (add_model_resolver)."""
-
-    def __missing__(self, key: str):
-        spec = _resolve_model(key)
-        if spec is None:
-            raise unknown_name(self.kind, key, list(self.keys()))
-        return spec
-
-    def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or _resolve_model(key) is not None
 
 
 def _check_cross(cat: Catalog) -> None:
@@ -425,7 +387,7 @@ def load_catalog(data_dir: str | os.PathLike | None = None) -> Catalog:
     hardware = _entries(d / "hardware.yaml", Hardware, prepare_hardware)
     cat = Catalog(
         hardware=hardware,
-        models=ModelTable("model", _entries(d / "models.yaml", ModelSpec, _prepare_model)),
+        models=NamedTable("model", _entries(d / "models.yaml", ModelSpec, _prepare_model)),
         methods=_entries(d / "methods.yaml", Method),
         workloads=_entries(d / "workloads.yaml", Workload),
         languages=_entries(d / "languages.yaml", Language),

@@ -1,4 +1,4 @@
-"""Load and validate profiles/data/claims.yaml into planner.claims.Claim records.
+"""Load and validate profiles/data/claims.yaml into planner.checks.claims.Claim records.
 
 Every error names the file, the entry, the field, the value and what is allowed.
 """
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planner.claims import KINDS, Band, Claim
+from planner.checks.claims import KINDS, Band, Claim
 from profiles.catalog import DATA_DIR, BuildContext, _read, _sourced
 
 FIELDS = ("claim", "attributed_to", "source", "kind", "params")

@@ -1,6 +1,6 @@
 """Each serving engine's speculation overheads and the per-class speedup error, read from the speculation fit's
 shipped YAML (profiles/data/fitted/speculation_vllm.yaml: `per_engine`, `loso_mape_by_class`; written by
-tools/fit_speculation.py, calibration/fitting/engines.py) into planner.engines records."""
+tools/fit_speculation.py, calibration/fitting/engines.py) into planner.physics.engines records."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from planner.engines import ENGINE_TERMS, ENGINES, EngineTerms, SwitchingOverhead
+from planner.physics.engines import ENGINE_TERMS, ENGINES, EngineTerms, SwitchingOverhead
 
 ClassErrors = dict[tuple[str, str], tuple[float, int]]
 

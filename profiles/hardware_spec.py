@@ -1,5 +1,5 @@
 """A user's own GPU: a YAML (or JSON) file with the fields of one hardware.yaml entry, validated into a Hardware
-record named `spec:<digest>` and added to a catalogue with its borrowed step-time terms (planner/borrowed.py).
+record named `spec:<digest>` and added to a catalogue with its borrowed step-time terms (planner/physics/borrowed.py).
 
     label: My GPU 120GB                      # shown with every number
     hbm_gb: 120
@@ -9,7 +9,7 @@ record named `spec:<digest>` and added to a catalogue with its borrowed step-tim
     fp4_tflops: 0                            # optional; 0: no FP4 tensor cores
     interconnect_gb_s: 450                   # per-GPU unidirectional, for tensor-parallel all-reduce
     max_tp: 8
-    architecture: hopper                     # optional: planner.borrowed.ARCHITECTURES, or nvidia / amd
+    architecture: hopper                     # optional: planner.physics.borrowed.ARCHITECTURES, or nvidia / amd
     scale_up_gpus: 8                         # optional: GPUs in one NVLink / Infinity Fabric domain
     usd_per_gpu_hour: {low: 2.0, high: 4.0}
     price: {source: "our cloud contract", date: 2026-12-01}
@@ -29,7 +29,6 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -117,7 +116,7 @@ def read_hardware_spec(path: str | Path) -> Hardware:
 
 def with_hardware_spec(catalog: Catalog, hw: Hardware) -> Catalog:
     """The catalogue with the user's GPU beside the shipped ones and its borrowed step-time terms (donor, overhead
-    scale, band: planner/borrowed.py), as the catalogue's own GPUs without kernel data get them."""
+    scale, band: planner/physics/borrowed.py), as the catalogue's own GPUs without kernel data get them."""
     from profiles.borrowed import BORROWED_YAML, borrowed_fields  # noqa: PLC0415
 
     table = NamedTable("hardware", {**catalog.hardware, hw.name: hw})
@@ -126,11 +125,3 @@ def with_hardware_spec(catalog: Catalog, hw: Hardware) -> Catalog:
         return cat
     doc = yaml.safe_load((DATA_DIR / "fitted" / "steptime_vllm.yaml").read_text(encoding="utf-8")) or {}
     return dataclasses.replace(cat, **borrowed_fields(cat, doc, BORROWED_YAML))
-
-
-def spec_json(hw: Hardware) -> dict[str, Any]:
-    """What the spec parsed to, for the CLI's output."""
-    return {"name": hw.name, "label": hw.label, "architecture": hw.architecture or "(not given)",
-            "hbm_gb": hw.hbm_gb, "hbm_bandwidth_gb_s": hw.hbm_bandwidth_gb_s, "bf16_tflops": hw.bf16_tflops,
-            "fp8_tflops": hw.fp8_tflops, "fp4_tflops": hw.fp4_tflops, "interconnect_gb_s": hw.interconnect_gb_s,
-            "max_tp": hw.max_tp}

@@ -1,10 +1,10 @@
 """A customer's own measured acceptance, read from what their engine already writes: the top tier of the planner's
-acceptance (planner.acceptance_tiers: the customer's measurement beats a public head, a family fit and a prior).
+acceptance (planner.acceptance.tiers: the customer's measurement beats a public head, a family fit and a prior).
 
 Formats (recognised by their content, not their name):
 - Prometheus text from a running vLLM's `GET /metrics` (prometheus_client's parser): the counters
   `vllm:spec_decode_num_drafts` and `vllm:spec_decode_num_accepted_tokens_per_pos{position=i}`; the unconditional
-  rate at position i is accepted_per_pos[i] / num_drafts (shared/DESIGN.md; vllm/v1/spec_decode/metrics.py).
+  rate at position i is accepted_per_pos[i] / num_drafts (vllm/v1/spec_decode/metrics.py).
 - `vllm bench serve --save-result` JSON: `spec_decode_num_drafts` and `spec_decode_per_position_acceptance_rates`
   (unconditional rates per position), or only `spec_decode_acceptance_length` (tau, bonus token included) with
   `num_speculative_tokens` / K from the rates.

@@ -4,7 +4,7 @@ The counts follow the conventions of profiles/data/models.yaml:
 - total_params_b: every weight of the served model, both embedding tables when untied; native MTP modules are not
   counted (DeepSeek-V3's 671B excludes its 14B MTP module); vision towers of multimodal wrappers are not counted.
 - active_params_b: what one token multiplies: attention, dense MLPs, shared experts, routers, top-k routed experts
-  and both embedding tables when untied (planner.networks.target_net drops the gathered input table itself).
+  and both embedding tables when untied (planner.physics.networks.target_net drops the gathered input table itself).
 - expert_params_b: one routed expert summed over the MoE layers; kv_elements_per_token_per_layer: 2 x kv_heads x
   head_dim (GQA) or the MLA latent kv_lora_rank + qk_rope_head_dim that vLLM caches.
 Parameters are counted by hand: embeddings vocab x hidden; attention q, k, v, o (MLA: q_a, q_b, kv_a, kv_b, o;

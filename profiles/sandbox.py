@@ -53,7 +53,8 @@ DEFAULT_MAX_WALL_S = 300.0
 DEFAULT_CONCURRENCY = 2  # readers at once; each may take DEFAULT_MAX_MB
 MAX_RESULT_BYTES = 256 * 1024 * 1024  # a pickled result larger than this is not a compact result: refused
 # Kept values (catalogues) the fork server holds at once: a session with its own model or GPU has its own catalogue
-# (views/_state.py caches up to 64); the least recently used beyond this is dropped and sent again when named again.
+# (views/sidebar/state.py caches up to 64); the least recently used beyond this is dropped and sent again when named
+# again.
 MAX_KEPT = 8
 # Modules the fork server imports once, so that a child starts with them loaded (a fork costs milliseconds, an import
 # of pyarrow and pandas a second).

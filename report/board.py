@@ -1,9 +1,9 @@
 """The board report's content as one record (`BoardReport`), built from the Plan the pages show: the decision, the
 money (today's bill, the recommended bill, the saving, payback, NPV, risk-weighted NPV and the probability it pays),
-the fleet by hour, the saving's drivers (planner.sensitivity.tornado), the hardware comparison when the request asked
-for it, and the assumptions in words. Every figure is formatted here, with its unit, by planner.formatting; the
-renderers (report.board_html, report.board_pdf) lay the record out and compute no number. The raw fields go to the
-JSON appendix (`appendix_json`, planner.formatting.plan_dict) and the CSV, not to these pages.
+the fleet by hour, the saving's drivers (planner.uncertainty.sensitivity.tornado), the hardware comparison when the
+request asked for it, and the assumptions in words. Every figure is formatted here, with its unit, by
+planner.formatting; the renderers (report.board_html, report.board_pdf) lay the record out and compute no number. The
+raw fields go to the JSON appendix (`appendix_json`, planner.formatting.plan_dict) and the CSV, not to these pages.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.answer import Plan
+from planner.checks.knee import knee_sentence, slo_knee
+from planner.decision.hardware_choice import hardware_sentence
 from planner.formatting import fmt_acceptance, fmt_months, fmt_usd, jsonable, plan_dict
-from planner.hardware_choice import hardware_sentence
-from planner.knee import knee_sentence, slo_knee
 from planner.request import NO_SPEC, PlanRequest
-from planner.sensitivity import PLAN_MC_SAMPLES, tornado
+from planner.uncertainty.sensitivity import PLAN_MC_SAMPLES, tornado
 
 MAX_DRIVERS = 6  # the tornado's widest bars; the Sensitivity page shows them all
 MAX_TEXT_CHARS = 260  # an assumption's value or source longer than this is cut (the JSON appendix has it whole)
@@ -117,7 +117,8 @@ def _cut(text: str) -> str:
 
 def at_volume(req: PlanRequest) -> PlanRequest:
     """The plan's request with the spend cleared: its volume is already the one the spend buys (planner.plan derives
-    it), so the tornado runs at the plan's volume, as the Sensitivity page's does (views._state.at_spend_volume)."""
+    it), so the tornado runs at the plan's volume, as the Sensitivity page's does
+    (views.sidebar.state.at_spend_volume)."""
     return dataclasses.replace(req, spend_usd_per_month=None, spend_gpus=None)
 
 
@@ -183,7 +184,8 @@ def _drivers(p: Plan, catalog) -> tuple[tuple[DriverBar, ...], float, str]:
 
 def _drivers_note(p: Plan, drivers: tuple[DriverBar, ...], mid_text: str) -> str:
     """What the tornado draws: the best method's saving against no speculation on the requested GPUs per replica
-    (planner.sensitivity.tornado), and, when today is another configuration, that the headline's saving is not it."""
+    (planner.uncertainty.sensitivity.tornado), and, when today is another configuration, that the headline's saving is
+    not it."""
     if p.best is None:
         return "No method fits memory and meets the SLO, so there is no saving to draw."
     against = f"no speculation on {_gpus(p.request.tp)} per replica"

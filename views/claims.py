@@ -1,17 +1,17 @@
 """Claims: each numeric claim of the seed article next to what the model says, and the conditions (alpha
 convention, K, batch, hardware) under which it holds or fails. The claims and their thresholds are
-profiles/data/claims.yaml; planner.claims evaluates them; this page draws the rows."""
+profiles/data/claims.yaml; planner.checks.claims evaluates them; this page draws the rows."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from planner import claims as C
 from planner import plan as P
+from planner.checks import claims as C
 from profiles.claims import load_claims
-from views import _state as S
+from views.sidebar import state as S
 
-COLOUR = {"holds": "green", "differs": "orange", "outside": "gray"}
+COLOUR = {C.Status.HOLDS: "green", C.Status.DIFFERS: "orange", C.Status.OUTSIDE: "gray"}
 
 
 @st.cache_resource(show_spinner=False)

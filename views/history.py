@@ -8,7 +8,7 @@ import datetime as dt
 import plotly.graph_objects as go
 import streamlit as st
 
-from calibration.store import Store, StoreError, default_url
+from calibration.storage.store import Store, StoreError, default_url
 
 
 @st.cache_resource

@@ -10,10 +10,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from planner.answer import LeverStep
+from planner.decision.levers import order_by_return, summarize
 from planner.formatting import fmt_cpm, fmt_months, fmt_usd
-from planner.levers import order_by_return, summarize
 from planner.request import NO_SPEC
-from views import _state as S
+from views.parts import widgets
+from views.sidebar import state as S
 
 
 def waterfall_figure(steps: list[LeverStep], start_label: str, start_cpm: float, title: str) -> go.Figure:
@@ -88,7 +89,7 @@ def render() -> None:
         st.caption(f"The Plan's today is {today.label} on {today.tp} GPUs per replica: {fmt_usd(today.usd_per_month)}"
                    f"/month ({today.billing}), {today.peak_gpus:,} GPUs at the peak; this waterfall starts from "
                    f"{label[start]} on {req.tp} GPUs per replica.")
-    S.glossary()
+    widgets.glossary()
     order = st.radio("Order", ["article", "return"], key="levers_order", horizontal=True,
                      format_func=lambda v: "the article's order" if v == "article"
                      else "by return on one-time cost")
@@ -96,7 +97,7 @@ def render() -> None:
     title = "Article order" if order == "article" else "Re-ordered by return on one-time cost"
     st.plotly_chart(waterfall_figure(steps, f"today ({label[start]})", start_cpm, title),
                     key="levers_chart", width="stretch")
-    S.table(step_rows(steps), key="levers_table", first=("#", "lever", "applied", "monthly saving", "payback",
+    widgets.table(step_rows(steps), key="levers_table", first=("#", "lever", "applied", "monthly saving", "payback",
                                                           "P(pays back)", "one-time $", "bill before -> after"),
             widths={"#": 40})
     if order == "return":

@@ -8,8 +8,9 @@ import streamlit as st
 
 from planner.answer import Plan
 from planner.formatting import fmt_cpm, fmt_pct, fmt_usd
-from views import _state as S
+from views.parts import widgets
 from views.plan import CONVENTION
+from views.sidebar import state as S
 
 # What a reader compares first, in view at 1280 px; the rest of the columns follow (scroll right)
 FIRST_COLUMNS = ("method", "CPM $/Mtok", "vs today", "speedup (same batch)", "K", "best batch", "TPOT ms", "feasible")
@@ -83,12 +84,12 @@ def render() -> None:
     for m in p.methods:
         if not m.available:
             st.info(f"{m.label} is {m.reason}.")
-    S.table(table_rows(p), key="methods_table", first=FIRST_COLUMNS, widths={"method": 170})
+    widgets.table(table_rows(p), key="methods_table", first=FIRST_COLUMNS, widths={"method": 170})
     st.caption(CONVENTION + " Speedup (same batch): against no speculation at the same batch; CPM compares each method at "
                "its own best batch (the honest comparison). "
                + ("Numbers are blended over the traffic profile's workload and language mix, weighted by output "
                   "tokens." if S.is_profile() else ""))
-    S.glossary()
+    widgets.glossary()
     avail = [m for m in p.methods if m.available and m.fits_memory]
     if avail:
         fig = methods_figure(avail, ref)

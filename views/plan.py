@@ -1,7 +1,7 @@
 """Plan (landing page): the headline for a CFO, all of it from one planner.plan.plan() call. Money first: today's
 bill (today named: the cheapest configuration without speculation, or the current method), the bill with the best
 method, the saving, payback, NPV (and its risk-weighted value) and P(saving > 0); a warning when the saving sits on a
-knee of the TPOT SLO (planner.knee); then the CPMs at full load and effective, labelled, the one-time cost, the
+knee of the TPOT SLO (planner.checks.knee); then the CPMs at full load and effective, labelled, the one-time cost, the
 recommendation in one sentence, and CPM by method."""
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from planner.answer import OperatingPoint, Plan, SloKnee
-from planner.assumptions import CALIBRATED_PREFIX
+from planner.checks.knee import knee_sentence, slo_knee
+from planner.decision.assumptions import CALIBRATED_PREFIX
 from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd
-from planner.knee import knee_sentence, slo_knee
 from planner.request import PlanRequest
-from views import _hardware
-from views import _state as S
-from views._text import plain_in, quoted
+from views.parts import hardware as _hardware
+from views.parts import widgets
+from views.parts.text import plain_in, quoted
+from views.sidebar import state as S
 
 CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau counts the bonus token; vLLM's draft "
               "acceptance rate is (tau-1)/K.")
@@ -177,7 +178,7 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
 
 @st.cache_resource(max_entries=32, show_spinner=False, hash_funcs={PlanRequest: repr})
 def _knee(req: PlanRequest) -> SloKnee:
-    """The saving at +-20 % of the SLO (planner.knee, the CLI's and the report's too), for the page's plan."""
+    """The saving at +-20 % of the SLO (planner.checks.knee, the CLI's and the report's too), for the page's plan."""
     return slo_knee(compute(req), S.catalog())
 
 
@@ -204,7 +205,7 @@ def render() -> None:
     st.markdown(f"**Recommendation:** {_own(p.verdict)}")
     if p.economics.monthly_saving_usd is not None and (knee := knee_sentence(_knee(req))):
         st.warning(knee)
-    if p.spend is not None:  # the volume line: how the spend became the volume (planner.spend.SpendVolume)
+    if p.spend is not None:  # the volume line: how the spend became the volume (planner.money.spend.SpendVolume)
         st.caption(f"Volume: {p.request.monthly_output_tokens / 1e9:,.2f}B output tokens/month, "
                    f"{_own(p.spend.volume_source)}.")
     if not p.baseline.feasible:
@@ -219,7 +220,7 @@ def render() -> None:
                    f"({len(p.segments)} segments, weighted by output tokens)"
                    + (f"; batch capped at {cap:,.0f} concurrent sequences (median minute, Little's law)"
                       if cap is not None else "") + ".")
-    S.glossary()
+    widgets.glossary()
     st.subheader("CPM at full load by method, each at its own best K and batch under the SLO")
     st.plotly_chart(cpm_chart(p), key="plan_cpm_chart", width="stretch")
     st.caption("Bars: the alpha range's midpoint; whiskers: the method's alpha range (low-high). Grey bars miss the "

@@ -14,10 +14,11 @@ from planner.formatting import fmt_usd
 from report.board import BoardReport, appendix_json, board_report
 from report.board_html import board_html
 from report.board_pdf import board_pdf
-from views import _hardware
-from views import _report as rep
-from views import _state as S
-from views._text import plain
+from views.parts import hardware as _hardware
+from views.parts import report as rep
+from views.parts import widgets
+from views.parts.text import plain
+from views.sidebar import state as S
 
 
 @st.cache_resource(max_entries=16, show_spinner=False, hash_funcs={P.PlanRequest: repr})
@@ -39,7 +40,7 @@ def render() -> None:
     mc = S.monte_carlo(S.at_spend_volume(req), p.best.method, p.best.k) if p.best is not None else None
     day = dt.date.today().isoformat()
     board, pdf_doc, html_doc = _documents(req, day)
-    # the planner's sentences as text: their dollar signs would otherwise open LaTeX (views._text)
+    # the planner's sentences as text: their dollar signs would otherwise open LaTeX (views.parts.text)
     st.markdown(f"**Recommendation:** {plain(board.decision)}")
     if board.elsewhere:
         st.markdown(plain(board.elsewhere))
@@ -74,7 +75,7 @@ def render() -> None:
         st.code(p.deploy["command"], language="bash")
         for n in p.deploy["notes"]:
             st.caption(n)
-    S.glossary()
+    widgets.glossary()
     with st.expander("Assumptions (sources and dates)"):
         st.dataframe([a.__dict__ for a in p.assumptions], key="report_assumptions", hide_index=True)
 

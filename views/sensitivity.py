@@ -8,20 +8,22 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from planner import sensitivity as sens
 from planner.formatting import fmt_pct, fmt_usd
 from planner.price import gpu_price
-from views import _state as S
+from planner.search.grid import batch_sweeps as sweeps
+from planner.uncertainty import sensitivity as sens
+from views.parts import widgets
+from views.sidebar import state as S
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _heat(req, method, batch):
-    return sens.alpha_k_heatmap(req, S.catalog(), method, batch=batch, alphas=np.round(np.arange(0.40, 0.96, 0.05), 2))
+    return sweeps.alpha_k_heatmap(req, S.catalog(), method, batch=batch, alphas=np.round(np.arange(0.40, 0.96, 0.05), 2))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _tree_vs_chain(req, method):
-    return sens.tree_vs_chain(req, S.catalog(), method)
+    return sweeps.tree_vs_chain(req, S.catalog(), method)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -29,7 +31,7 @@ def _tornado(req, method):
     return sens.tornado(req, S.catalog(), method)
 
 
-def sweep_figure(sw: sens.BatchSweep, label: str, slo_ms: float) -> go.Figure:
+def sweep_figure(sw: sweeps.BatchSweep, label: str, slo_ms: float) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Speedup vs no speculation (same batch)",
                                                         "CPM, $ per million output tokens"))
     b = sw.batch
@@ -77,7 +79,7 @@ def render() -> None:
     label = cat.methods[method].label
     pt = p.method(method)
 
-    S.glossary()
+    widgets.glossary()
     st.subheader("Speedup and CPM over batch size")
     sw = S.batch_sweep(req, method)
     seg = sw.segment
@@ -134,7 +136,7 @@ def render() -> None:
     unit = st.radio("Measure", ["bill", "cpm"], key="sens_tornado_unit", horizontal=True,
                     format_func=lambda v: "monthly bill saving, $/month" if v == "bill"
                     else "CPM change at full load, %")
-    if unit == "bill":  # the money number: today's fleet bill - the method's fleet bill (planner.bill)
+    if unit == "bill":  # the money number: today's fleet bill - the method's fleet bill (planner.money.bill)
         mid, lows, highs = tor[0].mid_saving_usd, [d.low_saving_usd for d in tor], [d.high_saving_usd for d in tor]
         xlab, mid_text = f"{label}: monthly saving vs no speculation, $/month ({req.billing} fleet)", fmt_usd(mid)
         side = "Right of 0: speculation saves"

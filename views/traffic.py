@@ -17,8 +17,8 @@ import streamlit as st
 from profiles import traffic as tr
 from profiles.traffic.guards import size_text
 from profiles.uploads import inspect_traffic, traffic_column_values
-from views import _state as S
-from views._text import plain, plain_in, quoted
+from views.parts.text import plain, plain_in, quoted
+from views.sidebar import state as S
 
 MAX_MB = tr.MAX_UPLOAD_BYTES // 2**20
 # Streamlit's uploader counts decimal MB in the browser (100 MiB = 104.9 MB): it lets a little more than the limit

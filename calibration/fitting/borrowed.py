@@ -1,7 +1,8 @@
-"""Fit the borrowed step-time terms of a GPU without kernel data (planner.borrowed) to published end-to-end TPOT.
+"""Fit the borrowed step-time terms of a GPU without kernel data (planner.physics.borrowed) to published end-to-end
+TPOT.
 
-Model: a decode step of `concurrency` sequences at the mean context (input + output / 2), planner.roofline, with the
-donor's time terms times s and the GPU's eta_bw:
+Model: a decode step of `concurrency` sequences at the mean context (input + output / 2), planner.physics.roofline, with
+the donor's time terms times s and the GPU's eta_bw:
 
     TPOT_model(c; s, eta_bw) = step_time(batch=c, tokens=1, context=in + out/2, tp)
 
@@ -28,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from calibration.fitting.core import FitResult, fit_relative
-from planner.borrowed import SHAPE_TERMS, TIME_TERMS, nearest_donor
-from planner.roofline import hw_params, step_time_s, target_net
+from planner.physics.borrowed import SHAPE_TERMS, TIME_TERMS, nearest_donor
+from planner.physics.roofline import hw_params, step_time_s, target_net
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_CSV = ROOT / "profiles" / "data" / "published" / "amd_nospec_tpot.csv"
@@ -181,7 +182,7 @@ def to_yaml_doc(fits: Sequence[BorrowedFit], date: str) -> dict:
             "params": params, "fit_mape": round(f.result.mape, 4), "loo_mape": round(f.loo_mape, 4),
             "check_mape": round(float(np.mean(np.abs(f.check_errors))), 4) if f.check_errors else None,
             "tpot_error": round(f.tpot_error, 4), "points": len(f.fit_rows), "checks": len(f.check_rows)}
-    return {"about": "Borrowed step-time terms of GPUs without kernel data (planner/borrowed.py), fitted by "
+    return {"about": "Borrowed step-time terms of GPUs without kernel data (planner/physics/borrowed.py), fitted by "
                      "tools/fit_borrowed_steptime.py to profiles/data/published/amd_nospec_tpot.csv. Regenerate, do "
                      "not edit by hand.", "entries": entries}
 

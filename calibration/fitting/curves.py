@@ -48,11 +48,11 @@ MI355X = Hardware(
     fp4_tflops=10000)
 def mi355x_with_borrowed_terms(catalog) -> Hardware:
     """MI355X for the ATOM curve check. No AMD kernel data is pinned and no public MI355X end-to-end TPOT is in
-    profiles/data/published/amd_nospec_tpot.csv, so it gets the general mechanism's assumption (planner.borrowed):
-    the nearest kernel-fitted GPU's per-step, per-layer, MoE and collective-latency terms at scale 1, on MI355X's own
-    peaks and its assumed eta_bw / eta_flops (0.65 / 0.5, as MI300X); the curve's direction is checked, not its
-    level."""
-    from planner.borrowed import borrow, nearest_donor  # noqa: PLC0415
+    profiles/data/published/amd_nospec_tpot.csv, so it gets the general mechanism's assumption
+    (planner.physics.borrowed): the nearest kernel-fitted GPU's per-step, per-layer, MoE and collective-latency terms at
+    scale 1, on MI355X's own peaks and its assumed eta_bw / eta_flops (0.65 / 0.5, as MI300X); the curve's direction is
+    checked, not its level."""
+    from planner.physics.borrowed import borrow, nearest_donor  # noqa: PLC0415
 
     fitted = getattr(catalog, "fitted_efficiency", None) or {}
     table = {**catalog.hardware, MI355X.name: MI355X}
@@ -120,7 +120,7 @@ def deepseek_mtp_sweep(catalog, params: Mapping[str, float] | None = None,
                        context_tokens: float = 1100.0, hardware: str = "h200") -> np.ndarray:
     """DeepSeek-V3 MTP K=1 on 8 GPUs (H200 by default), fp8: the planner's speedup per batch (the shipped parameters
     by default)."""
-    from planner.scenario import efficiency_for  # noqa: PLC0415
+    from planner.search.scenario import efficiency_for  # noqa: PLC0415
 
     eff = efficiency_for(catalog, hardware, "fp8")
     if params:

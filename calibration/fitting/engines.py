@@ -27,7 +27,7 @@ import numpy as np
 
 from calibration.fitting import speculation as sp
 from calibration.fitting.core import FitResult, fit_relative, shipped_param
-from planner.engines import CLASS_MAPE_TARGET, ENGINE_TERMS, MIN_CLASS_ROWS
+from planner.physics.engines import CLASS_MAPE_TARGET, ENGINE_TERMS, MIN_CLASS_ROWS
 
 ROW_ENGINES_CSV = sp.ROOT / "profiles" / "data" / "published" / "row_engines.csv"
 ENGINE_P0 = {"t_spec_s": 5e-4, "t_fixed_draft_s": 3e-4}

@@ -15,17 +15,17 @@ per sequence (the root included), as the PI5 row of the same engine.
 Stated per target (TARGETS): the catalogue model (with why where the row's model is a variant), the dtype and the TP.
 The source states neither dtype nor TP. dtype: bench_eagle3.py's documented command passes `--dtype bfloat16`, so the
 BF16 checkpoint; Kimi-K2-Instruct ships only an FP8 (block-128) checkpoint. TP: the smallest TP at which the target's
-weights fit on H200 by the planner's own memory rule (planner.roofline: 90 % of HBM, 3 % of it reserved for
+weights fit on H200 by the planner's own memory rule (planner.physics.roofline: 90 % of HBM, 3 % of it reserved for
 activations), raised by TP_RULE where the source's own no-speculation throughput rules it out, except Kimi-K2 (see its
 note).
 
 TP_RULE: the source states each target's no-speculation output throughput at the batch size (the `speedup_baseline`
 column), measured over the whole run (prefill, request turnover and the batch's tail included), so batch / that
 throughput is an upper bound on the decode step without speculation. A TP at which the planner's decode step (the
-kernel-fitted step time, planner.serving.evaluate_arrays' baseline_step_time_s) exceeds that bound on a benchmark is
-ruled out: the target is mapped to the smallest TP in 1, 2, 4, 8 that is not. (L70B at TP 2 would need its 70.5 GB
-of weights per GPU read in 14.8 ms, prefill included: 99 % of the H200's 4.8 TB/s.) The rule and the numbers in the
-notes are checked by tests/planner/test_speculation_fit.py against the catalogue and the CSV.
+kernel-fitted step time, planner.physics.serving.evaluate_arrays' baseline_step_time_s) exceeds that bound on a
+benchmark is ruled out: the target is mapped to the smallest TP in 1, 2, 4, 8 that is not. (L70B at TP 2 would need its
+70.5 GB of weights per GPU read in 14.8 ms, prefill included: 99 % of the H200's 4.8 TB/s.) The rule and the numbers in
+the notes are checked by tests/planner/physics/test_speculation_fit.py against the catalogue and the CSV.
 """
 
 from __future__ import annotations

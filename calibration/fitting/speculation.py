@@ -1,9 +1,9 @@
-"""Fit the speculation overheads of planner/serving.py to published, measured speculative-decoding speedups.
+"""Fit the speculation overheads of planner/physics/serving.py to published, measured speculative-decoding speedups.
 
 Data (pinned): profiles/data/published/published_specdec.csv, a copy of the shared training table (73 rows;
 its README beside it says how to read each column). Only rows with `verified == yes` whose configuration is
 stated (model, GPU, TP, batch, method, K) and whose acceptance length tau is given are fitted: USABLE below
-maps each to one planner evaluation (planner.serving.evaluate_arrays, the same call the planner makes) and
+maps each to one planner evaluation (planner.physics.serving.evaluate_arrays, the same call the planner makes) and
 names every assumption it needs (context length where the source gives only the dataset, the mapping of a
 disaggregated deployment onto one replica). Every other `yes` row is listed with the reason it is left out.
 Rows measured on a serving engine (SERVING_ENGINES) are fitted; a research prototype's rows (MagicDec's gpt-fast
@@ -16,8 +16,8 @@ states) at the same concurrency, so the model's number is a ratio of evaluations
     speedup = T_base(B) / (T_spec(B) / tau) ,  T_spec = T_verify + T_draft(t_fixed_draft_s)
               + t_spec_s + sampler_vocab_passes * B * (n - 1) * V * 4 B / HBM bandwidth  (+ t_ngram_s * B for n-gram)
 (n - 1 drafted tokens per sequence reach the verifier: K for a chain, the tree's draft nodes for a tree; each adds
-a target row of the V-token vocabulary to the sampler's fp32 work: planner.serving.sampler_time_s)
-with the step-time terms fixed at their kernel fit (tools/fit_steptime.py, via planner.scenario.efficiency_for).
+a target row of the V-token vocabulary to the sampler's fp32 work: planner.physics.serving.sampler_time_s)
+with the step-time terms fixed at their kernel fit (tools/fit_steptime.py, via planner.search.scenario.efficiency_for).
 Assumes measured = predicted * exp(eps): least squares on log(predicted / measured) (core.fit_relative).
 Fitted: t_spec_s, sampler_vocab_passes, each held at its prior (PRIORS) where the table does not identify it
 (core: on a bound, or a standard error above its value). Held at priors by design (PRIORS, T_NGRAM_S; the table
@@ -42,8 +42,8 @@ import numpy as np
 
 from calibration.fitting import specbundle
 from calibration.fitting.core import FitResult, fit_relative
-from planner.roofline import head_net, hw_params, null_net, target_net
-from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays
+from planner.physics.roofline import head_net, hw_params, null_net, target_net
+from planner.physics.serving import DRAFTING_MODE_CODE, evaluate_arrays
 from planner.types import Efficiency, Hardware, ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ BOUNDS = ((0.0, 0.0, 0.0, 0.0), (5e-3, 1000.0, 3e-3, 1.0))
 # - t_fixed_draft_s: only one source (P-EAGLE against EAGLE-3: one draft pass against K) varies the number of draft
 #   passes at a fixed step; fitted, it is 0.34 ms with that source and 0.92 ms without it (leave-one-source-out),
 #   trading off against t_spec_s. Prior: hardware.yaml's assumed 0.2 ms per draft pass (launch + draft sampling),
-#   on top of the pass's kernel-fitted roofline and per-layer floors (planner.roofline.step_time_terms).
+#   on top of the pass's kernel-fitted roofline and per-layer floors (planner.physics.roofline.step_time_terms).
 # A parameter that one source alone identifies cannot be cross-validated; each fold would fit it to its own sources.
 FIT_NAMES = ("t_spec_s", "sampler_vocab_passes")
 # {name: (value, why)}: the value a parameter is held at, by design (not in FIT_NAMES) or when the fit finds the table
@@ -118,7 +118,7 @@ class SpecRow:
     # sequence (vLLM's numba prompt lookup, t_ngram_s): no per-sequence host time
     ngram_on_gpu: bool = False
     # the deployment runs attention data parallel with expert-parallel MoE over its tp GPUs (SGLang DP attention,
-    # vLLM --data-parallel-size --enable-expert-parallel): planner.roofline.step_time_terms(attention_dp=1)
+    # vLLM --data-parallel-size --enable-expert-parallel): planner.physics.roofline.step_time_terms(attention_dp=1)
     attention_dp: bool = False
     interconnect_gb_s: float | None = None  # the all-to-all's per-GPU link when it crosses nodes (None: NVLink)
     assumption: str = ""
@@ -284,8 +284,8 @@ def base_efficiency(catalog, hardware: str, dtype: str, step_fit_from: tuple[str
     (planner.context.step_efficiency, the planner's own choice): the kernel fit, else the kernel fit of
     `step_fit_from` (a row's named assumption: the same GPU's fit in another dtype; efficiencies and per-layer,
     per-token and MoE terms carry over, the peaks stay the row's), else the same GPU's fit in another dtype, else for
-    a GPU without kernel data the borrowed terms (planner.borrowed), else the hardware's defaults; per-step terms
-    from a fit that covers the model's architecture family."""
+    a GPU without kernel data the borrowed terms (planner.physics.borrowed), else the hardware's defaults; per-step
+    terms from a fit that covers the model's architecture family."""
     from planner.context import step_efficiency  # noqa: PLC0415
 
     return step_efficiency(catalog, hardware, dtype, model, fit_from=step_fit_from)

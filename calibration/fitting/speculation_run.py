@@ -54,8 +54,9 @@ def to_yaml_doc(res: SpeculationRun, date: str) -> dict:
         if n not in fit.names:
             params[n] = {"value": v, "stderr": None, "prior": f"prior: {why}"}
     return {
-        "about": ("Speculation overheads of planner/serving.py (one set for every hardware, applied by "
-                  "planner.scenario.efficiency_for), fitted by tools/fit_speculation.py to the pinned published table; "
+        "about": ("Speculation overheads of planner/physics/serving.py (one set for every hardware, applied by "
+                  "planner.search.scenario.efficiency_for), fitted by tools/fit_speculation.py to the pinned "
+                  "published table; "
                   "per_engine: each serving engine's own per-step and per-draft-pass terms (a term held at the pooled "
                   "params where its rows do not identify it); loso_*: the engine model's leave-one-source-out error "
                   "(loso_mape_pooled: one set for every engine). "

@@ -1,4 +1,4 @@
-"""Fit the step-time terms of planner/roofline.py per (hardware, engine) to measured kernel data.
+"""Fit the step-time terms of planner/physics/roofline.py per (hardware, engine) to measured kernel data.
 
 Data (pinned, extracted by tools/extract_aiconfigurator.py from NVIDIA aiconfigurator-core 0.12.0, its
 vLLM 0.24.0 database; for A100 its only vLLM database, 0.14.0; no aiconfigurator needed here):
@@ -15,7 +15,7 @@ Two stages, each a scipy least-squares fit on relative (log) residuals, each ret
                 -> allreduce_latency_s, eta_allreduce
      alltoall   t = 2 (latency + m k hidden 2 B (g-1)/g / (interconnect * eta_alltoall))   (dispatch + combine)
                 -> alltoall_latency_s, eta_alltoall (vLLM's DeepEP low-latency kernels at EP8; used only by
-                   attention-data-parallel deployments, planner.roofline.alltoall_time_s; A100 and L40S have
+                   attention-data-parallel deployments, planner.physics.roofline.alltoall_time_s; A100 and L40S have
                    no such rows: their entries keep hardware.yaml's assumed all-to-all)
      moe        t = max(touched * expert bytes / tp / (BW eta_bw), FLOPs / (F eta_f)) + touched t_expert + t_moe
                     + m k t_moe_token ,   touched = E (1 - (1 + s m q)^(-1/s)), q = -ln(1 - k/E)
@@ -45,7 +45,7 @@ import numpy as np
 
 from calibration.fitting.cli import run_cli
 from calibration.fitting.core import FitResult, check_param, fit_relative, shipped_param
-from planner.roofline import Net, hw_params, step_time_s, target_net, touched_experts
+from planner.physics.roofline import Net, hw_params, step_time_s, target_net, touched_experts
 from planner.types import Efficiency, Hardware, ModelSpec, Sourced
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +197,7 @@ def fit_allreduce(rows: list[dict[str, str]], hw: Hardware) -> FitResult:
 
 
 def alltoall_time_s(p: np.ndarray, gpus, tokens, topk, hidden, link_bytes_s) -> np.ndarray:
-    """Dispatch + combine of one MoE layer (planner.roofline.alltoall_time_s with one layer)."""
+    """Dispatch + combine of one MoE layer (planner.physics.roofline.alltoall_time_s with one layer)."""
     lat, eta = p
     return 2.0 * (lat + tokens * topk * hidden * 2.0 * (gpus - 1.0) / gpus / (link_bytes_s * eta))
 
@@ -294,7 +294,7 @@ def tpot_cells(rows: list[dict[str, str]]) -> list[TpotCell]:
 
 def predict_tpot_s(cells: Sequence[TpotCell], models: dict[str, ModelSpec], hw: Hardware,
                    eff: Efficiency) -> np.ndarray:
-    """The planner's baseline decode step (planner.roofline.step_time_s) for each cell, seconds."""
+    """The planner's baseline decode step (planner.physics.roofline.step_time_s) for each cell, seconds."""
     out = np.empty(len(cells))
     for i, c in enumerate(cells):
         net = target_net(models[c.model], c.dtype, kv_dtype=c.kv_dtype)
@@ -340,7 +340,8 @@ class HardwareFit:
     efficiency: Efficiency
     tpot_residuals_train: np.ndarray
     tpot_residuals_held_out: np.ndarray
-    models: tuple[str, ...] = ()  # the catalogue models of its TPOT cells (planner.step_scope: what its terms hold for)
+    # the catalogue models of its TPOT cells (planner.physics.step_scope: what its terms hold for)
+    models: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -417,11 +418,11 @@ def to_yaml_doc(fits: Sequence[HardwareFit], date: str) -> dict:
             "tpot_mape_train": round(float(np.mean(np.abs(f.tpot_residuals_train))), 4),
             "tpot_mape_held_out": round(float(np.mean(np.abs(f.tpot_residuals_held_out))), 4),
             "tpot_cells": int(f.tpot_residuals_train.size + f.tpot_residuals_held_out.size),
-            # the per-step and per-layer terms hold for these models' architecture families (planner.step_scope)
+            # the per-step and per-layer terms hold for these models' architecture families (planner.physics.step_scope)
             "tpot_models": list(f.models),
         }
     return {
-        "about": ("Step-time parameters of planner/roofline.py per (hardware, weight dtype, engine), fitted by "
+        "about": ("Step-time parameters of planner/physics/roofline.py per (hardware, weight dtype, engine), fitted by "
                   "tools/fit_steptime.py to the pinned CSVs beside this file. A parameter with `prior` instead of a "
                   "standard error is not identified by the data and is held at the value it names. Regenerate with "
                   "`python tools/fit_steptime.py`; do not edit by hand."),

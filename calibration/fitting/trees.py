@@ -1,8 +1,8 @@
-"""The sibling-rank parameter of planner/trees.py fitted on published chain/tree pairs (core.least_squares).
+"""The sibling-rank parameter of planner/acceptance/trees.py fitted on published chain/tree pairs (core.least_squares).
 
-tau_i = planner.trees.expected_acceptance_length(shape_i, alpha_{group_i}, rank_decay) + eps: one per-token alpha
-per group (observations sharing drafter, target, dataset and engine) and one rank_decay shared by all groups.
-planner.trees.DEFAULT_RANK_DECAY is this fit on the training table's only chain/tree pair (PI4/PI5).
+tau_i = planner.acceptance.trees.expected_acceptance_length(shape_i, alpha_{group_i}, rank_decay) + eps: one per-token
+alpha per group (observations sharing drafter, target, dataset and engine) and one rank_decay shared by all groups.
+planner.acceptance.trees.DEFAULT_RANK_DECAY is this fit on the training table's only chain/tree pair (PI4/PI5).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibration.fitting.core import FitResult, least_squares
-from planner import acceptance as acc
-from planner.trees import TreeShape, expected_acceptance_length
+from planner.acceptance import rates as acc
+from planner.acceptance.trees import TreeShape, expected_acceptance_length
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,6 @@ class SiblingFit:
     @property
     def alpha_per_group(self) -> Mapping[str, float]:
         return {g: self.fit.value(f"alpha[{g}]") for g in self.groups}
-
-    @property
-    def alpha_stderr_per_group(self) -> Mapping[str, float]:
-        return {g: self.fit.error(f"alpha[{g}]") for g in self.groups}
 
     @property
     def residuals(self) -> np.ndarray:

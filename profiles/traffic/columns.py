@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from profiles.traffic.errors import _cut, _fail, _list
+from profiles.traffic.errors import clip, fail, listing
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Source
 from profiles.traffic.sources.exports import KNOWN_FORMATS
@@ -76,7 +76,7 @@ def _check_duplicates(columns: list[str]) -> None:
     for c in columns:
         k = norm(c)
         if k in seen:
-            raise _fail(f"distinct column names; '{_cut(seen[k], 40)}' and '{_cut(c, 40)}' are the same name once "
+            raise fail(f"distinct column names; '{clip(seen[k], 40)}' and '{clip(c, 40)}' are the same name once "
                         "case, spaces and hyphens are ignored: rename or drop one", column=c)
         seen[k] = c
 
@@ -101,14 +101,14 @@ def map_columns(src: Source, options: ParseOptions) -> FileInfo:
                 break
     for role, col in options.columns:
         if role not in ROLES:
-            raise _fail(f"a role among {', '.join(ROLES)}", value=role)
+            raise fail(f"a role among {', '.join(ROLES)}", value=role)
         if col == "":
             roles.pop(role, None)
             continue
         if col not in cols:
             match = by_norm.get(norm(col))
             if match is None:
-                raise _fail(f"a column of the file for {ROLE_LABELS[role]}; the file's columns are: {_list(cols)}",
+                raise fail(f"a column of the file for {ROLE_LABELS[role]}; the file's columns are: {listing(cols)}",
                             column=col)
             col = match
         roles[role] = col

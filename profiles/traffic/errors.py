@@ -22,7 +22,7 @@ def _short(v: Any) -> str:
     return r if len(r) <= MAX_VALUE_CHARS + 2 else r[:MAX_VALUE_CHARS] + "..."
 
 
-def _cut(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -44,11 +44,11 @@ class Problem:
             if self.line:
                 where[-1] += f" ({self.line_kind} {self.line})"
         if self.column is not None:
-            where.append(f"column '{_cut(str(self.column), 80)}'")
+            where.append(f"column '{clip(str(self.column), 80)}'")
         head = ", ".join(where)
         val = "" if self.value is None and self.row is None else f"value {_short(self.value)}: "
         text = f"{head}: {val}expected {self.expected}" if head else f"{val}expected {self.expected}"
-        return _cut(text)
+        return clip(text)
 
 
 class TrafficError(ValueError):
@@ -63,12 +63,12 @@ class TrafficError(ValueError):
         super().__init__(f"{problems[0]}{more}")
 
 
-def _fail(expected: str, *, row: int | None = None, column: str | None = None, value: Any = None,
+def fail(expected: str, *, row: int | None = None, column: str | None = None, value: Any = None,
           line: int | None = None, line_kind: str = "line") -> TrafficError:
     return TrafficError([Problem(row, column, value, expected, line, line_kind)])
 
 
-def _list(names: Iterable[str], limit: int = 12) -> str:
+def listing(names: Iterable[str], limit: int = 12) -> str:
     names = list(names)
-    shown = ", ".join(_cut(str(n), 40) for n in names[:limit])
+    shown = ", ".join(clip(str(n), 40) for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

@@ -7,15 +7,15 @@ import codecs
 
 import numpy as np
 
-from profiles.traffic.errors import _fail
+from profiles.traffic.errors import fail
 
 
 def check_size(data: bytes, max_bytes: int) -> None:
     """Refuse an empty upload and one over `max_bytes` (MAX_UPLOAD_BYTES unless the caller says otherwise)."""
     if len(data) == 0:
-        raise _fail("a non-empty file (this one has 0 bytes)")
+        raise fail("a non-empty file (this one has 0 bytes)")
     if len(data) > max_bytes:
-        raise _fail(f"a file of at most {size_text(max_bytes)} (this one has {len(data):,} bytes); "
+        raise fail(f"a file of at most {size_text(max_bytes)} (this one has {len(data):,} bytes); "
                     "sample the log (and add a 'weight' column) or upload an aggregated mix table")
 
 
@@ -47,14 +47,14 @@ def check_utf8(buf: bytes, start: int, delimiter: str = ",", header: list[str] |
             if header:
                 idx = buf[line_start:bad].count(delimiter.encode())
                 column = header[idx] if idx < len(header) else None
-            raise _fail(f"UTF-8 text (byte {bad:,} is not UTF-8; re-export the file as UTF-8)",
+            raise fail(f"UTF-8 text (byte {bad:,} is not UTF-8; re-export the file as UTF-8)",
                         row=line - 1 if line > 1 else None, column=column, value=buf[bad:bad + 4],
                         line=line) from None
         pos = end
 
 
 
-def _long_lines(buf: bytes, start: int, max_len: int, delim: bytes | None = None, max_delims: int = 0):
+def long_lines(buf: bytes, start: int, max_len: int, delim: bytes | None = None, max_delims: int = 0):
     """Yield (offset, length, separators) of each line from `start` longer than `max_len` bytes or carrying more
     than `max_delims` bytes `delim`, in order. numpy over 1 MiB chunks: an ordinary line costs no Python work,
     and a line of 10 MiB of separators is counted, never split (~3 ms per MiB)."""
@@ -115,7 +115,7 @@ def check_json_tokens(data: bytes, max_depth: int, max_number_chars: int) -> Non
         d = np.cumsum(opens.view(np.int8) - closes.view(np.int8), dtype=np.int32) + depth
         if int(d.max()) > max_depth:
             at = a + int(np.argmax(d > max_depth))
-            raise _fail(f"a JSON document nested at most {max_depth} deep (objects and lists open at once; byte "
+            raise fail(f"a JSON document nested at most {max_depth} deep (objects and lists open at once; byte "
                         f"{at:,} opens one more)")
         depth = int(d[-1])
         num = _NUMBER_BYTES[c] & outside
@@ -129,6 +129,6 @@ def check_json_tokens(data: bytes, max_depth: int, max_number_chars: int) -> Non
         long = np.flatnonzero(lengths > max_number_chars)
         if long.size:
             at = int(starts[long[0]])
-            raise _fail(f"JSON numbers of at most {max_number_chars} characters (the one at byte {at:,} has more; "
+            raise fail(f"JSON numbers of at most {max_number_chars} characters (the one at byte {at:,} has more; "
                         "token counts and times are short numbers)", value=bytes(view[at:at + 40]))
         run, run_at = (int(lengths[-1]), int(starts[-1])) if lengths.size and ends[-1] == len(c) else (0, 0)

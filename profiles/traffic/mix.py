@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiles.traffic.columns import FileInfo
-from profiles.traffic.errors import _fail
+from profiles.traffic.errors import fail
 from profiles.traffic.limits import DAYS_PER_MONTH, MAX_TOKENS_PER_REQUEST, SECONDS_PER_MONTH
 from profiles.traffic.profile import Segment, TrafficProfile, _check_sane, fmt_tokens
 from profiles.traffic.reading import _read
@@ -42,7 +42,7 @@ def _mix_profile(name: str, src: Source, info: FileInfo, catalog) -> TrafficProf
                                     decimal=src.decimal)
     probs.raise_if_any()
     if not vol.sum() > 0:
-        raise _fail("a positive total (every row is 0)", column=roles[vol_col], value=0.0)
+        raise fail("a positive total (every row is 0)", column=roles[vol_col], value=0.0)
     warnings = []
     if vol_col == "share" and not (abs(vol.sum() - 1) < 0.02 or abs(vol.sum() - 100) < 2):
         warnings.append(f"Shares add up to {vol.sum():g}, not 1 or 100; they were rescaled to 100 %.")

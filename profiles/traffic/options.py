@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-from profiles.traffic.errors import _cut, _fail
+from profiles.traffic.errors import clip, fail
 
 # Workload rules are typed on the Traffic page ("def ", "translate", a model name): a few words each. The matcher
 # is linear in text x rules (workload.py lower-cases once and searches plainly), so these bound the work.
@@ -42,14 +42,14 @@ def check_workload_rule(rule: WorkloadRule) -> None:
     """Refuse rule texts over MAX_RULE_CHARS, more than MAX_RULES rules or MAX_MAPPING_PAIRS mapped values,
     naming the rule, its length and the limit."""
     if len(rule.rules) > MAX_RULES:
-        raise _fail(f"at most {MAX_RULES} workload rules (this reading has {len(rule.rules):,})")
+        raise fail(f"at most {MAX_RULES} workload rules (this reading has {len(rule.rules):,})")
     for i, (col, text, _wl) in enumerate(rule.rules, start=1):
         for what, value in (("column", col), ("text", text)):
             if len(value) > MAX_RULE_CHARS:
-                raise _fail(f"a workload rule {what} of at most {MAX_RULE_CHARS} characters (rule {i}, "
-                            f"'{_cut(col, 40)} contains {_cut(text, 40)}', has {len(value):,})")
+                raise fail(f"a workload rule {what} of at most {MAX_RULE_CHARS} characters (rule {i}, "
+                            f"'{clip(col, 40)} contains {clip(text, 40)}', has {len(value):,})")
     if len(rule.mapping) > MAX_MAPPING_PAIRS:
-        raise _fail(f"at most {MAX_MAPPING_PAIRS:,} mapped values (this reading has {len(rule.mapping):,})")
+        raise fail(f"at most {MAX_MAPPING_PAIRS:,} mapped values (this reading has {len(rule.mapping):,})")
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,6 @@ class ParseOptions:
     decimal: str = ""  # CSV: "" sniffs; "." or ","
     totals: bool | None = None  # token columns are totals over `weight` requests per row; None = by format
     sheet: str = ""  # xlsx: sheet name; "" = the first sheet
-
-    def column_for(self, role: str) -> str | None:
-        for r, c in self.columns:
-            if r == role:
-                return c
-        return None
 
 
 DEFAULT_OPTIONS = ParseOptions()

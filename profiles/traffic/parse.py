@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiles.traffic.columns import REQUEST_REQUIRED, ROLE_LABELS, SYNONYMS, FileInfo, map_columns
-from profiles.traffic.errors import Problem, TrafficError, _cut, _fail, _list
+from profiles.traffic.errors import Problem, TrafficError, clip, fail, listing
 from profiles.traffic.limits import MAX_DISTINCT_VALUES, MAX_UPLOAD_BYTES
 from profiles.traffic.mix import _mix_profile
 from profiles.traffic.options import DEFAULT_OPTIONS, ParseOptions
@@ -31,11 +31,11 @@ def parse_traffic(name: str, data: bytes, catalog, *, max_bytes: int = MAX_UPLOA
     except TrafficError:
         raise
     except MemoryError:
-        raise _fail("a smaller file (reading this one ran out of memory)") from None
+        raise fail("a smaller file (reading this one ran out of memory)") from None
     except (pa.ArrowException, ValueError, TypeError, OverflowError, KeyError, IndexError, RecursionError,
             UnicodeError, zipfile.BadZipFile, EOFError, OSError) as exc:
         # a reader failure not anticipated above: still the parser's own error, and short
-        raise _fail(f"a readable traffic file ({type(exc).__name__}: {_cut(str(exc), 200)})") from None
+        raise fail(f"a readable traffic file ({type(exc).__name__}: {clip(str(exc), 200)})") from None
 
 
 def _parse(name: str, data: bytes, catalog, max_bytes: int, options: ParseOptions) -> TrafficProfile:
@@ -46,22 +46,22 @@ def _parse(name: str, data: bytes, catalog, max_bytes: int, options: ParseOption
             col = info.columns[0]
             found = [(c, lbl) for c, lbl in DELIMITERS.items() if c in col and c != src.delimiter]
             if found:
-                raise _fail(f"more than one column: the header has one field, '{_cut(col, 80)}', with {found[0][1]}s "
+                raise fail(f"more than one column: the header has one field, '{clip(col, 80)}', with {found[0][1]}s "
                             f"('{found[0][0]}') in it: choose '{found[0][1]}' as the separator", column=col)
         if len(info.missing) < len(REQUEST_REQUIRED):  # a per-request file with a column not found
             raise TrafficError([Problem(
                 None, r, None, f"a column '{r}' (per-request format; also read as: "
-                f"{_list(SYNONYMS[r][1:], 4)}; or map one on the Traffic page); the file's columns are: "
-                f"{_list(info.columns, 15)}") for r in info.missing])
+                f"{listing(SYNONYMS[r][1:], 4)}; or map one on the Traffic page); the file's columns are: "
+                f"{listing(info.columns, 15)}") for r in info.missing])
         missing = ", ".join(ROLE_LABELS[r] for r in info.missing)
         raise TrafficError([Problem(
             None, None, None,
             f"per-request columns ({missing} not found; map them to the file's columns on the Traffic page) or a "
             f"mix table (workload and share or monthly_output_tokens); the file's columns are: "
-            f"{_list(info.columns, 15)}")])
+            f"{listing(info.columns, 15)}")])
     if info.kind == "mix":
         if info.missing:
-            raise _fail(f"a column 'workload' (mix-table format); the file's columns are: {_list(info.columns)}",
+            raise fail(f"a column 'workload' (mix-table format); the file's columns are: {listing(info.columns)}",
                         column="workload")
         return _mix_profile(name, src, info, catalog)
     return _requests_profile(name, src, info, catalog, options)
@@ -81,7 +81,7 @@ def column_values(name: str, data: bytes, column: str, options: ParseOptions | N
     options = options or DEFAULT_OPTIONS
     src = open_source(name, data, options, max_bytes)
     if column not in src.columns:
-        raise _fail(f"a column of the file; the file's columns are: {_list(src.columns)}", column=column)
+        raise fail(f"a column of the file; the file's columns are: {listing(src.columns)}", column=column)
     counts: dict[str, int] = {}
     for piece in _batches(src, [column], [column]):  # streamed: the column never exists decoded in full
         for chunk in piece.column(0).chunks:
@@ -92,7 +92,7 @@ def column_values(name: str, data: bytes, column: str, options: ParseOptions | N
                 if w is not None and k:
                     counts[w] = counts.get(w, 0) + int(k)
             if len(counts) > MAX_DISTINCT_VALUES:
-                raise _fail(f"a column with at most {MAX_DISTINCT_VALUES:,} distinct values to map (this one has "
+                raise fail(f"a column with at most {MAX_DISTINCT_VALUES:,} distinct values to map (this one has "
                             "more: map a column such as a model or an endpoint name)", column=column)
     pairs = sorted(counts.items(), key=lambda x: -x[1])
-    return [(_cut(v, 80), n) for v, n in pairs[:limit]]
+    return [(clip(v, 80), n) for v, n in pairs[:limit]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiles.traffic.columns import FileInfo
-from profiles.traffic.errors import _fail
+from profiles.traffic.errors import fail
 from profiles.traffic.limits import MAX_BUCKET_REQUESTS, MAX_PROBLEMS, MAX_ROWS, MAX_TOKENS_PER_REQUEST, MAX_WEIGHT
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.profile import TrafficProfile
@@ -49,7 +49,7 @@ def _requests_profile(name: str, src: Source, info: FileInfo, catalog, options: 
         probs.offset = row0
         row0 += n
         if row0 > MAX_ROWS:
-            raise _fail(f"at most {MAX_ROWS:,} rows (this file has more)")
+            raise fail(f"at most {MAX_ROWS:,} rows (this file has more)")
         _check_cell_lengths(tbl, probs)
         wl_codes = _workload_codes(tbl, info, rule, name, valid_wl, probs, wstate)
         lang_codes = (_codes(tbl.column(roles["language"]), roles["language"], valid_lang, probs, "language",
@@ -101,7 +101,7 @@ def _requests_profile(name: str, src: Source, info: FileInfo, catalog, options: 
         acc.add(wl_codes * L + lang_codes, secs, w, wp, wo, keep, var)
     probs.raise_if_any()
     if acc.rows == 0:
-        raise _fail("at least one data row below the header")
+        raise fail("at least one data row below the header")
     return _finish_requests(name, src, info, acc, valid_wl, valid_lang, totals, tstate, wstate, use, roles,
                             rule_cols)
 

@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 
 from planner import fleet
-from profiles.traffic.errors import _fail
+from profiles.traffic.errors import fail
 from profiles.traffic.limits import MAX_TOKENS_PER_REQUEST, SECONDS_PER_MONTH
 
 # Daily shapes for traces shorter than a day (hour of day 0..23; normalised to a mean of 1 where used).
@@ -223,4 +223,4 @@ def _check_sane(prof: TrafficProfile) -> None:
     for x in (prof.arrival_rate_per_s or ()) + (prof.hour_requests_per_s or ()) + prof.context_tokens_quantiles:
         fin(x, "a rate or context length")
     if bad:
-        raise _fail("finite, plausible numbers throughout the profile (" + "; ".join(bad[:3]) + ")")
+        raise fail("finite, plausible numbers throughout the profile (" + "; ".join(bad[:3]) + ")")

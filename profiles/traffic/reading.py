@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from profiles.traffic.errors import _fail
+from profiles.traffic.errors import fail
 from profiles.traffic.limits import MAX_ROWS
 from profiles.traffic.sources.base import Source
 
@@ -23,14 +23,14 @@ def _batches(src: Source, cols: list[str], text_cols: Iterable[str]) -> Iterable
     else:
         tbl = src.read(cols)
         if tbl.num_rows > MAX_ROWS:
-            raise _fail(f"at most {MAX_ROWS:,} rows (this file has {tbl.num_rows:,})")
+            raise fail(f"at most {MAX_ROWS:,} rows (this file has {tbl.num_rows:,})")
         pieces = (tbl.slice(i, BATCH_ROWS) for i in range(0, max(tbl.num_rows, 1), BATCH_ROWS))
     rows = 0
     try:
         for piece in pieces:
             rows += piece.num_rows
             if rows > MAX_ROWS:
-                raise _fail(f"at most {MAX_ROWS:,} rows (this file has more)")
+                raise fail(f"at most {MAX_ROWS:,} rows (this file has more)")
             if piece.num_rows:
                 yield piece
     finally:
@@ -38,7 +38,7 @@ def _batches(src: Source, cols: list[str], text_cols: Iterable[str]) -> Iterable
         # ~25 MB after a 1M-row file; the server would otherwise hold the peak of its largest upload).
         pa.default_memory_pool().release_unused()
     if rows == 0:
-        raise _fail("at least one data row below the header")
+        raise fail("at least one data row below the header")
 
 
 def _read(src: Source, cols: list[str], text_cols: Iterable[str]) -> pa.Table:

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from profiles.traffic.errors import _cut
+from profiles.traffic.errors import clip
 from profiles.traffic.limits import MAX_TIMESTAMP, MIN_TIMESTAMP
 from profiles.traffic.validate import _null_mask, _per_value, _Problems, _text, _value_type
 
@@ -73,7 +73,7 @@ def _timestamps(arr: pa.ChunkedArray, col: str, probs: _Problems, state: _TimeSt
         bad = np.isnan(secs)
         secs = np.where(bad, 0.0, secs)
     else:
-        probs.add_mask(~null, col, f"a timestamp, not {_cut(str(t), 40)}", arr)
+        probs.add_mask(~null, col, f"a timestamp, not {clip(str(t), 40)}", arr)
         return np.zeros(n)
     bad &= ~null
     probs.add_mask(null, col, "a timestamp; the cell is empty", arr)

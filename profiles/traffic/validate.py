@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiles.traffic.columns import norm
-from profiles.traffic.errors import Problem, TrafficError, _cut, _fail
+from profiles.traffic.errors import Problem, TrafficError, clip, fail
 from profiles.traffic.limits import MAX_FIELD_CHARS, MAX_PROBLEMS
 from profiles.traffic.sources.base import Source
 
@@ -89,12 +89,6 @@ class _Problems:
         raise TrafficError([Problem(r, c, v, e, lines.get(r), self.src.line_kind) for r, c, v, e in items],
                            self.total, at_least)
 
-    def raise_if_full(self) -> None:
-        """Stop early once a whole page of problems is found (a 2M-row column of bad values is refused
-        without checking the other columns)."""
-        if len(self.items) >= MAX_PROBLEMS:
-            self.raise_if_any(at_least=True)
-
 
 def _plain(v: Any) -> Any:
     if isinstance(v, np.generic):
@@ -127,7 +121,7 @@ def _numeric(arr: pa.ChunkedArray, col: str, probs: _Problems, *, integer: bool,
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 return pd.to_numeric(pd.Series(s.to_pylist(), dtype=object), errors="coerce").to_numpy(float)
     else:
-        probs.add_mask(~null, col, f"a number ({what}), not {_cut(str(t), 40)}", arr)
+        probs.add_mask(~null, col, f"a number ({what}), not {clip(str(t), 40)}", arr)
         probs.add_mask(null, col, f"a value ({what}); the cell is empty", arr)
         return np.zeros(n)
     vals = _per_value(arr, conv, np.nan).astype(float)
@@ -178,6 +172,6 @@ def _check_cell_lengths(tbl: pa.Table, probs: _Problems) -> None:
             v = arr[i].as_py()
             row = probs.offset + i + 1
             line = probs.src.line_of([row]).get(row)
-            raise _fail(f"a cell of at most {MAX_FIELD_CHARS:,} characters (this one has {len(v):,}; only token "
+            raise fail(f"a cell of at most {MAX_FIELD_CHARS:,} characters (this one has {len(v):,}; only token "
                         "counts are needed: drop long text columns)", row=row, column=c, value=v, line=line,
                         line_kind=probs.src.line_kind)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from profiles.traffic.errors import _fail, _list
+from profiles.traffic.errors import fail, listing
 from profiles.traffic.limits import DAYS_PER_MONTH, SECONDS_PER_MONTH, Z95
 from profiles.traffic.profile import Segment, TrafficProfile, _check_sane, fmt_span, fmt_tokens
 
@@ -86,7 +86,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
     total_req = float(seg_w.sum())
     n = acc.rows
     if not total_out > 0:
-        raise _fail("some output tokens (every row has 0)", column=roles["output_tokens"], value=0)
+        raise fail("some output tokens (every row has 0)", column=roles["output_tokens"], value=0)
     order = sorted(range(len(seg_w)), key=lambda k: (valid_wl[k // L], valid_lang[k % L]))
     segments = tuple(
         Segment(workload=valid_wl[k // L], language=valid_lang[k % L], requests=float(seg_w[k]),
@@ -193,7 +193,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
     used = set(use)
     extra = [c for c in info.columns if c not in used and c != roles.get("prompt_text")]
     if extra:
-        warnings.append(f"Columns not used: {_list(extra, 10)}.")
+        warnings.append(f"Columns not used: {listing(extra, 10)}.")
     prof = TrafficProfile(
         name=name, kind="requests", fmt=src.fmt, segments=segments, rows=n, requests=total_req,
         output_tokens=total_out, span_days=span_s / 86400.0 if span_s > 0 else None, monthly_output_tokens=monthly,

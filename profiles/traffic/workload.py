@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiles.traffic.columns import FileInfo, norm
-from profiles.traffic.errors import _cut, _fail, _list, _short
+from profiles.traffic.errors import _short, clip, fail, listing
 from profiles.traffic.options import WorkloadRule, check_workload_rule
 from profiles.traffic.validate import _codes, _per_value, _Problems, _text
 
@@ -51,7 +51,7 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
         key = norm(wl)
         match = next((i for i, v in enumerate(valid) if v == key), None)
         if match is None:
-            raise _fail(f"a known workload for {what}: one of {', '.join(sorted(valid))}", value=wl)
+            raise fail(f"a known workload for {what}: one of {', '.join(sorted(valid))}", value=wl)
         return match
 
     default_name = rule.workload or "chat"
@@ -62,7 +62,7 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
             return _codes(tbl.column(col), col, valid, probs, "workload")
         guess = rule.workload or _guess_workload(name, valid)
         wl = guess or "chat"
-        how = ("chosen" if rule.workload else f"guessed from the file name '{_cut(name, 60)}'" if guess
+        how = ("chosen" if rule.workload else f"guessed from the file name '{clip(name, 60)}'" if guess
                else "the default: the file has no workload column")
         state.base = (f"every request counted as '{wl}' ({how}); pick the workload or map a column on the "
                       "Traffic page")
@@ -87,7 +87,7 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
         lowered: dict[str, pa.ChunkedArray] = {}
         for rcol, text, wl in rule.rules:
             col = _resolve_rule_column(rcol, info)
-            target = check(wl, f"the rule '{_cut(rcol, 40)} contains {_cut(text, 40)}'")
+            target = check(wl, f"the rule '{clip(rcol, 40)} contains {clip(text, 40)}'")
             if not text:
                 continue
             if col not in lowered:
@@ -98,7 +98,7 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
         state.base = f"workloads from {len(rule.rules)} rule{'s' if len(rule.rules) != 1 else ''}"
         state.unmatched_text = "that no rule matches"
     else:
-        raise _fail("a workload mode among auto, fixed, map, rules", value=rule.mode)
+        raise fail("a workload mode among auto, fixed, map, rules", value=rule.mode)
     state.unmatched += int((codes < 0).sum())
     return np.where(codes < 0, default, codes)
 
@@ -136,8 +136,8 @@ def _resolve_rule_column(col: str, info: FileInfo) -> str:
         return col
     match = {norm(c): c for c in info.columns}.get(norm(col))
     if match is None:
-        raise _fail(f"a column of the file (or one of prompt_text, model, endpoint); the file's columns are: "
-                    f"{_list(info.columns)}", column=col)
+        raise fail(f"a column of the file (or one of prompt_text, model, endpoint); the file's columns are: "
+                    f"{listing(info.columns)}", column=col)
     return match
 
 

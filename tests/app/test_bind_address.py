@@ -1,5 +1,5 @@
 """Shared-deployment defaults: `./dev app` and .streamlit/config.toml listen on 127.0.0.1 unless asked, and the
-server `./dev app` starts leaves X-Forwarded-For to views/_client.py (uvicorn's FORWARDED_ALLOW_IPS empty).
+server `./dev app` starts leaves X-Forwarded-For to views/sidebar/client.py (uvicorn's FORWARDED_ALLOW_IPS empty).
 The listening socket is read from the kernel's table (/proc/net/tcp), not from what the script prints."""
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ Chromium to a running `streamlit run app.py`: the Traffic page refuses each one 
 server's peak RSS (VmHWM of the server process) stays under 300 MB above what the server held once the page had
 rendered, over all the uploads. Each refused file is removed from the uploader (its chip's x) before the next is
 dropped, as a user replacing a file does, and the server's allocator hands freed upload buffers back
-(views/_memory.py), so the peak is the largest single upload's, not the sum of those before it. The files are read in
-a child process under the OS limits (profiles/sandbox.py), whose memory is not the server's.
+(views/parts/memory.py), so the peak is the largest single upload's, not the sum of those before it. The files are read
+in a child process under the OS limits (profiles/sandbox.py), whose memory is not the server's.
 The server's CPU time per upload is printed (the parse functions' own CPU bound is asserted
 in tests/profiles/test_traffic_bombs.py; here the upload's transfer and the page's rerun are in it too). The 100 MiB +
 1 byte file reaches the page too (Streamlit's browser side counts decimal MB: .streamlit/config.toml)."""

@@ -1,5 +1,5 @@
-"""The client key behind the Calibrate page's rate limit (views/_client.py): a visitor's own X-Forwarded-For never
-picks its bucket; a chain through the operator's trusted proxies names the client the nearest proxy saw. The
+"""The client key behind the Calibrate page's rate limit (views/sidebar/client.py): a visitor's own X-Forwarded-For
+never picks its bucket; a chain through the operator's trusted proxies names the client the nearest proxy saw. The
 server side is uvicorn's real ProxyHeadersMiddleware (the one Streamlit 1.67 runs), so the address Streamlit would
 report is uvicorn's, not this module's."""
 
@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from views._client import LOOPBACK, UNKNOWN, client_key, parse_proxies, socket_peer
+from views.sidebar.client import LOOPBACK, UNKNOWN, client_key, parse_proxies, socket_peer
 
 NONE = parse_proxies("")
 LOCAL = parse_proxies("127.0.0.1,::1")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from calibration import kept_hardware
+from calibration.storage import kept_hardware
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "profiles" / "samples" / "my_gpu.yaml").read_text()
 

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from planner.hardware_choice import compare_hardware
-from views import _state as S
+from planner.decision.hardware_choice import compare_hardware
+from views.sidebar import state as S
 
 
 def _table(at):
@@ -49,8 +49,8 @@ def _default_request(cat):
 
 
 def test_a_comparison_price_typed_back_to_the_list_midpoint_stays_entered(app, cat):
-    """Entered means typed, whatever the value (views._price): a GPU type's price typed to its list midpoint is shown
-    as entered, and the link carries that it was typed."""
+    """Entered means typed, whatever the value (views.sidebar.price): a GPU type's price typed to its list midpoint is
+    shown as entered, and the link carries that it was typed."""
     mid = cat.hardware["h200"].usd_per_gpu_hour_mid
     at = app({"hw_compare": "true"})
     assert _table(at).set_index("GPU").loc[cat.hardware["h200"].label]["price"] == "list midpoint"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from calibration import kept_traffic as K
-from calibration.store import Store
+from calibration.storage import kept_traffic as K
+from calibration.storage.store import Store
 from profiles.traffic.options import options_json, upload_digest
 
 DATA = (b"timestamp,workload,language,prompt_tokens,output_tokens\n"

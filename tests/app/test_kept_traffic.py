@@ -9,8 +9,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from calibration import kept_traffic
-from calibration.store import Store
+from calibration.storage import kept_traffic
+from calibration.storage.store import Store
 from profiles.traffic.options import options_json, upload_digest
 
 DATA = (b"timestamp,workload,prompt_tokens,output_tokens\n"

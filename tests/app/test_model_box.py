@@ -10,8 +10,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from calibration import kept_models
-from calibration.store import Store
+from calibration.storage import kept_models
+from calibration.storage.store import Store
 from profiles import load_catalog
 
 CONFIGS = Path(__file__).resolve().parents[1] / "profiles" / "model_configs"
@@ -76,11 +76,14 @@ def test_a_visitor_name_is_plain_and_an_fp8_checkpoint_sets_the_weights(app):
 
 
 def test_kept_models_store_the_bytes_and_check_them():
-    import views._model_box  # noqa: F401 - registers kept_models.resolve with the catalogue, as the app does
+    from views.sidebar.model_box import known, with_models  # noqa: PLC0415
+
     parsed, why = kept_models.keep(QWEN35.encode())
     assert why == "" and parsed.spec.name == name_of(QWEN35)
     kept_models._cache.clear()
-    assert load_catalog().models[parsed.spec.name] == parsed.spec  # the resolver the app registered
+    # a kept config enters a catalogue only when added (the session's names), never behind a membership test
+    assert parsed.spec.name not in load_catalog().models and known(parsed.spec.name)
+    assert with_models(load_catalog(), (parsed.spec.name,)).models[parsed.spec.name] == parsed.spec
     assert kept_models.get(Store(), parsed.digest[:16]) == QWEN35.encode()
     # bytes under a digest they do not hash to are not the model the name stands for
     kept_models.put(Store(), "00000000000000ab", QWEN35.encode())

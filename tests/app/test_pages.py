@@ -15,7 +15,7 @@ from planner import plan as P
 from profiles.claims import load_claims
 from report.board import board_report
 from report.board_html import board_html
-from views import _report as rep
+from views.parts import report as rep
 
 PAGES = ["views/plan.py", "views/methods.py", "views/levers.py", "views/sensitivity.py", "views/traffic.py",
          "views/claims.py", "views/report.py"]
@@ -456,7 +456,7 @@ def test_report_builders(cat):
 
 
 def test_vllm_command_for_a_draft_model(cat):
-    from planner.deploy import vllm_deployment
+    from planner.physics.deploy import vllm_deployment
 
     model = cat.models["llama-3.3-70b"]
     cmd = vllm_deployment(cat.methods["draft_model"], model, 5, tp=4, draft_model=cat.models["llama-3.1-8b"])
@@ -469,7 +469,7 @@ def test_vllm_command_for_a_draft_model(cat):
 def test_a_calibrated_profile_is_selectable_hardware(app, cat, tmp_path, monkeypatch):
     # A profile saved by the calibration package appears beside (not over) the shipped hardware, and the
     # Plan page then uses its fitted efficiencies.
-    from calibration.profiles_store import CalibratedProfile, save_profile
+    from calibration.storage.profiles_store import CalibratedProfile, save_profile
 
     monkeypatch.setenv("SPECPLAN_CALIBRATED_DIR", str(tmp_path))
     prof = CalibratedProfile(name="ci-cpu", hardware="cpu-local", eta_bw=0.9, eta_flops=0.8, t_fixed_s=0.02,
@@ -623,8 +623,8 @@ def test_a_bad_spend_typed_in_the_sidebar_shows_an_error_naming_it(app, usd, gpu
 
 def test_billing_in_the_link_prices_every_page_and_the_tornado_shows_the_bill_saving(app, cat):
     """`billing=fixed` in a link reaches every page's request (the Levers start is the plan's fixed reference bill)
-    and the tornado's default measure is the monthly bill saving of planner.sensitivity.tornado."""
-    from planner import sensitivity as sens
+    and the tornado's default measure is the monthly bill saving of planner.uncertainty.sensitivity.tornado."""
+    from planner.uncertainty import sensitivity as sens
 
     q = {"model": "llama-3.1-8b", "tp": "1", "volume_b": "1000", "fleet_shape": "business_hours",
          "billing": "fixed", "current": "eagle3"}

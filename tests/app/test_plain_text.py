@@ -12,7 +12,7 @@ import re
 import pytest
 
 from tests.app.test_browser import server  # noqa: F401 - the running app for the browser test
-from views._text import plain, plain_in
+from views.parts.text import plain, plain_in
 
 WJ = "\u2060"  # word joiner: breaks `scheme://`, `:emoji:` and `www.` shapes without showing
 LINK = "[Session expired](https://evil.example/login)"

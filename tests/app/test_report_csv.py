@@ -10,7 +10,7 @@ import io
 import pandas as pd
 import pytest
 
-from views import _report as rep
+from views.parts import report as rep
 
 HOSTILE = ["x\r=1+1", "x\n=1+1", "x\r\n@SUM(A1)", '"=HYPERLINK(""http://evil"")"', "a,b", "=cmd|' /C calc'!A0",
            "+1", "-2", "@x", "\tx", "\r=2", "\n=3", "plain"]

@@ -219,7 +219,7 @@ def cli_plan(tmp_path, name: str, data: bytes, volume: float | None) -> dict:
     import contextlib
     import json
 
-    from planner.cli import main
+    from cli.main import main
 
     path = tmp_path / name
     path.write_bytes(data)

@@ -13,22 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from calibration.records import GroupRecord, SpecCounts
-from calibration.spec import EngineConfig, JobSpec
-from calibration.store import Store
+from calibration.measure.spec import EngineConfig, JobSpec
+from calibration.storage.records import GroupRecord, SpecCounts
+from calibration.storage.store import Store
 
 DATA = Path(__file__).parent / "data"
 # The session calibration, as small as still tests the real path: the baseline, n-gram at two K (the larger K
 # is the held-out split of the fit), one truncated-layer draft (the draft-model path and the slowdown
 # case) and a cost-only EAGLE-3 head at two K (a head method's own draft cost), each its own engine start; one
-# shipped workload plus an "uploaded" set (calibration.traffic_prompts)
+# shipped workload plus an "uploaded" set (calibration.targets.traffic_prompts)
 # whose pool runs out before the largest batch size. Engine time is mostly the six engine starts.
 E2E_CONFIGS = (
     EngineConfig("none"),
     EngineConfig("ngram", 2),
     EngineConfig("ngram", 4),
     EngineConfig("draft_model", 2, "smollm2-135m-2l"),
-    # a cost-only EAGLE-3 head (random weights built from the target's config, calibration.heads): what drafting
+    # a cost-only EAGLE-3 head (random weights built from the target's config, calibration.targets.heads): what drafting
     # with a head costs on this engine, fitted at K=1 and predicted at K=3
     EngineConfig("eagle3", 1, "cost-only"),
     EngineConfig("eagle3", 3, "cost-only"),
@@ -118,7 +118,7 @@ def make_record(
 @pytest.fixture(scope="session")
 def model_cache() -> dict:
     """Converts the GGUF once into ~/.cache/specplan/models (or $SPECPLAN_MODEL_CACHE) and reuses it."""
-    from calibration import model_assets
+    from calibration.targets import model_assets
 
     return model_assets.ensure_all()
 
@@ -137,8 +137,8 @@ class E2E:
 def e2e(model_cache: dict, tmp_path_factory: pytest.TempPathFactory) -> E2E:
     """The real calibration: microbenchmark + one engine job through the local runner (a subprocess; one
     engine start per configuration), persisted in a session store file that later tests read."""
-    from calibration.runners import LocalRunner
-    from calibration.spec import MicrobenchSpec
+    from calibration.measure.spec import MicrobenchSpec
+    from calibration.run.runners import LocalRunner
 
     root = tmp_path_factory.mktemp("e2e")
     url = f"sqlite:///{root / 'calibration.db'}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from calibration.report import predicted_step_times_s
-from calibration.spec import EngineConfig, engine_configs
+from calibration.analysis.report import predicted_step_times_s
+from calibration.measure.spec import EngineConfig, engine_configs
 
 
 def test_engine_configs_are_the_baseline_then_each_method_at_each_k_within_its_k_max() -> None:
@@ -43,7 +43,7 @@ def test_a_memory_bound_step_scales_with_bandwidth_efficiency_and_dtype_bytes() 
 def test_each_offered_method_says_what_its_drafter_measures() -> None:
     """The shipped registry's SmolLM2 entry: cost-only heads measure cost only, n-gram and draft models their
     acceptance too; a trained head (trained:) and a published one (a hub id) are told apart."""
-    from calibration.registry import DRAFT_KINDS, ModelRef, draft_kind, load_registry
+    from calibration.targets.registry import DRAFT_KINDS, ModelRef, draft_kind, load_registry
     from views.calibrate import method_offer_rows
 
     target = load_registry().target("smollm2-135m")

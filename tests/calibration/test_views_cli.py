@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from calibration.store import Store
-from calibration.traffic_prompts import prompts_from_upload
+from calibration.storage.store import Store
+from calibration.targets.traffic_prompts import prompts_from_upload
 from tests.calibration.conftest import DATA, make_record
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner import plan as P
-from planner.candidates import method_candidates
 from planner.context import BASELINE, make_context, r5
-from planner.economics import economics_of_bills
-from planner.roofline import head_net, hw_params, target_net
-from planner.search import candidate_grid, evaluate_at, search
-from planner.serving import DRAFTING_MODE_CODE, evaluate_arrays
+from planner.money.economics import economics_of_bills
+from planner.physics.roofline import head_net, hw_params, target_net
+from planner.physics.serving import DRAFTING_MODE_CODE, evaluate_arrays
+from planner.search.candidates import method_candidates
+from planner.search.grid import candidate_grid, evaluate_at, search
 
 
 def _brute_force_best_cpm(req, catalog):
@@ -30,7 +30,7 @@ def _brute_force_best_cpm(req, catalog):
     batches = np.arange(1, P.MAX_BATCH + 1, dtype=float)[None, None, None, None, :]
     r = evaluate_at(ctx, cands, smp, grid, batches)
     is_base = r5([c.method == P.NO_SPEC for c in cands], 1).astype(bool)
-    # the SLO holds on the TPOT a user sees at full load, prefill sharing the replica (planner.replica)
+    # the SLO holds on the TPOT a user sees at full load, prefill sharing the replica (planner.physics.replica)
     tpot = np.where(is_base, r.baseline_tpot_seen_s, r.tpot_seen_s)
     cpm = np.where(is_base, r.baseline_usd_per_mtok, r.usd_per_mtok)
     mb = np.where(is_base, r.baseline_max_batch, r.max_batch)
@@ -257,7 +257,7 @@ def test_absolute_step_time_by_hand_llama_8b_on_one_h100_at_batch_1(catalog):
     with the hardware's constant efficiencies. Memory-bound: bytes / (bandwidth x eta_bw) + t_fixed, where bytes
     = the weights streamed (8.03B params x 2 B, less the untied input-embedding table, which is gathered, not
     streamed) + the KV cache (32 layers x 2 (K, V) x 8 KV heads x 128 x 2 B per token)."""
-    from planner.roofline import step_time_s
+    from planner.physics.roofline import step_time_s
 
     hw = catalog.hardware["h100-sxm"]
     eff = hw.efficiency

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.networks import target_net, weight_bytes_by_component
+from planner.physics.networks import target_net, weight_bytes_by_component
 from profiles import load_catalog
 from profiles.catalog import ProfileError
 from profiles.model_config import MAX_CONFIG_BYTES, ModelConfigError, is_config_name, parse_model_config

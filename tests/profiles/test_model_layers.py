@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.networks import kv_cache_bytes_per_sequence, target_net, weight_bytes_by_component
+from planner.physics.networks import kv_cache_bytes_per_sequence, target_net, weight_bytes_by_component
 from profiles import load_catalog
 from profiles.model_config import ModelConfigError, parse_model_config
 from profiles.model_layers import ffn_to_width

@@ -207,7 +207,7 @@ def test_the_child_dies_with_the_fork_server():
 
 
 def test_calibration_prompts_are_read_through_the_limits():
-    from calibration.traffic_prompts import prompts_from_upload
+    from calibration.targets.traffic_prompts import prompts_from_upload
 
     good = b"prompt_text,workload\nwrite a sort in C,code\nhello there,chat\n"
     assert run_bounded(prompts_from_upload, "p.csv", good, per_workload=8, refuse=ValueError) == \

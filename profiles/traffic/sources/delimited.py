@@ -13,8 +13,8 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from profiles.traffic.errors import _cut, _fail, _list
-from profiles.traffic.guards import _long_lines, check_utf8
+from profiles.traffic.errors import clip, fail, listing
+from profiles.traffic.guards import check_utf8, long_lines
 from profiles.traffic.limits import CSV_BLOCK_BYTES, MAX_COLUMNS, MAX_FIELD_CHARS, MAX_HEADER_BYTES, MAX_VALUE_CHARS
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Source
@@ -52,16 +52,16 @@ def _header_names(header: bytes, delim: str) -> list[str]:
     try:
         fields = next(csv.reader([header.decode("latin-1")], delimiter=delim, skipinitialspace=True), None) or [""]
     except csv.Error as exc:  # a header cell over the csv module's field limit (MAX_FIELD_CHARS)
-        raise _fail(f"a header line whose names have at most {MAX_FIELD_CHARS:,} characters ({exc})", line=1) from None
+        raise fail(f"a header line whose names have at most {MAX_FIELD_CHARS:,} characters ({exc})", line=1) from None
     if len(fields) > MAX_COLUMNS:
-        raise _fail(f"at most {MAX_COLUMNS:,} columns (the header line has {len(fields):,})", line=1)
+        raise fail(f"at most {MAX_COLUMNS:,} columns (the header line has {len(fields):,})", line=1)
     names = []
     for i, f in enumerate(fields):
         raw = f.encode("latin-1")
         try:
             name = raw.decode("utf-8").strip()
         except UnicodeDecodeError as exc:
-            raise _fail("a UTF-8 header line", value=raw[exc.start:exc.start + 4], line=1) from None
+            raise fail("a UTF-8 header line", value=raw[exc.start:exc.start + 4], line=1) from None
         names.append(name or f"column {i + 1}")
     return names
 
@@ -178,16 +178,16 @@ def _refuse_binary(data: bytes, start: int) -> None:
     being control characters (NUL included)."""
     for magic, what in _SIGNATURES:
         if data.startswith(magic, start):
-            raise _fail(f"a text table (this file is {what})")
+            raise fail(f"a text table (this file is {what})")
     head = data[start:start + 4096]
     even, odd = head[0::2], head[1::2]
     if len(head) >= 8 and even.count(0) > len(even) // 2 and odd.count(0) < len(odd) // 8:
-        raise _fail("a text table (this file looks like UTF-16 without a byte-order mark: save it as UTF-8)")
+        raise fail("a text table (this file looks like UTF-16 without a byte-order mark: save it as UTF-8)")
     if len(head) >= 8 and odd.count(0) > len(odd) // 2 and even.count(0) < len(even) // 8:
-        raise _fail("a text table (this file looks like UTF-16 without a byte-order mark: save it as UTF-8)")
+        raise fail("a text table (this file looks like UTF-16 without a byte-order mark: save it as UTF-8)")
     controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
     if controls > len(head) // 20:  # text has tabs and line breaks; random bytes are 1/8 control characters
-        raise _fail(f"a text table (this file looks binary: {controls:,} of its first {len(head):,} bytes are "
+        raise fail(f"a text table (this file looks binary: {controls:,} of its first {len(head):,} bytes are "
                     "control characters; upload a CSV, JSON lines, Parquet or .xlsx file)")
 
 
@@ -197,16 +197,16 @@ def _csv_source(data: bytes, options: ParseOptions) -> Source:
     while start < len(data) and data[start:start + 1] in (b"\n", b"\r"):  # leading empty lines
         start += 1
     if not data[start:start + MAX_HEADER_BYTES].strip() and not data[start:].strip():
-        raise _fail("a non-empty file (this one is only blank)")
+        raise fail("a non-empty file (this one is only blank)")
     nl = data.find(b"\n", start, start + MAX_HEADER_BYTES + 1)
     if nl < 0 and len(data) - start > MAX_HEADER_BYTES:
-        raise _fail(f"a header line of at most {MAX_HEADER_BYTES // 2**20} MiB (the first line has no line break "
+        raise fail(f"a header line of at most {MAX_HEADER_BYTES // 2**20} MiB (the first line has no line break "
                     f"in its first {MAX_HEADER_BYTES // 2**20} MiB: is this a text table?)", line=1)
     header = data[start: nl if nl >= 0 else len(data)]
     header = header[:-1] if header.endswith(b"\r") else header
     sample = data[start: start + (64 << 10)]
     if options.delimiter and options.delimiter not in DELIMITERS:
-        raise _fail(f"a separator among {', '.join(map(repr, DELIMITERS))}", value=options.delimiter)
+        raise fail(f"a separator among {', '.join(map(repr, DELIMITERS))}", value=options.delimiter)
     delim = options.delimiter or _sniff_delimiter(header, sample)
     names = _header_names(header, delim)
     check_utf8(data, start, delim, names)
@@ -244,7 +244,7 @@ def _csv_source(data: bytes, options: ParseOptions) -> Source:
                 yield pa.Table.from_batches([batch])
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             _locate_csv_error(data, start, delim, names, quoted)
-            raise _fail(f"a {DELIMITERS[delim]}-separated table ({_cut(str(exc), 200)})") from None
+            raise fail(f"a {DELIMITERS[delim]}-separated table ({clip(str(exc), 200)})") from None
 
     return Source("csv", names, lambda cols: pa.concat_tables(list(stream(cols))), line_of, delimiter=delim,
                    decimal=decimal, stream=stream)
@@ -266,7 +266,7 @@ def _check_rows(data: bytes, start: int, body: int, delim: str, names: list[str]
     n = len(names)
     max_delims = max(n - 1, MAX_COLUMNS) if quoted else n - 1
     walked, counted, quotes, seen = False, 0, 0, body
-    for off, length, count in _long_lines(data, body, MAX_FIELD_CHARS, d, max_delims):
+    for off, length, count in long_lines(data, body, MAX_FIELD_CHARS, d, max_delims):
         end = off + length
         if quoted:
             if length > MAX_FIELD_CHARS and not walked:  # rows span lines: find the row of each long line
@@ -304,7 +304,7 @@ def _row_at(buf: bytes, start: int, delim: bytes, quoted: bool, header_line: int
 
 
 def _row_too_long(buf: bytes, off: int, length: int, row: int, line: int):
-    return _fail(f"a row of at most {CSV_BLOCK_BYTES // 2**20} MiB (this one has {length:,} bytes; only token "
+    return fail(f"a row of at most {CSV_BLOCK_BYTES // 2**20} MiB (this one has {length:,} bytes; only token "
                  "counts are needed: drop long text columns)", row=row or None,
                  value=buf[off:off + MAX_VALUE_CHARS + 1], line=line)
 
@@ -316,8 +316,8 @@ def _ragged(buf: bytes, a: int, b: int, found: int, row: int, line: int, delim: 
         if seps:
             hint = (f"; the file seems to be separated by {seps[0][1]}s ('{seps[0][0]}'), not "
                     f"{DELIMITERS[delim]}s: choose '{seps[0][1]}' as the separator")
-    return _fail(f"{len(names)} {DELIMITERS[delim]}-separated field{'s' if len(names) != 1 else ''} like the header "
-                 f"({_list(names, 8)}); found {found:,}{hint}", row=row, value=buf[a:min(b, a + MAX_VALUE_CHARS + 1)],
+    return fail(f"{len(names)} {DELIMITERS[delim]}-separated field{'s' if len(names) != 1 else ''} like the header "
+                 f"({listing(names, 8)}); found {found:,}{hint}", row=row, value=buf[a:min(b, a + MAX_VALUE_CHARS + 1)],
                  line=line)
 
 
@@ -329,7 +329,7 @@ def _check_row(buf: bytes, a: int, b: int, row: int, line: int, delim: str, name
     for i, (x, y) in enumerate(spans):
         if y - x > MAX_FIELD_CHARS:
             col = names[i] if i < len(names) else f"field {i + 1}"
-            raise _fail(f"a cell of at most {MAX_FIELD_CHARS:,} characters (this one has {y - x:,} bytes; only "
+            raise fail(f"a cell of at most {MAX_FIELD_CHARS:,} characters (this one has {y - x:,} bytes; only "
                         "token counts are needed: drop long text columns)", row=row or None, column=col,
                         value=buf[x:x + MAX_VALUE_CHARS].decode("utf-8", "replace"), line=line)
     if fields and row and n != len(names):

@@ -9,7 +9,7 @@ from itertools import islice
 
 import ijson
 
-from profiles.traffic.errors import _cut, _fail
+from profiles.traffic.errors import clip, fail
 from profiles.traffic.limits import MAX_COLUMNS, MAX_ROWS
 from profiles.traffic.sources.base import Source, _records_table
 
@@ -64,11 +64,11 @@ def read(data: bytes) -> dict[str, list] | None:
                         v = f.get(k)
                         cols[k].append(None if v is _NESTED or isinstance(v, dict) else v)
                     if len(cols["prompt_tokens"]) > MAX_ROWS:
-                        raise _fail(f"at most {MAX_ROWS:,} requests (this report has more)")
+                        raise fail(f"at most {MAX_ROWS:,} requests (this report has more)")
         if next(events, None) is not None:
-            raise _fail(f"a guidellm report of at most {MAX_EVENTS:,} JSON values (this one has more)")
+            raise fail(f"a guidellm report of at most {MAX_EVENTS:,} JSON values (this one has more)")
     except ijson.JSONError as exc:
-        raise _fail(f"a JSON document ({_cut(str(exc).splitlines()[0] if str(exc) else 'not JSON', 200)})") from None
+        raise fail(f"a JSON document ({clip(str(exc).splitlines()[0] if str(exc) else 'not JSON', 200)})") from None
     return cols if cols["prompt_tokens"] else None
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import ijson
 import pyarrow as pa
 
-from profiles.traffic.errors import _cut, _fail
+from profiles.traffic.errors import clip, fail
 from profiles.traffic.guards import check_json_tokens, check_utf8, size_text
 from profiles.traffic.limits import (
     MAX_COLUMNS,
@@ -63,7 +63,7 @@ def _is_json_lines(data: bytes) -> bool:
 
 
 def _stream_error(exc: Exception):
-    return _fail(f"a JSON document ({_cut(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 200)})")
+    return fail(f"a JSON document ({clip(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 200)})")
 
 
 class _Feed:
@@ -76,7 +76,7 @@ class _Feed:
 
     def read(self, n: int) -> bytes:
         if self.pos - self.mark > MAX_RECORD_BYTES + FEED_BYTES:
-            raise _fail(f"JSON records of at most {size_text(MAX_RECORD_BYTES)} each (one record runs past byte "
+            raise fail(f"JSON records of at most {size_text(MAX_RECORD_BYTES)} each (one record runs past byte "
                         f"{self.pos:,}); only token counts are needed: drop long text fields")
         chunk = self.data[self.pos:self.pos + n]
         self.pos += len(chunk)
@@ -102,7 +102,7 @@ def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
     if lines and not (bench and _one_line(data)):
         return _jsonl_source(data, options)
     if len(data) > MAX_JSON_DOC_BYTES:
-        raise _fail(f"a JSON document of at most {size_text(MAX_JSON_DOC_BYTES)} (this one has {len(data):,} "
+        raise fail(f"a JSON document of at most {size_text(MAX_JSON_DOC_BYTES)} (this one has {len(data):,} "
                     "bytes); export JSON lines (one request per line) instead")
     check_utf8(data, 0)
     check_json_tokens(data, MAX_JSON_DEPTH, MAX_JSON_NUMBER_CHARS)  # before ijson: its cost is in depth, digits
@@ -115,29 +115,29 @@ def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
     if first == b"{":
         rows = guidellm.read(data)
         if rows is None:
-            raise _fail("JSON lines (one request per line), a JSON array of requests, a vllm bench serve result "
+            raise fail("JSON lines (one request per line), a JSON array of requests, a vllm bench serve result "
                         "(input_lens, output_lens) or a guidellm report")
         return guidellm.source(rows)
     if first != b"[":
-        raise _fail('a JSON array of objects [{"column": value, ...}, ...] or an object')
+        raise fail('a JSON array of objects [{"column": value, ...}, ...] or an object')
     rows = 0
     names: dict[str, None] = {}
     records = _array_records(data)
     for rec in records:
         rows += 1
         if not isinstance(rec, dict):
-            raise _fail('a JSON array of objects [{"column": value, ...}, ...]', row=rows, value=_cut(repr(rec), 80))
+            raise fail('a JSON array of objects [{"column": value, ...}, ...]', row=rows, value=clip(repr(rec), 80))
         names.update(dict.fromkeys(map(str, rec)))
         if len(names) > MAX_COLUMNS:
-            raise _fail(f"at most {MAX_COLUMNS:,} keys per record (found {len(names):,})")
+            raise fail(f"at most {MAX_COLUMNS:,} keys per record (found {len(names):,})")
         if rows >= NAME_RECORDS:
             break
     for _ in records:  # the rest is only counted
         rows += 1
         if rows > MAX_ROWS:
-            raise _fail(f"at most {MAX_ROWS:,} rows (this file has more)")
+            raise fail(f"at most {MAX_ROWS:,} rows (this file has more)")
     if not names:
-        raise _fail("at least one request record")
+        raise fail("at least one request record")
 
     def read(cols: list[str]) -> pa.Table:
         vals: dict[str, list] = {c: [] for c in cols}

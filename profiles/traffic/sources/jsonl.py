@@ -9,8 +9,8 @@ import json
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from profiles.traffic.errors import _fail
-from profiles.traffic.guards import _long_lines, check_utf8, size_text
+from profiles.traffic.errors import fail
+from profiles.traffic.guards import check_utf8, long_lines, size_text
 from profiles.traffic.limits import (
     MAX_COLUMNS,
     MAX_FIELD_CHARS,
@@ -29,23 +29,23 @@ def _jsonl_source(data: bytes, options: ParseOptions) -> Source:
     while start < len(data) and data[start:start + 1] in b" \t\r\n":
         start += 1
     if start >= len(data):
-        raise _fail("a non-empty file (this one is only blank)")
+        raise fail("a non-empty file (this one is only blank)")
     nl = data.find(b"\n", start, start + MAX_HEADER_BYTES + 1)
     if nl < 0 and len(data) - start > MAX_HEADER_BYTES:
-        raise _fail(f"one JSON object per line, the first within {MAX_HEADER_BYTES // 2**20} MiB", line=1)
+        raise fail(f"one JSON object per line, the first within {MAX_HEADER_BYTES // 2**20} MiB", line=1)
     check_utf8(data, start)
     _check_lines(data, start)
     first = data[start: nl if nl >= 0 else len(data)]
     try:
         rec = json.loads(first)
     except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as exc:
-        raise _fail(f"one JSON object per line ({getattr(exc, 'msg', type(exc).__name__)})", row=1,
+        raise fail(f"one JSON object per line ({getattr(exc, 'msg', type(exc).__name__)})", row=1,
                     value=first[:MAX_VALUE_CHARS + 1], line=1) from None
     if not isinstance(rec, dict):
-        raise _fail('a JSON object {"column": value, ...} on each line', row=1, value=first[:MAX_VALUE_CHARS + 1],
+        raise fail('a JSON object {"column": value, ...} on each line', row=1, value=first[:MAX_VALUE_CHARS + 1],
                     line=1)
     if len(rec) > MAX_COLUMNS:
-        raise _fail(f"at most {MAX_COLUMNS:,} keys per record (the first has {len(rec):,})", row=1, line=1)
+        raise fail(f"at most {MAX_COLUMNS:,} keys per record (the first has {len(rec):,})", row=1, line=1)
     names = [str(k) for k in rec]
     blank_lines = b"\n\n" in data or b"\n\r\n" in data or b"\n " in data
 
@@ -88,16 +88,16 @@ def _jsonl_source(data: bytes, options: ParseOptions) -> Source:
 def _check_lines(data: bytes, start: int) -> None:
     """Before any line is parsed: each line at most MAX_RECORD_BYTES (numpy over the bytes) and at most MAX_ROWS
     lines that are not blank."""
-    for off, length, _ in _long_lines(data, start, MAX_RECORD_BYTES):
+    for off, length, _ in long_lines(data, start, MAX_RECORD_BYTES):
         line = data.count(b"\n", 0, off) + 1
-        raise _fail(f"JSON lines of at most {size_text(MAX_RECORD_BYTES)} each (this one has {length:,} bytes; only "
+        raise fail(f"JSON lines of at most {size_text(MAX_RECORD_BYTES)} each (this one has {length:,} bytes; only "
                     "token counts are needed: drop long text fields)", row=line - data.count(b"\n", 0, start),
                     value=data[off:off + MAX_VALUE_CHARS + 1], line=line)
     lines = data.count(b"\n", start) + 1
     if lines > MAX_ROWS:
         lines -= data.count(b"\n\n", start) + data.count(b"\n\r\n", start) + (data.endswith(b"\n"))
         if lines > MAX_ROWS:
-            raise _fail(f"at most {MAX_ROWS:,} rows (this file has {lines:,} lines); sample the log and add a "
+            raise fail(f"at most {MAX_ROWS:,} rows (this file has {lines:,} lines); sample the log and add a "
                         "'weight' column, or upload an aggregated mix table")
 
 
@@ -115,18 +115,18 @@ def _jsonl_slow(data: bytes, start: int, cols: list[str]) -> pa.Table:
             continue
         row += 1
         if row > MAX_ROWS:
-            raise _fail(f"at most {MAX_ROWS:,} rows")
+            raise fail(f"at most {MAX_ROWS:,} rows")
         try:
             rec = json.loads(raw)
         except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as exc:
-            raise _fail(f"one JSON object per line ({getattr(exc, 'msg', type(exc).__name__)})", row=row,
+            raise fail(f"one JSON object per line ({getattr(exc, 'msg', type(exc).__name__)})", row=row,
                         value=raw[:MAX_VALUE_CHARS + 1], line=line) from None
         if not isinstance(rec, dict):
-            raise _fail('a JSON object {"column": value, ...}', row=row, value=raw[:MAX_VALUE_CHARS + 1], line=line)
+            raise fail('a JSON object {"column": value, ...}', row=row, value=raw[:MAX_VALUE_CHARS + 1], line=line)
         for c in cols:
             v = rec.get(c)
             if isinstance(v, str) and len(v) > MAX_FIELD_CHARS:
-                raise _fail(f"a value of at most {MAX_FIELD_CHARS:,} characters ({len(v):,})", row=row, column=c,
+                raise fail(f"a value of at most {MAX_FIELD_CHARS:,} characters ({len(v):,})", row=row, column=c,
                             value=v, line=line)
             out[c].append(v)
     return _records_table(out, cols)

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from profiles.traffic.errors import _fail
+from profiles.traffic.errors import fail
 from profiles.traffic.limits import MAX_RECORD_BYTES, MAX_ROWS, MAX_TOKENS_PER_REQUEST, MAX_VALUE_CHARS
 from profiles.traffic.profile import PrefixReuse
 from profiles.traffic.sources.base import Source, _records_table
@@ -124,12 +124,12 @@ def _check_rows(first_row: int, ts: np.ndarray, input_length: np.ndarray, counts
     over = np.flatnonzero(counts > _max_ids(input_length))
     if neg.size and (not over.size or neg[0] <= over[0]):
         row = first_row + int(neg[0]) + 1
-        raise _fail("a timestamp of 0 or more: milliseconds since the first request (Mooncake's format)", row=row,
+        raise fail("a timestamp of 0 or more: milliseconds since the first request (Mooncake's format)", row=row,
                     column="timestamp", value=float(ts[neg[0]]), line=line_of([row]).get(row))
     if over.size:
         i = int(over[0])
         row = first_row + i + 1
-        raise _fail(f"at most ceil(input_length / {BLOCK_TOKENS}) = {int(_max_ids(input_length[i:i + 1])[0]):,} "
+        raise fail(f"at most ceil(input_length / {BLOCK_TOKENS}) = {int(_max_ids(input_length[i:i + 1])[0]):,} "
                     f"block hash ids (one per {BLOCK_TOKENS} prompt tokens; input_length is {input_length[i]:,.0f})",
                     row=row, column="hash_ids", value=f"{int(counts[i]):,} ids", line=line_of([row]).get(row))
 
@@ -179,13 +179,13 @@ def _slow(data: bytes, start: int, line_of: Callable[[list[int]], dict[int, int]
         offsets[:] = [0]
 
     def bad(expected: str, column: str, value) -> Exception:
-        return _fail(expected, row=row, column=column, value=str(value)[:MAX_VALUE_CHARS + 1],
+        return fail(expected, row=row, column=column, value=str(value)[:MAX_VALUE_CHARS + 1],
                      line=line_of([row]).get(row))
 
     for raw in _lines(data, start):
         row += 1
         if row > MAX_ROWS:
-            raise _fail(f"at most {MAX_ROWS:,} rows")
+            raise fail(f"at most {MAX_ROWS:,} rows")
         try:
             rec = json.loads(raw)
         except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as exc:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from profiles.traffic.errors import TrafficError, _cut, _fail
+from profiles.traffic.errors import TrafficError, clip, fail
 from profiles.traffic.guards import size_text
 from profiles.traffic.limits import (
     MAX_COLUMNS,
@@ -34,22 +34,22 @@ DICTIONARY_COPIES = 6
 
 def _parquet_source(data: bytes, options: ParseOptions) -> Source:
     if len(data) < 12 or data[:4] != b"PAR1" or data[-4:] != b"PAR1":
-        raise _fail("a Parquet file (it must start and end with 'PAR1')")
+        raise fail("a Parquet file (it must start and end with 'PAR1')")
     footer = int.from_bytes(data[-8:-4], "little")
     if footer > MAX_PARQUET_FOOTER_BYTES or footer > len(data) - 12:
-        raise _fail(f"a Parquet footer of at most {MAX_PARQUET_FOOTER_BYTES // 2**20} MiB within the file "
+        raise fail(f"a Parquet footer of at most {MAX_PARQUET_FOOTER_BYTES // 2**20} MiB within the file "
                     f"(it says {footer:,} bytes)")
     try:
         pf = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)))
         md = pf.metadata
         arrow_schema = pf.schema_arrow
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError, TypeError) as exc:
-        raise _fail(f"a Parquet file ({_cut(str(exc), 200)})") from None
+        raise fail(f"a Parquet file ({clip(str(exc), 200)})") from None
     if md.num_rows > MAX_ROWS:
-        raise _fail(f"at most {MAX_ROWS:,} rows (the file's metadata says {md.num_rows:,}); sample the log and "
+        raise fail(f"at most {MAX_ROWS:,} rows (the file's metadata says {md.num_rows:,}); sample the log and "
                     "add a 'weight' column, or upload an aggregated mix table")
     if md.num_columns > MAX_COLUMNS or len(arrow_schema) > MAX_COLUMNS:
-        raise _fail(f"at most {MAX_COLUMNS:,} columns (this file has {md.num_columns:,})")
+        raise fail(f"at most {MAX_COLUMNS:,} columns (this file has {md.num_columns:,})")
     names = list(arrow_schema.names)
     leaf_index: dict[str, int] = {}  # top-level column -> its leaf column; -1 when nested
     for j in range(md.num_columns):
@@ -66,7 +66,7 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
         for c in cols:
             f = arrow_schema.field(c)
             if pa.types.is_nested(f.type) or c not in leaf_index or leaf_index[c] < 0:
-                raise _fail(f"a flat column (numbers or text), not {_cut(str(f.type), 80)}", column=c)
+                raise fail(f"a flat column (numbers or text), not {clip(str(f.type), 80)}", column=c)
             t = f.type.value_type if pa.types.is_dictionary(f.type) else f.type  # a stored Arrow dictionary type
             text = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) \
                 or pa.types.is_large_binary(t)
@@ -78,16 +78,16 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
                 rg = md.row_group(g)
                 cc = rg.column(j)
                 if cc.num_values > rg.num_rows:
-                    raise _fail(f"at most one value per row (row group {g} says {cc.num_values:,} values for "
+                    raise fail(f"at most one value per row (row group {g} says {cc.num_values:,} values for "
                                 f"{rg.num_rows:,} rows)", column=c)
                 claimed += cc.total_uncompressed_size + rg.num_rows * (4 if cc.physical_type == "BYTE_ARRAY" else 0)
                 if claimed > MAX_DECODED_BYTES:
-                    raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
+                    raise fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
                                 f"(the file's footer says {claimed:,} bytes or more)")
                 pages = chunk_pages(data, cc, max_pages=pages_left, column=c)
                 pages_left -= pages.pages
                 if pages.values > rg.num_rows:
-                    raise _fail(f"at most one value per row (row group {g}'s pages hold {pages.values:,} values for "
+                    raise fail(f"at most one value per row (row group {g}'s pages hold {pages.values:,} values for "
                                 f"{rg.num_rows:,} rows)", column=c)
                 chunks.append((pages, rg.num_rows))
             # Text coded against a dictionary is read as one (a dictionary bomb costs its dictionary once plus 4
@@ -102,14 +102,14 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
                 # value at least is longer than any traffic cell (refused before it is decoded).
                 if text and p.dictionary_values and \
                         p.dictionary_bytes - 4 * p.dictionary_values > MAX_FIELD_CHARS * p.dictionary_values:
-                    raise _fail(f"text values of at most {MAX_FIELD_CHARS:,} characters (row group {g}'s dictionary "
+                    raise fail(f"text values of at most {MAX_FIELD_CHARS:,} characters (row group {g}'s dictionary "
                                 f"holds {p.dictionary_values:,} value{'s' if p.dictionary_values != 1 else ''} in "
                                 f"{p.dictionary_bytes:,} bytes)", column=c)
                 decoded += p.uncompressed_bytes + (p.plain_bytes if as_dictionary else 0) + n * (8 + width)
             if text:  # the copies of one row group's text dictionary alive while it is read
                 decoded += (DICTIONARY_COPIES - 1) * max((p.dictionary_bytes for p, _n in chunks), default=0)
             if decoded > MAX_DECODED_BYTES:
-                raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
+                raise fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
                             f"(their pages hold {decoded:,} bytes or more; the file's footer says {claimed:,})",
                             column=c)
         return dictionary
@@ -132,12 +132,12 @@ def _parquet_source(data: bytes, options: ParseOptions) -> Source:
                                 seen.add(buf.address)
                                 built += buf.size
                 if built > MAX_DECODED_BYTES:
-                    raise _fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
+                    raise fail(f"at most {size_text(MAX_DECODED_BYTES)} in the columns used once decompressed "
                                 f"(reading built {built:,} bytes and was stopped)")
                 yield pa.Table.from_batches([batch])
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError) as exc:
             if isinstance(exc, TrafficError):
                 raise
-            raise _fail(f"a readable Parquet file ({_cut(str(exc), 200)})") from None
+            raise fail(f"a readable Parquet file ({clip(str(exc), 200)})") from None
 
     return Source("parquet", names, lambda cols: pa.concat_tables(list(stream(cols))), stream=stream)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiles.traffic.errors import _fail
+from profiles.traffic.errors import fail
 
 # Thrift compact protocol field types (thrift/lib/cpp/src/thrift/protocol/TCompactProtocol.tcc)
 BOOL_TRUE, BOOL_FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(1, 13)
@@ -155,7 +155,7 @@ def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
     # Arrow reads up to 100 bytes past a chunk's stated end: old parquet-mr files understate it (PARQUET-816)
     padded = min(end + 100, len(data) - 8)
     if pos < 4 or pos >= end:
-        raise _fail(f"a Parquet column chunk within the file (it says bytes {pos:,} to {end:,})", column=column)
+        raise fail(f"a Parquet column chunk within the file (it says bytes {pos:,} to {end:,})", column=column)
     total = values = pages = largest = coded = plain = dict_bytes = dict_values = 0
     try:
         while values < cc.num_values and pos < end:
@@ -166,7 +166,7 @@ def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
             pos += comp
             pages += 1
             if pages > max_pages:
-                raise _fail(f"at most {max_pages:,} pages in a column chunk", column=column)
+                raise fail(f"at most {max_pages:,} pages in a column chunk", column=column)
             total += unc
             largest = max(largest, unc)
             if ptype == DICTIONARY_PAGE:
@@ -185,5 +185,5 @@ def chunk_pages(data: bytes, cc, *, max_pages: int, column: str) -> ChunkPages:
                 else:
                     plain += unc
     except ThriftError as exc:
-        raise _fail(f"a readable Parquet page header ({exc} at byte {pos:,})", column=column) from None
+        raise fail(f"a readable Parquet page header ({exc} at byte {pos:,})", column=column) from None
     return ChunkPages(total, values, pages, largest, coded, plain, dict_bytes, dict_values)

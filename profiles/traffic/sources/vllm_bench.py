@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from profiles.traffic.errors import _cut, _fail
+from profiles.traffic.errors import clip, fail
 from profiles.traffic.limits import MAX_ROWS
 from profiles.traffic.sources.base import Source
 
@@ -42,7 +42,7 @@ def _read(data: bytes) -> tuple[array | None, array | None, dict[str, Any]]:
             if event == "number":
                 arr.append(value)
                 if len(arr) > MAX_ROWS:
-                    raise _fail(f"at most {MAX_ROWS:,} requests (this result has more in '{key}')", column=key)
+                    raise fail(f"at most {MAX_ROWS:,} requests (this result has more in '{key}')", column=key)
                 continue
             if event != "end_array":  # not a flat list of numbers
                 lens[key] = arr = None
@@ -67,16 +67,16 @@ def source(data: bytes) -> Source | None:
     try:
         inp, out, doc = _read(data)
     except ijson.JSONError as exc:
-        raise _fail(f"a JSON document ({_cut(str(exc).splitlines()[0] if str(exc) else 'not JSON', 200)})") from None
+        raise fail(f"a JSON document ({clip(str(exc).splitlines()[0] if str(exc) else 'not JSON', 200)})") from None
     if inp is None or out is None or (not len(inp) and not len(out)):
         return None
     if len(inp) != len(out):
-        raise _fail(f"as many input_lens as output_lens ({len(inp):,} and {len(out):,})", column="output_lens")
+        raise fail(f"as many input_lens as output_lens ({len(inp):,} and {len(out):,})", column="output_lens")
     inp, out = np.frombuffer(inp, float), np.frombuffer(out, float)
     duration = doc.get("duration")
     if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not math.isfinite(duration) \
             or duration <= 0:
-        raise _fail("a positive 'duration' (seconds) in the vllm bench result", column="duration", value=duration)
+        raise fail("a positive 'duration' (seconds) in the vllm bench result", column="duration", value=duration)
     date = doc.get("date")
     rate = doc.get("request_rate")
     try:

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from profiles.traffic.errors import TrafficError, _cut, _fail, _list
+from profiles.traffic.errors import TrafficError, clip, fail, listing
 from profiles.traffic.limits import MAX_COLUMNS, MAX_FIELD_CHARS, MAX_ROWS
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Source
@@ -84,11 +84,11 @@ def _col_index(ref: str, cache: dict[str, int]) -> int:
     i = cache.get(letters)
     if i is None:
         if not letters:
-            raise _fail("an Excel .xlsx workbook (a cell reference like B7)", value=ref)
+            raise fail("an Excel .xlsx workbook (a cell reference like B7)", value=ref)
         i = 0
         for ch in letters[:4]:
             if not "A" <= ch <= "Z":
-                raise _fail("an Excel .xlsx workbook (a cell reference like B7)", value=ref)
+                raise fail("an Excel .xlsx workbook (a cell reference like B7)", value=ref)
             i = i * 26 + ord(ch) - 64
         i = i - 1 if len(letters) <= 3 else 1 << 20
         cache[letters] = i
@@ -109,7 +109,7 @@ def _open_book(data: bytes, sheet: str) -> _Book:
     root = relationships(data, parts, "")
     wb_part = next((p for kind, p in root.values() if kind == "officeDocument" and p in parts), "xl/workbook.xml")
     if wb_part not in parts:
-        raise _fail("an Excel .xlsx workbook (it has no xl/workbook.xml)")
+        raise fail("an Excel .xlsx workbook (it has no xl/workbook.xml)")
     sheets: list[tuple[str, str]] = []
     flags = {"1904": False}
     rel_ids = tuple(f"{ns} id" for ns in NS_REL)
@@ -126,11 +126,11 @@ def _open_book(data: bytes, sheet: str) -> _Book:
     rels = relationships(data, parts, wb_part)
     worksheets = [(n, rels[r][1]) for n, r in sheets if r in rels and rels[r][0] == "worksheet" and rels[r][1] in parts]
     if not worksheets:
-        raise _fail("an Excel .xlsx workbook with a worksheet")
+        raise fail("an Excel .xlsx workbook with a worksheet")
     if sheet:
         match = [w for w in worksheets if w[0] == sheet]
         if not match:
-            raise _fail(f"a sheet named one of {_list(n for n, _ in worksheets)}", value=sheet)
+            raise fail(f"a sheet named one of {listing(n for n, _ in worksheets)}", value=sheet)
         title, sheet_part = match[0]
     else:
         title, sheet_part = worksheets[0]
@@ -195,20 +195,20 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
     texts: list[list] = [[] for _ in range(k)]
     chunks: list[list[tuple[np.ndarray, pa.Array]]] = [[] for _ in range(k)]
     sheet_rows = array("q")
-    title = _cut(book.title, 40)
+    title = clip(book.title, 40)
 
     def over() -> None:
         """`elements` reached `budget`: refuse past a bound, else set the next element count to look again at."""
         nonlocal budget
         if not done:
-            raise _fail(f"a header row within the first {MAX_ELEMENTS_BEFORE_HEADER:,} XML elements of sheet "
+            raise fail(f"a header row within the first {MAX_ELEMENTS_BEFORE_HEADER:,} XML elements of sheet "
                         f"'{title}' (the sheet has more before its first row with a value, sheet row {sheet_row:,})")
         if elements > MAX_SHEET_ELEMENTS:
-            raise _fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}' row "
+            raise fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}' row "
                         f"{sheet_row:,})")
         outside = elements - inside - (elements - row_at + 1 if in_row else 0)
         if outside > MAX_ELEMENTS_OUTSIDE_ROWS:
-            raise _fail(f"a sheet of at most {MAX_ELEMENTS_OUTSIDE_ROWS:,} XML elements outside its rows (sheet "
+            raise fail(f"a sheet of at most {MAX_ELEMENTS_OUTSIDE_ROWS:,} XML elements outside its rows (sheet "
                         f"'{title}' has more)")
         budget = min(elements + MAX_ELEMENTS_OUTSIDE_ROWS - outside + 1, MAX_SHEET_ELEMENTS + 1)
 
@@ -224,12 +224,12 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
         if tag == C:
             cells += 1
             if cells > MAX_SHEET_CELLS:
-                raise _fail(f"a sheet of at most {MAX_SHEET_CELLS:,} cells (sheet '{title}' row {sheet_row:,})")
+                raise fail(f"a sheet of at most {MAX_SHEET_CELLS:,} cells (sheet '{title}' row {sheet_row:,})")
             ref = attrs.get("r")
             col = _col_index(ref, cache) if ref else nxt
             if col >= MAX_COLUMNS:
-                raise _fail(f"at most {MAX_COLUMNS:,} columns (sheet '{title}' row {sheet_row:,} has a cell in "
-                            f"column {_col_name(col) if col < 1 << 20 else _cut(ref, 12)})")
+                raise fail(f"at most {MAX_COLUMNS:,} columns (sheet '{title}' row {sheet_row:,} has a cell in "
+                            f"column {_col_name(col) if col < 1 << 20 else clip(ref, 12)})")
             nxt, has = col + 1, False
             t = attrs.get("t")
             if t is None or t == "n":
@@ -243,7 +243,7 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
         elif tag == ROW:
             rows += 1
             if rows > MAX_SHEET_ROWS:
-                raise _fail(f"a sheet of at most {MAX_SHEET_ROWS:,} rows (Excel's limit; sheet '{title}' has more)")
+                raise fail(f"a sheet of at most {MAX_SHEET_ROWS:,} rows (Excel's limit; sheet '{title}' has more)")
             in_row, row_at = True, elements
             r = attrs.get("r", "")
             sheet_row = int(r) if r.isdigit() and len(r) < 9 else sheet_row + 1
@@ -299,7 +299,7 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
                 return
             n += 1
             if n > MAX_ROWS:
-                raise _fail(f"at most {MAX_ROWS:,} rows (sheet '{title}')")
+                raise fail(f"at most {MAX_ROWS:,} rows (sheet '{title}')")
             sheet_rows.append(sheet_row)
             for j in range(k):
                 cell = rowbuf[j]
@@ -329,8 +329,8 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
         elements, depth = 1, 1
         uri = tag.rpartition(" ")[0]
         if uri not in NS_MAIN:
-            raise _fail(f"an Excel .xlsx worksheet (the part '{_cut(book.sheet_part, 60)}' is "
-                        f"'{_cut(tag, 80)}')")
+            raise fail(f"an Excel .xlsx worksheet (the part '{clip(book.sheet_part, 60)}' is "
+                        f"'{clip(tag, 80)}')")
         C, V, ROW, IS, T, RPH = (f"{uri} {name}" for name in ("c", "v", "row", "is", "t", "rPh"))  # noqa: N806
         p.StartElementHandler = start
 
@@ -341,7 +341,7 @@ def _scan(book: _Book, want: dict[int, int], *, header_only: bool, header_ordina
     feed(p, part_chunks(book.data, book.parts[book.sheet_part], MAX_SHEET_XML_BYTES), book.sheet_part,
          done=(lambda: done) if header_only else None)
     if elements > MAX_SHEET_ELEMENTS:
-        raise _fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}')")
+        raise fail(f"a sheet of at most {MAX_SHEET_ELEMENTS:,} XML elements (sheet '{title}')")
     if header_only:
         return {"header": header, "ordinal": found_at[0], "row": found_at[1]}
     flush()
@@ -355,9 +355,9 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
     if needed.size == 0:
         return {}
     if book.sst_part is None:
-        raise _fail("an Excel .xlsx workbook (cells refer to shared strings the workbook does not have)")
+        raise fail("an Excel .xlsx workbook (cells refer to shared strings the workbook does not have)")
     if needed[0] < 0:
-        raise _fail("an Excel .xlsx workbook (a cell refers to a negative shared-string index)", value=int(needed[0]))
+        raise fail("an Excel .xlsx workbook (a cell refers to a negative shared-string index)", value=int(needed[0]))
     wanted = set(needed.tolist())
     last = int(needed[-1])
     out: dict[int, str] = {}
@@ -412,7 +412,7 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
         SI, T, RPH = (f"{uri} {key}" for key in ("si", "t", "rPh"))  # noqa: N806
         declared = attrs.get("uniqueCount", attrs.get("count", ""))
         if declared.isdigit() and len(declared) < 12 and last >= int(declared):
-            raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook declares "
+            raise fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook declares "
                         f"{int(declared):,})")
         p.StartElementHandler = start
 
@@ -426,7 +426,7 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
         if found is not None:
             head, offset, count = found
             if offset < 0:
-                raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
+                raise fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
                             f"{count:,})")
             # expat reads the root start tag, then the strings from the first one needed on
             chunks = itertools.chain([head], bytes_from(chunks, offset))
@@ -437,7 +437,7 @@ def _shared_strings(book: _Book, needed: np.ndarray) -> dict[int, str]:
     p.CharacterDataHandler = chars
     feed(p, chunks, part, done=lambda: closed >= last)  # the last one read to its end, not just begun
     if last > closed:
-        raise _fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
+        raise fail(f"an Excel .xlsx workbook (a cell refers to shared string {last:,}; the workbook has "
                     f"{i + 1:,})")
     return out
 
@@ -526,10 +526,10 @@ def _guarded(fn: Callable) -> Callable:
         except TrafficError:
             raise
         except MemoryError:
-            raise _fail("a smaller workbook (reading this one ran out of memory)") from None
+            raise fail("a smaller workbook (reading this one ran out of memory)") from None
         except (ValueError, KeyError, IndexError, OverflowError, TypeError, struct.error, zlib.error,
                 pa.ArrowException, RecursionError, UnicodeError) as exc:
-            raise _fail(f"an Excel .xlsx workbook ({type(exc).__name__}: {_cut(str(exc), 120)})") from None
+            raise fail(f"an Excel .xlsx workbook ({type(exc).__name__}: {clip(str(exc), 120)})") from None
     return call
 
 
@@ -539,13 +539,13 @@ def _xlsx_source(data: bytes, options: ParseOptions) -> Source:
     head = _scan(book, {}, header_only=True)
     cells: dict[int, tuple[int, str]] = head["header"]
     if not cells:
-        raise _fail(f"a header row in the sheet '{_cut(book.title, 40)}'")
+        raise fail(f"a header row in the sheet '{clip(book.title, 40)}'")
     sst = _shared_strings(book, np.unique(np.array([int(t) for k, t in cells.values() if k == K_SST], np.int64)))
     values = {i: (sst[int(t)] if k == K_SST else _header_name(k, t, book.epoch)).strip() for i, (k, t) in
               cells.items()}
     filled = [i for i, v in values.items() if v]
     if not filled:
-        raise _fail(f"a header row in the sheet '{_cut(book.title, 40)}' (its first row with values is blank)")
+        raise fail(f"a header row in the sheet '{clip(book.title, 40)}' (its first row with values is blank)")
     names = [values.get(i) or f"column {i + 1}" for i in range(max(filled) + 1)]
     first = {}
     for i, n in enumerate(names):
@@ -589,6 +589,6 @@ def _check_lengths(arrays: list[pa.Array], cols: list[str], sheet_rows: np.ndarr
                 worst = (i, c, arr[i].as_py())
     if worst is not None:
         i, c, v = worst
-        raise _fail(f"a cell of at most {MAX_FIELD_CHARS:,} characters", row=i + 1, column=c, value=v,
+        raise fail(f"a cell of at most {MAX_FIELD_CHARS:,} characters", row=i + 1, column=c, value=v,
                     line=int(sheet_rows[i]), line_kind="sheet row")
 

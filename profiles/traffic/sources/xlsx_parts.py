@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from posixpath import dirname, join, normpath
 
-from profiles.traffic.errors import _cut, _fail
+from profiles.traffic.errors import clip, fail
 from profiles.traffic.limits import MAX_XLSX_XML_BYTES
 
 MAX_ZIP_DIRECTORY_BYTES = 1 << 20  # ~10,000 parts; a workbook has tens
@@ -38,7 +38,7 @@ NS_REL = ("http://schemas.openxmlformats.org/officeDocument/2006/relationships",
 
 
 def _workbook_error(why: str) -> Exception:
-    return _fail(f"an Excel .xlsx workbook ({_cut(why, 160)})")
+    return fail(f"an Excel .xlsx workbook ({clip(why, 160)})")
 
 
 def zip_directory(data: bytes) -> dict[str, zipfile.ZipInfo]:
@@ -63,23 +63,23 @@ def zip_directory(data: bytes) -> dict[str, zipfile.ZipInfo]:
         raise _workbook_error(str(exc)) from None
     total = sum(i.file_size for i in infos if i.filename.startswith("xl/"))
     if total > MAX_XLSX_XML_BYTES:
-        raise _fail(f"an .xlsx workbook of at most {MAX_XLSX_XML_BYTES // 2**20} MiB uncompressed (this one "
+        raise fail(f"an .xlsx workbook of at most {MAX_XLSX_XML_BYTES // 2**20} MiB uncompressed (this one "
                     f"unpacks to {total / 2**20:,.0f} MiB)")
     return {i.filename: i for i in infos}
 
 
 def check_part(info: zipfile.ZipInfo, max_bytes: int) -> None:
     """Refuse a part by its directory entry: size, compression ratio, method, encryption."""
-    name = _cut(info.filename, 80)
+    name = clip(info.filename, 80)
     if info.flag_bits & 0x1:
         raise _workbook_error(f"the part '{name}' is encrypted; save the workbook without a password")
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise _workbook_error(f"the part '{name}' uses zip method {info.compress_type}; Excel writes deflate")
     if info.file_size > max_bytes:
-        raise _fail(f"an .xlsx part '{name}' of at most {max_bytes // 2**20} MiB uncompressed (this one unpacks to "
+        raise fail(f"an .xlsx part '{name}' of at most {max_bytes // 2**20} MiB uncompressed (this one unpacks to "
                     f"{info.file_size / 2**20:,.0f} MiB)")
     if info.file_size > RATIO_FREE_BYTES and info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
-        raise _fail(f"an .xlsx part '{name}' that compresses at most {MAX_COMPRESSION_RATIO}:1 (this one: "
+        raise fail(f"an .xlsx part '{name}' that compresses at most {MAX_COMPRESSION_RATIO}:1 (this one: "
                     f"{info.compress_size:,} bytes unpack to {info.file_size / 2**20:,.0f} MiB, a zip bomb)")
 
 
@@ -87,7 +87,7 @@ def part_chunks(data: bytes, info: zipfile.ZipInfo, max_bytes: int) -> Iterator[
     """The part's bytes, inflated CHUNK_BYTES at a time from the upload's own bytes; refused as soon as it yields
     more than the directory's uncompressed size, and at the end unless size and CRC-32 match the directory."""
     check_part(info, max_bytes)
-    name = _cut(info.filename, 80)
+    name = clip(info.filename, 80)
     at = info.header_offset
     head = data[at:at + 30]
     if len(head) < 30 or head[:4] != b"PK\x03\x04":
@@ -103,7 +103,7 @@ def part_chunks(data: bytes, info: zipfile.ZipInfo, max_bytes: int) -> Iterator[
         nonlocal total, crc
         total += len(out)
         if total > info.file_size:
-            raise _fail(f"an .xlsx part '{name}' that unpacks to the {info.file_size:,} bytes its zip directory "
+            raise fail(f"an .xlsx part '{name}' that unpacks to the {info.file_size:,} bytes its zip directory "
                         f"states (it unpacks to more: a zip bomb)")
         crc = zlib.crc32(out, crc)
 
@@ -140,7 +140,7 @@ def part_chunks(data: bytes, info: zipfile.ZipInfo, max_bytes: int) -> Iterator[
 
 def _no_dtd(part: str) -> Callable[..., None]:
     def refuse(*_args) -> None:
-        raise _fail(f"an .xlsx part without a DOCTYPE or entity declarations ('{_cut(part, 80)}' has one; Excel "
+        raise fail(f"an .xlsx part without a DOCTYPE or entity declarations ('{clip(part, 80)}' has one; Excel "
                     "never writes them)")
     return refuse
 
@@ -168,8 +168,8 @@ def feed(p: pyexpat.XMLParserType, chunks: Iterator[bytes], part: str,
             p.Parse(chunk, False)
             fed += len(chunk)
             if fed - max(p.CurrentByteIndex, 0) > MAX_XML_TOKEN_BYTES:
-                raise _fail(f"XML tags of at most {MAX_XML_TOKEN_BYTES // 2**20} MiB in the .xlsx part "
-                            f"'{_cut(part, 80)}' (one runs past byte {fed:,})")
+                raise fail(f"XML tags of at most {MAX_XML_TOKEN_BYTES // 2**20} MiB in the .xlsx part "
+                            f"'{clip(part, 80)}' (one runs past byte {fed:,})")
             if done is not None and done():
                 return
         p.Parse(b"", True)
@@ -182,12 +182,12 @@ def feed(p: pyexpat.XMLParserType, chunks: Iterator[bytes], part: str,
 
 
 def too_deep(part: str) -> Exception:
-    return _fail(f"XML elements nested at most {MAX_XML_DEPTH} deep in the .xlsx part '{_cut(part, 80)}' (Excel "
+    return fail(f"XML elements nested at most {MAX_XML_DEPTH} deep in the .xlsx part '{clip(part, 80)}' (Excel "
                  "nests about 6)")
 
 
 def too_many(part: str, max_elements: int) -> Exception:
-    return _fail(f"at most {max_elements:,} XML elements in the .xlsx part '{_cut(part, 80)}'")
+    return fail(f"at most {max_elements:,} XML elements in the .xlsx part '{clip(part, 80)}'")
 
 
 def counted(p: pyexpat.XMLParserType, part: str, max_elements: int, start: Callable[[str, dict], None],

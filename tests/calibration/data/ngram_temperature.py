@@ -18,10 +18,10 @@ sys.path.insert(0, str(REPO))
 def main() -> None:
     from vllm import LLM, SamplingParams
 
-    from calibration.metrics import snapshot_from_get_metrics
-    from calibration.model_assets import ensure_target
-    from calibration.records import package_versions
-    from calibration.spec import load_prompts
+    from calibration.harness.metrics import snapshot_from_get_metrics
+    from calibration.measure.spec import load_prompts
+    from calibration.storage.records import package_versions
+    from calibration.targets.model_assets import ensure_target
 
     llm = LLM(model=str(ensure_target().path), dtype="bfloat16", enforce_eager=True, gpu_memory_utilization=0.3,
               disable_log_stats=False, max_model_len=2048, seed=0, enable_prefix_caching=False,
@@ -41,7 +41,7 @@ def main() -> None:
     out = {"engine": package_versions(), "method": "ngram", "k": 3, "prompts": "code x 8", "max_tokens": 32,
            "runs": runs}
     (Path(__file__).parent / "ngram_temperature_cpu.json").write_text(json.dumps(out, indent=1) + "\n")
-    from calibration.engine import shutdown_engine
+    from calibration.measure.engine import shutdown_engine
 
     shutdown_engine(llm)  # the engine-core process outlives os._exit otherwise
     os._exit(0)

@@ -1,0 +1,278 @@
+"""Which hardware for this traffic: the cheapest fleet for the same traffic and TPOT SLO on each GPU type of the
+catalogue, over its TPs and weight formats (those that fit memory and meet the SLO), without speculation and with
+each method at its best K; bills from the fleet functions (planner.money.spend.fleet_bills) at the user's prices.
+
+Pruning, by floors no fleet of a configuration goes below: (1) a fleet keeps at least one replica up every hour, so TP
+t on a GPU at p $/GPU-hour costs at least t x 24 h x days x p a month whatever the load; (2) for dense models, every
+output token's verifier GEMMs and every prompt's prefill at the weight format's peak FLOP/s (_compute_floor). A
+configuration whose floor is no lower than the cheapest fleet already found on its GPU type, with and without
+speculation, cannot win and is not searched (configurations go from the lowest floor up); one whose floor only one
+kind (no speculation, or the methods) has beaten is searched for the other kind only. Within one, a point is sized
+only when CPM_BOUND x its full-load CPM x the volume is below the best of its kind. Weights that do not fit
+the replica's memory are skipped before any search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.answer import OperatingPoint
+from planner.context import BASELINE, make_context
+from planner.fleet import monthly_bill_usd
+from planner.formatting import fmt_usd
+from planner.money.sizing import traffic_hours
+from planner.money.spend import FleetBill, fleet_bills
+from planner.physics.roofline import replica_weight_bytes, usable_memory_bytes
+from planner.physics.serving import TOKENS_PER_MTOK, prefill_time_s
+from planner.price import gpu_price
+from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest, is_number, validate
+from planner.search.candidates import method_candidates
+from planner.search.grid import search
+from planner.search.points import points
+from planner.types import WEIGHT_DTYPES, Catalog
+
+
+@dataclass(frozen=True)
+class HardwareOption:
+    """One fleet: a GPU type at a TP and weight format, running a method at its best K (or no speculation)."""
+
+    hardware: str
+    hardware_label: str
+    tp: int
+    dtype: str
+    method: str  # NO_SPEC: no speculation
+    method_label: str
+    k: int
+    peak_gpus: int
+    usd_per_gpu_hour: float
+    usd_per_month: float  # the fleet's monthly bill under `billing`
+    billing: str
+
+    @property
+    def short(self) -> str:
+        spec = "" if self.method == NO_SPEC else f", {self.method_label} K={self.k}"
+        return f"{self.peak_gpus:,} GPUs, TP {self.tp}, {self.dtype}{spec}"
+
+    @property
+    def description(self) -> str:
+        spec = "no speculation" if self.method == NO_SPEC else f"{self.method_label} K={self.k}"
+        return f"{self.peak_gpus:,} x {self.hardware_label} (TP {self.tp}, {self.dtype} weights, {spec})"
+
+
+@dataclass(frozen=True)
+class HardwareChoice:
+    """A GPU type's cheapest fleet without and with speculation, at its price."""
+
+    hardware: str
+    label: str
+    usd_per_gpu_hour: float
+    price_source: str
+    no_speculation: HardwareOption | None  # None: no TP and weight format fits memory and meets the SLO
+    speculation: HardwareOption | None  # the cheapest method fleet (None: none fits and meets the SLO)
+    configs_sized: int  # (TP, weights) configurations whose fleet was sized
+    configs_skipped: int  # skipped: weights do not fit, or the one-replica floor is above the best found
+    note: str  # why there is no fleet, when there is none
+
+    @property
+    def cheapest(self) -> HardwareOption | None:
+        opts = [o for o in (self.no_speculation, self.speculation) if o is not None]
+        return min(opts, key=_cost) if opts else None
+
+
+@dataclass(frozen=True)
+class HardwareComparison:
+    choices: tuple[HardwareChoice, ...]  # one per GPU type, in the catalogue's order
+    cheapest: HardwareOption | None  # over every GPU type
+    requested: HardwareOption | None  # the request's own GPU type, TP and weights at its cheapest (either way)
+    billing: str
+    monthly_output_tokens: float
+    note: str  # what the comparison leaves out
+
+    def choice(self, hardware: str) -> HardwareChoice:
+        for c in self.choices:
+            if c.hardware == hardware:
+                return c
+        raise KeyError(hardware)
+
+    @property
+    def cheaper_elsewhere(self) -> HardwareOption | None:
+        """The cheapest fleet when it is on another GPU type and cheaper than the request's own configuration."""
+        c, r = self.cheapest, self.requested
+        if c is None or c.hardware == (r.hardware if r is not None else None):
+            return None
+        if r is not None and c.usd_per_month >= r.usd_per_month:
+            return None
+        return c
+
+
+# A fleet's bill is at least its full-load cost per token times the volume (idle capacity, whole replicas and prefill
+# sharing only add to it); sizing is skipped above this fraction of that bound (a margin for a mix's blended CPM
+# against the fleet's mean lengths). Not applied when the batch is capped at the traffic's concurrency: the capped
+# CPM is above what the fleet, which is not capped, pays.
+CPM_BOUND = 0.8
+NOTE = ("Weight formats are compared on cost and speed only: 4-bit and fp8 weights may cost quality, which the planner "
+        "does not price. Speculation does not change outputs.")
+
+
+def hardware_prices(req: PlanRequest, catalog: Catalog, prices: Mapping[str, float] | None = None
+                    ) -> dict[str, tuple[float, str]]:
+    """{GPU type: ($/GPU-hour, where it comes from)}: the stated price; the request's own GPU type at the request's
+    price; else the list midpoint."""
+    given = {**dict(req.hardware_prices), **dict(prices or {})}
+    out = {}
+    for name, hw in catalog.hardware.items():
+        if name in given and not (is_number(given[name]) and 0 < given[name] <= 1000):
+            raise PlanError(f"prices[{name}]", given[name], "a price above $0 and at most $1000 per GPU-hour")
+        price = gpu_price(hw, given[name] if name in given else req.usd_per_gpu_hour if name == req.hardware else None)
+        out[name] = (price.usd_per_gpu_hour,
+                     "entered" if price.entered else f"list midpoint ({hw.price.source}, {hw.price.date})")
+    for name in given:
+        if name not in catalog.hardware:
+            catalog.hardware[name]  # raises UnknownNameError listing the valid names
+    return out
+
+
+def _option(req: PlanRequest, hw_label: str, b: FleetBill) -> HardwareOption:
+    return HardwareOption(hardware=req.hardware, hardware_label=hw_label, tp=req.tp, dtype=req.dtype, method=b.method,
+                          method_label=b.label, k=b.k, peak_gpus=b.peak_gpus,
+                          usd_per_gpu_hour=float(req.usd_per_gpu_hour),
+                          usd_per_month=b.usd_per_month, billing=b.billing)
+
+
+def _fits_weights(ctx) -> bool:
+    usable = float(usable_memory_bytes(ctx.hw_params.hbm_bytes, ctx.tp))
+    return float(replica_weight_bytes(ctx.target, tp=ctx.tp, attention_dp=ctx.attention_dp)) < usable
+
+
+def _search(req: PlanRequest, catalog: Catalog, segs, names, kinds: tuple[bool, ...] = (False, True)
+            ) -> tuple[object, list[OperatingPoint]]:
+    """(context, the feasible points: no speculation and each method at its best K) of one configuration; kinds:
+    which to search (False: no speculation, True: the methods). The search treats each candidate on its own (its
+    batch grid is the same set of batches whatever the other candidates), so leaving a kind out changes nothing of
+    the other's points."""
+    ctx = make_context(req, catalog, segs)
+    if not _fits_weights(ctx):
+        return ctx, []
+    cands = [BASELINE] if False in kinds else []
+    if True in kinds:
+        cands += method_candidates(ctx, names)[0]
+    if not cands:
+        return ctx, []
+    return ctx, [p for p in points(ctx, cands, search(ctx, cands, ctx.mid_samples())) if p.feasible]
+
+
+def compare_hardware(req: PlanRequest, catalog: Catalog, *, prices: Mapping[str, float] | None = None,
+                     billing: str | None = None) -> HardwareComparison:
+    """The cheapest fleet per GPU type for the request's traffic and SLO (module docstring). prices: $/GPU-hour per
+    GPU type (default: the request's hardware_prices, then the list midpoints; the request's own GPU type at its
+    price); billing: "autoscaled" or "fixed" (default: the request's)."""
+    segs = validate(req, catalog)
+    billing = billing or req.billing
+    if billing not in ("autoscaled", "fixed"):
+        raise PlanError("billing", billing, "autoscaled or fixed")
+    priced = hardware_prices(req, catalog, prices)
+    names = list(req.methods or catalog.methods)
+    if req.current_method != NO_SPEC and req.current_method not in names:
+        names.append(req.current_method)
+    own_price = priced[req.hardware][0]
+    own_req = dataclasses.replace(req, usd_per_gpu_hour=own_price)
+    own_ctx, own_pts = _search(own_req, catalog, segs, names)
+    requested = [_option(own_req, own_ctx.hw.label, b) for b in fleet_bills(own_ctx, own_pts, billing=billing).values()]
+    choices = [_gpu_choice(req, catalog, segs, names, name, priced[name], billing, requested)
+               for name in catalog.hardware]
+    every = [o for c in choices for o in (c.no_speculation, c.speculation) if o is not None]
+    cheapest = min(every, key=_cost) if every else None
+    own = min(requested, key=_cost) if requested else None
+    return HardwareComparison(tuple(choices), cheapest, own, billing, req.monthly_output_tokens, NOTE)
+
+
+def _compute_floor(req: PlanRequest, catalog: Catalog, segs, hardware: str, dtype: str, price: float) -> float:
+    """A month's bill no fleet of this GPU type and weight format goes below, whatever its TP and method: every output
+    token's verifier GEMMs (2 x active parameters per token verified, and a step verifies at least the tokens it
+    emits) and every prompt's prefill, at the peak FLOP/s times the compute efficiency (planner.physics.roofline: a step
+    takes at least its GEMM time). Dense models only (a MoE step's routed tokens share experts); 0 otherwise."""
+    if catalog.models[req.model].experts or req.attention_dp:
+        return 0.0
+    ctx = make_context(dataclasses.replace(req, hardware=hardware, tp=1, dtype=dtype, usd_per_gpu_hour=price),
+                       catalog, segs)
+    hours, _ = traffic_hours(ctx)
+    hp = ctx.hw_params
+    per_token_s = 2.0 * float(np.asarray(ctx.target.active_params)) / float(np.asarray(hp.peak_flops_s * hp.eta_flops))
+    # GPU-seconds of work per second in each hour: the GPUs that hour keeps busy, paid hour by hour
+    busy_gpus = [h.requests_per_s * (h.output_tokens * per_token_s + float(
+        prefill_time_s(ctx.target, hp, prompt_tokens=h.prompt_tokens, tp=1,
+                       cached_share=ctx.prefix_cache_share))) for h in hours]
+    return float(monthly_bill_usd(busy_gpus, billing="autoscaled", usd_per_gpu_hour=price))
+
+
+def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, priced: tuple[float, str], billing: str,
+                requested: list[HardwareOption]) -> HardwareChoice:
+    """One GPU type's cheapest fleet without and with speculation (module docstring: the bounds that skip work)."""
+    hw, model = catalog.hardware[name], catalog.models[req.model]
+    price, source = priced
+    volume = req.monthly_output_tokens
+    # a batch capped at the traffic's concurrency raises the full-load CPM above what the fleet (uncapped) pays
+    cpm_bound = CPM_BOUND if req.batch_cap is None else 0.0
+    best: dict[bool, HardwareOption] = {}
+    for o in requested if name == req.hardware else ():
+        _keep(best, o)
+    sized = skipped = 0
+
+    def beaten(kind: bool, bound: float) -> bool:
+        return kind in best and best[kind].usd_per_month <= bound * (1.0 - 1e-9)
+
+    compute = {dt: _compute_floor(req, catalog, segs, name, dt, price) for dt in WEIGHT_DTYPES}
+    # best first: from the lowest floor up; once the best of both kinds is at or below a floor, the rest cannot win
+    configs = sorted((max(float(monthly_bill_usd([tp], billing="fixed", usd_per_gpu_hour=price)), compute[dt]), tp, dt)
+                     for tp in TP_OPTIONS if tp <= hw.max_tp for dt in WEIGHT_DTYPES)
+    for i, (floor, tp, dt) in enumerate(configs):
+        if beaten(False, floor) and beaten(True, floor):
+            skipped += len(configs) - i
+            break
+        if (name, tp, dt) == (req.hardware, req.tp, req.dtype):
+            continue
+        r = dataclasses.replace(req, hardware=name, tp=tp, dtype=dt, usd_per_gpu_hour=price)
+        # a kind already beaten at this floor is not searched (its points would not be sized)
+        ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor)))
+        # size only the points whose bill could beat the best of their kind
+        pts = [p for p in pts if not beaten(p.method != NO_SPEC,
+                                            max(floor, cpm_bound * p.usd_per_mtok * volume / TOKENS_PER_MTOK))]
+        if not pts:
+            skipped += 1
+            continue
+        sized += 1
+        for b in fleet_bills(ctx, pts, billing=billing).values():
+            _keep(best, _option(r, hw.label, b))
+    note = "" if best else (f"no TP up to {hw.max_tp} and no weight format fits {model.label} in memory and "
+                            f"meets the {req.tpot_slo_ms:g} ms TPOT SLO on {hw.label}")
+    return HardwareChoice(name, hw.label, price, source, best.get(False), best.get(True), sized, skipped, note)
+
+
+def _cost(o: HardwareOption) -> tuple[float, bool]:
+    """Cheapest first; at the same bill (to the cent), no speculation first: it needs no setup."""
+    return round(o.usd_per_month, 2), o.method != NO_SPEC
+
+
+def _keep(best: dict[bool, HardwareOption], o: HardwareOption) -> None:
+    kind = o.method != NO_SPEC
+    if kind not in best or o.usd_per_month < best[kind].usd_per_month:
+        best[kind] = o
+
+
+def hardware_sentence(cmp: HardwareComparison, req: PlanRequest, catalog: Catalog) -> str:
+    """One sentence for the verdict when another GPU type serves this traffic for less ("" otherwise)."""
+    c = cmp.cheaper_elsewhere
+    if c is None:
+        return ""
+    own = cmp.requested
+    hw = catalog.hardware[req.hardware]
+    against = (f"against {fmt_usd(own.usd_per_month)}/month on {own.peak_gpus:,} x {hw.label}" if own is not None
+               else f"where {req.tp} x {hw.label} ({req.dtype}) cannot serve it under the SLO")
+    quality = (f"; its {c.dtype} weights may cost quality against {req.dtype}, which the planner does not price"
+               if c.dtype != req.dtype else "")
+    return (f"A cheaper GPU for this traffic: {c.description} at ${c.usd_per_gpu_hour:.2f}/GPU-hour costs "
+            f"{fmt_usd(c.usd_per_month)}/month billed {c.billing}, {against}{quality}.")
