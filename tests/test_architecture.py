@@ -247,11 +247,11 @@ FLOORS = {
         ("planner.physics",),  # per-step time of one replica: roofline, networks, serving, engines, deploy flags
         ("planner.request", "planner.answer", "planner.context", "planner.formatting", "planner.price",
          "planner.fleet", "planner"),  # the spine: what goes in, what comes out, the fleet record, the price rule
-        ("planner.acceptance.rates",),  # acceptance rates, tiers, the measured library, trees
-        ("planner.search.grid",),  # operating points: candidates, drafting cost, memory, the K x batch search
+        ("planner.acceptance",),  # acceptance rates, tiers, the measured library, trees
+        ("planner.search",),  # operating points: candidates, drafting cost, memory, the K x batch search
         ("planner.money",),  # fleet sizing, bills, spend, economics, K per hour
         ("planner.uncertainty",),  # Monte Carlo, sensitivity, risk, payback draws
-        ("planner.decision.verdict",),  # verdict, levers, hardware choice, assumptions
+        ("planner.decision",),  # verdict, levers, hardware choice, assumptions
         ("planner.plan",),  # the one answer
         ("planner.checks",),  # what re-runs the plan: published claims, the SLO knee
         ("planner.__main__",),
