@@ -15,3 +15,11 @@ def pytest_runtest_makereport(item, call):
     if os.environ.get("SPECPLAN_FAIL_ON_SKIP") == "1" and rep.skipped and not hasattr(rep, "wasxfail"):
         rep.outcome = "failed"
         rep.longrepr = f"skipped, and CI does not accept skips (SPECPLAN_FAIL_ON_SKIP=1): {rep.longrepr}"
+
+
+@pytest.fixture(autouse=True)
+def _own_store(tmp_path, monkeypatch):
+    """Each test keeps uploads and calibration runs in its own store, never the user's (and never another test
+    worker's: ./dev test runs files in parallel)."""
+    monkeypatch.setenv("SPECPLAN_STORE_URL", f"sqlite:///{tmp_path / 'store.db'}")
+

@@ -16,12 +16,6 @@ def cat():
     return load_catalog()
 
 
-@pytest.fixture(autouse=True)
-def _own_store(tmp_path, monkeypatch):
-    """Each app test keeps uploaded profiles and calibration runs in its own store, not the user's."""
-    monkeypatch.setenv("SPECPLAN_STORE_URL", f"sqlite:///{tmp_path / 'store.db'}")
-
-
 @pytest.fixture
 def app():
     def make(query: dict | None = None) -> AppTest:
