@@ -87,7 +87,7 @@ def decide(ctx: Context, *, baseline: OperatingPoint, reference: OperatingPoint 
            econ: PlanEconomics, switching: bool) -> tuple[Recommendation | None, str]:
     """(the recommendation, or None to stay; the verdict in one sentence)."""
     req = ctx.req
-    slo = f"{req.tpot_slo_ms:g} ms TPOT SLO"
+    slo = slo_phrase(req)
     traffic = f"for traffic that is {traffic_phrase(ctx)}"
     if best is None:
         methods_way = baseline.way_out or "a larger TP, fp8 weights or a looser SLO"
@@ -194,3 +194,27 @@ def calibrate_command(ctx: Context) -> str:
     models it can run)."""
     workloads = ",".join(sorted({s.workload for s in ctx.segs}))
     return f"python -m calibration run --model {ctx.req.model} --workloads {workloads}"
+
+
+def slo_phrase(req) -> str:
+    """The SLOs a plan honours, as the verdict names them: the TPOT SLO, and the TTFT SLO where one is stated."""
+    if req.ttft_slo_ms is None:
+        return f"{req.tpot_slo_ms:g} ms TPOT SLO"
+    return f"{req.tpot_slo_ms:g} ms TPOT and {req.ttft_slo_ms:g} ms TTFT SLOs"
+
+
+def ttft_sentence(ctx: Context, methods) -> str:
+    """'' or the sentence that says which speculative methods meet the TPOT SLO but break the TTFT SLO (their draft's
+    prefill and longer step push the first token past it even at batch 1; planner.points' reason)."""
+    slo = ctx.req.ttft_slo_ms
+    if slo is None:
+        return ""
+    broke = [p for p in methods if p.available and p.fits_memory and not p.meets_slo and "TTFT SLO" in p.reason]
+    if not broke:
+        return ""
+    names = ", ".join(f"{p.label} ({_ms(p.ttft_ms)} TTFT)" for p in broke[:4]) + (" and others" if len(broke) > 4
+                                                                                 else "")
+    verb = "meets" if len(broke) == 1 else "meet"
+    return (f"On {ctx.req.tp} x {ctx.hw.label}, {names} {verb} the {ctx.req.tpot_slo_ms:g} ms TPOT SLO but "
+            f"break{'s' if len(broke) == 1 else ''} the {slo:g} ms TTFT SLO: the draft's own prefill and the longer "
+            "speculative step delay the first token.")

@@ -37,7 +37,7 @@ from planner.answer import (
 from planner.assumptions import assumptions
 from planner.bill import band_bills, bills, headline_fleet
 from planner.context import Context, make_context
-from planner.decision import choose_reference, decide
+from planner.decision import choose_reference, decide, ttft_sentence
 from planner.deploy import engine_deployment, vllm_deployment
 from planner.economics import plan_economics
 from planner.engines import DEFAULT_ENGINE_VERSION
@@ -85,6 +85,8 @@ def plan(req: PlanRequest, catalog) -> Plan:
                 risk_weighted_npv_usd=risk.risk_weighted_npv_usd, saving_p05_usd=risk.saving_p05_usd,
                 saving_p95_usd=risk.saving_p95_usd)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
+    if broke := ttft_sentence(ctx, methods):
+        verdict = f"{verdict} {broke}"
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
     if hw_cmp is not None and (elsewhere := hardware_sentence(hw_cmp, req, catalog)):

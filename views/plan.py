@@ -75,7 +75,8 @@ def _money(p: Plan, req: PlanRequest) -> None:
         row[0].metric(f"Bill today, {tf.billing}", f"{fmt_usd(tf.usd_per_month)}/month",
                       help=f"Today: {p.reference_note}. The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by "
                            "hour, below).")
-        row[0].caption(f"{tf.label}: {tf.peak_gpus:,} GPUs at the peak ({tf.tp} per replica); TPOT {_ms(tf.tpot_ms)}")
+        row[0].caption(f"{tf.label}: {tf.peak_gpus:,} GPUs at the peak ({tf.tp} per replica); TPOT {_ms(tf.tpot_ms)}"
+                       f", TTFT {_ms(tf.ttft_ms)}")
     else:
         row[0].metric("Bill today", "n/a", help=p.reference_note)
         row[0].caption("no configuration without speculation meets the SLO")
@@ -84,7 +85,8 @@ def _money(p: Plan, req: PlanRequest) -> None:
         row[1].metric(f"Bill with {bf.label}", f"{fmt_usd(bf.usd_per_month)}/month", delta=_delta_usd(change),
                       delta_color="inverse", help="The best method's fleet for the same traffic and SLO; a green "
                                                   "arrow: the bill falls.")
-        row[1].caption(f"{bf.peak_gpus:,} GPUs at the peak ({bf.tp} per replica); TPOT {_ms(bf.tpot_ms)}")
+        row[1].caption(f"{bf.peak_gpus:,} GPUs at the peak ({bf.tp} per replica); TPOT {_ms(bf.tpot_ms)}, "
+                       f"TTFT {_ms(bf.ttft_ms)}")
     else:
         row[1].metric("Bill with speculation", "n/a", help="No method fits and meets the SLO.")
     sav = e.monthly_saving_usd
