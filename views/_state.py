@@ -31,7 +31,7 @@ from profiles import load_catalog, sandbox
 from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile
 from profiles.uploads import read_traffic
-from views import _acceptance_box, _hardware_box, _model_box, _price
+from views import _acceptance_box, _hardware_box, _model_box, _price, _slo_box
 from views._client import client_address
 from views._text import cut_value, plain, plain_in, quoted
 
@@ -144,7 +144,7 @@ def _params() -> dict[str, Param]:
     for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views._hardware)
         params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
     params[_price.GPU_PRICES_SET] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
-    return params
+    return params | {key: Param(*p) for key, p in _slo_box.PARAMS.items()}  # the TTFT SLO (views._slo_box)
 
 
 def init() -> list[str]:
@@ -242,9 +242,7 @@ def sidebar() -> None:
                      format_func=lambda v: "auto (fp8 with fp8 weights, else bf16)" if v == "auto" else v,
                      help="The KV cache's own format: it sets how many sequences fit and how long attention "
                           "reads take; the deploy command sets --kv-cache-dtype from it.")
-        st.number_input("TPOT SLO, ms per output token", min_value=1.0, max_value=60000.0, step=5.0, key="slo",
-                        help="TPOT (time per output token) is the latency each user sees between tokens. Every "
-                             "method is compared at its own best batch under this target.")
+        _slo_box.slo_inputs()
         prof: TrafficProfile | None = ss.get(PROFILE_KEY)
         has_volume = prof is not None and prof.monthly_output_tokens is not None
         st.radio("Monthly output-token volume", list(VOLUME_SOURCES), key="volume_source", horizontal=True,
@@ -357,7 +355,7 @@ def request(**changes) -> P.PlanRequest:
         gpus = int(ss["spend_gpus"])
         req = dataclasses.replace(req, spend_usd_per_month=float(ss["spend_usd"]), spend_gpus=gpus or None)
     # every page plans the same fleet by hour (the bill is the money number): the daily shape is part of the request
-    return dataclasses.replace(req, **changes) if changes else req
+    return dataclasses.replace(req, **{**_slo_box.request_fields(), **changes})
 
 
 def _spend_volume(req: P.PlanRequest) -> spend.SpendVolume:
