@@ -111,7 +111,7 @@ def ttft_section(cat) -> None:
     print(f"TTFT: {len(rows)} published rows ({TTFT_CSV.name}), {len(pairs)} with/without-speculation pairs")
     print(f"{'id':18} {'model':24} {'gpu':9} {'conc':>4} {'in/out':>11} | TTFT ms measured / ours (error)")
     errs = []
-    for key, group in pairs.items():
+    for group in pairs.values():
         base = next(r for r in group if r["catalog_method"] == "none")
         spec = next(r for r in group if r["catalog_method"] != "none")
         ratio = float(spec["ttft_ms"]) / float(base["ttft_ms"])

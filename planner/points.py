@@ -76,7 +76,8 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
         sp = res.speedup[n, c, kidx, sj, 0] if cand.method != NO_SPEC else np.ones(len(sj))
         cols = zip(ctx.segs, bs.astype(int).tolist(), mbs.astype(int).tolist(), (ts * 1e3).tolist(), cs.tolist(),
                    hs.tolist(), tau_s.tolist(), sp.tolist(), sr.alpha1[n, c].tolist(), (bs <= mbs).tolist(),
-                   ((ts * 1e3 <= ctx.req.tpot_slo_ms * (1 + 1e-12)) & _ttft_meets(ttft[c, kidx, sj], ttft_slo)).tolist(),
+                   ((ts * 1e3 <= ctx.req.tpot_slo_ms * (1 + 1e-12))
+                    & _ttft_meets(ttft[c, kidx, sj], ttft_slo)).tolist(),
                    bound[c, kidx, sj].tolist(), strict=True)
         seg_points = tuple(
             SegmentPoint(workload=s.workload, language=s.language, share=s.share, batch=b_, max_batch=mb_,
