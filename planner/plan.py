@@ -8,7 +8,8 @@ How the answer is reached, one room per step:
    output tokens, mean prompt and output tokens). planner.context resolves it against the catalogue.
 2. planner.search evaluates every candidate (a method, or no speculation) in one vectorised pass over
    samples x candidates x K x segments x batch and finds, for each, the largest integer batch that fits memory
-   (planner.memory), meets the TPOT SLO and the traffic's concurrency cap, and the cheapest batch below it.
+   (planner.memory), meets the TPOT SLO (and a stated TTFT SLO at full load, planner.ttft) and the traffic's
+   concurrency cap, and the cheapest batch below it.
 3. planner.points: one K per method serves the whole mix (one vLLM deployment): the K with the lowest blended
    CPM among the K's where every segment fits and meets the SLO; with the band over the method's alpha range.
 4. planner.decision: only candidates that fit memory and meet the SLO are ever recommended or used as "today";

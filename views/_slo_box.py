@@ -49,3 +49,8 @@ def request_fields() -> dict[str, Any]:
     """The request's ttft_slo_ms from the sidebar: None unless the user turned the TTFT SLO on."""
     ss = st.session_state
     return {"ttft_slo_ms": float(ss["ttft_slo"]) if ss.get("ttft_set") and "ttft_slo" in ss else None}
+
+
+def ttft_phrase(req) -> str:
+    """", TTFT SLO N ms" for the scenario caption where the request states one, else ""."""
+    return f", TTFT SLO {req.ttft_slo_ms:g} ms" if req.ttft_slo_ms is not None else ""
