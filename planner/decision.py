@@ -218,3 +218,35 @@ def ttft_sentence(ctx: Context, methods) -> str:
     return (f"On {ctx.req.tp} x {ctx.hw.label}, {names} {verb} the {ctx.req.tpot_slo_ms:g} ms TPOT SLO but "
             f"break{'s' if len(broke) == 1 else ''} the {slo:g} ms TTFT SLO: the draft's own prefill and the longer "
             "speculative step delay the first token.")
+
+
+def ttft_fleet_sentence(ctx: Context, points: Sequence[OperatingPoint], fleet) -> str:
+    """'' or the sentence that says what the TTFT SLO costs the speculative method the TPOT SLO alone would bill
+    least: its fleet under the TPOT SLO alone (GPUs, bill, TTFT) against its fleet holding both SLOs, where the
+    TTFT SLO added replicas. `fleet`: the plan's fleet at each method's one K (planner.sizing.plan_fleet)."""
+    import dataclasses
+
+    from planner.bill import bills
+    from planner.context import make_context
+    from planner.sizing import plan_fleet
+
+    req = ctx.req
+    if req.ttft_slo_ms is None or fleet is None:
+        return ""
+    loose = make_context(dataclasses.replace(req, ttft_slo_ms=None), ctx.catalog, ctx.segs, tp=ctx.tp)
+    free = plan_fleet(loose, points)
+    if free is None:
+        return ""
+    kw = dict(billing=req.billing, monthly_output_tokens=req.monthly_output_tokens)
+    held, alone = bills(fleet, **kw), bills(free, **kw)
+    spec = [m for m, b in alone.items() if m != NO_SPEC and b.feasible and math.isfinite(b.usd_per_month)]
+    if not spec:
+        return ""
+    m = min(spec, key=lambda name: alone[name].usd_per_month)
+    a, h = alone[m], held.get(m)
+    if h is not None and h.feasible and h.usd_per_month <= a.usd_per_month * (1 + 1e-9):
+        return ""
+    cost = (f"holding the {req.ttft_slo_ms:g} ms TTFT SLO takes {h.peak_gpus:,} ({fmt_usd(h.usd_per_month)}/month)"
+            if h is not None and h.feasible else f"no fleet of it holds the {req.ttft_slo_ms:g} ms TTFT SLO")
+    return (f"Under the TPOT SLO alone {a.label} at K={a.k} would need {a.peak_gpus:,} GPUs at the peak "
+            f"({fmt_usd(a.usd_per_month)}/month {req.billing}) with a {_ms(a.ttft_ms)} first token; {cost}.")

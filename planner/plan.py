@@ -38,7 +38,7 @@ from planner.answer import (
 from planner.assumptions import assumptions
 from planner.bill import band_bills, bills, headline_fleet
 from planner.context import Context, make_context
-from planner.decision import choose_reference, decide, ttft_sentence
+from planner.decision import choose_reference, decide, ttft_fleet_sentence, ttft_sentence
 from planner.deploy import engine_deployment, vllm_deployment
 from planner.economics import plan_economics
 from planner.engines import DEFAULT_ENGINE_VERSION
@@ -86,8 +86,8 @@ def plan(req: PlanRequest, catalog) -> Plan:
                 risk_weighted_npv_usd=risk.risk_weighted_npv_usd, saving_p05_usd=risk.saving_p05_usd,
                 saving_p95_usd=risk.saving_p95_usd)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
-    if broke := ttft_sentence(ctx, methods):
-        verdict = f"{verdict} {broke}"
+    for said in (ttft_sentence(ctx, methods), h.ttft_note):  # what the TTFT SLO rules out or costs speculation
+        verdict = f"{verdict} {said}" if said else verdict
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
     if hw_cmp is not None and (elsewhere := hardware_sentence(hw_cmp, req, catalog)):
@@ -142,6 +142,7 @@ class _Headline:
     econ: PlanEconomics
     switching: bool
     schedule: Schedule | None  # the best method's K per batch size: its fleet's and its deploy command's
+    ttft_note: str = ""  # what the TTFT SLO costs speculation's fleet (planner.decision.ttft_fleet_sentence)
 
 
 def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
@@ -173,6 +174,7 @@ def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
     )
     fleet = plan_fleet(ctx, [baseline, *methods])
     by_bill = bills(fleet, billing=req.billing, monthly_output_tokens=req.monthly_output_tokens) if fleet else {}
+    ttft_note = ttft_fleet_sentence(ctx, [baseline, *methods], fleet)
     feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
     # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
     best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
@@ -192,7 +194,7 @@ def _headline(req: PlanRequest, catalog, *, band: bool) -> _Headline:
                           best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
                           best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing) if band else ())
     return _Headline(req, ctx, segs, spent, baseline, methods, reference, note, tuple(alts + plain), fleet, by_bill,
-                     best, ref_fleet, best_fleet, econ, switching, schedule)
+                     best, ref_fleet, best_fleet, econ, switching, schedule, ttft_note)
 
 
 def monthly_saving(req: PlanRequest, catalog) -> float | None:

@@ -93,6 +93,12 @@ def test_a_ttft_slo_makes_the_plan_need_more_replicas(catalog):
         assert all(h.ttft_ms <= 400.0 for h in b.hours)
     assert bound.baseline.batch < free.baseline.batch and bound.baseline.ttft_ms <= 400.0
     assert "400 ms TTFT" in bound.verdict
+    # under the TTFT SLO speculation stops paying here (its fleet grows more than today's), and the verdict says
+    # what the TTFT SLO costs it against the TPOT SLO alone
+    assert free.recommendation is not None and bound.recommendation is None
+    e3 = next(b for b in bound.bills if b.method == "eagle3")
+    assert f"Under the TPOT SLO alone EAGLE-3 at K={e3.k} would need" in bound.verdict
+    assert f"holding the 400 ms TTFT SLO takes {e3.peak_gpus:,}" in bound.verdict
 
 
 def test_the_verdict_says_when_speculation_meets_tpot_but_breaks_ttft(catalog):
