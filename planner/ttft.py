@@ -7,9 +7,11 @@ max_num_batched_tokens, SGLang's chunked_prefill_size) with prompt tokens. A pro
 share s of its P_0 tokens is not recomputed: P = P_0 (1 - s)) therefore
   - rides n = ceil(P / c) steps, c = budget - B (K + 1) prompt tokens per step (at least one), and
   - costs its prefill GPU time t_p (planner.serving.prefill_time_s: the target's, plus for speculation the draft's
-    own prefill of the prompt: an EAGLE head's one layer, a draft model's layers, an MTP module; n-gram and suffix
-    lookups prefill nothing), while each of those steps also runs the decode part T_step(B) (the verifier step with
-    its drafting under speculation: TPOT x acceptance length).
+    own prefill of the prompt: an EAGLE head's one layer, a draft model's layers, an MTP module, each as
+    planner.networks sizes its network, LM head included: an upper bound, since the engines compute draft logits
+    for the last prompt position only; n-gram and suffix lookups prefill nothing), while each of those steps also
+    runs the decode part T_step(B) (the verifier step with its drafting under speculation: TPOT x acceptance
+    length).
 Its own prefill latency is S_own = t_p + n T_step(B).
 
 Queueing: the prefill lane is one FCFS server (the engines admit waiting prompts first come, first served) that
