@@ -203,9 +203,10 @@ def slo_phrase(req) -> str:
     return f"{req.tpot_slo_ms:g} ms TPOT and {req.ttft_slo_ms:g} ms TTFT SLOs"
 
 
-def ttft_sentence(ctx: Context, methods) -> str:
+def ttft_sentence(ctx: Context, methods, baseline: OperatingPoint | None = None) -> str:
     """'' or the sentence that says which speculative methods meet the TPOT SLO but break the TTFT SLO (their draft's
-    prefill and longer step push the first token past it even at batch 1; planner.points' reason)."""
+    prefill and longer step push the first token past it even at batch 1; planner.points' reason), and whether no
+    speculation breaks it too (`baseline`)."""
     slo = ctx.req.ttft_slo_ms
     if slo is None:
         return ""
@@ -215,9 +216,11 @@ def ttft_sentence(ctx: Context, methods) -> str:
     names = ", ".join(f"{p.label} ({_ms(p.ttft_ms)} TTFT)" for p in broke[:4]) + (" and others" if len(broke) > 4
                                                                                  else "")
     verb = "meets" if len(broke) == 1 else "meet"
+    base_breaks = baseline is not None and not baseline.meets_slo and "TTFT SLO" in baseline.reason
+    why = (f"so does no speculation ({_ms(baseline.ttft_ms)} TTFT at its batch)" if base_breaks else
+           "the draft's own prefill and the longer speculative step delay the first token past it")
     return (f"On {ctx.req.tp} x {ctx.hw.label}, {names} {verb} the {ctx.req.tpot_slo_ms:g} ms TPOT SLO but "
-            f"break{'s' if len(broke) == 1 else ''} the {slo:g} ms TTFT SLO: the draft's own prefill and the longer "
-            "speculative step delay the first token.")
+            f"break{'s' if len(broke) == 1 else ''} the {slo:g} ms TTFT SLO: {why}.")
 
 
 def ttft_fleet_sentence(ctx: Context, points: Sequence[OperatingPoint], fleet) -> str:

@@ -86,7 +86,7 @@ def plan(req: PlanRequest, catalog) -> Plan:
                 risk_weighted_npv_usd=risk.risk_weighted_npv_usd, saving_p05_usd=risk.saving_p05_usd,
                 saving_p95_usd=risk.saving_p95_usd)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
-    for said in (ttft_sentence(ctx, methods), h.ttft_note):  # what the TTFT SLO rules out or costs speculation
+    for said in (ttft_sentence(ctx, methods, baseline), h.ttft_note):  # what a TTFT SLO rules out or costs
         verdict = f"{verdict} {said}" if said else verdict
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None

@@ -104,7 +104,8 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
             best_ms = float((ttft[c, kidx, sj] * 1e3).max())
             reason = (f"misses the {ttft_slo:g} ms TTFT SLO: best achievable {best_ms:,.0f} ms (batch 1)"
                       + (" (the draft's prefill and the longer speculative step add to it)" if k else ""))
-            way = "a larger TP, a prefix cache, shorter prompts or no speculation; or a looser TTFT SLO"
+            way = ("a larger TP, a prefix cache, shorter prompts" + (" or no speculation" if k else "")
+                   + "; or a looser TTFT SLO")
         m = ctx.catalog.methods[cand.method] if cand.method != NO_SPEC else None
         one = tiers.one_time_usd(ctx, m) if m is not None else (0.0, 0.0)
         tier, tier_src = tiers.provenance(ctx, cand.method, cand.tuned) if m is not None else ("", "")

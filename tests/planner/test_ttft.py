@@ -102,10 +102,17 @@ def test_a_ttft_slo_makes_the_plan_need_more_replicas(catalog):
 
 
 def test_the_verdict_says_when_speculation_meets_tpot_but_breaks_ttft(catalog):
-    p = P.plan(P.PlanRequest(**RAG, methods=("eagle3",), ttft_slo_ms=250.0), catalog)
+    """RAG prompts on one H100: at batch 1 no speculation's first token takes ~289 ms, EAGLE-3's ~319 ms (its head's
+    prefill and its longer step). A 300 ms TTFT SLO keeps today and rules EAGLE-3 out, and the verdict says why;
+    at 250 ms neither holds on one GPU, and the verdict says no speculation breaks it too."""
+    p = P.plan(P.PlanRequest(**RAG, methods=("eagle3",), ttft_slo_ms=300.0), catalog)
     e3 = next(m for m in p.methods if m.method == "eagle3")
-    assert not e3.feasible and e3.fits_memory and "TTFT SLO" in e3.reason
-    assert "EAGLE-3" in p.verdict and "meets the 50 ms TPOT SLO but breaks the 250 ms TTFT SLO" in p.verdict
+    assert p.baseline.feasible and p.baseline.ttft_ms <= 300.0
+    assert not e3.feasible and e3.fits_memory and "TTFT SLO" in e3.reason and e3.ttft_ms > 300.0
+    assert ("EAGLE-3 (" in p.verdict and "meets the 50 ms TPOT SLO but breaks the 300 ms TTFT SLO: the draft's own "
+            "prefill and the longer speculative step" in p.verdict)
+    p = P.plan(P.PlanRequest(**RAG, methods=("eagle3",), ttft_slo_ms=250.0), catalog)
+    assert "breaks the 250 ms TTFT SLO: so does no speculation" in p.verdict
 
 
 def test_no_ttft_slo_leaves_the_plan_as_it_was_and_states_ttft(catalog):
