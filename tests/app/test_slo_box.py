@@ -31,6 +31,8 @@ def test_ttft_is_shown_without_an_slo_and_the_slo_round_trips_in_the_url(app, ca
     assert "60 ms TTFT" in rec and p.verdict in rec
     assert p.reference_fleet.ttft_ms <= 60.0 and p.reference_fleet.peak_gpus == 8
     assert f"TTFT {p.reference_fleet.ttft_ms:.1f} ms" in _captions(at2)
+    assert (f"Mean TTFT over the day: {p.reference_fleet.label} {p.reference_fleet.ttft_ms:.1f} ms, "
+            f"{p.best_fleet.label} {p.best_fleet.ttft_ms:.1f} ms") in _captions(at2)
 
 
 def test_a_bad_ttft_slo_in_a_link_is_ignored_and_said(app):
