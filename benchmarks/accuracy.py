@@ -15,6 +15,10 @@ and every MoE batch curve in it: does the model's speedup fall with batch as the
 
 Acceptance library: leave-one-model-out error of the family fit per method (profiles/data/acceptance).
 
+TTFT (planner.physics.ttft, closed loop planner.search.ttft_scenario): published TTFT with and without speculation
+(profiles/data/published/published_ttft.csv); rows on a catalogue model are predicted at their concurrency and
+lengths, the others print the measured ratio (speculation / none) only.
+
     python benchmarks/accuracy.py [ACCEPTANCE_DIR]
 """
 
@@ -83,7 +87,56 @@ def main() -> int:
     engine_classes(res)
     print()
     acceptance_library(sys.argv[1] if len(sys.argv) > 1 else None)
+    print()
+    ttft_section(cat)
     return 0
+
+
+TTFT_CSV = ROOT / "profiles" / "data" / "published" / "published_ttft.csv"
+
+
+def ttft_section(cat) -> None:
+    """Published TTFT rows against the closed-loop model (planner.search.ttft_scenario.closed_loop_pair): each pair (the
+    same source and setup without and with speculation) predicted where its model is in the catalogue."""
+    import csv
+
+    from planner.search.ttft_scenario import closed_loop_pair
+    from planner.types import Scenario
+
+    with TTFT_CSV.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    pairs: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        pairs[r["pair"]].append(r)
+    print(f"TTFT: {len(rows)} published rows ({TTFT_CSV.name}), {len(pairs)} with/without-speculation pairs")
+    print(f"{'id':18} {'model':24} {'gpu':9} {'conc':>4} {'in/out':>11} | TTFT ms measured / ours (error)")
+    errs = []
+    for group in pairs.values():
+        base = next(r for r in group if r["catalog_method"] == "none")
+        spec = next(r for r in group if r["catalog_method"] != "none")
+        ratio = float(spec["ttft_ms"]) / float(base["ttft_ms"])
+        if not (base["catalog_model"] and base["catalog_hardware"] and spec["k"]):
+            for r in group:
+                print(f"{r['id']:18} {r['model'][:24]:24} {r['gpu'][:9]:9} {r['concurrency']:>4} "
+                      f"{r['input_tokens'] or '?':>5}/{r['output_tokens'] or '?':<5} | {float(r['ttft_ms']):,.1f} / "
+                      "not predicted (model, GPU or K not in the catalogue or not stated)")
+            print(f"{'':18} measured TTFT with / without speculation: {ratio:.2f}x")
+            continue
+        s = Scenario(model=base["catalog_model"], hardware=base["catalog_hardware"], method=spec["catalog_method"],
+                     k=int(spec["k"]), tp=int(base["tp"]), dtype="bf16" if base["dtype"] in ("fp16", "bf16", "") else
+                     base["dtype"], engine=base["engine"], prompt_tokens=round(float(base["input_tokens"])),
+                     output_tokens=round(float(base["output_tokens"])), batch=1)
+        pair = closed_loop_pair(s, cat, concurrency=float(base["concurrency"]))
+        for r, ours in ((base, pair.baseline.ttft_s * 1e3), (spec, pair.speculative.ttft_s * 1e3)):
+            e = ours / float(r["ttft_ms"]) - 1.0
+            errs.append(e)
+            print(f"{r['id']:18} {r['model'][:24]:24} {r['gpu'][:9]:9} {r['concurrency']:>4} "
+                  f"{round(float(r['input_tokens'])):>5}/{round(float(r['output_tokens'])):<5} | "
+                  f"{float(r['ttft_ms']):,.1f} / {ours:,.1f} ({100 * e:+.0f} %)")
+        ours_ratio = pair.speculative.ttft_s / pair.baseline.ttft_s
+        print(f"{'':18} TTFT with / without speculation: measured {ratio:.2f}x, ours {ours_ratio:.2f}x")
+    if errs:
+        print(f"TTFT MAPE over {len(errs)} predicted rows: {100 * np.mean(np.abs(errs)):.0f} %")
 
 
 def acceptance_library(directory: str | None = None) -> None:

@@ -210,6 +210,9 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix-cache-share", type=float, default=None, metavar="SHARE",
                    help="the share of prompt tokens served from the prefix cache, 0 to 1: those tokens are not "
                         "prefilled again (default: a --traffic trace's own, from Mooncake hash_ids, else 0)")
+    p.add_argument("--ttft-slo-ms", type=float, default=None, metavar="MS",
+                   help="mean time to first token a user may wait, ms (default: none stated; TTFT is reported, "
+                        "not a constraint): the search and the fleet honour it beside --tpot-slo-ms")
     p.set_defaults(traffic=None, current_method="none")
 
 
@@ -384,7 +387,7 @@ def _plan_request(args, cat, *, levers: bool = False, prof=None):
         engine=getattr(args, "engine", "vllm"), engine_version=getattr(args, "engine_version", None),
         prefix_cache_share=getattr(args, "prefix_cache_share", None),
         prefix_cache_label="entered (--prefix-cache-share)",
-        temperature=args.temperature)
+        temperature=args.temperature, ttft_slo_ms=getattr(args, "ttft_slo_ms", None))
 
 
 def _gpu_price(text: str) -> tuple[str, float]:

@@ -75,6 +75,9 @@ class OperatingPoint:
     # None: attention as the request runs it; False: plain TP where the request asked for data-parallel attention
     # (today's option without speculation when it is the cheaper one: planner.decision.verdict.choose_reference)
     attention_dp: bool | None = None
+    # mean time to first token at full load at its batch (planner.physics.ttft), output-token share-weighted over
+    # segments
+    ttft_ms: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,7 @@ class PlanFleet:
     feasible: bool
     hours: tuple[FleetHour, ...]
     hours_source: str  # where the hourly load comes from (a trace's hours or a daily shape on the volume)
+    ttft_ms: float = math.nan  # mean time to first token over the day, weighted by requests (planner.physics.ttft)
 
 
 @dataclass(frozen=True)

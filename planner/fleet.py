@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.physics.replica import replica_load
+from planner.physics.ttft import TtftInputs, ttft
 
 DAYS_PER_MONTH = 365.25 / 12.0  # 30.4375: the average Gregorian month (the traffic volumes use it too)
 HOURS_PER_DAY = 24
@@ -54,6 +55,7 @@ class FleetHour:
     capacity_requests_per_s: float = 0.0
     # the K this hour ran (planner.money.kday: the deployment's K at this hour's batch; 0: no drafts)
     k: int | None = None
+    ttft_ms: float = math.nan  # mean time to first token at this hour's load (planner.physics.ttft; nan: not computed)
 
 
 @dataclass(frozen=True)
@@ -189,9 +191,12 @@ def _check_curve_length(lam: np.ndarray, out: np.ndarray, max_batch, bmax: int, 
 
 
 def replica_capacity(*, output_tokens: np.ndarray, prefill_s: np.ndarray, tpot_s: np.ndarray, max_batch: np.ndarray,
-                     slo_s: float, capacity: np.ndarray | None = None) -> np.ndarray:
+                     slo_s: float, capacity: np.ndarray | None = None, ttft_in: TtftInputs | None = None
+                     ) -> np.ndarray:
     """Per row (an hour's lengths and TPOT curve): one replica's capacity in requests/s, the arrival rate that keeps
-    it full at b_lim (replicas_and_capacity); 0 where no batch meets the SLO."""
+    it full at b_lim (replicas_and_capacity); 0 where no batch meets the SLO. ttft_in: the rows' TTFT inputs
+    (planner.physics.ttft.TtftInputs.rows); with a TTFT SLO, b_lim is also the last batch before the TTFT at full load
+    breaks it (TTFT grows with the batch: the arrival rate, the step and the chunks a prompt rides all do)."""
     out = np.asarray(output_tokens, float)
     pre = np.asarray(prefill_s, float)
     tp = np.asarray(tpot_s, float)
@@ -201,11 +206,32 @@ def replica_capacity(*, output_tokens: np.ndarray, prefill_s: np.ndarray, tpot_s
     full = replica_load(tpot_s=tp, batch=batches[None, :], prefill_s=pre[:, None], output_tokens=out[:, None])
     # the TPOT seen at full load grows with the batch (decode TPOT does, and so does b t_p / O): 1..b_lim allowed
     allowed = (full.tpot_seen_s <= slo_s) & (batches[None, :] <= mb[:, None])
+    if ttft_in is not None and ttft_in.slo_ms is not None:
+        t = ttft(requests_per_s=full.requests_per_s, prefill_s=np.asarray(ttft_in.prefill_s, float)[:, None],
+                 new_prompt_tokens=np.asarray(ttft_in.new_prompt_tokens, float)[:, None],
+                 step_s=tp * np.asarray(ttft_in.step_factor, float)[:, None], batch=batches[None, :],
+                 tokens_per_seq=np.asarray(ttft_in.tokens_per_seq, float)[:, None],
+                 batched_tokens=ttft_in.batched_tokens)
+        allowed &= np.logical_and.accumulate(t.ttft_s * 1e3 <= ttft_in.slo_ms, axis=1)
     b_lim = allowed.sum(axis=1)
     cap = np.where(b_lim >= 1, full.requests_per_s[np.arange(h), np.maximum(b_lim, 1) - 1], 0.0)
     if capacity is not None:  # the capacity past the curve's end, where the caller found it (NaN: the curve's)
         cap = np.where(np.isfinite(capacity), capacity, cap)
     return cap
+
+
+def hour_ttft_ms(ttft_in: TtftInputs, *, replicas: np.ndarray, requests_per_s: np.ndarray, batch: np.ndarray,
+                 tpot_seen_s: np.ndarray, prefill_share: np.ndarray) -> np.ndarray:
+    """Per row: the mean TTFT (ms) at R replicas' fixed point (batch, TPOT seen, prefill share: _replicas_at_capacity):
+    the decode TPOT there is TPOT seen x (1 - prefill share); nan where the row is infeasible or idle."""
+    r = np.asarray(replicas, float)
+    lam_r = np.asarray(requests_per_s, float) / np.maximum(r, 1.0)
+    seen = np.asarray(tpot_seen_s, float)
+    decode = np.nan_to_num(seen, nan=0.0) * (1.0 - np.nan_to_num(np.asarray(prefill_share, float), nan=0.0))
+    t = ttft(requests_per_s=lam_r, prefill_s=ttft_in.prefill_s, new_prompt_tokens=ttft_in.new_prompt_tokens,
+             step_s=decode * ttft_in.step_factor, batch=np.maximum(np.asarray(batch, float), 1.0),
+             tokens_per_seq=ttft_in.tokens_per_seq, batched_tokens=ttft_in.batched_tokens)
+    return np.where((r > 0) & (lam_r > 0) & np.isfinite(seen), t.ttft_s * 1e3, np.nan)
 
 
 def _replicas_at_capacity(lam: np.ndarray, out: np.ndarray, pre: np.ndarray, tp: np.ndarray, cap: np.ndarray,
@@ -248,13 +274,15 @@ def _fixed_point(lam_r: np.ndarray, on: np.ndarray, out: np.ndarray, pre: np.nda
 def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.ndarray, max_batch: np.ndarray,
                       prefill_s: np.ndarray, hours: Sequence[HourLoad], tp: int, usd_per_gpu_hour: float,
                       slo_ms: float, shape_source: str, slot_hours: float = 1.0,
-                      capacity_requests_per_s: np.ndarray | None = None, curve_of_hour: np.ndarray | None = None
-                      ) -> Fleet:
+                      capacity_requests_per_s: np.ndarray | None = None, curve_of_hour: np.ndarray | None = None,
+                      ttft_inputs: TtftInputs | None = None) -> Fleet:
     """configs: (method, label, K) per configuration; tpot_s: (C, H, B) decode TPOT per replica at batch 1..B;
     max_batch: (C, H); prefill_s: (H,) prefill GPU-seconds per request on one replica. slot_hours: length of one
     slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day). curve_of_hour: (H,)
     when tpot_s, max_batch and capacity_requests_per_s are given per distinct curve (C, U, ...) instead of per
-    hour, the curve each hour uses."""
+    hour, the curve each hour uses. ttft_inputs: per configuration and hour (planner.physics.ttft.TtftInputs): each
+    hour's TTFT is stated, and with its SLO a replica's capacity is also bounded by it (more replicas until both
+    hold)."""
     lam = np.array([h.requests_per_s for h in hours])
     out = np.array([h.output_tokens for h in hours])
     n_c, n_h = len(configs), len(hours)
@@ -272,21 +300,28 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
     k_first, k_of = _distinct(out, pre, curve)
     u, u_of = _distinct(lam, out, pre, curve)
     kc, cu, n_k, n_u = curve[k_first], curve[u], len(k_first), len(u)
+    rows_c = np.repeat(np.arange(n_c), n_k)
     cap = replica_capacity(output_tokens=np.tile(out[k_first], n_c), prefill_s=np.tile(pre[k_first], n_c),
                            tpot_s=tpot[:, kc].reshape(n_c * n_k, -1), max_batch=mb[:, kc].reshape(n_c * n_k),
-                           slo_s=slo_s, capacity=None if given is None else given[:, kc].reshape(-1))
+                           slo_s=slo_s, capacity=None if given is None else given[:, kc].reshape(-1),
+                           ttft_in=None if ttft_inputs is None else ttft_inputs.rows(rows_c, np.tile(k_first, n_c)))
     r_all, b_all, t_all, rho_all, cap_all = (a.reshape(n_c, n_u)[:, u_of] for a in _replicas_at_capacity(
         np.tile(lam[u], n_c), np.tile(out[u], n_c), np.tile(pre[u], n_c), tpot[:, cu].reshape(n_c * n_u, -1),
         cap.reshape(n_c, n_k)[:, k_of[u]].reshape(-1), slo_s))
+    ttft_all = (np.full((n_c, n_h), np.nan) if ttft_inputs is None else hour_ttft_ms(
+        ttft_inputs.rows(np.repeat(np.arange(n_c), n_h), np.tile(np.arange(n_h), n_c)), replicas=r_all.reshape(-1),
+        requests_per_s=np.tile(lam, n_c), batch=b_all.reshape(-1), tpot_seen_s=t_all.reshape(-1),
+        prefill_share=rho_all.reshape(-1)).reshape(n_c, n_h))
     plans = []
     for c, (method, label, k) in enumerate(configs):
         r, b, t, rho, cap = r_all[c], b_all[c], t_all[c], rho_all[c], cap_all[c]
         feasible = bool(np.all(r > 0))
         gpus = r * tp
         hrs = tuple(FleetHour(hr.hour, float(hr.requests_per_s), float(hr.prompt_tokens), float(hr.output_tokens),
-                              ri, gi, bi, ti * 1e3 if math.isfinite(ti) else math.nan, rhoi, ri > 0, ci, k)
-                    for hr, ri, gi, bi, ti, rhoi, ci in zip(hours, r.tolist(), gpus.tolist(), b.tolist(), t.tolist(),
-                                                             rho.tolist(), cap.tolist(), strict=True))
+                              ri, gi, bi, ti * 1e3 if math.isfinite(ti) else math.nan, rhoi, ri > 0, ci, k, fi)
+                    for hr, ri, gi, bi, ti, rhoi, ci, fi in zip(hours, r.tolist(), gpus.tolist(), b.tolist(),
+                                                                 t.tolist(), rho.tolist(), cap.tolist(),
+                                                                 ttft_all[c].tolist(), strict=True))
         # a day is len(hours) slots of slot_hours each, repeated to fill 24 hours
         auto = float(gpu_hours_per_month(gpus, billing="autoscaled"))
         peak = int(gpus.max()) if len(gpus) else 0

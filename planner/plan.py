@@ -8,7 +8,8 @@ How the answer is reached, one room per step:
    output tokens, mean prompt and output tokens). planner.context resolves it against the catalogue.
 2. planner.search.grid evaluates every candidate (a method, or no speculation) in one vectorised pass over
    samples x candidates x K x segments x batch and finds, for each, the largest integer batch that fits memory
-   (planner.search.memory), meets the TPOT SLO and the traffic's concurrency cap, and the cheapest batch below it.
+   (planner.search.memory), meets the TPOT SLO (and a stated TTFT SLO at full load, planner.physics.ttft) and the
+   traffic's concurrency cap, and the cheapest batch below it.
 3. planner.search.points: one K per method serves the whole mix (one vLLM deployment): the K with the lowest blended
    CPM among the K's where every segment fits and meets the SLO; with the band over the method's alpha range.
 4. planner.decision.verdict: only candidates that fit memory and meet the SLO are ever recommended or used as "today";
@@ -39,7 +40,7 @@ from planner.context import Context, make_context
 from planner.decision.assumptions import assumptions
 from planner.decision.hardware_choice import compare_hardware, hardware_sentence
 from planner.decision.levers import levers, order_by_return, plan_levers
-from planner.decision.verdict import choose_reference, decide
+from planner.decision.verdict import choose_reference, decide, ttft_fleet_sentence, ttft_sentence
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.money.bill import band_bills, bills, headline_fleet
 from planner.money.economics import plan_economics
@@ -87,6 +88,8 @@ def plan(req: PlanRequest, catalog: Catalog) -> Plan:
                 risk_weighted_npv_usd=risk.risk_weighted_npv_usd, saving_p05_usd=risk.saving_p05_usd,
                 saving_p95_usd=risk.saving_p95_usd)
     rec, verdict = decide(ctx, baseline=baseline, reference=reference, best=best, econ=econ, switching=switching)
+    for said in (ttft_sentence(ctx, methods, baseline), h.ttft_note):  # what a TTFT SLO rules out or costs
+        verdict = f"{verdict} {said}" if said else verdict
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
     hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
     if hw_cmp is not None and (elsewhere := hardware_sentence(hw_cmp, req, catalog)):
@@ -141,6 +144,7 @@ class _Headline:
     econ: PlanEconomics
     switching: bool
     schedule: Schedule | None  # the best method's K per batch size: its fleet's and its deploy command's
+    ttft_note: str = ""  # what the TTFT SLO costs speculation's fleet (planner.decision.verdict.ttft_fleet_sentence)
 
 
 def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
@@ -172,6 +176,7 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     )
     fleet = plan_fleet(ctx, [baseline, *methods])
     by_bill = bills(fleet, billing=req.billing, monthly_output_tokens=req.monthly_output_tokens) if fleet else {}
+    ttft_note = ttft_fleet_sentence(ctx, [baseline, *methods], fleet)
     feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
     # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
     best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
@@ -191,7 +196,7 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
                           best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
                           best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing) if band else ())
     return _Headline(req, ctx, segs, spent, baseline, methods, reference, note, tuple(alts + plain), fleet, by_bill,
-                     best, ref_fleet, best_fleet, econ, switching, schedule)
+                     best, ref_fleet, best_fleet, econ, switching, schedule, ttft_note)
 
 
 def monthly_saving(req: PlanRequest, catalog: Catalog) -> float | None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from planner.fleet import SHAPES
 from planner.physics.engines import DEFAULT_ENGINE, ENGINES
+from planner.physics.ttft import MAX_TTFT_SLO_MS
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES, Acceptance, Catalog, Efficiency
 
 NO_SPEC = "none"  # "current method": no speculative decoding today
@@ -121,6 +122,9 @@ class PlanRequest:
     kv_dtype: str | None = None  # KV cache: bf16 or fp8; None: fp8 with fp8 weights, else bf16
     usd_per_gpu_hour: float | None = None  # None: the hardware's list-price midpoint
     tpot_slo_ms: float = 50.0
+    # Mean time to first token a user may wait, ms (planner.physics.ttft): None = not stated (TTFT is reported, not a
+    # constraint); stated, the search and the fleet honour it beside the TPOT SLO.
+    ttft_slo_ms: float | None = None
     monthly_output_tokens: float = DEFAULT_MONTHLY_OUTPUT_TOKENS
     volume_source: str = "entered"  # where the monthly volume comes from (shown beside it)
     segments: tuple[TrafficSegment, ...] = ()  # empty: one segment of `workload` / `language`
@@ -227,6 +231,14 @@ def check_temperature(value: Any) -> None:
         raise PlanError("temperature", value, f"a sampling temperature from 0 (greedy) to {MAX_TEMPERATURE:g}")
 
 
+def check_ttft_slo(value: Any) -> None:
+    """None (no TTFT SLO) or a mean time to first token above 0 and at most MAX_TTFT_SLO_MS."""
+    if value is not None and (isinstance(value, (bool, np.bool_)) or not (
+            is_number(value) and 0 < float(value) <= MAX_TTFT_SLO_MS)):
+        raise PlanError("ttft_slo_ms", value, f"a time to first token above 0 and at most {MAX_TTFT_SLO_MS} ms "
+                        "(one hour), or none (no TTFT SLO)")
+
+
 def check_tokens(name: str, value: Any, model) -> None:
     """A mean length in tokens: at least one, at most the model's context."""
     if not (is_number(value) and 1 <= value <= model.max_context_tokens):
@@ -299,6 +311,7 @@ def validate(req: PlanRequest, catalog: Catalog) -> tuple[TrafficSegment, ...]:
     hw = hardware[req.hardware]
     model = models[req.model]
     check_deployment(req, model, hw)
+    check_ttft_slo(req.ttft_slo_ms)
     check_temperature(req.temperature)
     if req.batch_cap is not None and not (is_number(req.batch_cap) and req.batch_cap > 0):
         raise PlanError("batch_cap", req.batch_cap, "a positive number of concurrent sequences, or none")

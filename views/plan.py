@@ -76,7 +76,8 @@ def _money(p: Plan, req: PlanRequest) -> None:
         row[0].metric(f"Bill today, {tf.billing}", f"{fmt_usd(tf.usd_per_month)}/month",
                       help=f"Today: {p.reference_note}. The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by "
                            "hour, below).")
-        row[0].caption(f"{tf.label}: {tf.peak_gpus:,} GPUs at the peak ({tf.tp} per replica); TPOT {_ms(tf.tpot_ms)}")
+        row[0].caption(f"{tf.label}: {tf.peak_gpus:,} GPUs at the peak ({tf.tp} per replica); TPOT {_ms(tf.tpot_ms)}"
+                       f", TTFT {_ms(tf.ttft_ms)}")
     else:
         row[0].metric("Bill today", "n/a", help=p.reference_note)
         row[0].caption("no configuration without speculation meets the SLO")
@@ -85,7 +86,8 @@ def _money(p: Plan, req: PlanRequest) -> None:
         row[1].metric(f"Bill with {bf.label}", f"{fmt_usd(bf.usd_per_month)}/month", delta=_delta_usd(change),
                       delta_color="inverse", help="The best method's fleet for the same traffic and SLO; a green "
                                                   "arrow: the bill falls.")
-        row[1].caption(f"{bf.peak_gpus:,} GPUs at the peak ({bf.tp} per replica); TPOT {_ms(bf.tpot_ms)}")
+        row[1].caption(f"{bf.peak_gpus:,} GPUs at the peak ({bf.tp} per replica); TPOT {_ms(bf.tpot_ms)}, "
+                       f"TTFT {_ms(bf.ttft_ms)}")
     else:
         row[1].metric("Bill with speculation", "n/a", help="No method fits and meets the SLO.")
     sav = e.monthly_saving_usd
@@ -260,7 +262,8 @@ def _fleet(p: Plan) -> None:
     c = st.columns(3)
     if today is not None:
         c[0].metric(f"Peak GPUs today ({today.label})", f"{today.peak_gpus:,}",
-                    help="The fewest replicas that keep every user's TPOT under the SLO and the batch in memory at the "
+                    help="The fewest replicas that keep every user's TPOT (and mean TTFT, where a TTFT SLO is "
+                         "stated) under the SLO and the batch in memory at the "
                          f"busiest hour (Little's law: sequences in flight = arrivals x time in system), x TP "
                          f"({today.tp}).")
     else:
@@ -284,15 +287,19 @@ def _fleet(p: Plan) -> None:
     st.plotly_chart(fig, key="plan_fleet_chart", width="stretch")
     bill = ("" if today is None else f"Today's bill: {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
             f"{fmt_usd(today.usd_per_month_fixed)}/month for a fleet sized for the peak ({today.tp} GPUs per replica). ")
+    ttft = ", ".join(f"{cfg.label} {_ms(cfg.ttft_ms)}" for cfg in (today, best) if cfg is not None)
     st.caption(f"Hours: {_own((today or best).hours_source)}. {bill}Prefill shares each replica's time "
-               "with decoding; at least one replica runs every hour.")
+               f"with decoding; at least one replica runs every hour. Mean TTFT over the day: {ttft}.")
     if f is None:
         return
+    ttft_of = {b.method: b.ttft_ms for b in p.bills if math.isfinite(b.ttft_ms)}
     with st.expander(f"Fleet by hour, every configuration at the requested TP ({f.tp} GPUs per replica)"):
         st.dataframe([{"configuration": cfg.label, "K": cfg.k or None, "peak GPUs": cfg.peak_gpus,
                        "GPU-hours/month (autoscaled)": round(cfg.gpu_hours_per_month_autoscaled),
                        "$/month autoscaled": fmt_usd(cfg.usd_per_month_autoscaled),
-                       "$/month fixed at peak": fmt_usd(cfg.usd_per_month_fixed)} for cfg in f.configs],
+                       "$/month fixed at peak": fmt_usd(cfg.usd_per_month_fixed),
+                       "mean TTFT, ms": round(ttft_of[cfg.method], 1) if cfg.method in ttft_of else None}
+                      for cfg in f.configs],
                      key="plan_fleet_table", hide_index=True)
 
 

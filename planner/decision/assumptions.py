@@ -83,6 +83,7 @@ def assumptions(ctx: Context) -> list[Assumption]:
             "",
         ),
         prefix_cache_assumption(ctx),
+        ttft_assumption(ctx),
         Assumption(*speculation_memory_assumption(ctx)),
     ]
     out.extend(engine_assumptions(ctx))
@@ -128,6 +129,22 @@ def assumptions(ctx: Context) -> list[Assumption]:
             )
         )
     return out
+
+
+def ttft_assumption(ctx: Context) -> Assumption:
+    """How TTFT is computed (planner.physics.ttft) and whether the request states a TTFT SLO."""
+    from planner.physics.ttft import DEFAULT_BATCHED_TOKENS, SERVICE_SCV
+
+    slo = ctx.req.ttft_slo_ms
+    use = (f"SLO {slo:g} ms: a batch or a fleet that breaks it is not feasible (more replicas until both SLOs hold)"
+           if slo is not None else "no TTFT SLO stated: reported, not a constraint")
+    return Assumption("time to first token (TTFT)",
+                      f"M/G/1 wait for the chunked-prefill lane (service cv^2 = {SERVICE_SCV:g}) + the prompt's own "
+                      f"prefill (target, and the draft's with speculation) riding decode steps of a "
+                      f"{DEFAULT_BATCHED_TOKENS:,}-token budget; {use}",
+                      "planner model (planner.physics.ttft; budget: vLLM max_num_batched_tokens, SGLang "
+                      "chunked_prefill_size)",
+                      "2026-12-04")
 
 
 def prefix_cache_assumption(ctx: Context) -> Assumption:

@@ -88,7 +88,7 @@ def decide(ctx: Context, *, baseline: OperatingPoint, reference: OperatingPoint 
            econ: PlanEconomics, switching: bool) -> tuple[Recommendation | None, str]:
     """(the recommendation, or None to stay; the verdict in one sentence)."""
     req = ctx.req
-    slo = f"{req.tpot_slo_ms:g} ms TPOT SLO"
+    slo = slo_phrase(req)
     traffic = f"for traffic that is {traffic_phrase(ctx)}"
     if best is None:
         methods_way = baseline.way_out or "a larger TP, fp8 weights or a looser SLO"
@@ -195,3 +195,62 @@ def calibrate_command(ctx: Context) -> str:
     models it can run)."""
     workloads = ",".join(sorted({s.workload for s in ctx.segs}))
     return f"python -m calibration run --model {ctx.req.model} --workloads {workloads}"
+
+
+def slo_phrase(req) -> str:
+    """The SLOs a plan honours, as the verdict names them: the TPOT SLO, and the TTFT SLO where one is stated."""
+    if req.ttft_slo_ms is None:
+        return f"{req.tpot_slo_ms:g} ms TPOT SLO"
+    return f"{req.tpot_slo_ms:g} ms TPOT and {req.ttft_slo_ms:g} ms TTFT SLOs"
+
+
+def ttft_sentence(ctx: Context, methods, baseline: OperatingPoint | None = None) -> str:
+    """'' or the sentence that says which speculative methods meet the TPOT SLO but break the TTFT SLO (their draft's
+    prefill and longer step push the first token past it even at batch 1; planner.search.points' reason), and whether no
+    speculation breaks it too (`baseline`)."""
+    slo = ctx.req.ttft_slo_ms
+    if slo is None:
+        return ""
+    broke = [p for p in methods if p.available and p.fits_memory and not p.meets_slo and "TTFT SLO" in p.reason]
+    if not broke:
+        return ""
+    names = ", ".join(f"{p.label} ({_ms(p.ttft_ms)} TTFT)" for p in broke[:4]) + (" and others" if len(broke) > 4
+                                                                                 else "")
+    verb = "meets" if len(broke) == 1 else "meet"
+    base_breaks = baseline is not None and not baseline.meets_slo and "TTFT SLO" in baseline.reason
+    why = (f"so does no speculation ({_ms(baseline.ttft_ms)} TTFT at its batch)" if base_breaks else
+           "the draft's own prefill and the longer speculative step delay the first token past it")
+    return (f"On {ctx.req.tp} x {ctx.hw.label}, {names} {verb} the {ctx.req.tpot_slo_ms:g} ms TPOT SLO but "
+            f"break{'s' if len(broke) == 1 else ''} the {slo:g} ms TTFT SLO: {why}.")
+
+
+def ttft_fleet_sentence(ctx: Context, points: Sequence[OperatingPoint], fleet) -> str:
+    """'' or the sentence that says what the TTFT SLO costs the speculative method the TPOT SLO alone would bill
+    least: its fleet under the TPOT SLO alone (GPUs, bill, TTFT) against its fleet holding both SLOs, where the
+    TTFT SLO added replicas. `fleet`: the plan's fleet at each method's one K (planner.money.sizing.plan_fleet)."""
+    import dataclasses
+
+    from planner.context import make_context
+    from planner.money.bill import bills
+    from planner.money.sizing import plan_fleet
+
+    req = ctx.req
+    if req.ttft_slo_ms is None or fleet is None:
+        return ""
+    loose = make_context(dataclasses.replace(req, ttft_slo_ms=None), ctx.catalog, ctx.segs, tp=ctx.tp)
+    free = plan_fleet(loose, points)
+    if free is None:
+        return ""
+    kw = dict(billing=req.billing, monthly_output_tokens=req.monthly_output_tokens)
+    held, alone = bills(fleet, **kw), bills(free, **kw)
+    spec = [m for m, b in alone.items() if m != NO_SPEC and b.feasible and math.isfinite(b.usd_per_month)]
+    if not spec:
+        return ""
+    m = min(spec, key=lambda name: alone[name].usd_per_month)
+    a, h = alone[m], held.get(m)
+    if h is not None and h.feasible and h.usd_per_month <= a.usd_per_month * (1 + 1e-9):
+        return ""
+    cost = (f"holding the {req.ttft_slo_ms:g} ms TTFT SLO takes {h.peak_gpus:,} ({fmt_usd(h.usd_per_month)}/month)"
+            if h is not None and h.feasible else f"no fleet of it holds the {req.ttft_slo_ms:g} ms TTFT SLO")
+    return (f"Under the TPOT SLO alone {a.label} at K={a.k} would need {a.peak_gpus:,} GPUs at the peak "
+            f"({fmt_usd(a.usd_per_month)}/month {req.billing}) with a {_ms(a.ttft_ms)} first token; {cost}.")

@@ -39,6 +39,7 @@ class Bill:
     effective_usd_per_mtok: float  # bill / output tokens (nan without a volume)
     feasible: bool
     tpot_ms: float = math.nan  # TPOT users see over the day, weighted by output tokens (prefill sharing included)
+    ttft_ms: float = math.nan  # mean time to first token over the day, weighted by requests (planner.physics.ttft)
 
 
 def bill_of(config: FleetPlan, *, billing: str, monthly_output_tokens: float, gpus_per_replica: int,
@@ -56,9 +57,12 @@ def bill_of(config: FleetPlan, *, billing: str, monthly_output_tokens: float, gp
     t = [h.tpot_ms for h in config.hours]
     live = [(wi, ti) for wi, ti in zip(w, t, strict=True) if wi > 0 and math.isfinite(ti)]
     tpot = sum(wi * ti for wi, ti in live) / sum(wi for wi, _ in live) if live else math.nan
+    # TTFT is per request: the hours weighted by their arrivals
+    first = [(h.requests_per_s, h.ttft_ms) for h in config.hours if h.requests_per_s > 0 and math.isfinite(h.ttft_ms)]
+    ttft = sum(r * t for r, t in first) / sum(r for r, _ in first) if first else math.nan
     return Bill(config.method, config.label, config.k, billing, float(usd), float(hours), config.peak_gpus,
                 gpus_per_replica, usd_per_gpu_hour, float(monthly_output_tokens), float(eff), config.feasible,
-                float(tpot))
+                float(tpot), float(ttft))
 
 
 def bills(fleet: Fleet, *, billing: str, monthly_output_tokens: float) -> dict[str, Bill]:
@@ -121,7 +125,7 @@ def headline_fleet(ctx, pt: OperatingPoint | None, fleet: Fleet | None, *, role:
         gpu_hours_per_month_fixed=cfg.gpu_hours_per_month_fixed, usd_per_month_autoscaled=cfg.usd_per_month_autoscaled,
         usd_per_month_fixed=cfg.usd_per_month_fixed, usd_per_gpu_hour=f.usd_per_gpu_hour,
         effective_usd_per_mtok=b.effective_usd_per_mtok, tpot_ms=b.tpot_ms, feasible=b.feasible, hours=cfg.hours,
-        hours_source=f.shape_source,
+        hours_source=f.shape_source, ttft_ms=b.ttft_ms,
     ), b
 
 

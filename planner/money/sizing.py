@@ -14,6 +14,7 @@ from planner.context import Candidate, Context, r5
 from planner.fleet import Fleet, fleet_for_configs, hours_from_volume
 from planner.physics.replica import full_load_requests_per_s, replica_load
 from planner.physics.serving import evaluate_arrays, prefill_time_s
+from planner.physics.ttft import TtftInputs, ttft
 from planner.request import MAX_BATCH, NO_SPEC
 from planner.search.candidates import candidate_taus
 from planner.search.drafting import drafts as draft_arrays
@@ -84,11 +85,33 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
     pre_s = np.asarray(np.broadcast_to(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=uniq[:, 0], tp=ctx.tp,
                                                       cached_share=ctx.prefix_cache_share),
                                        (len(uniq),)), float)
-    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3, added)
+    tin = ttft_inputs(ctx, cands, cfgs, pre_s, uniq[:, 0], is_base.reshape(-1), drafts)  # per distinct lengths
+    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3, added, tin)
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
                              prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
                              slo_ms=req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap,
-                             curve_of_hour=of_hour)
+                             curve_of_hour=of_hour, ttft_inputs=dataclasses.replace(
+                                 tin, prefill_s=tin.prefill_s[:, of_hour],
+                                 new_prompt_tokens=tin.new_prompt_tokens[of_hour]))
+
+
+def ttft_inputs(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[OperatingPoint], target_prefill_s: np.ndarray,
+                prompt_tokens: np.ndarray, is_base: np.ndarray, drafts) -> TtftInputs:
+    """The fleet's TTFT inputs (planner.physics.ttft.TtftInputs) per configuration and prompt length: the target's
+    prefill (`target_prefill_s`, prefix-cache share applied) plus the draft's own prefill of the prompt (the draft
+    network of each candidate: an EAGLE head's layer, a draft model, an MTP module; nothing for lookups and no
+    speculation), the acceptance length (a speculative step is TPOT x tau) and the tokens a sequence puts in a step."""
+    share = ctx.prefix_cache_share
+    p = np.asarray(prompt_tokens, float)
+    n_c = len(cands)
+    draft_pre = np.broadcast_to(np.asarray(prefill_time_s(drafts.draft, ctx.hw_params, prompt_tokens=p, tp=ctx.tp,
+                                                          cached_share=share), float), (1, n_c, 1, 1, len(p)))
+    draft_pre = np.where(is_base[:, None], 0.0, draft_pre.reshape(n_c, len(p)))
+    tau = np.array([1.0 if b else float(c.acceptance_length) for b, c in zip(is_base, cfgs, strict=True)])
+    per_seq = np.where(is_base, 1.0, np.asarray(_verify_tokens(ctx, cands, cfgs), float))
+    return TtftInputs(prefill_s=np.asarray(target_prefill_s, float)[None, :] + draft_pre,
+                      new_prompt_tokens=p * (1.0 - share), step_factor=tau, tokens_per_seq=per_seq,
+                      slo_ms=ctx.req.ttft_slo_ms)
 
 
 def _verify_tokens(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[OperatingPoint]) -> list[float]:
@@ -115,14 +138,16 @@ def _added_factor(added: Sequence[Callable[[np.ndarray], np.ndarray] | None], ba
 
 def _capacity_beyond(eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.ndarray, pre: np.ndarray,
                      out: np.ndarray, slo_s: float,
-                     added: Sequence[Callable[[np.ndarray], np.ndarray] | None] = ()) -> np.ndarray:
+                     added: Sequence[Callable[[np.ndarray], np.ndarray] | None] = (),
+                     tin: TtftInputs | None = None) -> np.ndarray:
     """(C, H) one replica's capacity (requests/s at full load, planner.physics.replica) where the TPOT curve stops below
     the batch limit while still meeting the SLO (a light load needs no more of it to size the fleet); NaN where the
     curve itself decides. The largest batch whose TPOT seen at full load meets the SLO is bisected up to the memory
-    limit (the TPOT seen grows with the batch), as the CPM search finds it."""
+    limit (the TPOT seen grows with the batch), as the CPM search finds it; with a TTFT SLO (tin: per configuration
+    and prompt length), the TTFT at full load must meet it too."""
     n_c, n_h, bmax = tpot.shape
     end = replica_load(tpot_s=tpot[..., -1], batch=float(bmax), prefill_s=pre, output_tokens=out).tpot_seen_s
-    need = (end <= slo_s) & (mb > bmax)
+    need = (end <= slo_s) & (mb > bmax) & _ttft_ok(tin, tpot[..., -1], float(bmax), pre, out)
     if not need.any():
         return np.full((n_c, n_h), np.nan)
     lo, lo_t, hi = np.full((n_c, n_h), float(bmax)), tpot[..., -1].copy(), np.where(need, mb + 1.0, float(bmax))
@@ -133,8 +158,20 @@ def _capacity_beyond(eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.nd
         t = np.where(is_base, r.baseline_tpot_s, r.tpot_s)[0, :, 0, :, 0]
         if any(f is not None for f in added):
             t = t * _added_factor(added, mid)
-        ok = replica_load(tpot_s=t, batch=mid, prefill_s=pre, output_tokens=out).tpot_seen_s <= slo_s
+        ok = (replica_load(tpot_s=t, batch=mid, prefill_s=pre, output_tokens=out).tpot_seen_s <= slo_s) & _ttft_ok(
+            tin, t, mid, pre, out)
         lo_t = np.where(ok & open_, t, lo_t)
         lo, hi = np.where(ok & open_, mid, lo), np.where(~ok & open_, mid, hi)
     cap = full_load_requests_per_s(tpot_s=lo_t, batch=lo, prefill_s=pre, output_tokens=out)
     return np.where(need, cap, np.nan)
+
+
+def _ttft_ok(tin: TtftInputs | None, tpot: np.ndarray, batch, pre: np.ndarray, out: np.ndarray) -> np.ndarray | bool:
+    """(C, H) whether the TTFT at full load at `batch` (decode TPOT `tpot`) meets the TTFT SLO; True without one."""
+    if tin is None or tin.slo_ms is None:
+        return True
+    lam = full_load_requests_per_s(tpot_s=tpot, batch=batch, prefill_s=pre, output_tokens=out)
+    t = ttft(requests_per_s=lam, prefill_s=tin.prefill_s, new_prompt_tokens=tin.new_prompt_tokens[None, :],
+             step_s=tpot * tin.step_factor[:, None], batch=batch, tokens_per_seq=tin.tokens_per_seq[:, None],
+             batched_tokens=tin.batched_tokens)
+    return t.ttft_s * 1e3 <= tin.slo_ms

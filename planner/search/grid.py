@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from planner.context import Candidate, Context, Samples, r5
-from planner.physics.serving import SpecResult, evaluate_arrays
+from planner.physics.serving import SpecResult, evaluate_arrays, prefill_time_s
+from planner.physics.ttft import ttft
 from planner.request import MAX_BATCH, NO_SPEC
 from planner.search.candidates import candidate_taus
 from planner.search.drafting import DraftArrays, tree_overrides
@@ -105,6 +106,7 @@ class SearchResult:
     tau: np.ndarray
     alpha1: np.ndarray  # (N, C, S)
     valid_k: np.ndarray  # K allowed for this candidate (C, K)
+    ttft_s: np.ndarray | None = None  # TTFT at full load at `batch` (planner.physics.ttft), shape of `batch`
 
 
 def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResult:
@@ -138,6 +140,18 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
         return np.where(r5(is_base, 1) if base_mask is None else base_mask, base, spec)
 
     slo_s = ctx.req.tpot_slo_ms / 1e3
+    ttft_slo_s = None if ctx.req.ttft_slo_ms is None else ctx.req.ttft_slo_ms / 1e3
+
+    def latency(res: SpecResult, a=args, base_mask=None, batch=None):
+        """The TPOT seen at full load, or with a TTFT SLO the larger of it and the TTFT at full load scaled to the
+        TPOT SLO (TTFT x TPOT SLO / TTFT SLO): <= the TPOT SLO exactly when both hold, and still near-affine in the
+        batch for the bracket's interpolation."""
+        seen = pick(res, "tpot_seen_s", base_mask)
+        if ttft_slo_s is None:
+            return seen
+        mask = r5(is_base, 1) if base_mask is None else base_mask
+        return np.maximum(seen, full_load_ttft_s(res, a, mask, batch) * (slo_s / ttft_slo_s))
+
     # 1. each configuration's own upper bound: memory (no step time needed), the traffic's concurrency cap and
     #    MAX_BATCH; then a grid of batches (powers of 4 below the largest bound, and the bound itself)
     mb = max_batch(ctx, cq, grid_q, drafts)
@@ -148,7 +162,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     coarse = _COARSE_BATCHES[_COARSE_BATCHES < ub.max()]
     grid = np.minimum(np.concatenate([np.broadcast_to(coarse, ub.shape[:-1] + coarse.shape), ub], axis=-1), ub)
     rg = ev(grid)
-    tg = pick(rg, "tpot_seen_s")
+    tg = latency(rg, batch=grid)
     lead = tg.shape[:-1]
     seen_b, seen_c = [grid], [pick(rg, "usd_per_mtok")]
     tpot1 = tg[..., :1]
@@ -177,7 +191,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
         rt = ev(trial[rows], {name: _take_rows(a, rows, lead) for name, a in args.items()})
         base_rows = base_full[rows]
         tt = np.full(trial.shape, np.inf)
-        tt[rows] = pick(rt, "tpot_seen_s", base_rows)
+        tt[rows] = latency(rt, {name: _take_rows(a, rows, lead) for name, a in args.items()}, base_rows, trial[rows])
         ct = np.full(trial.shape, np.inf)  # closed rows: not evaluated, never chosen
         ct[rows] = pick(rt, "usd_per_mtok", base_rows)
         seen_b.append(trial)
@@ -204,7 +218,8 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     j = np.argmin(cpm, axis=-1)[..., None]
     best_b = np.take_along_axis(cand_b, j, axis=-1)
     res = ev(best_b, with_memory=True)
-    meets = pick(res, "tpot_seen_s") <= slo_s * (1 + 1e-12)
+    meets = latency(res, batch=best_b) <= slo_s * (1 + 1e-12)
+    ttft_best = full_load_ttft_s(res, args, r5(is_base, 1), best_b)
     fits = best_b <= mb
     n, c_, k_, s_ = smp.n, len(cands), len(ks), len(ctx.segs)
 
@@ -219,7 +234,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
                                           else np.nan) for f in dataclasses.fields(SpecResult)})
     return SearchResult(ks=ks, batch=full(best_b, 1.0), res=res_full, ok=full(meets & fits, False),
                    fits_any=full(mb >= 1, False), tpot_min_s=full(tpot1, np.nan), max_batch=full(mb, 0.0),
-                   tau=tau_r[..., None], alpha1=alpha1, valid_k=valid)
+                   tau=tau_r[..., None], alpha1=alpha1, valid_k=valid, ttft_s=full(ttft_best, np.nan))
 
 
 def _take_rows(x: Any, rows: tuple[np.ndarray, ...], lead: tuple[int, ...]) -> Any:
@@ -248,3 +263,21 @@ def blended_cpm(ctx: Context, cands: Sequence[Candidate], sr: SearchResult) -> t
     best = blended.min(-1)
     feasible = np.isfinite(best)
     return np.where(feasible, best, np.nan), feasible
+
+
+def full_load_ttft_s(res: SpecResult, a: dict[str, Any], base_mask, batch) -> np.ndarray:
+    """The TTFT (planner.physics.ttft) of a replica kept at `batch` (the full-load arrival rate,
+    planner.physics.replica) from an evaluation `res` with evaluate_arrays' arguments `a`: the target's prefill and the
+    draft's own (none without speculation), the decode step (TPOT x acceptance length) and the decode tokens a sequence
+    puts in a step."""
+    base = np.asarray(base_mask, bool)
+    tpot = np.where(base, res.baseline_tpot_s, res.tpot_s)
+    eff = np.where(base, res.baseline_effective_output_tokens_per_s, res.effective_output_tokens_per_s)
+    lam = eff / np.asarray(a["output_tokens"], float)
+    share = a["prefix_cache_share"]
+    pre = prefill_time_s(a["target"], a["hw"], prompt_tokens=a["prompt_tokens"], tp=a["tp"], cached_share=share)
+    draft_pre = prefill_time_s(a["draft"], a["hw"], prompt_tokens=a["prompt_tokens"], tp=a["tp"], cached_share=share)
+    return ttft(requests_per_s=lam, prefill_s=pre + np.where(base, 0.0, draft_pre),
+                new_prompt_tokens=np.asarray(a["prompt_tokens"], float) * (1.0 - share),
+                step_s=tpot * np.where(base, 1.0, a["tau"]), batch=batch,
+                tokens_per_seq=np.where(base, 1.0, a["verify_tokens"])).ttft_s

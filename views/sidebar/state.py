@@ -43,7 +43,7 @@ from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile
 from profiles.uploads import read_traffic
 from views.parts.text import cut_value, plain, plain_in, quoted
-from views.sidebar import acceptance_box, hardware_box, model_box
+from views.sidebar import acceptance_box, hardware_box, model_box, slo_box
 from views.sidebar import price as _price
 from views.sidebar.client import client_address
 
@@ -157,7 +157,7 @@ def _params() -> dict[str, Param]:
     for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views.parts.hardware)
         params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
     params[_price.GPU_PRICES_SET] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
-    return params
+    return params | {key: Param(*p) for key, p in slo_box.PARAMS.items()}  # the TTFT SLO (views.sidebar.slo_box)
 
 
 def init() -> list[str]:
@@ -255,9 +255,7 @@ def sidebar() -> None:
                      format_func=lambda v: "auto (fp8 with fp8 weights, else bf16)" if v == "auto" else v,
                      help="The KV cache's own format: it sets how many sequences fit and how long attention "
                           "reads take; the deploy command sets --kv-cache-dtype from it.")
-        st.number_input("TPOT SLO, ms per output token", min_value=1.0, max_value=60000.0, step=5.0, key="slo",
-                        help="TPOT (time per output token) is the latency each user sees between tokens. Every "
-                             "method is compared at its own best batch under this target.")
+        slo_box.slo_inputs()
         prof: TrafficProfile | None = ss.get(PROFILE_KEY)
         has_volume = prof is not None and prof.monthly_output_tokens is not None
         st.radio("Monthly output-token volume", list(VOLUME_SOURCES), key="volume_source", horizontal=True,
@@ -370,7 +368,7 @@ def request(**changes) -> P.PlanRequest:
         gpus = int(ss["spend_gpus"])
         req = dataclasses.replace(req, spend_usd_per_month=float(ss["spend_usd"]), spend_gpus=gpus or None)
     # every page plans the same fleet by hour (the bill is the money number): the daily shape is part of the request
-    return dataclasses.replace(req, **changes) if changes else req
+    return dataclasses.replace(req, **{**slo_box.request_fields(), **changes})
 
 
 def _spend_volume(req: P.PlanRequest) -> spend.SpendVolume:
@@ -398,10 +396,11 @@ def scenario_caption(req: P.PlanRequest) -> str:
     if req.spend_usd_per_month is not None:
         gpus = f" on at most {req.spend_gpus:,} GPUs" if req.spend_gpus is not None else ""
         return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
-                f"TPOT SLO {req.tpot_slo_ms:g} ms, the volume a spend of {P.fmt_usd(req.spend_usd_per_month)}/month"
-                f"{gpus} serves (derived by the plan).")
+                f"TPOT SLO {req.tpot_slo_ms:g} ms{slo_box.ttft_phrase(req)}, the volume a spend of "
+                f"{P.fmt_usd(req.spend_usd_per_month)}/month{gpus} serves (derived by the plan).")
     return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
-            f"TPOT SLO {req.tpot_slo_ms:g} ms, {req.monthly_output_tokens / 1e9:,.2f}B output tokens/month "
+            f"TPOT SLO {req.tpot_slo_ms:g} ms{slo_box.ttft_phrase(req)}, {req.monthly_output_tokens / 1e9:,.2f}B "
+            "output tokens/month "
             f"({plain_in(req.volume_source, getattr(st.session_state.get(PROFILE_KEY), 'name', None))}).")
 
 

@@ -1,0 +1,56 @@
+"""The sidebar's two latency targets: the TPOT SLO and, when the user states one, the TTFT SLO (PlanRequest.ttft_slo_ms;
+planner.physics.ttft). Their URL keys: slo (views.sidebar.state), ttft_set and ttft_slo (here)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import streamlit as st
+
+from planner.physics.ttft import MAX_TTFT_SLO_MS
+
+TTFT_DEFAULT_MS = 2000.0  # the value the input starts at when the user turns the TTFT SLO on
+
+
+def _bool(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    if str(text).lower() in ("true", "1"):
+        return True
+    if str(text).lower() in ("false", "0"):
+        return False
+    raise ValueError(text)
+
+
+# URL parameters: (default, parser, check), turned into views.sidebar.state.Param by views.sidebar.state._params
+PARAMS: dict[str, tuple] = {
+    "ttft_set": (False, _bool, lambda v: isinstance(v, bool)),
+    "ttft_slo": (TTFT_DEFAULT_MS, float, lambda v: math.isfinite(v) and 0.0 < v <= MAX_TTFT_SLO_MS),
+}
+
+
+def slo_inputs() -> None:
+    """The TPOT SLO, then the TTFT SLO (off: none stated, TTFT reported only)."""
+    ss = st.session_state
+    st.number_input("TPOT SLO, ms per output token", min_value=1.0, max_value=60000.0, step=5.0, key="slo",
+                    help="TPOT (time per output token) is the latency each user sees between tokens. Every "
+                         "method is compared at its own best batch under this target.")
+    st.checkbox("Set a TTFT SLO", key="ttft_set",
+                help="TTFT (time to first token): the mean wait for a request's first token, its queue for the "
+                     "prefill lane and its own chunked prefill (the draft's too, with speculation). Off: TTFT is "
+                     "shown, not a constraint. On: a batch or a fleet that breaks it is not feasible; the fleet adds "
+                     "replicas until both SLOs hold.")
+    st.number_input("TTFT SLO, ms to the first token", min_value=1.0, max_value=float(MAX_TTFT_SLO_MS), step=100.0,
+                    key="ttft_slo", disabled=not ss.get("ttft_set", False))
+
+
+def request_fields() -> dict[str, Any]:
+    """The request's ttft_slo_ms from the sidebar: None unless the user turned the TTFT SLO on."""
+    ss = st.session_state
+    return {"ttft_slo_ms": float(ss["ttft_slo"]) if ss.get("ttft_set") and "ttft_slo" in ss else None}
+
+
+def ttft_phrase(req) -> str:
+    """", TTFT SLO N ms" for the scenario caption where the request states one, else ""."""
+    return f", TTFT SLO {req.ttft_slo_ms:g} ms" if req.ttft_slo_ms is not None else ""
