@@ -78,15 +78,9 @@ class ModelRef:
                 target_path = str(heads.fetch_target_config(target_path))
             return str(heads.ensure_head(self.source.removeprefix(BUILD_PREFIX), Path(target_path)))
         if self.source.startswith(TRAINED_PREFIX):
-            name = self.source.removeprefix(TRAINED_PREFIX)
-            try:
-                from calibration.targets import trained_heads
-            except ModuleNotFoundError as e:
-                if e.name != "calibration.targets.trained_heads":
-                    raise
-                raise FileNotFoundError(f"trained head {name} not found: train it with "
-                                        "`python -m calibration train-head ...`") from None
-            return str(trained_heads.resolve(name))
+            from calibration.targets import trained_heads
+
+            return str(trained_heads.resolve(self.source.removeprefix(TRAINED_PREFIX)))
         return self.source
 
 

@@ -307,17 +307,21 @@ def test_a_family_runs_its_rounds_together_when_one_member_spends_its_budget() -
 
 
 def test_a_member_that_reached_its_interval_goes_on_with_its_family() -> None:
-    from calibration.harness.protocol import _paired_reasons
+    from calibration.harness.protocol import Stop, StopKind, _paired_reasons
 
     a, b, c = (Lane(x, True, lambda *_: None, family="f") for x in ("a", "b", "c"))
     solo = Lane("s", True, lambda *_: None)
     active = [(a, "code"), (b, "code"), (solo, "code"), (c, "chat")]
-    out = _paired_reasons({("a", "code"): "half-width 0.05 <= 0.1", ("b", "code"): None,
-                           ("s", "code"): "half-width 0.01 <= 0.1", ("c", "chat"): "budget 4 s spent"}, active)
+    narrow, budget = Stop(StopKind.HALF_WIDTH, "half-width 0.05 <= 0.1"), Stop(StopKind.BUDGET, "budget 4 s spent")
+    out = _paired_reasons({("a", "code"): narrow, ("b", "code"): None,
+                           ("s", "code"): Stop(StopKind.HALF_WIDTH, "half-width 0.01 <= 0.1"),
+                           ("c", "chat"): budget}, active)
     assert out[("a", "code")] is None and out[("b", "code")] is None
-    assert out[("s", "code")].startswith("half-width")  # no family: stops on its own
-    assert out[("c", "chat")] == "budget 4 s spent"  # alone on its workload
-    out = _paired_reasons({("a", "code"): "half-width 0.05 <= 0.1", ("b", "code"): "prompt pool exhausted",
-                           ("s", "code"): None, ("c", "chat"): None}, active)
-    assert out[("a", "code")] == "prompt pool exhausted (paired with b)"
-    assert out[("b", "code")] == "prompt pool exhausted"
+    assert out[("s", "code")].kind is StopKind.HALF_WIDTH  # no family: stops on its own
+    assert out[("c", "chat")] == budget  # alone on its workload
+    exhausted = Stop(StopKind.EXHAUSTED, "prompt pool exhausted")
+    out = _paired_reasons({("a", "code"): narrow, ("b", "code"): exhausted, ("s", "code"): None,
+                           ("c", "chat"): None}, active)
+    assert out[("a", "code")].kind is StopKind.EXHAUSTED and out[("a", "code")].paired_with == "b"
+    assert str(out[("a", "code")]) == "prompt pool exhausted (paired with b)"
+    assert out[("b", "code")] == exhausted

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -233,19 +232,18 @@ def test_a_hub_target_fetches_only_config_and_tokenizer(cache: Path, tmp_path: P
         registry.ModelRef("build:medusa").resolve()
 
 
-def test_trained_drafts_come_from_calibration_trained_heads(monkeypatch: pytest.MonkeyPatch) -> None:
-    import calibration
+def test_trained_drafts_come_from_calibration_trained_heads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from calibration.targets import trained_heads
 
-    monkeypatch.delattr(calibration, "trained_heads", raising=False)
-    monkeypatch.setitem(sys.modules, "calibration.targets.trained_heads", None)  # the module not there (yet)
-    with pytest.raises(FileNotFoundError, match=r"trained head chat-v1 not found: train it with "
-                                                r"`python -m calibration train-head"):
+    monkeypatch.setattr(trained_heads, "trained_dir", lambda: tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"trained head 'chat-v1' not found in .*; train it with: "
+                                                r"python -m calibration train-head"):
         registry.ModelRef("trained:chat-v1").resolve()
-    fake = types.ModuleType("calibration.targets.trained_heads")
-    fake.resolve = lambda name: Path("/heads") / name  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "calibration.targets.trained_heads", fake)
-    monkeypatch.setattr(calibration, "trained_heads", fake, raising=False)
-    assert registry.ModelRef("trained:chat-v1").resolve() == "/heads/chat-v1"
+    head = tmp_path / "chat-v1"
+    head.mkdir()
+    (head / "config.json").write_text("{}")
+    (head / trained_heads.DONE_MARKER).write_text("")
+    assert registry.ModelRef("trained:chat-v1").resolve() == str(head)
 
 
 @pytest.mark.parametrize(("target", "methods", "message"), [
