@@ -356,10 +356,11 @@ def _status_mb(key: str) -> float:
 
 def compare_bounded(data: bytes, name: str = "requests.csv", runs: int = 5) -> dict[str, list[float]]:
     """parse_traffic in this process and through profiles.uploads.read_traffic (a worker under the OS limits, reused
-    from call to call as in the app), alternated `runs` times on the same bytes (the two profiles must be equal): sorted wall seconds of each
-    ("here", "there") and CPU seconds ("here_cpu": this process; "there_cpu": this process plus the child, from its
-    own account), which a machine shared with other work does not blur as it blurs wall time. The first of each is
-    cold (this process's heap, a fresh worker's): counted in the lists, and also apart ("first": here, there)."""
+    from call to call as in the app), alternated `runs` times on the same bytes (the two profiles must be equal):
+    sorted wall seconds of each ("here", "there") and CPU seconds ("here_cpu": this process; "there_cpu": this
+    process plus the worker, from its own account), which a machine shared with other work does not blur as it blurs
+    wall time. The first of each is cold (this process's heap, a fresh worker's): counted in the lists, and also
+    apart ("first": here, there)."""
     import resource
 
     _root_on_path()
