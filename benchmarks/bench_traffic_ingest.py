@@ -357,10 +357,10 @@ def _status_mb(key: str) -> float:
 def compare_bounded(data: bytes, name: str = "requests.csv", runs: int = 5) -> dict[str, list[float]]:
     """parse_traffic in this process and through profiles.uploads.read_traffic (a worker under the OS limits, reused
     from call to call as in the app), alternated `runs` times on the same bytes (the two profiles must be equal):
-    sorted wall seconds of each ("here", "there") and CPU seconds ("here_cpu": this process; "there_cpu": this
-    process plus the worker, from its own account), which a machine shared with other work does not blur as it blurs
-    wall time. The first of each is cold (this process's heap, a fresh worker's): counted in the lists, and also
-    apart ("first": here, there)."""
+    sorted wall seconds of each ("here", "there"), CPU seconds ("here_cpu": this process; "there_cpu": this
+    process plus the worker, from its own account) and minor page faults ("here_faults", "there_faults", counted
+    alike), which a machine shared with other work does not blur as it blurs wall time. The first of each is cold
+    (this process's heap, a fresh worker's): counted in the lists, and also apart ("first": here, there)."""
     import resource
 
     _root_on_path()
@@ -372,18 +372,25 @@ def compare_bounded(data: bytes, name: str = "requests.csv", runs: int = 5) -> d
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
+    def faults() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
     cat = load_catalog()
     sandbox.prepare()
-    out: dict[str, list[float]] = {"here": [], "there": [], "here_cpu": [], "there_cpu": []}
+    out: dict[str, list[float]] = {k: [] for k in ("here", "there", "here_cpu", "there_cpu", "here_faults",
+                                                   "there_faults")}
     for _ in range(runs):
-        t, c = time.perf_counter(), cpu()
+        t, c, f = time.perf_counter(), cpu(), faults()
         a = parse_traffic(name, data, cat)
         out["here"].append(time.perf_counter() - t)
         out["here_cpu"].append(cpu() - c)
-        t, c = time.perf_counter(), cpu()
+        out["here_faults"].append(faults() - f)
+        t, c, f = time.perf_counter(), cpu(), faults()
         b = read_traffic(name, data, cat)
         out["there"].append(time.perf_counter() - t)
-        out["there_cpu"].append(cpu() - c + sandbox.last_usage().cpu_s)
+        usage = sandbox.last_usage()
+        out["there_cpu"].append(cpu() - c + usage.cpu_s)
+        out["there_faults"].append(faults() - f + usage.page_faults)
         assert a == b, "the bounded parse differs from the in-process one"
     first = [out["here"][0], out["there"][0]]
     return {**{k: sorted(v) for k, v in out.items()}, "first": first}
@@ -402,7 +409,7 @@ def print_compare_bounded(data: bytes, name: str, runs: int = 5) -> None:
           f"{r['here_cpu'][low]:.2f} s vs {r['there_cpu'][low]:.2f} s "
           f"({r['there_cpu'][low] / r['here_cpu'][low] - 1:+.1%}); wall runs {', '.join(f'{x:.2f}' for x in r['here'])}"
           f" vs {', '.join(f'{x:.2f}' for x in r['there'])}; the first (cold) pair {r['first'][0]:.2f} s vs "
-          f"{r['first'][1]:.2f} s")
+          f"{r['first'][1]:.2f} s; median page faults {r['here_faults'][mid]:,.0f} vs {r['there_faults'][mid]:,.0f}")
 
 
 def make_nested_xlsx(path: Path, depth: int = 10_000_000) -> Path:
