@@ -254,10 +254,10 @@ class _Pool:
                      None)
             if w is None:
                 for idle in [w for w in self.workers.values() if w.call is None and not w.ended]:
-                    if len(self.workers) < concurrency:
+                    if sum(not x.ended for x in self.workers.values()) < concurrency:
                         break
                     self.retire(idle)
-                w = self.fork(max_mb)
+                w = self.fork(max_mb, fd)
             given = [d for d in dict.fromkeys(digests) if d not in w.has and d in _KEPT_FDS]
             stale = [d for d in w.has if d not in KEPT]
             try:
@@ -270,7 +270,9 @@ class _Pool:
             return
         os.close(fd)  # the caller reads end of file: "killed"
 
-    def fork(self, max_mb: int) -> _Worker:
+    def fork(self, max_mb: int, call_fd: int) -> _Worker:
+        """A new worker under `max_mb`; `call_fd` (the call about to be handed to it, on its socket) is not inherited:
+        the worker holds only what it is handed, so the call's socket closes with its answer."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server_pid = os.getpid()
         pid = os.fork()
@@ -285,8 +287,8 @@ class _Pool:
                 for w in self.workers.values():
                     if w.call is not None:
                         w.call.close()
-                for kept_fd in _KEPT_FDS.values():
-                    os.close(kept_fd)
+                for inherited in [*_KEPT_FDS.values(), call_fd]:
+                    os.close(inherited)
                 _worker(theirs, server_pid, max_mb)
                 code = 0
             finally:

@@ -223,3 +223,27 @@ time.sleep(60)
         app.wait(10)
     assert _gone(server.pid)
     assert all(_gone(w.pid) for w in workers)
+
+
+def sockets_and_fds() -> tuple[int, int]:
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:  # the listing's own descriptor, closed once it was read
+            pass
+    return sum(link.startswith("socket:") for link in links), len(links)
+
+
+def test_a_worker_holds_only_its_own_socket_and_the_call_it_serves():
+    fresh = ParseLimits(max_mb=513)  # a bound no other test uses: a worker forked for this call
+    first = run_bounded(sockets_and_fds, refuse=_refuse, limits=fresh)
+    assert last_usage().calls == 1
+    assert first[0] == 2  # its socket to the server and this call's: none inherited from the server's other calls
+    for blob in (b"a" * 100, b"b" * (9 << 20)):  # the plain read, the huge-page read: their pipes closed after
+        run_bounded(digest_len, blob, refuse=_refuse, limits=fresh)
+    assert run_bounded(sockets_and_fds, refuse=_refuse, limits=fresh) == first
+
+
+def digest_len(data: bytes) -> int:
+    return len(data)
