@@ -59,7 +59,7 @@ __all__ = ["MAX_KEPT", "MAX_RESULT_BYTES", "ChildUsage", "Kept", "ParseLimits", 
 
 @dataclass(frozen=True)
 class ParseLimits:
-    """What one reader may use: address space above the child's baseline (MB), CPU seconds, wall seconds."""
+    """What one reader may use: address space above the worker's baseline (MB), CPU seconds, wall seconds."""
 
     max_mb: int = DEFAULT_MAX_MB
     max_cpu_s: int = DEFAULT_MAX_CPU_S
@@ -93,8 +93,8 @@ _last = threading.local()
 
 
 def last_usage() -> ChildUsage | None:
-    """The usage of this thread's last run_bounded child that answered (a result or an error; None: none, or it was
-    stopped at a limit before it could say)."""
+    """The usage of this thread's last run_bounded call whose worker answered (a result or an error; None: none, or
+    it was stopped at a limit before it could say)."""
     return getattr(_last, "usage", None)
 
 
@@ -213,7 +213,7 @@ def _mb(n: float) -> str:
 def run_bounded(fn: Callable[..., T], *args: Any, refuse: Callable[[str], BaseException], what: str = "file",
                 limits: ParseLimits | None = None, **kwargs: Any) -> T:
     """fn(*args, **kwargs) in a worker process under `limits` (default: limits_from_env()). Returns its result;
-    re-raises its error as the same type with the same fields; raises refuse(why) when the child needs more than a
+    re-raises its error as the same type with the same fields; raises refuse(why) when the worker needs more than a
     limit allows, where `why` reads e.g. "this traffic file needs more than 1,536 MB of memory to read (the server's
     bound, SPECPLAN_PARSE_MAX_MB)". `fn` must be importable by name (a module-level function)."""
     lim = limits or limits_from_env()

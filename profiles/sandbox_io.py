@@ -1,5 +1,5 @@
-"""How a call's bytes reach a profiles.sandbox child: each bytes argument through a pipe whose read end the child
-receives. The parent hands the pipe its own pages (vmsplice: no copy on its side) and the child reads them straight
+"""How a call's bytes reach a profiles.sandbox worker: each bytes argument through a pipe whose read end the worker
+receives. The parent hands the pipe its own pages (vmsplice: no copy on its side) and the worker reads them straight
 into its bytes (one copy in all). A memory file (memfd) costs a second copy and fresh pages on both sides: on a 43
 MiB upload, ~60 ms of CPU and ~150 ms of wall time against ~30 ms and ~65 ms (measured on 2 shared CPU cores).
 A large upload is read into a bytes object the worker asks the kernel to back with huge pages (MADV_HUGEPAGE: 22
@@ -52,7 +52,7 @@ _BYTES_DATA = bytes.__basicsize__ - 1  # where a bytes object's contents start (
 
 
 def receive_blobs(sock_fd: int, sizes: list[int]) -> list[bytes]:
-    """In the child: the call's bytes arguments, each read from its pipe straight into its bytes."""
+    """In the worker: the call's bytes arguments, each read from its pipe straight into its bytes."""
     if not sizes:
         return []
     with socket.socket(fileno=os.dup(sock_fd)) as sock:
