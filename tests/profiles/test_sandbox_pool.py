@@ -240,10 +240,12 @@ def test_a_worker_holds_only_its_own_socket_and_the_call_it_serves():
     first = run_bounded(sockets_and_fds, refuse=_refuse, limits=fresh)
     assert last_usage().calls == 1
     assert first[0] == 2  # its socket to the server and this call's: none inherited from the server's other calls
-    for blob in (b"a" * 100, b"b" * (9 << 20)):  # the plain read, the huge-page read: their pipes closed after
-        run_bounded(digest_len, blob, refuse=_refuse, limits=fresh)
+    for blob in (b"a" * 100, os.urandom((9 << 20) + 5)):  # the plain read, the huge-page read (whole, byte for
+        assert run_bounded(digest, blob, refuse=_refuse, limits=fresh) == digest(blob)  # byte): their pipes closed
     assert run_bounded(sockets_and_fds, refuse=_refuse, limits=fresh) == first
 
 
-def digest_len(data: bytes) -> int:
-    return len(data)
+def digest(data: bytes) -> tuple[int, str]:
+    import hashlib
+
+    return len(data), hashlib.sha256(data).hexdigest()
