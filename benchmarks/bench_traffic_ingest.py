@@ -277,8 +277,9 @@ def measure(path: Path, timeout_s: float = 300.0, fn: str = "parse", column: str
 def measure_bounded(path: Path, fn: str = "parse", column: str = "workload") -> dict:
     """`fn` (parse, inspect or values) on `path` through profiles.uploads (a child process under the OS limits),
     called from this process: outcome, message, wall seconds, this process's peak RSS added by the call (VmHWM,
-    reset before it) and the child's peak RSS and CPU seconds (psutil samples of the fork server's children every
-    10 ms: a lower bound on the peak, exact for the CPU up to the last sample)."""
+    reset before it) and the worker's peak RSS and CPU seconds (its own account when it answered; else psutil
+    samples of the fork server's workers every 10 ms: the CPU each used since the call began, up to the last sample,
+    and the largest RSS seen, which counts the heap a reused worker kept from earlier calls)."""
     import threading
 
     import psutil
@@ -294,14 +295,24 @@ def measure_bounded(path: Path, fn: str = "parse", column: str = "workload") -> 
     server = psutil.Process(sandbox._server[0].pid)
     seen = {"rss": 0.0, "cpu": 0.0}
     done = threading.Event()
+    start_cpu: dict[int, float] = {}  # a worker's CPU before this call (workers are reused across calls)
+
+    def cpu_of(p: psutil.Process) -> float:
+        t = p.cpu_times()
+        return t.user + t.system
+
+    for child in server.children():
+        try:
+            start_cpu[child.pid] = cpu_of(child)
+        except psutil.Error:
+            pass
 
     def sample() -> None:
         while not done.is_set():
             for child in server.children():
                 try:
                     seen["rss"] = max(seen["rss"], child.memory_info().rss / MIB)
-                    t = child.cpu_times()
-                    seen["cpu"] = max(seen["cpu"], t.user + t.system)
+                    seen["cpu"] = max(seen["cpu"], cpu_of(child) - start_cpu.get(child.pid, 0.0))
                 except psutil.Error:
                     pass
             done.wait(0.01)
@@ -324,7 +335,7 @@ def measure_bounded(path: Path, fn: str = "parse", column: str = "workload") -> 
     dt = time.perf_counter() - t
     done.set()
     th.join()
-    usage = sandbox.last_usage()  # the child's own account when it returned a result; else the samples
+    usage = sandbox.last_usage()  # the worker's own account when it answered; else the samples
     return dict(outcome=outcome, message=message, seconds=dt, parent_added_mb=_status_mb("VmHWM") - base,
                 child_peak_mb=usage.peak_mb if usage else seen["rss"],
                 child_cpu_s=usage.cpu_s if usage else seen["cpu"])
@@ -344,10 +355,12 @@ def _status_mb(key: str) -> float:
 
 
 def compare_bounded(data: bytes, name: str = "requests.csv", runs: int = 5) -> dict[str, list[float]]:
-    """parse_traffic in this process and through profiles.uploads.read_traffic (a child under the OS limits),
-    alternated `runs` times on the same bytes (the two profiles must be equal): sorted wall seconds of each
-    ("here", "there") and CPU seconds ("here_cpu": this process; "there_cpu": this process plus the child, from its
-    own account), which a machine shared with other work does not blur as it blurs wall time."""
+    """parse_traffic in this process and through profiles.uploads.read_traffic (a worker under the OS limits, reused
+    from call to call as in the app), alternated `runs` times on the same bytes (the two profiles must be equal):
+    sorted wall seconds of each ("here", "there"), CPU seconds ("here_cpu": this process; "there_cpu": this
+    process plus the worker, from its own account) and minor page faults ("here_faults", "there_faults", counted
+    alike), which a machine shared with other work does not blur as it blurs wall time. The first of each is cold
+    (this process's heap, a fresh worker's): counted in the lists, and also apart ("first": here, there)."""
     import resource
 
     _root_on_path()
@@ -359,27 +372,35 @@ def compare_bounded(data: bytes, name: str = "requests.csv", runs: int = 5) -> d
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
+    def faults() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
     cat = load_catalog()
     sandbox.prepare()
-    out: dict[str, list[float]] = {"here": [], "there": [], "here_cpu": [], "there_cpu": []}
+    out: dict[str, list[float]] = {k: [] for k in ("here", "there", "here_cpu", "there_cpu", "here_faults",
+                                                   "there_faults")}
     for _ in range(runs):
-        t, c = time.perf_counter(), cpu()
+        t, c, f = time.perf_counter(), cpu(), faults()
         a = parse_traffic(name, data, cat)
         out["here"].append(time.perf_counter() - t)
         out["here_cpu"].append(cpu() - c)
-        t, c = time.perf_counter(), cpu()
+        out["here_faults"].append(faults() - f)
+        t, c, f = time.perf_counter(), cpu(), faults()
         b = read_traffic(name, data, cat)
         out["there"].append(time.perf_counter() - t)
-        out["there_cpu"].append(cpu() - c + sandbox.last_usage().cpu_s)
+        usage = sandbox.last_usage()
+        out["there_cpu"].append(cpu() - c + usage.cpu_s)
+        out["there_faults"].append(faults() - f + usage.page_faults)
         assert a == b, "the bounded parse differs from the in-process one"
-    return {k: sorted(v) for k, v in out.items()}
+    first = [out["here"][0], out["there"][0]]
+    return {**{k: sorted(v) for k, v in out.items()}, "first": first}
 
 
 def print_compare_bounded(data: bytes, name: str, runs: int = 5) -> None:
     """compare_bounded's medians and lower quartiles (a shared machine slows some runs, rarely speeds one up)."""
     r = compare_bounded(data, name, runs)
     mid, low = len(r["here"]) // 2, len(r["here"]) // 4
-    print(f"OS limits: the same CSV ({len(data) / MIB:.1f} MiB) parsed in this process vs in a child under the limits "
+    print(f"OS limits: the same CSV ({len(data) / MIB:.1f} MiB) parsed in this process vs in a worker under the limits "
           f"(profiles.uploads), alternated {len(r['here'])} times: median wall {r['here'][mid]:.2f} s vs "
           f"{r['there'][mid]:.2f} s ({r['there'][mid] / r['here'][mid] - 1:+.1%}; target < +10 %), lower quartile "
           f"{r['here'][low]:.2f} s vs {r['there'][low]:.2f} s ({r['there'][low] / r['here'][low] - 1:+.1%}); median "
@@ -387,7 +408,8 @@ def print_compare_bounded(data: bytes, name: str, runs: int = 5) -> None:
           f"({r['there_cpu'][mid] / r['here_cpu'][mid] - 1:+.1%}, the child's included), lower quartile "
           f"{r['here_cpu'][low]:.2f} s vs {r['there_cpu'][low]:.2f} s "
           f"({r['there_cpu'][low] / r['here_cpu'][low] - 1:+.1%}); wall runs {', '.join(f'{x:.2f}' for x in r['here'])}"
-          f" vs {', '.join(f'{x:.2f}' for x in r['there'])}")
+          f" vs {', '.join(f'{x:.2f}' for x in r['there'])}; the first (cold) pair {r['first'][0]:.2f} s vs "
+          f"{r['first'][1]:.2f} s; median page faults {r['here_faults'][mid]:,.0f} vs {r['there_faults'][mid]:,.0f}")
 
 
 def make_nested_xlsx(path: Path, depth: int = 10_000_000) -> Path:

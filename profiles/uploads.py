@@ -1,5 +1,5 @@
 """The gate every visitor file goes through: each reader (traffic, config.json, a GPU spec, measured acceptance)
-runs in a child process under the operating system's limits (profiles.sandbox), and a file that needs more than
+runs in a worker process under the operating system's limits (profiles.sandbox), and a file that needs more than
 they allow is refused in the reader's own error type. The Traffic page, the sidebar's boxes, the shared-link
 reopening of a kept upload and the CLI call these, never the readers directly; the readers' own checks stay the
 first line."""

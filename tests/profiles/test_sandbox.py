@@ -1,6 +1,7 @@
-"""profiles.sandbox / profiles.uploads: a reader runs in a child process under RLIMIT_AS, RLIMIT_CPU and a wall
-clock; a child past a limit becomes the reader's own error in product words, an error raised in the child comes back
-as itself, the parent's memory does not grow with the child's, and no child outlives its call."""
+"""profiles.sandbox / profiles.uploads: a reader runs in a worker process under RLIMIT_AS, RLIMIT_CPU and a wall
+clock; a worker past a limit becomes the reader's own error in product words, an error raised in the worker comes
+back as itself, the parent's memory does not grow with the worker's, and no call leaves a worker busy or the pool
+larger than its bound (the pool itself: test_sandbox_pool.py)."""
 
 from __future__ import annotations
 
@@ -72,21 +73,35 @@ def _reset_peak() -> float:
 
 
 @pytest.fixture(autouse=True)
-def no_child_left():
+def no_busy_worker_left():
     yield
     server = sb._server
     if server is not None and server[0].poll() is None:
-        left = _children_after(psutil.Process(server[0].pid))
-        assert not left, f"children of the fork server left after the call: {left}"
+        busy, workers = busy_workers(psutil.Process(server[0].pid))
+        assert not busy, f"workers of the fork server still running after the call: {busy}"
+        assert len(workers) <= sb.DEFAULT_CONCURRENCY, f"more workers than the pool's bound: {workers}"
 
 
-def _children_after(server: psutil.Process, wait_s: float = 5.0) -> list[psutil.Process]:
-    """The server's children once those that answered have exited (a child exits by itself right after its answer:
-    within a second, not never)."""
+def busy_workers(server: psutil.Process, wait_s: float = 5.0) -> tuple[list[psutil.Process], list[psutil.Process]]:
+    """The server's workers (and any process under them) that still use CPU once those that answered have settled
+    (a worker collects its call's garbage right after its answer, or exits when it retires: within a second, not
+    never), and all of them."""
     deadline = time.monotonic() + wait_s
-    while (left := server.children(recursive=True)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
+    while True:
+        workers = server.children(recursive=True)
+        before = {p.pid: _cpu(p) for p in workers}
+        time.sleep(0.2)
+        busy = [p for p in workers if _cpu(p) != before[p.pid]]
+        if not busy or time.monotonic() > deadline:
+            return busy, [p for p in workers if _cpu(p) >= 0]
+
+
+def _cpu(p: psutil.Process) -> float:
+    try:
+        t = p.cpu_times()
+        return t.user + t.system
+    except psutil.NoSuchProcess:  # gone, or a zombie the server has not reaped yet
+        return -1.0
 
 
 def test_a_reader_that_allocates_3_gb_is_refused_and_the_parent_stays_small():
@@ -183,7 +198,7 @@ def test_the_child_dies_with_the_fork_server():
 
     run_bounded(len, b"warm", refuse=_refuse)
     server = psutil.Process(sb._server[0].pid)
-    assert not _children_after(server)
+    assert not busy_workers(server)[0]
     done: list[BaseException] = []
 
     def call() -> None:
@@ -194,13 +209,13 @@ def test_the_child_dies_with_the_fork_server():
 
     th = threading.Thread(target=call)
     th.start()
-    deadline = time.monotonic() + 10
-    while not server.children() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    (child,) = server.children()
+    time.sleep(1.0)  # the call reaches its worker (the warm one: the same bounds)
+    children = server.children()
+    assert children
     server.kill()
     server.wait(10)
-    child.wait(10)  # PR_SET_PDEATHSIG: killed with its parent
+    for child in children:
+        child.wait(10)  # PR_SET_PDEATHSIG: killed with its parent, busy or idle
     th.join(10)
     assert isinstance(done[0], TrafficError) and "the server's bounds" in str(done[0])
     assert run_bounded(len, b"abc", refuse=_refuse) == 3  # a new fork server for the next call
