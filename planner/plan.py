@@ -43,6 +43,7 @@ from planner.decision.levers import levers, order_by_return, plan_levers
 from planner.decision.verdict import choose_reference, decide, ttft_fleet_sentence, ttft_sentence
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.money.bill import band_bills, bills, headline_fleet
+from planner.money.disagg import ServingChoice, choose_serving
 from planner.money.economics import plan_economics
 from planner.money.kday import Schedule, deploy_schedule, scheduled_fleet
 from planner.money.sizing import plan_fleet
@@ -189,6 +190,13 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     # the two fleets the headline compares, each at its own TP: every number "today" and "with the best method"
     ref_fleet, ref_bill = headline_fleet(ctx, reference, fleet, role="today")
     best_fleet, best_bill = headline_fleet(ctx, best, fleet, role="best")
+    if req.serving != "colocated":  # disaggregated prefill/decode fleets (planner.money.disagg)
+        served = choose_serving(ctx, reference=reference, methods=methods, colocated=ServingChoice(
+            ref_fleet, ref_bill, best, best_fleet, best_bill))
+        if served.best_fleet is not None and served.best_fleet.serving != "colocated":
+            schedule = None  # the decode pool runs the method's one K
+        ref_fleet, ref_bill, best, best_fleet, best_bill = (served.reference_fleet, served.reference_bill, served.best,
+                                                            served.best_fleet, served.best_bill)
     # economics of switching from the reference to the best method
     switching = best is not None and best.method != (reference.method if reference is not None else None)
     one_low, one_high = (best.one_time_usd_low, best.one_time_usd_high) if best is not None and switching else (0, 0)
