@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from planner.formatting import fmt_pct, fmt_usd
 from planner.price import gpu_price
-from planner.search.grid import batch_sweeps as sweeps
+from planner.search import batch_sweeps as sweeps
 from planner.uncertainty import sensitivity as sens
 from views.parts import widgets
 from views.sidebar import state as S

@@ -35,7 +35,7 @@ from planner.request import (
     MAX_USD_PER_GPU_HOUR,
     TP_OPTIONS,
 )
-from planner.search.grid import batch_sweeps as sweeps
+from planner.search import batch_sweeps as sweeps
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from planner.uncertainty import sensitivity as sens
 from profiles import load_catalog, sandbox
