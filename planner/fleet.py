@@ -41,6 +41,7 @@ SERVING_ASSUMPTIONS = (
     f"disaggregated without a TTFT SLO: a prefill replica is kept at most {PREFILL_BUSY_CAP:.0%} busy (planner "
     "assumption, 2026-12-04)",
     "disaggregated: the decode pool runs the method's one K at every hour (no K per batch size)",
+    "disaggregated: the saving has no Monte Carlo or alpha-range band (both draw co-located fleets)",
 )
 
 

@@ -82,7 +82,9 @@ def plan(req: PlanRequest, catalog: Catalog) -> Plan:
     req, ctx, reference, best, econ, switching = h.req, h.ctx, h.reference, h.best, h.econ, h.switching
     segs, spent, baseline, methods, fleet, by_bill = h.segs, h.spent, h.baseline, h.methods, h.fleet, h.by_bill
     note, alts, ref_fleet, best_fleet = h.note, h.alts, h.ref_fleet, h.best_fleet
-    if switching and econ.monthly_saving_usd is not None:
+    # the Monte Carlo draws co-located fleets: a disaggregated headline fleet goes without it (said in plan_dict)
+    colocated = all(f is None or f.serving == "colocated" for f in (ref_fleet, best_fleet))
+    if switching and econ.monthly_saving_usd is not None and colocated:
         if (risk := switch_risk(req, catalog, reference=reference, best=best)) is not None:
             econ = dataclasses.replace(
                 econ, p_saving_positive=risk.p_saving_positive, p_payback_within_horizon=risk.p_payback_within_horizon,
@@ -202,7 +204,8 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     one_low, one_high = (best.one_time_usd_low, best.one_time_usd_high) if best is not None and switching else (0, 0)
     econ = plan_economics(monthly_output_tokens=req.monthly_output_tokens, costs=ctx.costs, reference=reference,
                           best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
-                          best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing) if band else ())
+                          best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing)
+                          if band and (best_fleet is None or best_fleet.serving == "colocated") else ())
     return _Headline(req, ctx, segs, spent, baseline, methods, reference, note, tuple(alts + plain), fleet, by_bill,
                      best, ref_fleet, best_fleet, econ, switching, schedule, ttft_note)
 
