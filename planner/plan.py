@@ -18,6 +18,8 @@ How the answer is reached, one room per step:
 5. planner.money.economics: saving, one-time cost, payback and NPV, once; planner.decision.levers, planner.money.sizing
 (the fleet by
    hour) and planner.decision.assumptions complete the answer.
+With PlanRequest.serving "disaggregated" or "best", planner.money.disagg sizes a prefill pool and a decode pool for
+today and every feasible method; the headline's two fleets become the disaggregated ones (or the cheaper of the two).
 A monthly spend instead of a volume (planner.money.spend) is turned into the volume that fleet serves first; on request,
 planner.decision.hardware_choice compares the cheapest fleet on every GPU type, and the verdict names a cheaper one.
 """
