@@ -171,3 +171,18 @@ def test_cli_serving_round_trip_and_refusal(catalog):
     bad = _cli("--serving", "split")
     assert bad.returncode != 0
     assert "serving='split' is not allowed" in bad.stderr + bad.stdout
+
+
+def test_the_prefix_cache_share_speeds_the_prefill_pool_not_the_kv_transfer(catalog):
+    from planner.money.disagg import prefill_pools
+
+    cold = P.plan(_req(), catalog)
+    warm_req = _req(prefix_cache_share=0.5)
+    warm = P.plan(warm_req, catalog)
+    a = prefill_pools(make_context(cold.request, catalog), cold.baseline)
+    b = prefill_pools(make_context(warm_req, catalog), warm.baseline)
+    for c, w in zip(a, b, strict=True):
+        # half the prompt is not recomputed: one replica serves more prompts a second, the whole prompt's KV still moves
+        assert w.hours[0].capacity_requests_per_s > 1.5 * c.hours[0].capacity_requests_per_s
+        assert w.kv_transfer_ms == pytest.approx(c.kv_transfer_ms)
+    assert warm.reference_fleet.pools[0].peak_gpus <= cold.reference_fleet.pools[0].peak_gpus
