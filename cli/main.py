@@ -213,6 +213,10 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttft-slo-ms", type=float, default=None, metavar="MS",
                    help="mean time to first token a user may wait, ms (default: none stated; TTFT is reported, "
                         "not a constraint): the search and the fleet honour it beside --tpot-slo-ms")
+    p.add_argument("--serving", default="colocated", metavar="HOW",
+                   help="colocated (default: prefill and decode on the same replicas), disaggregated (a prefill pool "
+                        "sized for the TTFT SLO and a decode pool for the TPOT SLO, each at its own TP, the KV cache "
+                        "sent between them) or best (the cheaper of the two that meets both SLOs)")
     p.set_defaults(traffic=None, current_method="none")
 
 
@@ -400,12 +404,13 @@ def _gpu_price(text: str) -> tuple[str, float]:
 
 
 def with_spend_and_hardware(req, args):
-    """--spend-usd-per-month, --gpus, --billing, --compare-hardware and --gpu-price on a plan request."""
+    """--spend-usd-per-month, --gpus, --billing, --compare-hardware, --gpu-price and --serving on a plan request."""
     import dataclasses
 
     return dataclasses.replace(req, spend_usd_per_month=args.spend_usd_per_month, spend_gpus=args.gpus,
                                billing=args.billing, compare_hardware=args.compare_hardware,
-                               hardware_prices=tuple(args.gpu_price or ()))
+                               hardware_prices=tuple(args.gpu_price or ()),
+                               serving=getattr(args, "serving", "colocated"))
 
 
 def cmd_plan(args) -> Any:

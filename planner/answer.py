@@ -172,6 +172,33 @@ class PlanFleet:
     hours: tuple[FleetHour, ...]
     hours_source: str  # where the hourly load comes from (a trace's hours or a daily shape on the volume)
     ttft_ms: float = math.nan  # mean time to first token over the day, weighted by requests (planner.physics.ttft)
+    # "colocated" (prefill and decode on the same replicas) or "disaggregated" (planner.money.disagg: `pools` holds the
+    # prefill pool then the decode pool; `hours` then sum both pools' replicas and GPUs, TPOT is the decode pool's,
+    # TTFT the prefill pool's with the KV transfer; `tp` is the decode pool's)
+    serving: str = "colocated"
+    pools: tuple[ServingPool, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServingPool:
+    """One pool of a disaggregated fleet (planner.money.disagg): prefill-only or decode-only replicas at their own TP,
+    hour by hour and over the month."""
+
+    role: str  # "prefill" or "decode"
+    tp: int  # GPUs per replica of this pool
+    batch: float  # decode: sequences per replica at the busiest hour; prefill: 0 (prompts run one after another)
+    peak_gpus: int
+    gpu_hours_per_month: float  # under the request's billing
+    usd_per_month: float  # this pool's share of the bill (inf when it cannot serve the traffic under its SLO)
+    gpu_hours_per_month_autoscaled: float
+    gpu_hours_per_month_fixed: float
+    usd_per_month_autoscaled: float
+    usd_per_month_fixed: float
+    feasible: bool
+    # prefill: ttft_ms (queue + prefill + KV transfer) and prefill_share (the share of time a replica is busy);
+    # decode: batch and tpot_ms (no chunked prefill: TPOT seen = decode TPOT)
+    hours: tuple[FleetHour, ...]
+    kv_transfer_ms: float = 0.0  # prefill: the KV cache of a mean prompt sent to the decode pool (busiest hour)
 
 
 @dataclass(frozen=True)

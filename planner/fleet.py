@@ -27,6 +27,22 @@ from planner.physics.ttft import TtftInputs, ttft
 DAYS_PER_MONTH = 365.25 / 12.0  # 30.4375: the average Gregorian month (the traffic volumes use it too)
 HOURS_PER_DAY = 24
 MAX_REPLICAS = 1 << 20
+# Disaggregated serving (planner.money.disagg). Without a TTFT SLO a prefill replica is kept at most 80 % busy: the
+# M/M/1 wait there is 4 prefills (u / (1 - u)). Planner assumption (2026-12-04).
+PREFILL_BUSY_CAP = 0.8
+# The KV cache of the whole prompt (the prefix-cached part too: the decode pool holds none of it) moves from the
+# prefill replica to the decode replica over one GPU's scale-up link at hardware.yaml's interconnect_gb_s (NVLink 4 on
+# H100: 450 GB/s one way), both pools in one NVLink domain; a transfer over RDMA between nodes is slower. Added to
+# TTFT, not overlapped with the prefill. Planner assumption (2026-12-04).
+SERVING_ASSUMPTIONS = (
+    "disaggregated: the prompt's KV cache moves from the prefill to the decode pool over one GPU's interconnect "
+    "(hardware.yaml interconnect_gb_s; both pools in one NVLink domain), added to TTFT (planner assumption, "
+    "2026-12-04)",
+    f"disaggregated without a TTFT SLO: a prefill replica is kept at most {PREFILL_BUSY_CAP:.0%} busy (planner "
+    "assumption, 2026-12-04)",
+    "disaggregated: the decode pool runs the method's one K at every hour (no K per batch size)",
+    "disaggregated: the saving has no Monte Carlo or alpha-range band (both draw co-located fleets)",
+)
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,14 @@ def plan_dict(p: Plan) -> dict[str, Any]:
     out["latency"] = {"tpot_slo_ms": p.request.tpot_slo_ms, "ttft_slo_ms": p.request.ttft_slo_ms,
                       **{role: None if f is None else {"label": f.label, "tpot_ms": f.tpot_ms, "ttft_ms": f.ttft_ms}
                          for role, f in (("today", p.reference_fleet), ("best", p.best_fleet))}}
+    # how prefill and decode are served: asked, and each headline fleet's (its pools: reference_fleet / best_fleet)
+    out["serving"] = {"asked": p.request.serving,
+                      **{role: None if f is None else f.serving
+                         for role, f in (("today", p.reference_fleet), ("best", p.best_fleet))}}
+    if p.request.serving != "colocated":
+        from planner.fleet import SERVING_ASSUMPTIONS
+
+        out["serving"]["assumptions"] = list(SERVING_ASSUMPTIONS)
     if p.spend is not None:
         out["volume_source"] = p.request.volume_source
         out["spend"] = {**jsonable(p.spend), "volume_source": p.spend.volume_source}

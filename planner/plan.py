@@ -18,6 +18,8 @@ How the answer is reached, one room per step:
 5. planner.money.economics: saving, one-time cost, payback and NPV, once; planner.decision.levers, planner.money.sizing
 (the fleet by
    hour) and planner.decision.assumptions complete the answer.
+With PlanRequest.serving "disaggregated" or "best", planner.money.disagg sizes a prefill pool and a decode pool for
+today and every feasible method; the headline's two fleets become the disaggregated ones (or the cheaper of the two).
 A monthly spend instead of a volume (planner.money.spend) is turned into the volume that fleet serves first; on request,
 planner.decision.hardware_choice compares the cheapest fleet on every GPU type, and the verdict names a cheaper one.
 """
@@ -43,6 +45,7 @@ from planner.decision.levers import levers, order_by_return, plan_levers
 from planner.decision.verdict import choose_reference, decide, ttft_fleet_sentence, ttft_sentence
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.money.bill import band_bills, bills, headline_fleet
+from planner.money.disagg import ServingChoice, choose_serving
 from planner.money.economics import plan_economics
 from planner.money.kday import Schedule, deploy_schedule, scheduled_fleet
 from planner.money.sizing import plan_fleet
@@ -81,7 +84,9 @@ def plan(req: PlanRequest, catalog: Catalog) -> Plan:
     req, ctx, reference, best, econ, switching = h.req, h.ctx, h.reference, h.best, h.econ, h.switching
     segs, spent, baseline, methods, fleet, by_bill = h.segs, h.spent, h.baseline, h.methods, h.fleet, h.by_bill
     note, alts, ref_fleet, best_fleet = h.note, h.alts, h.ref_fleet, h.best_fleet
-    if switching and econ.monthly_saving_usd is not None:
+    # the Monte Carlo draws co-located fleets: a disaggregated headline fleet goes without it (said in plan_dict)
+    colocated = all(f is None or f.serving == "colocated" for f in (ref_fleet, best_fleet))
+    if switching and econ.monthly_saving_usd is not None and colocated:
         if (risk := switch_risk(req, catalog, reference=reference, best=best)) is not None:
             econ = dataclasses.replace(
                 econ, p_saving_positive=risk.p_saving_positive, p_payback_within_horizon=risk.p_payback_within_horizon,
@@ -189,12 +194,20 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     # the two fleets the headline compares, each at its own TP: every number "today" and "with the best method"
     ref_fleet, ref_bill = headline_fleet(ctx, reference, fleet, role="today")
     best_fleet, best_bill = headline_fleet(ctx, best, fleet, role="best")
+    if req.serving != "colocated":  # disaggregated prefill/decode fleets (planner.money.disagg)
+        served = choose_serving(ctx, reference=reference, methods=methods, colocated=ServingChoice(
+            ref_fleet, ref_bill, best, best_fleet, best_bill))
+        if served.best_fleet is not None and served.best_fleet.serving != "colocated":
+            schedule = None  # the decode pool runs the method's one K
+        ref_fleet, ref_bill, best, best_fleet, best_bill = (served.reference_fleet, served.reference_bill, served.best,
+                                                            served.best_fleet, served.best_bill)
     # economics of switching from the reference to the best method
     switching = best is not None and best.method != (reference.method if reference is not None else None)
     one_low, one_high = (best.one_time_usd_low, best.one_time_usd_high) if best is not None and switching else (0, 0)
     econ = plan_economics(monthly_output_tokens=req.monthly_output_tokens, costs=ctx.costs, reference=reference,
                           best=best, one_low=float(one_low), one_high=float(one_high), reference_bill=ref_bill,
-                          best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing) if band else ())
+                          best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing)
+                          if band and (best_fleet is None or best_fleet.serving == "colocated") else ())
     return _Headline(req, ctx, segs, spent, baseline, methods, reference, note, tuple(alts + plain), fleet, by_bill,
                      best, ref_fleet, best_fleet, econ, switching, schedule, ttft_note)
 

@@ -29,6 +29,9 @@ TP_OPTIONS = (1, 2, 4, 8)
 MAX_K = 32  # draft tokens per step a single-point evaluation accepts
 # a fleet paid per GPU-hour used, or sized for the peak all month (planner.money.bill)
 BILLINGS = ("autoscaled", "fixed")
+# How prefill and decode are served (planner.money.disagg): one pool of replicas doing both (co-located, chunked
+# prefill), separate prefill and decode pools, or the cheaper of the two that meets both SLOs.
+SERVINGS = ("colocated", "disaggregated", "best")
 # upper bounds of the request's numbers, declared once: validate() checks them, the app's URL schema reads them
 MAX_USD_PER_GPU_HOUR = 1000.0
 MAX_TPOT_SLO_MS = 60_000.0
@@ -155,6 +158,10 @@ class PlanRequest:
     levers_start: str | None = None
     # The money: "autoscaled" pays each hour's replicas, "fixed" a fleet sized for the peak (planner.money.bill)
     billing: str = "autoscaled"
+    # Prefill and decode on the same replicas ("colocated", today's fleet), on separate pools ("disaggregated": a
+    # prefill pool sized for the TTFT SLO, a decode pool for the TPOT SLO, planner.money.disagg), or "best": the
+    # cheaper of the two that meets both SLOs, with and without speculation
+    serving: str = "colocated"
     # the probability of a positive saving (Monte Carlo) a recommendation to deploy requires
     confidence: float = 0.8
     # True: the Monte Carlo and the tornado draw $/GPU-hour from the hardware's list range (never over an entered price)
@@ -317,6 +324,8 @@ def validate(req: PlanRequest, catalog: Catalog) -> tuple[TrafficSegment, ...]:
         raise PlanError("batch_cap", req.batch_cap, "a positive number of concurrent sequences, or none")
     if req.billing not in BILLINGS:
         raise PlanError("billing", req.billing, " or ".join(BILLINGS))
+    if req.serving not in SERVINGS:
+        raise PlanError("serving", req.serving, " or ".join(SERVINGS))
     if not (is_number(req.confidence) and 0.5 <= req.confidence < 1):
         raise PlanError("confidence", req.confidence, "a probability from 0.5 to below 1 (e.g. 0.8)")
     if not isinstance(req.price_range, (bool, np.bool_)):

@@ -76,7 +76,7 @@ def _money(p: Plan, req: PlanRequest) -> None:
         row[0].metric(f"Bill today, {tf.billing}", f"{fmt_usd(tf.usd_per_month)}/month",
                       help=f"Today: {p.reference_note}. The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by "
                            "hour, below).")
-        row[0].caption(f"{tf.label}: {tf.peak_gpus:,} GPUs at the peak ({tf.tp} per replica); TPOT {_ms(tf.tpot_ms)}"
+        row[0].caption(f"{tf.label}: {tf.peak_gpus:,} GPUs at the peak ({_per_replica(tf)}); TPOT {_ms(tf.tpot_ms)}"
                        f", TTFT {_ms(tf.ttft_ms)}")
     else:
         row[0].metric("Bill today", "n/a", help=p.reference_note)
@@ -86,7 +86,7 @@ def _money(p: Plan, req: PlanRequest) -> None:
         row[1].metric(f"Bill with {bf.label}", f"{fmt_usd(bf.usd_per_month)}/month", delta=_delta_usd(change),
                       delta_color="inverse", help="The best method's fleet for the same traffic and SLO; a green "
                                                   "arrow: the bill falls.")
-        row[1].caption(f"{bf.peak_gpus:,} GPUs at the peak ({bf.tp} per replica); TPOT {_ms(bf.tpot_ms)}, "
+        row[1].caption(f"{bf.peak_gpus:,} GPUs at the peak ({_per_replica(bf)}); TPOT {_ms(bf.tpot_ms)}, "
                        f"TTFT {_ms(bf.ttft_ms)}")
     else:
         row[1].metric("Bill with speculation", "n/a", help="No method fits and meets the SLO.")
@@ -190,6 +190,28 @@ def _own(text: str) -> str:
     return plain_in(text, prof.name if prof is not None else None)
 
 
+def _per_replica(f) -> str:
+    """A headline fleet's replica size: its TP, or each pool's where prefill and decode are disaggregated."""
+    if not f.pools:
+        return f"{f.tp} per replica"
+    return "disaggregated: " + ", ".join(f"{q.role} {q.peak_gpus:,} GPUs at TP {q.tp}" for q in f.pools)
+
+
+def pool_rows(p: Plan) -> list[dict]:
+    """The prefill and decode pools of the headline fleets served disaggregated (none when both are co-located)."""
+    rows = []
+    for role, f in (("today", p.reference_fleet), ("with the best method", p.best_fleet)):
+        for q in f.pools if f is not None else ():
+            busiest = max(q.hours, key=lambda h: h.requests_per_s)
+            rows.append({"fleet": f"{role} ({f.label})", "pool": q.role, "TP": q.tp, "peak GPUs": q.peak_gpus,
+                         "batch per replica": round(q.batch, 1) if q.role == "decode" else None,
+                         f"GPU-hours/month ({f.billing})": round(q.gpu_hours_per_month),
+                         "$/month": fmt_usd(q.usd_per_month),
+                         "busiest hour": (f"TTFT {_ms(busiest.ttft_ms)} (KV transfer {q.kv_transfer_ms:.2f} ms)"
+                                          if q.role == "prefill" else f"TPOT {_ms(busiest.tpot_ms)}")})
+    return rows
+
+
 def _ms(v: float | None) -> str:
     return f"{v:.1f} ms" if v is not None and math.isfinite(v) else "n/a"
 
@@ -288,8 +310,15 @@ def _fleet(p: Plan) -> None:
     bill = ("" if today is None else f"Today's bill: {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
             f"{fmt_usd(today.usd_per_month_fixed)}/month for a fleet sized for the peak ({today.tp} GPUs per replica). ")
     ttft = ", ".join(f"{cfg.label} {_ms(cfg.ttft_ms)}" for cfg in (today, best) if cfg is not None)
-    st.caption(f"Hours: {_own((today or best).hours_source)}. {bill}Prefill shares each replica's time "
-               f"with decoding; at least one replica runs every hour. Mean TTFT over the day: {ttft}.")
+    split = [cfg for cfg in (today, best) if cfg is not None and cfg.pools]
+    shares = ("Prefill shares each replica's time with decoding" if not split else
+              "Disaggregated fleets prefill on their own pool and send the KV cache to the decode pool (its GPUs "
+              "above are both pools')")
+    st.caption(f"Hours: {_own((today or best).hours_source)}. {bill}{shares}; at least one replica runs every hour. "
+               f"Mean TTFT over the day: {ttft}.")
+    if split:
+        st.markdown("**Prefill and decode pools**")
+        st.dataframe(pool_rows(p), key="plan_pool_table", hide_index=True)
     if f is None:
         return
     ttft_of = {b.method: b.ttft_ms for b in p.bills if math.isfinite(b.ttft_ms)}

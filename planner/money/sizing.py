@@ -42,11 +42,14 @@ def traffic_hours(ctx: Context) -> tuple[tuple, str]:
 
 
 def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[Candidate] | None = None,
-               added_tpot: Sequence[Callable[[np.ndarray], np.ndarray] | None] | None = None) -> Fleet | None:
+               added_tpot: Sequence[Callable[[np.ndarray], np.ndarray] | None] | None = None, *,
+               decode_only: bool = False) -> Fleet | None:
     """The fleet by hour for no speculation and every feasible method at the plan's K (None: none is feasible).
     cands: the candidate each point came from (a lever's tree, draft cost or acceptance shift), one per point; None:
     each method as the request deploys it. added_tpot: per point, None or the fraction of TPOT added at a batch
-    (an engine's speculation switch left on where it drafts nothing: planner.money.kday)."""
+    (an engine's speculation switch left on where it drafts nothing: planner.money.kday). decode_only: replicas that
+    only decode (a disaggregated fleet's decode pool, planner.money.disagg): no prefill shares their time and their
+    TTFT is the prefill pool's."""
     req = ctx.req
     hours, source = traffic_hours(ctx)
     keep = [i for i, p in enumerate(points) if p.available and p.feasible]
@@ -86,6 +89,8 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
                                                       cached_share=ctx.prefix_cache_share),
                                        (len(uniq),)), float)
     tin = ttft_inputs(ctx, cands, cfgs, pre_s, uniq[:, 0], is_base.reshape(-1), drafts)  # per distinct lengths
+    if decode_only:
+        return _decode_only_fleet(ctx, eng, is_base, tpot[0, :, 0], mb, uniq[:, 1], of_hour, cfgs, hours, source, added)
     cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3, added, tin)
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
                              prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
@@ -93,6 +98,18 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
                              curve_of_hour=of_hour, ttft_inputs=dataclasses.replace(
                                  tin, prefill_s=tin.prefill_s[:, of_hour],
                                  new_prompt_tokens=tin.new_prompt_tokens[of_hour]))
+
+
+def _decode_only_fleet(ctx: Context, eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.ndarray, out: np.ndarray,
+                       of_hour: np.ndarray, cfgs: Sequence[OperatingPoint], hours: Sequence, source: str,
+                       added: Sequence) -> Fleet:
+    """plan_fleet's fleet of decode-only replicas: no prefill share, no TTFT (nan)."""
+    none = np.zeros(len(out))
+    cap = _capacity_beyond(eng, is_base, tpot, mb, none, out, ctx.req.tpot_slo_ms / 1e3, added)
+    return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot, max_batch=mb,
+                             prefill_s=none[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
+                             slo_ms=ctx.req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap,
+                             curve_of_hour=of_hour)
 
 
 def ttft_inputs(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[OperatingPoint], target_prefill_s: np.ndarray,

@@ -39,3 +39,24 @@ def test_a_bad_ttft_slo_in_a_link_is_ignored_and_said(app):
     at = app({"ttft_set": "true", "ttft_slo": "-4"})
     assert at.number_input(key="ttft_slo").value == pytest.approx(2000.0)
     assert any("ttft_slo" in w.value for w in [*at.warning, *at.error, *at.info, *at.markdown, *at.caption])
+
+
+def test_disaggregated_serving_is_set_from_the_sidebar_or_a_link_and_the_plan_page_shows_both_pools(app, cat):
+    at = app()
+    assert at.radio(key="serving").value == "colocated"
+    assert not any("pool" in d.value.columns for d in at.dataframe)
+    at.radio(key="serving").set_value("disaggregated").run()
+    assert not at.exception, at.exception
+    q = dict(at.query_params)
+    assert q["serving"] == "disaggregated"
+    at2 = app(q)
+    assert at2.radio(key="serving").value == "disaggregated"
+    table = next(d for d in at2.dataframe if "pool" in d.value.columns).value
+    assert sorted(set(table["pool"])) == ["decode", "prefill"]
+    assert "disaggregated: prefill" in _captions(at2)
+
+
+def test_a_bad_serving_value_in_a_link_is_ignored_and_said(app):
+    at = app({"serving": "split"})
+    assert at.radio(key="serving").value == "colocated"
+    assert any("serving" in w.value for w in [*at.warning, *at.error, *at.info, *at.markdown, *at.caption])

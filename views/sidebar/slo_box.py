@@ -1,5 +1,6 @@
 """The sidebar's two latency targets: the TPOT SLO and, when the user states one, the TTFT SLO (PlanRequest.ttft_slo_ms;
-planner.physics.ttft). Their URL keys: slo (views.sidebar.state), ttft_set and ttft_slo (here)."""
+planner.physics.ttft), and how prefill and decode are served (PlanRequest.serving; planner.money.disagg). Their URL
+keys: slo (views.sidebar.state), ttft_set, ttft_slo and serving (here)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 from planner.physics.ttft import MAX_TTFT_SLO_MS
+from planner.request import SERVINGS
 
 TTFT_DEFAULT_MS = 2000.0  # the value the input starts at when the user turns the TTFT SLO on
 
@@ -27,7 +29,10 @@ def _bool(text: Any) -> bool:
 PARAMS: dict[str, tuple] = {
     "ttft_set": (False, _bool, lambda v: isinstance(v, bool)),
     "ttft_slo": (TTFT_DEFAULT_MS, float, lambda v: math.isfinite(v) and 0.0 < v <= MAX_TTFT_SLO_MS),
+    "serving": (SERVINGS[0], str, lambda v: v in SERVINGS),
 }
+SERVING_LABELS = {"colocated": "co-located", "disaggregated": "disaggregated prefill/decode",
+                  "best": "the cheaper of the two"}
 
 
 def slo_inputs() -> None:
@@ -43,12 +48,18 @@ def slo_inputs() -> None:
                      "replicas until both SLOs hold.")
     st.number_input("TTFT SLO, ms to the first token", min_value=1.0, max_value=float(MAX_TTFT_SLO_MS), step=100.0,
                     key="ttft_slo", disabled=not ss.get("ttft_set", False))
+    st.radio("Prefill and decode", list(SERVINGS), key="serving", format_func=SERVING_LABELS.get,
+             help="Co-located: every replica prefills and decodes (chunked prefill shares its steps). Disaggregated: "
+                  "a prefill pool sized for the TTFT SLO and a decode pool for the TPOT SLO, each at its own TP, "
+                  "the prompt's KV cache sent between them over the GPU's interconnect; the bill is both pools'. "
+                  "The cheaper of the two: the plan compares both, with and without speculation.")
 
 
 def request_fields() -> dict[str, Any]:
-    """The request's ttft_slo_ms from the sidebar: None unless the user turned the TTFT SLO on."""
+    """The request's ttft_slo_ms (None unless the user turned the TTFT SLO on) and serving from the sidebar."""
     ss = st.session_state
-    return {"ttft_slo_ms": float(ss["ttft_slo"]) if ss.get("ttft_set") and "ttft_slo" in ss else None}
+    return {"ttft_slo_ms": float(ss["ttft_slo"]) if ss.get("ttft_set") and "ttft_slo" in ss else None,
+            "serving": ss.get("serving", SERVINGS[0])}
 
 
 def ttft_phrase(req) -> str:
