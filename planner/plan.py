@@ -109,7 +109,7 @@ def plan(req: PlanRequest, catalog: Catalog) -> Plan:
         recommendation=rec,
         verdict=verdict,
         economics=econ,
-        levers=plan_levers(ctx),
+        levers=plan_levers(ctx, reference=reference, recommendation=rec),
         deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for),
                           schedule=h.schedule if best is not None and deploy_for == best.method else None)
         if deploy_for else None,

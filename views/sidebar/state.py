@@ -532,11 +532,6 @@ def plan(req: P.PlanRequest | None = None, *, levers: bool = False) -> P.Plan:
     return _plan(dataclasses.replace(req, levers_start="auto" if levers else None))
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def lever_waterfall(req: P.PlanRequest, start: str, order: tuple[str, ...] | None) -> list[P.LeverStep]:
-    return P.levers(req, catalog(), start, list(order) if order else None)
-
-
 @st.cache_data(max_entries=16, show_spinner=False)
 def _monte_carlo(req: P.PlanRequest, method: str, k: int, samples: int, seed: int, sample_price: bool,
                  sample_hw: bool) -> sens.MonteCarlo:
