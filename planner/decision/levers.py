@@ -152,7 +152,8 @@ def _candidate(ctx: Context, method: str) -> Candidate:
     return Candidate(method, tuple(range(1, m.max_k + 1)), tuned=ctx.req.tuned)
 
 
-ADOPT = "eagle3"  # the draft the levers build on when today has none and the Plan stays (the seed's levers are EAGLE-3's)
+# the draft the levers build on when today has none and the Plan stays (the seed article's levers are EAGLE-3's)
+ADOPT = "eagle3"
 
 
 def _adopt(ctx: Context, today: Candidate, pt: OperatingPoint, bill: float, *, method: str = ADOPT,

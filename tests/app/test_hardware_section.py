@@ -68,7 +68,8 @@ def test_a_comparison_price_typed_back_to_the_list_midpoint_stays_entered(app, c
     mid = cat.hardware["h200"].usd_per_gpu_hour_mid
     at = app({"hw_compare": "true"})
     h200 = cat.hardware["h200"]
-    assert _table(at).set_index("GPU").loc[h200.label]["price"] == f"list price ({h200.price.source}, {h200.price.date})"
+    listed = f"list price ({h200.price.source}, {h200.price.date})"
+    assert _table(at).set_index("GPU").loc[h200.label]["price"] == listed
     at.number_input(key="gpu_price_h200").set_value(mid + 1.0).run()
     at.number_input(key="gpu_price_h200").set_value(mid).run()
     assert not at.exception, at.exception
