@@ -57,7 +57,7 @@ class HardwareOption:
     @property
     def short(self) -> str:
         spec = "" if self.method == NO_SPEC else f", {self.method_label} K={self.k}"
-        return f"{self.peak_gpus:,} GPUs, TP {self.tp}, {self.dtype}{spec}"
+        return f"{self.peak_gpus:,} GPU{'' if self.peak_gpus == 1 else 's'}, TP {self.tp}, {self.dtype}{spec}"
 
     @property
     def description(self) -> str:
@@ -296,6 +296,9 @@ def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, pric
                 f"TPOT SLO on {hw.label}")
     else:
         note = own_note
+    for kind, o in own.items():  # at the same bill (to the cent), the request's own weights: nothing to trade
+        if kind in best and round(o.usd_per_month, 2) <= round(best[kind].usd_per_month, 2):
+            best[kind] = o
     own_best = min(own.values(), key=_cost) if own else None
     return HardwareChoice(name, hw.label, price, source, best.get(False), best.get(True), sized, skipped, note,
                           own_best, own_note)
@@ -306,6 +309,8 @@ def format_change(c: HardwareChoice, dtype: str, *, own_hardware: str | None = N
     format than `dtype` (the request's); 'cheaper weights on your own GPU type' on own_hardware; "" otherwise."""
     best = c.cheapest
     if best is None or best.dtype == dtype:
+        return ""
+    if c.own_format is not None and round(best.usd_per_month, 2) >= round(c.own_format.usd_per_month, 2):
         return ""
     head = (f"{c.label} at {best.dtype}: cheaper weights on your own GPU type" if c.hardware == own_hardware else
             f"{c.label} at {best.dtype}: cheaper weights, not only a cheaper GPU")

@@ -75,7 +75,7 @@ def rows(cmp) -> list[dict]:
 
 def _prices(req: PlanRequest) -> None:
     cat = S.catalog()
-    with st.expander("Prices per GPU type, $/GPU-hour (defaults: list midpoints)"):
+    with st.expander("Prices per GPU type, $/GPU-hour (defaults: list prices, the midpoints of their ranges)"):
         cols = st.columns(3)
         for i, (name, hw) in enumerate(cat.hardware.items()):
             col = cols[i % 3]
@@ -106,11 +106,13 @@ def section(p: Plan) -> None:
     if cmp is None:
         return
     st.plotly_chart(chart(cmp), key="plan_hardware_chart", width="stretch")
+    # at 1280 px with the sidebar open the table shows ~820 px: the GPU, both bills and the fleet with speculation
     widgets.table(rows(cmp), key="plan_hardware_table",
-                  first=("GPU", "without speculation", "with speculation", "$/GPU-hour"),
-                  widths={"GPU": 110, "without speculation": 150, "with speculation": 150, "$/GPU-hour": 90})
-    for line in cmp.format_changes():
-        st.info(line + ".")
+                  first=("GPU", "without speculation", "with speculation", "fleet with", "fleet without", "$/GPU-hour"),
+                  widths={"GPU": 190, "without speculation": 135, "with speculation": 135, "fleet with": 230,
+                          "fleet without": 230, "$/GPU-hour": 90})
+    if changes := cmp.format_changes():
+        st.info("What the other weight formats changed:\n\n" + "\n".join(f"- {line}." for line in changes))
     best, own = cmp.cheapest, cmp.requested
     if best is not None:
         st.caption(f"Cheapest: {best.description} at {fmt_usd(best.usd_per_month)}/month"
