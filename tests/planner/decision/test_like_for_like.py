@@ -141,3 +141,21 @@ def test_dp_attention_levers_start_from_the_plans_plain_tp_today(catalog):
     assert step0.usd_per_mtok_before == pytest.approx(ref.usd_per_mtok)
     assert step0.applied and step0.method == p.recommendation.method
     assert step0.monthly_saving_usd == pytest.approx(p.economics.monthly_saving_usd, rel=0.02)
+
+
+def test_cli_compare_other_formats_says_what_changed():
+    import json
+    import subprocess
+    import sys
+
+    def run(*flags: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "planner", "plan", "--model", "llama-3.3-70b", "--hardware",
+                              "h100-sxm", "--tp", "4", "--no-levers", "--compare-hardware", *flags],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["hardware_comparison"]
+
+    same, other = run(), run("--compare-other-formats")
+    assert not same["other_formats"] and same["format_changes"] == []
+    assert {o["dtype"] for c in same["choices"] for o in (c["no_speculation"], c["speculation"]) if o} == {"bf16"}
+    assert other["other_formats"] and any("cheaper weights" in x for x in other["format_changes"])
