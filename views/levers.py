@@ -40,7 +40,7 @@ def waterfall_figure(steps: list[LeverStep], start_label: str, start_cpm: float,
     y = [start_cpm] + [s.usd_per_mtok_after - s.usd_per_mtok_before for s in steps] + [0]
     measure = ["absolute"] + ["relative"] * len(steps) + ["total"]
     text = [f"${start_cpm:.3f}"] + [
-        (f"{(s.usd_per_mtok_after - s.usd_per_mtok_before):+.3f}" if s.applied else "skipped")
+        (f"{(s.usd_per_mtok_after - s.usd_per_mtok_before):+.3f}" if s.applied else "not applied")
         for s in steps] + [f"${steps[-1].usd_per_mtok_after:.3f}" if steps else ""]
     fig = go.Figure(go.Waterfall(x=x, y=y, measure=measure, text=text, textposition="outside",
                                  decreasing={"marker": {"color": "#2ca02c"}},
@@ -64,7 +64,8 @@ def step_rows(steps: list[LeverStep]) -> list[dict]:
             "bill before -> after": f"{fmt_usd(s.bill_usd_per_month_before)} -> {fmt_usd(s.bill_usd_per_month_after)}",
             "one-time $": f"{fmt_usd(s.one_time_usd_low)} to {fmt_usd(s.one_time_usd_high)}" if s.applied else "-",
             "monthly saving": f"{fmt_usd(s.monthly_saving_usd)}/month" if s.applied else "-",
-            "payback": pays_back(s.payback_months, 1).removeprefix("pays back ") if s.applied else "not applied",
+            "payback": ("at once" if s.payback_months == 0 else fmt_months(s.payback_months)) if s.applied
+            else "not applied",
             "P(pays back)": (f"{s.p_payback_within_horizon * 100:.0f} %" if math.isfinite(s.p_payback_within_horizon)
                              else "-"),
             "pays above spend $/month": fmt_usd(s.breakeven_monthly_spend_usd) if s.applied else "-",

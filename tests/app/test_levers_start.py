@@ -39,7 +39,7 @@ def test_a_step_not_applied_says_why_not_zero_dollars():
     assert "$0 to $0" not in str(row) and "does not pay back" not in str(row)
     done = step_rows([_step(True, reason="tree: the bill falls", one_time_usd_low=100.0, one_time_usd_high=200.0,
                             monthly_saving_usd=50.0, payback_months=4.0)])[0]
-    assert done["one-time $"] == "$100 to $200" and done["payback"] == "in 4.0 months"
+    assert done["one-time $"] == "$100 to $200" and done["payback"] == "4.0 months"
 
 
 def test_a_set_that_pays_back_at_once_says_so():
