@@ -404,11 +404,13 @@ def _gpu_price(text: str) -> tuple[str, float]:
 
 
 def with_spend_and_hardware(req, args):
-    """--spend-usd-per-month, --gpus, --billing, --compare-hardware, --gpu-price and --serving on a plan request."""
+    """--spend-usd-per-month, --gpus, --billing, --compare-hardware, --compare-other-formats, --gpu-price and
+    --serving on a plan request."""
     import dataclasses
 
     return dataclasses.replace(req, spend_usd_per_month=args.spend_usd_per_month, spend_gpus=args.gpus,
                                billing=args.billing, compare_hardware=args.compare_hardware,
+                               compare_other_formats=args.compare_other_formats,
                                hardware_prices=tuple(args.gpu_price or ()),
                                serving=getattr(args, "serving", "colocated"))
 
@@ -523,8 +525,11 @@ def _add_plan_command_flags(pl: argparse.ArgumentParser) -> None:
     pl.add_argument("--gpus", type=int, help="with --spend-usd-per-month: the fleet's GPUs (at the peak); with "
                                              "--billing fixed and no --usd-per-gpu-hour the spend implies the price")
     pl.add_argument("--compare-hardware", action="store_true",
-                    help="the cheapest fleet on every GPU type of the catalogue (TPs, weight formats, with and "
-                         "without speculation) for the same traffic and SLO")
+                    help="the cheapest fleet on every GPU type of the catalogue (its TPs, with and without "
+                         "speculation) for the same traffic and SLO, at your --dtype weights (like for like)")
+    pl.add_argument("--compare-other-formats", action="store_true",
+                    help="with --compare-hardware: let each GPU type pick any weight format (fp8, 4-bit) too; the "
+                         "answer says where a cheaper format, not only a cheaper GPU, made the saving")
     pl.add_argument("--gpu-price", type=_gpu_price, action="append", metavar="GPU=USD",
                     help="with --compare-hardware: a GPU type's $/GPU-hour (repeat it; default: list midpoints)")
 

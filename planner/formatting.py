@@ -119,5 +119,6 @@ def plan_dict(p: Plan) -> dict[str, Any]:
         out["spend"] = {**jsonable(p.spend), "volume_source": p.spend.volume_source}
     if p.hardware_choice is not None:
         c = p.hardware_choice
-        out["hardware_comparison"] = {**jsonable(c), "cheaper_elsewhere": jsonable(c.cheaper_elsewhere)}
+        out["hardware_comparison"] = {**jsonable(c), "cheaper_elsewhere": jsonable(c.cheaper_elsewhere),
+                                      "format_changes": list(c.format_changes())}
     return out

@@ -96,7 +96,8 @@ def plan(req: PlanRequest, catalog: Catalog) -> Plan:
     for said in (ttft_sentence(ctx, methods, baseline), h.ttft_note):  # what a TTFT SLO rules out or costs
         verdict = f"{verdict} {said}" if said else verdict
     deploy_for = rec.method if rec is not None else (best.method if best is not None else None)
-    hw_cmp = compare_hardware(req, catalog) if req.compare_hardware else None
+    hw_cmp = compare_hardware(req, catalog, own_price_source=spent.price_source if spent is not None else None
+                              ) if req.compare_hardware else None
     if hw_cmp is not None and (elsewhere := hardware_sentence(hw_cmp, req, catalog)):
         verdict = f"{verdict} {elsewhere}"
     return Plan(
@@ -113,7 +114,7 @@ def plan(req: PlanRequest, catalog: Catalog) -> Plan:
         recommendation=rec,
         verdict=verdict,
         economics=econ,
-        levers=plan_levers(ctx),
+        levers=plan_levers(ctx, reference=reference, recommendation=rec),
         deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for),
                           schedule=h.schedule if best is not None and deploy_for == best.method else None)
         if deploy_for else None,

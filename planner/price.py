@@ -24,3 +24,9 @@ def gpu_price(hw: Hardware, entered_usd_per_gpu_hour: float | None) -> GpuPrice:
     if entered_usd_per_gpu_hour is not None:
         return GpuPrice(float(entered_usd_per_gpu_hour), True)
     return GpuPrice(float(hw.usd_per_gpu_hour_mid), False)
+
+
+def price_label(hw: Hardware, price: GpuPrice) -> str:
+    """Where a price comes from, for a label: 'entered' only for a price the user typed, else 'list price (source,
+    date)' (the midpoint of the hardware's list range)."""
+    return "entered" if price.entered else f"list price ({hw.price.source}, {hw.price.date})"

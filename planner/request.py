@@ -170,10 +170,13 @@ class PlanRequest:
     # the volume that fleet serves under the SLO; spend_gpus: the fleet's GPUs at the peak (None: not stated)
     spend_usd_per_month: float | None = None
     spend_gpus: int | None = None
-    # the cheapest fleet over the catalogue's GPU types, TPs and weights (planner.decision.hardware_choice), at these
-    # prices ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price)
+    # the cheapest fleet over the catalogue's GPU types and TPs (planner.decision.hardware_choice), at these
+    # prices ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price);
+    # compare_other_formats False: every GPU type runs the request's weight format (like for like); True: every
+    # weight format too (the comparison then says what the format changed)
     compare_hardware: bool = False
     hardware_prices: tuple[tuple[str, float], ...] = ()
+    compare_other_formats: bool = False
     # the serving engine (planner.physics.engines.ENGINES): its own speculation overheads, fitted to its published rows,
     # and its deploy command; engine_version None: the version the calibration pins (vLLM) or not stated
     engine: str = DEFAULT_ENGINE
@@ -284,6 +287,8 @@ def check_spend(req: PlanRequest, catalog: Catalog) -> None:
         if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not req.tp <= g <= MAX_SPEND_GPUS:
             raise PlanError("spend_gpus", g,
                             f"a whole number of GPUs from {req.tp} (one replica) to {MAX_SPEND_GPUS:,}")
+    if not isinstance(req.compare_other_formats, (bool, np.bool_)):
+        raise PlanError("compare_other_formats", req.compare_other_formats, "true or false")
     for name, price in req.hardware_prices:
         if name not in catalog.hardware:
             catalog.hardware[name]  # raises UnknownNameError listing the valid names

@@ -1,6 +1,8 @@
 """Levers: the seed's seven levers as a waterfall from today's configuration (step 0 adopts a draft when today has
 none) to the end state, in the article's order and re-ordered by return on one-time cost; a step is applied only
-when its fleet bill's saving pays back within the horizon; the applied set's bill, payback and NPV."""
+when its fleet bill's saving pays back within the horizon; the applied set's bill, payback and NPV. The waterfall
+starts where the Plan does: from its today (plan.reference, in its own context) and, when today has no draft network,
+step 0 adopts the Plan's recommendation (MTP for a model that ships it; EAGLE-3 when the Plan stays)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,27 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from planner.answer import LeverStep
-from planner.decision.levers import order_by_return, summarize
+from planner.decision.levers import levers, order_by_return, plan_start, summarize
 from planner.formatting import fmt_cpm, fmt_months, fmt_usd
 from planner.request import NO_SPEC
 from views.parts import widgets
 from views.sidebar import state as S
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _waterfall(req, start: str, order: tuple[str, ...] | None, adopt: str | None, key: str, _today
+               ) -> list[LeverStep]:
+    """planner.decision.levers.levers, cached; key: the today point's repr (the cache's key for it)."""
+    return levers(req, S.catalog(), start, list(order) if order else None, adopt=adopt, today=_today)
+
+
+def pays_back(months: float, applied: int) -> str:
+    """'pays back at once', 'pays back in 1.7 months', 'does not pay back'; 'no step applied' for an empty set."""
+    if not applied:
+        return "no step applied"
+    if not math.isfinite(months):
+        return "does not pay back"
+    return "pays back at once" if months == 0 else f"pays back in {fmt_months(months)}"
 
 
 def waterfall_figure(steps: list[LeverStep], start_label: str, start_cpm: float, title: str) -> go.Figure:
@@ -22,7 +40,7 @@ def waterfall_figure(steps: list[LeverStep], start_label: str, start_cpm: float,
     y = [start_cpm] + [s.usd_per_mtok_after - s.usd_per_mtok_before for s in steps] + [0]
     measure = ["absolute"] + ["relative"] * len(steps) + ["total"]
     text = [f"${start_cpm:.3f}"] + [
-        (f"{(s.usd_per_mtok_after - s.usd_per_mtok_before):+.3f}" if s.applied else "skipped")
+        (f"{(s.usd_per_mtok_after - s.usd_per_mtok_before):+.3f}" if s.applied else "not applied")
         for s in steps] + [f"${steps[-1].usd_per_mtok_after:.3f}" if steps else ""]
     fig = go.Figure(go.Waterfall(x=x, y=y, measure=measure, text=text, textposition="outside",
                                  decreasing={"marker": {"color": "#2ca02c"}},
@@ -34,19 +52,26 @@ def waterfall_figure(steps: list[LeverStep], start_label: str, start_cpm: float,
 
 
 def step_rows(steps: list[LeverStep]) -> list[dict]:
-    return [{
-        "#": s.number, "lever": s.label, "applied": "yes" if s.applied else "no", "what / why": s.reason,
-        "alpha before -> after (per-token, pos. 1)": f"{s.alpha_before:.3f} -> {s.alpha_after:.3f}",
-        "CPM at full load before -> after $/Mtok": f"{s.usd_per_mtok_before:.3f} -> {s.usd_per_mtok_after:.3f}",
-        "bill before -> after": f"{fmt_usd(s.bill_usd_per_month_before)} -> {fmt_usd(s.bill_usd_per_month_after)}",
-        "one-time $": f"{fmt_usd(s.one_time_usd_low)} to {fmt_usd(s.one_time_usd_high)}",
-        "monthly saving": f"{fmt_usd(s.monthly_saving_usd)}/month",  # the fleet bill's, before -> after
-        "payback": fmt_months(s.payback_months),
-        "P(pays back)": (f"{s.p_payback_within_horizon * 100:.0f} %" if math.isfinite(s.p_payback_within_horizon)
-                         else "-"),
-        "pays above spend $/month": fmt_usd(s.breakeven_monthly_spend_usd),
-        "source": s.source,
-    } for s in steps]
+    """One row per step; a step not applied reads 'not applied: <reason>', its money columns blank."""
+    rows = []
+    for s in steps:
+        why = s.reason.removeprefix("skipped: ")
+        rows.append({
+            "#": s.number, "lever": s.label, "applied": "yes" if s.applied else "no",
+            "what / why": s.reason if s.applied else f"not applied: {why}",
+            "alpha before -> after (per-token, pos. 1)": f"{s.alpha_before:.3f} -> {s.alpha_after:.3f}",
+            "CPM at full load before -> after $/Mtok": f"{s.usd_per_mtok_before:.3f} -> {s.usd_per_mtok_after:.3f}",
+            "bill before -> after": f"{fmt_usd(s.bill_usd_per_month_before)} -> {fmt_usd(s.bill_usd_per_month_after)}",
+            "one-time $": f"{fmt_usd(s.one_time_usd_low)} to {fmt_usd(s.one_time_usd_high)}" if s.applied else "-",
+            "monthly saving": f"{fmt_usd(s.monthly_saving_usd)}/month" if s.applied else "-",
+            "payback": ("at once" if s.payback_months == 0 else fmt_months(s.payback_months)) if s.applied
+            else "not applied",
+            "P(pays back)": (f"{s.p_payback_within_horizon * 100:.0f} %" if math.isfinite(s.p_payback_within_horizon)
+                             else "-"),
+            "pays above spend $/month": fmt_usd(s.breakeven_monthly_spend_usd) if s.applied else "-",
+            "source": s.source,
+        })
+    return rows
 
 
 def render() -> None:
@@ -55,23 +80,29 @@ def render() -> None:
         return
     req = S.at_spend_volume(req)  # the waterfall and its summary take the volume a stated spend buys
     cat = S.catalog()
+    p = S.plan(req)
+    plan_today, adopt = plan_start(p.reference, p.recommendation, req.current_method)
     starts = [NO_SPEC] + [n for n in cat.methods]
     label = {NO_SPEC: "no speculation", **{n: m.label for n, m in cat.methods.items()}}
-    if st.session_state.get("levers_start") not in starts:  # "auto": today's method (the sidebar's)
-        st.session_state["levers_start"] = req.current_method if req.current_method in starts else NO_SPEC
+    if st.session_state.get("levers_start") not in starts:  # "auto": the Plan's today
+        st.session_state["levers_start"] = plan_today if plan_today in starts else NO_SPEC
+    adopt_label = label[adopt] if adopt is not None else label["eagle3"]
     st.selectbox("Starting point (today's method)", starts, key="levers_start", format_func=lambda n: label[n],
-                 help="The waterfall starts from today's configuration; without a draft network today, step 0 "
-                      "adopts EAGLE-3 if it pays.")
+                 help="The waterfall starts from the Plan's today; without a draft network today, step 0 adopts the "
+                      f"Plan's recommendation ({adopt_label}) if it pays.")
     start = st.session_state["levers_start"]
     if start != NO_SPEC:
         ok, why = cat.method_available(start, req.model)
         if not ok:
             st.warning(f"{cat.methods[start].label} is unavailable: {why}. Pick another starting point.")
             return
-    article = S.lever_waterfall(req, start, None)
+    today = p.reference if p.reference is not None and p.reference.method == start else None
+    adopt = adopt if adopt != start else None
+    key = repr(today)
+    article = _waterfall(req, start, None, adopt, key, today)
     by_return = tuple(order_by_return(article))
-    reordered = S.lever_waterfall(req, start, by_return)
-    p = S.plan(req)
+    reordered = _waterfall(req, start, by_return, adopt, key, today)
+    start_name = today.label if today is not None else label[start]
     costs = p.costs
     total = summarize(article, req.monthly_output_tokens, horizon_months=costs.horizon_months,
                       annual_discount_rate=costs.annual_discount_rate)
@@ -80,22 +111,22 @@ def render() -> None:
     st.markdown(
         f"**From {fmt_usd(total.start_bill_usd_per_month)} to {fmt_usd(total.end_bill_usd_per_month)} a month "
         f"({req.billing} fleet)** with the {len(applied)} step(s) that pay back within {costs.horizon_months} months, "
-        f"starting from {label[start]} (CPM at full load {fmt_cpm(start_cpm)} -> "
+        f"starting from {start_name} (CPM at full load {fmt_cpm(start_cpm)} -> "
         f"{fmt_cpm(total.end_usd_per_mtok)}/Mtok): saving {fmt_usd(total.monthly_saving_usd)}/month for "
-        f"{fmt_usd(total.one_time_usd_high)} one-time; the set pays back in {fmt_months(total.payback_months)}, "
+        f"{fmt_usd(total.one_time_usd_high)} one-time; the set {pays_back(total.payback_months, len(applied))}, "
         f"NPV {fmt_usd(total.npv_usd)} over {costs.horizon_months} months.")
-    today = p.reference_fleet  # the Plan's "today" (planner.plan), at its own TP
-    if today is not None and (today.method, today.tp) != (start, req.tp):
-        st.caption(f"The Plan's today is {today.label} on {today.tp} GPUs per replica: {fmt_usd(today.usd_per_month)}"
-                   f"/month ({today.billing}), {today.peak_gpus:,} GPUs at the peak; this waterfall starts from "
-                   f"{label[start]} on {req.tp} GPUs per replica.")
+    fleet = p.reference_fleet  # the Plan's "today" (planner.plan), at its own TP
+    if fleet is not None and today is None:
+        st.caption(f"The Plan's today is {fleet.label} on {fleet.tp} GPUs per replica: {fmt_usd(fleet.usd_per_month)}"
+                   f"/month ({fleet.billing}), {fleet.peak_gpus:,} GPUs at the peak; this waterfall starts from "
+                   f"{label[start]} on {req.tp} GPUs per replica, as you picked.")
     widgets.glossary()
     order = st.radio("Order", ["article", "return"], key="levers_order", horizontal=True,
                      format_func=lambda v: "the article's order" if v == "article"
                      else "by return on one-time cost")
     steps = article if order == "article" else reordered
     title = "Article order" if order == "article" else "Re-ordered by return on one-time cost"
-    st.plotly_chart(waterfall_figure(steps, f"today ({label[start]})", start_cpm, title),
+    st.plotly_chart(waterfall_figure(steps, f"today ({start_name})", start_cpm, title),
                     key="levers_chart", width="stretch")
     widgets.table(step_rows(steps), key="levers_table", first=("#", "lever", "applied", "monthly saving", "payback",
                                                           "P(pays back)", "one-time $", "bill before -> after"),

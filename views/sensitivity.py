@@ -1,5 +1,8 @@
 """Sensitivity: speedup over alpha x K, speedup and CPM over batch with the crossover where speculation
-stops paying, a tornado of CPM drivers and Monte Carlo bands over the alpha and price ranges."""
+stops paying, a tornado of CPM drivers and Monte Carlo bands over the alpha and price ranges. The money (the tornado's
+bill saving, the Monte Carlo) is measured from the Plan's own "today" (plan.reference): where that runs in another
+context than the request's (plain TP where the request runs data-parallel attention, another TP), the Monte Carlo is
+the Plan's own (planner.uncertainty.risk.switch_risk) and the tornado's middle is the Plan's saving."""
 
 from __future__ import annotations
 
@@ -10,8 +13,10 @@ from plotly.subplots import make_subplots
 
 from planner.formatting import fmt_pct, fmt_usd
 from planner.price import gpu_price
+from planner.request import NO_SPEC
 from planner.search import batch_sweeps as sweeps
 from planner.uncertainty import sensitivity as sens
+from planner.uncertainty.risk import switch_risk
 from views.parts import widgets
 from views.sidebar import state as S
 
@@ -29,6 +34,33 @@ def _tree_vs_chain(req, method):
 @st.cache_data(max_entries=16, show_spinner=False)
 def _tornado(req, method):
     return sens.tornado(req, S.catalog(), method)
+
+
+def today_elsewhere(p) -> bool:
+    """True when the Plan's today (its reference) is not no speculation / today's method at the request's own TP and
+    attention (the configuration the tornado and sensitivity.monte_carlo compare against): planner.uncertainty.risk's
+    rule for drawing today in its own context."""
+    ref, req = p.reference, p.request
+    if ref is None:
+        return False
+    return not ((not ref.tp or ref.tp == req.tp) and ref.attention_dp in (None, req.attention_dp)
+                and ref.method == req.current_method)
+
+
+def today_offset_usd(p) -> float:
+    """$/month to take off a bill saving measured against no speculation at the request's configuration so it is
+    measured against the Plan's today: that configuration's bill minus today's, both the Plan's (0 when today is it)."""
+    if not today_elsewhere(p) or p.reference_fleet is None:
+        return 0.0
+    here = next((b.usd_per_month for b in p.bills if b.method == NO_SPEC and b.feasible), None)
+    return float(here - p.reference_fleet.usd_per_month) if here is not None and np.isfinite(here) else 0.0
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _plan_risk(req, key: str, samples: int, seed: int, _reference, _best):
+    """The Plan's own Monte Carlo of the switch from its today (in its own context) to `_best`; key: both points'
+    repr (the cache's key for them)."""
+    return switch_risk(req, S.catalog(), reference=_reference, best=_best, samples=samples, seed=seed)
 
 
 def sweep_figure(sw: sweeps.BatchSweep, label: str, slo_ms: float) -> go.Figure:
@@ -136,9 +168,12 @@ def render() -> None:
     unit = st.radio("Measure", ["bill", "cpm"], key="sens_tornado_unit", horizontal=True,
                     format_func=lambda v: "monthly bill saving, $/month" if v == "bill"
                     else "CPM change at full load, %")
+    shift = today_offset_usd(p)  # 0 unless the Plan's today runs elsewhere (plain TP, another TP)
+    today_name = p.reference.label if shift else "no speculation"
     if unit == "bill":  # the money number: today's fleet bill - the method's fleet bill (planner.money.bill)
-        mid, lows, highs = tor[0].mid_saving_usd, [d.low_saving_usd for d in tor], [d.high_saving_usd for d in tor]
-        xlab, mid_text = f"{label}: monthly saving vs no speculation, $/month ({req.billing} fleet)", fmt_usd(mid)
+        mid, lows, highs = (tor[0].mid_saving_usd - shift, [d.low_saving_usd - shift for d in tor],
+                            [d.high_saving_usd - shift for d in tor])
+        xlab, mid_text = f"{label}: monthly saving vs {today_name}, $/month ({req.billing} fleet)", fmt_usd(mid)
         side = "Right of 0: speculation saves"
     else:
         mid, lows, highs = (tor[0].mid_cpm_change_pct, [d.low_cpm_change_pct for d in tor],
@@ -156,7 +191,11 @@ def render() -> None:
     st.plotly_chart(fig, key="sens_tornado", width="stretch")
     st.caption(f"{label} against no speculation, both at their own best batch under the SLO, re-evaluated with one "
                f"driver at its low and high end ({mid_text} with every driver at its middle). {side}. Ranges: "
-               f"{sens.UNCERTAINTY_SOURCE}.")
+               f"{sens.UNCERTAINTY_SOURCE}." + (
+                   f" The Plan's today is {p.reference.label}, which costs {fmt_usd(shift)}/month less than no "
+                   f"speculation on this configuration: the bill savings are measured from that today (each bar less "
+                   f"that difference at the middle); the CPM changes stay against no speculation here."
+                   if shift else ""))
 
     st.subheader("Monte Carlo over acceptance, price, step time and speculation overheads")
     c = st.columns(4)
@@ -166,6 +205,9 @@ def render() -> None:
     c[3].checkbox("Sample step time and speculation overheads from their fits", key="mc_hw")
     if not pt.feasible:
         st.info(f"{label} {pt.reason}: no Monte Carlo.")
+        return
+    if today_elsewhere(p) and method != p.reference.method:
+        _plan_today_risk(p, req, pt, label)
         return
     mc = S.monte_carlo(req, method, pt.k)
     st.markdown(
@@ -192,6 +234,32 @@ def render() -> None:
                   f"the list midpoint ${price.usd_per_gpu_hour:.2f} (tick the box above to draw it)")
     st.caption(f"Draws: {mc.source}. Today's configuration and {label} at K={mc.k} are both re-evaluated at their own "
                f"best batch in every draw; the one-time cost is uniform within its range. $/GPU-hour: {price_text}.")
+
+
+def _plan_today_risk(p, req, pt, label: str) -> None:
+    """The Monte Carlo from the Plan's today in its own context (the Plan's own numbers: P(saving > 0), the saving's
+    p5 and p95), with the page's samples and seed."""
+    n, seed = int(st.session_state["mc_samples"]), int(st.session_state["mc_seed"])
+    risk = _plan_risk(req, repr((p.reference, pt)), n, seed, p.reference, pt)
+    if risk is None:
+        st.info(f"{label} is today's configuration: nothing to switch.")
+        return
+    sv = risk.saving_usd
+    st.markdown(
+        f"**{label} (K={pt.k}) against the Plan's today, {p.reference.label}: monthly saving p5 "
+        f"{fmt_usd(risk.saving_p05_usd)}, median {fmt_usd(float(np.percentile(sv, 50)))}, p95 "
+        f"{fmt_usd(risk.saving_p95_usd)}; saves money in {risk.p_saving_positive * 100:.0f} % and pays back within "
+        f"{p.costs.horizon_months} months in {risk.p_payback_within_horizon * 100:.0f} % of {sv.size} samples** "
+        f"(seed {seed}).")
+    fig = go.Figure()
+    fig.add_histogram(x=sv[np.isfinite(sv)], nbinsx=40, marker_color="#1f77b4")
+    fig.add_vline(x=0, line_dash="dot")
+    fig.update_layout(xaxis_title=f"{label}: monthly saving vs {p.reference.label}, $/month ({req.billing} fleet)",
+                      yaxis_title="samples", height=320)
+    st.plotly_chart(fig, key="sens_mc_hist", width="stretch")
+    st.caption(f"The Plan's today runs {p.reference.label}, not this page's configuration: both fleets are drawn each "
+               "in its own context from the same seeded samples (acceptance, step time, speculation overheads), the "
+               "numbers the Plan's probability comes from. The samples and seed above apply.")
 
 
 if __name__ == "__main__":

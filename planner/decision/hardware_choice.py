@@ -1,6 +1,8 @@
 """Which hardware for this traffic: the cheapest fleet for the same traffic and TPOT SLO on each GPU type of the
-catalogue, over its TPs and weight formats (those that fit memory and meet the SLO), without speculation and with
-each method at its best K; bills from the fleet functions (planner.money.spend.fleet_bills) at the user's prices.
+catalogue, over its TPs (those that fit memory and meet the SLO), without speculation and with each method at its best
+K; bills from the fleet functions (planner.money.spend.fleet_bills) at the user's prices. Like for like by default:
+every GPU type runs the request's own weight format (bf16 stays bf16); with the request's compare_other_formats, every
+weight format too, and the comparison then says what the format changed (`format_changes`).
 
 Pruning, by floors no fleet of a configuration goes below: (1) a fleet keeps at least one replica up every hour, so TP
 t on a GPU at p $/GPU-hour costs at least t x 24 h x days x p a month whatever the load; (2) for dense models, every
@@ -28,7 +30,7 @@ from planner.money.sizing import traffic_hours
 from planner.money.spend import FleetBill, fleet_bills
 from planner.physics.roofline import replica_weight_bytes, usable_memory_bytes
 from planner.physics.serving import TOKENS_PER_MTOK, prefill_time_s
-from planner.price import gpu_price
+from planner.price import gpu_price, price_label
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest, is_number, validate
 from planner.search.candidates import method_candidates
 from planner.search.grid import search
@@ -55,7 +57,7 @@ class HardwareOption:
     @property
     def short(self) -> str:
         spec = "" if self.method == NO_SPEC else f", {self.method_label} K={self.k}"
-        return f"{self.peak_gpus:,} GPUs, TP {self.tp}, {self.dtype}{spec}"
+        return f"{self.peak_gpus:,} GPU{'' if self.peak_gpus == 1 else 's'}, TP {self.tp}, {self.dtype}{spec}"
 
     @property
     def description(self) -> str:
@@ -76,6 +78,10 @@ class HardwareChoice:
     configs_sized: int  # (TP, weights) configurations whose fleet was sized
     configs_skipped: int  # skipped: weights do not fit, or the one-replica floor is above the best found
     note: str  # why there is no fleet, when there is none
+    # the cheapest fleet (either kind) at the request's own weight format: the like-for-like one when other formats
+    # are compared (None: that format cannot run here; then `own_format_note` says why)
+    own_format: HardwareOption | None = None
+    own_format_note: str = ""
 
     @property
     def cheapest(self) -> HardwareOption | None:
@@ -91,12 +97,20 @@ class HardwareComparison:
     billing: str
     monthly_output_tokens: float
     note: str  # what the comparison leaves out
+    dtype: str = "bf16"  # the request's own weight format
+    other_formats: bool = False  # True: every weight format compared; False: the request's own only (like for like)
 
     def choice(self, hardware: str) -> HardwareChoice:
         for c in self.choices:
             if c.hardware == hardware:
                 return c
         raise KeyError(hardware)
+
+    def format_changes(self) -> tuple[str, ...]:
+        """What comparing other weight formats changed, in words: one line per GPU type whose cheapest fleet runs
+        another format than the request's (none when only the request's own format is compared)."""
+        own = self.requested.hardware if self.requested is not None else None
+        return tuple(line for c in self.choices if (line := format_change(c, self.dtype, own_hardware=own)))
 
     @property
     def cheaper_elsewhere(self) -> HardwareOption | None:
@@ -116,6 +130,9 @@ class HardwareComparison:
 CPM_BOUND = 0.8
 NOTE = ("Weight formats are compared on cost and speed only: 4-bit and fp8 weights may cost quality, which the planner "
         "does not price. Speculation does not change outputs.")
+LIKE_FOR_LIKE_NOTE = ("Every GPU type runs your {dtype} weights (like for like); comparing other weight formats (the Plan "
+                      "page's checkbox, --compare-other-formats) lets each GPU type pick fp8 or 4-bit weights too. "
+                      "Speculation does not change outputs.")
 
 
 def hardware_prices(req: PlanRequest, catalog: Catalog, prices: Mapping[str, float] | None = None
@@ -128,8 +145,7 @@ def hardware_prices(req: PlanRequest, catalog: Catalog, prices: Mapping[str, flo
         if name in given and not (is_number(given[name]) and 0 < given[name] <= 1000):
             raise PlanError(f"prices[{name}]", given[name], "a price above $0 and at most $1000 per GPU-hour")
         price = gpu_price(hw, given[name] if name in given else req.usd_per_gpu_hour if name == req.hardware else None)
-        out[name] = (price.usd_per_gpu_hour,
-                     "entered" if price.entered else f"list midpoint ({hw.price.source}, {hw.price.date})")
+        out[name] = (price.usd_per_gpu_hour, price_label(hw, price))
     for name in given:
         if name not in catalog.hardware:
             catalog.hardware[name]  # raises UnknownNameError listing the valid names
@@ -166,15 +182,22 @@ def _search(req: PlanRequest, catalog: Catalog, segs, names, kinds: tuple[bool, 
 
 
 def compare_hardware(req: PlanRequest, catalog: Catalog, *, prices: Mapping[str, float] | None = None,
-                     billing: str | None = None) -> HardwareComparison:
+                     billing: str | None = None, own_price_source: str | None = None) -> HardwareComparison:
     """The cheapest fleet per GPU type for the request's traffic and SLO (module docstring). prices: $/GPU-hour per
     GPU type (default: the request's hardware_prices, then the list midpoints; the request's own GPU type at its
-    price); billing: "autoscaled" or "fixed" (default: the request's)."""
+    price); billing: "autoscaled" or "fixed" (default: the request's); own_price_source: where the request's own
+    price comes from when the request carries one the user did not type (a spend's list midpoint or implied price:
+    planner.money.spend.spend_price), else the price rule's label."""
     segs = validate(req, catalog)
     billing = billing or req.billing
     if billing not in ("autoscaled", "fixed"):
         raise PlanError("billing", billing, "autoscaled or fixed")
     priced = hardware_prices(req, catalog, prices)
+    if own_price_source is not None and own_price_source != "entered":  # carried, not typed
+        listed = gpu_price(catalog.hardware[req.hardware], None)
+        own_price = priced[req.hardware][0]
+        priced[req.hardware] = (own_price, price_label(catalog.hardware[req.hardware], listed)
+                                if own_price == listed.usd_per_gpu_hour else own_price_source)
     names = list(req.methods or catalog.methods)
     if req.current_method != NO_SPEC and req.current_method not in names:
         names.append(req.current_method)
@@ -187,7 +210,9 @@ def compare_hardware(req: PlanRequest, catalog: Catalog, *, prices: Mapping[str,
     every = [o for c in choices for o in (c.no_speculation, c.speculation) if o is not None]
     cheapest = min(every, key=_cost) if every else None
     own = min(requested, key=_cost) if requested else None
-    return HardwareComparison(tuple(choices), cheapest, own, billing, req.monthly_output_tokens, NOTE)
+    note = NOTE if req.compare_other_formats else LIKE_FOR_LIKE_NOTE.format(dtype=req.dtype)
+    return HardwareComparison(tuple(choices), cheapest, own, billing, req.monthly_output_tokens, note, req.dtype,
+                              bool(req.compare_other_formats))
 
 
 def _compute_floor(req: PlanRequest, catalog: Catalog, segs, hardware: str, dtype: str, price: float) -> float:
@@ -211,45 +236,89 @@ def _compute_floor(req: PlanRequest, catalog: Catalog, segs, hardware: str, dtyp
 
 def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, priced: tuple[float, str], billing: str,
                 requested: list[HardwareOption]) -> HardwareChoice:
-    """One GPU type's cheapest fleet without and with speculation (module docstring: the bounds that skip work)."""
+    """One GPU type's cheapest fleet without and with speculation (module docstring: the bounds that skip work), and
+    its cheapest at the request's own weight format."""
     hw, model = catalog.hardware[name], catalog.models[req.model]
     price, source = priced
     volume = req.monthly_output_tokens
     # a batch capped at the traffic's concurrency raises the full-load CPM above what the fleet (uncapped) pays
     cpm_bound = CPM_BOUND if req.batch_cap is None else 0.0
     best: dict[bool, HardwareOption] = {}
+    own: dict[bool, HardwareOption] = {}  # at the request's weight format
     for o in requested if name == req.hardware else ():
         _keep(best, o)
+        _keep(own, o)
     sized = skipped = 0
+    fits_any = False
 
-    def beaten(kind: bool, bound: float) -> bool:
-        return kind in best and best[kind].usd_per_month <= bound * (1.0 - 1e-9)
+    def beaten(kind: bool, bound: float, dt: str) -> bool:
+        """No fleet of this kind at this floor can beat the best found (nor, at the request's format, its best)."""
+        return all(kind in b and b[kind].usd_per_month <= bound * (1.0 - 1e-9)
+                   for b in ((best, own) if dt == req.dtype else (best,)))
 
-    compute = {dt: _compute_floor(req, catalog, segs, name, dt, price) for dt in WEIGHT_DTYPES}
+    dtypes = WEIGHT_DTYPES if req.compare_other_formats else (req.dtype,)
+    compute = {dt: _compute_floor(req, catalog, segs, name, dt, price) for dt in dtypes}
     # best first: from the lowest floor up; once the best of both kinds is at or below a floor, the rest cannot win
     configs = sorted((max(float(monthly_bill_usd([tp], billing="fixed", usd_per_gpu_hour=price)), compute[dt]), tp, dt)
-                     for tp in TP_OPTIONS if tp <= hw.max_tp for dt in WEIGHT_DTYPES)
+                     for tp in TP_OPTIONS if tp <= hw.max_tp for dt in dtypes)
     for i, (floor, tp, dt) in enumerate(configs):
-        if beaten(False, floor) and beaten(True, floor):
+        if all(beaten(k, floor, d) for k in (False, True) for d in {c[2] for c in configs[i:]}):
             skipped += len(configs) - i
             break
-        if (name, tp, dt) == (req.hardware, req.tp, req.dtype):
+        if (name, tp, dt) == (req.hardware, req.tp, req.dtype):  # sized already (`requested`)
+            fits_any = fits_any or _fits_weights(make_context(dataclasses.replace(req, usd_per_gpu_hour=price),
+                                                              catalog, segs))
             continue
         r = dataclasses.replace(req, hardware=name, tp=tp, dtype=dt, usd_per_gpu_hour=price)
         # a kind already beaten at this floor is not searched (its points would not be sized)
-        ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor)))
+        ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor, dt)))
+        fits_any = fits_any or (dt == req.dtype and _fits_weights(ctx))
         # size only the points whose bill could beat the best of their kind
         pts = [p for p in pts if not beaten(p.method != NO_SPEC,
-                                            max(floor, cpm_bound * p.usd_per_mtok * volume / TOKENS_PER_MTOK))]
+                                            max(floor, cpm_bound * p.usd_per_mtok * volume / TOKENS_PER_MTOK), dt)]
         if not pts:
             skipped += 1
             continue
         sized += 1
         for b in fleet_bills(ctx, pts, billing=billing).values():
-            _keep(best, _option(r, hw.label, b))
-    note = "" if best else (f"no TP up to {hw.max_tp} and no weight format fits {model.label} in memory and "
-                            f"meets the {req.tpot_slo_ms:g} ms TPOT SLO on {hw.label}")
-    return HardwareChoice(name, hw.label, price, source, best.get(False), best.get(True), sized, skipped, note)
+            o = _option(r, hw.label, b)
+            _keep(best, o)
+            if dt == req.dtype:
+                _keep(own, o)
+    tps = f"TP up to {hw.max_tp}"
+    own_note = "" if own else (
+        f"cannot run {model.label} at {req.dtype}: its {req.dtype} weights do not fit in memory at any {tps}"
+        if not fits_any else
+        f"cannot serve this traffic at {req.dtype} under the {req.tpot_slo_ms:g} ms TPOT SLO at any {tps}")
+    if best:
+        note = ""
+    elif req.compare_other_formats:
+        note = (f"no {tps} and no weight format fits {model.label} in memory and meets the {req.tpot_slo_ms:g} ms "
+                f"TPOT SLO on {hw.label}")
+    else:
+        note = own_note
+    for kind, o in own.items():  # at the same bill (to the cent), the request's own weights: nothing to trade
+        if kind in best and round(o.usd_per_month, 2) <= round(best[kind].usd_per_month, 2):
+            best[kind] = o
+    own_best = min(own.values(), key=_cost) if own else None
+    return HardwareChoice(name, hw.label, price, source, best.get(False), best.get(True), sized, skipped, note,
+                          own_best, own_note)
+
+
+def format_change(c: HardwareChoice, dtype: str, *, own_hardware: str | None = None) -> str:
+    """'H200 at fp8: cheaper weights, not only a cheaper GPU (...)' when GPU type c's cheapest fleet runs another weight
+    format than `dtype` (the request's); 'cheaper weights on your own GPU type' on own_hardware; "" otherwise."""
+    best = c.cheapest
+    if best is None or best.dtype == dtype:
+        return ""
+    if c.own_format is not None and round(best.usd_per_month, 2) >= round(c.own_format.usd_per_month, 2):
+        return ""
+    head = (f"{c.label} at {best.dtype}: cheaper weights on your own GPU type" if c.hardware == own_hardware else
+            f"{c.label} at {best.dtype}: cheaper weights, not only a cheaper GPU")
+    if c.own_format is None:
+        return f"{head} ({fmt_usd(best.usd_per_month)}/month; at your {dtype} weights it {c.own_format_note})"
+    return (f"{head} ({fmt_usd(best.usd_per_month)}/month against {fmt_usd(c.own_format.usd_per_month)}/month at "
+            f"your {dtype} weights, {c.own_format.short})")
 
 
 def _cost(o: HardwareOption) -> tuple[float, bool]:
@@ -272,7 +341,10 @@ def hardware_sentence(cmp: HardwareComparison, req: PlanRequest, catalog: Catalo
     hw = catalog.hardware[req.hardware]
     against = (f"against {fmt_usd(own.usd_per_month)}/month on {own.peak_gpus:,} x {hw.label}" if own is not None
                else f"where {req.tp} x {hw.label} ({req.dtype}) cannot serve it under the SLO")
-    quality = (f"; its {c.dtype} weights may cost quality against {req.dtype}, which the planner does not price"
-               if c.dtype != req.dtype else "")
+    if c.dtype != req.dtype:
+        changed = format_change(cmp.choice(c.hardware), req.dtype, own_hardware=req.hardware)
+        return (f"A cheaper fleet for this traffic: {c.description} at ${c.usd_per_gpu_hour:.2f}/GPU-hour costs "
+                f"{fmt_usd(c.usd_per_month)}/month billed {c.billing}, {against}. {changed}; its {c.dtype} weights "
+                f"may cost quality against {req.dtype}, which the planner does not price.")
     return (f"A cheaper GPU for this traffic: {c.description} at ${c.usd_per_gpu_hour:.2f}/GPU-hour costs "
-            f"{fmt_usd(c.usd_per_month)}/month billed {c.billing}, {against}{quality}.")
+            f"{fmt_usd(c.usd_per_month)}/month billed {c.billing}, {against}.")

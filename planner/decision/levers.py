@@ -3,8 +3,11 @@ under the SLO, priced by its fleet's bill (planner.money.bill, the request's bil
 bill it saves pays back its one-time cost within the horizon with a positive NPV, and it pays back within the horizon
 with at least the request's confidence over the plan's seeded draws (planner.uncertainty.payback_draws); otherwise it is
 skipped and says why.
-When today runs no draft network (no speculation, or prompt lookup), step 0 adopts EAGLE-3 under the same rule, and
-the levers need it applied. Payback, NPV and break-even spend come from planner.money.economics.
+When today runs no draft network (no speculation, or prompt lookup), step 0 adopts a method under the same rule (the
+Plan's recommendation, with its own one-time cost: MTP for a model that ships it; EAGLE-3 when the Plan stays), and
+the levers need it applied. The plan's waterfall starts from the Plan's own "today" (planner.plan: the reference, at
+its own TP and attention, e.g. plain TP where the request runs data-parallel attention), so its start bill is the
+Plan's. Payback, NPV and break-even spend come from planner.money.economics.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from planner.acceptance.tiers import one_time_usd
 from planner.answer import LeverStep, OperatingPoint
 from planner.context import BASELINE, Candidate, Context, make_context
 from planner.formatting import fmt_cpm, fmt_months, fmt_usd
-from planner.money.bill import point_bill
+from planner.money.bill import point_bill, point_context
 from planner.money.economics import annuity_factor, breakeven_monthly_spend_usd
 from planner.physics.serving import TOKENS_PER_MTOK
 from planner.request import NO_SPEC, PlanError, PlanRequest
@@ -27,11 +30,15 @@ from planner.search.drafting import availability
 from planner.search.points import one_point
 from planner.types import LOOKUP_DRAFTING, Catalog
 from planner.uncertainty.payback_draws import p_payback_within_horizon
+from planner.uncertainty.risk import switch_risk
 
 
-def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None) -> list[LeverStep]:
+def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None, *, adopt: str | None = None,
+                    today: OperatingPoint | None = None) -> list[LeverStep]:
     """Apply the levers cumulatively from `start` at the plan's operating point (its best single K for the mix);
-    lever 3 (tune K per workload) then gives each workload segment its own K.
+    lever 3 (tune K per workload) then gives each workload segment its own K. adopt: the method step 0 adopts when
+    `start` runs no draft network (None: EAGLE-3, ADOPT); today: the Plan's reference point, the start when it runs
+    `start` (at its own TP and attention: its bill is the Plan's "today").
 
     Each step is the whole mix at its own best batch under the SLO. A lever that raises CPM is skipped. A lever's
     compute cost is paid once per (language, workload) segment (the seed: $400-1,800 per language-workload);
@@ -42,10 +49,13 @@ def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None
     steps = []
     # today has no draft network (no speculation, or a lookup): adopt one first
     if start == NO_SPEC or cat.methods[start].drafting in LOOKUP_DRAFTING:
-        today = BASELINE if start == NO_SPEC else _candidate(ctx, start)
-        pt = one_point(ctx, today)
-        bill = point_bill(ctx, pt, billing=ctx.req.billing, cand=today).usd_per_month
-        step0, cur, pt, bill = _adopt(ctx, today, pt, bill)
+        now = BASELINE if start == NO_SPEC else _candidate(ctx, start)
+        elsewhere = (today is not None and today.method == start and today.feasible
+                     and point_context(ctx, today) is not ctx)
+        pt = today if elsewhere else one_point(ctx, now)  # the Plan's today in its own context, else the request's
+        bill = point_bill(ctx, pt, billing=ctx.req.billing, cand=now).usd_per_month
+        step0, cur, pt, bill = _adopt(ctx, now, pt, bill, method=adopt if adopt not in (None, start) else ADOPT,
+                                      elsewhere=elsewhere)
         steps.append(step0)
     else:
         cur = _candidate(ctx, start)  # the plan's operating point
@@ -142,21 +152,25 @@ def _candidate(ctx: Context, method: str) -> Candidate:
     return Candidate(method, tuple(range(1, m.max_k + 1)), tuned=ctx.req.tuned)
 
 
-ADOPT = "eagle3"  # the draft the levers build on when today has none (the seed article's levers are EAGLE-3's)
+# the draft the levers build on when today has none and the Plan stays (the seed article's levers are EAGLE-3's)
+ADOPT = "eagle3"
 
 
-def _adopt(ctx: Context, today: Candidate, pt: OperatingPoint, bill: float):
-    """Step 0 from a configuration without a draft network: adopt EAGLE-3 if it pays; (step, candidate, point,
-    bill) after it (today's when it does not pay)."""
+def _adopt(ctx: Context, today: Candidate, pt: OperatingPoint, bill: float, *, method: str = ADOPT,
+           elsewhere: bool = False):
+    """Step 0 from a configuration without a draft network: adopt `method` if it pays; (step, candidate, point,
+    bill) after it (today's when it does not pay). elsewhere: today's point runs in another context than the
+    request's (planner.money.bill.point_context); its probability of paying back is then the Plan's own
+    (planner.uncertainty.risk.switch_risk)."""
     cat = ctx.catalog
-    m = cat.methods[ADOPT]
+    m = cat.methods[method]
     label = f"Adopt {m.label}"
     ok, why = availability(ctx.model, m)
     if not ok:
         return LeverStep("adopt", 0, label, False, f"unavailable: {why}", today.method, pt.k, pt.batch, False,
                          pt.alpha_position_1, pt.alpha_position_1, pt.usd_per_mtok, pt.usd_per_mtok, 0.0, 0.0,
                          0.0, math.inf, math.inf, "", "", bill, bill), today, pt, bill
-    new = _candidate(ctx, ADOPT)
+    new = _candidate(ctx, method)
     after = one_point(ctx, new)
     if not after.feasible:
         return LeverStep("adopt", 0, label, False, f"skipped: {m.label} does not fit or meet the SLO here",
@@ -166,13 +180,13 @@ def _adopt(ctx: Context, today: Candidate, pt: OperatingPoint, bill: float):
     low, high = one_time_usd(ctx, m)
     src = f"{m.source.source} ({m.source.date})"
     step, applied, after_bill = _judge(ctx, "adopt", 0, label, f"from {pt.label} to {m.label}", new, pt, after,
-                                       bill, low, high, "", src, before_cand=today)
+                                       bill, low, high, "", src, before_cand=today, before_elsewhere=elsewhere)
     return (step, new, after, after_bill) if applied else (step, today, pt, bill)
 
 
 def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Candidate, before: OperatingPoint,
            after: OperatingPoint, bill: float, low: float, high: float, note: str, src: str, tree_before: bool = False,
-           before_cand: Candidate | None = None) -> tuple[LeverStep, bool, float]:
+           before_cand: Candidate | None = None, before_elsewhere: bool = False) -> tuple[LeverStep, bool, float]:
     """(the step, applied?, its fleet's bill after): applied when the bill it saves pays back its one-time cost
     (high end) within the horizon with a positive NPV at the middle acceptance, and the probability that it pays
     back within the horizon over the plan's seeded draws (planner.uncertainty.payback_draws) is at least the request's
@@ -190,7 +204,11 @@ def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Cand
     cpm = f"{fmt_cpm(before.usd_per_mtok)} -> {fmt_cpm(after.usd_per_mtok)}/Mtok at full load"
     applied = saving > 0 and payback <= costs.horizon_months and npv > 0
     p_pay, conf = math.nan, ctx.req.confidence
-    if applied and before_cand is not None and math.isfinite(saving):
+    if applied and before_elsewhere and math.isfinite(saving):  # today in its own context: the Plan's own risk
+        risk = switch_risk(ctx.req, ctx.catalog, reference=before, best=after)
+        p_pay = risk.p_payback_within_horizon if risk is not None else math.nan
+        applied = not math.isfinite(p_pay) or p_pay >= conf
+    elif applied and before_cand is not None and math.isfinite(saving):
         p_pay = p_payback_within_horizon(ctx, before=before_cand, after=new, before_pt=before, after_pt=after,
                                          one_time_usd=high)
         applied = p_pay >= conf
@@ -249,15 +267,25 @@ def _skip(lever, why, cur: Candidate, pt: OperatingPoint, src: str, bill: float 
     )
 
 
-def levers(req: PlanRequest, catalog: Catalog, start: str, order: Sequence[str] | None = None) -> list[LeverStep]:
-    """The waterfall for a request from a chosen starting method (NO_SPEC: no speculation today; the Levers page)."""
+def levers(req: PlanRequest, catalog: Catalog, start: str, order: Sequence[str] | None = None, *,
+           adopt: str | None = None, today: OperatingPoint | None = None) -> list[LeverStep]:
+    """The waterfall for a request from a chosen starting method (NO_SPEC: no speculation today; the Levers page);
+    adopt and today: lever_waterfall's (the Plan's recommendation and reference)."""
     ctx = make_context(req, catalog)
-    if start != NO_SPEC:
-        m = catalog.methods[start]
-        ok, why = availability(ctx.model, m)
-        if not ok:
-            raise PlanError("levers_start", start, why)
-    return lever_waterfall(ctx, start, order)
+    for field, name in (("levers_start", start), ("levers_adopt", adopt)):
+        if name not in (None, NO_SPEC):
+            ok, why = availability(ctx.model, catalog.methods[name])
+            if not ok:
+                raise PlanError(field, name, why)
+    return lever_waterfall(ctx, start, order, adopt=adopt, today=today)
+
+
+def plan_start(reference: OperatingPoint | None, recommendation, current_method: str) -> tuple[str, str | None]:
+    """(the method the Plan's waterfall starts from, the method its step 0 adopts): today's method (the Plan's
+    reference's) and the Plan's recommended method (None when the Plan stays: step 0 then adopts EAGLE-3)."""
+    start = reference.method if reference is not None else current_method
+    adopt = recommendation.method if recommendation is not None and recommendation.method != start else None
+    return start, adopt
 
 
 def order_by_return(steps: Sequence[LeverStep]) -> list[str]:
@@ -310,14 +338,17 @@ def summarize(steps: Sequence[LeverStep], monthly_output_tokens: float, *, horiz
                             payback_months=payback, npv_usd=npv)
 
 
-def plan_levers(ctx: Context) -> tuple[LeverStep, ...]:
-    """The plan's waterfall from the request's levers_start ("auto": today's method, no speculation included: step 0
-    then adopts EAGLE-3 if it pays); none when levers_start is None or that method cannot run here."""
+def plan_levers(ctx: Context, *, reference: OperatingPoint | None = None, recommendation=None
+                ) -> tuple[LeverStep, ...]:
+    """The plan's waterfall from the request's levers_start ("auto": the Plan's today, its reference, in its own
+    context; step 0 then adopts the Plan's recommendation, or EAGLE-3 when the Plan stays, if it pays); none when
+    levers_start is None or that method cannot run here."""
     start, cat = ctx.req.levers_start, ctx.catalog
     if start is None:
         return ()
+    adopt = None
     if start == "auto":
-        start = ctx.req.current_method
+        start, adopt = plan_start(reference, recommendation, ctx.req.current_method)
     if start == NO_SPEC or (start in cat.methods and availability(ctx.model, cat.methods[start])[0]):
-        return tuple(lever_waterfall(ctx, start))
+        return tuple(lever_waterfall(ctx, start, adopt=adopt, today=reference))
     return ()

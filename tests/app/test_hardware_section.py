@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from planner.decision.hardware_choice import compare_hardware
+from planner.formatting import fmt_usd
 from views.sidebar import state as S
 
 
@@ -21,9 +22,12 @@ def test_plan_page_compares_gpu_types_and_a_price_round_trips_in_the_url(app, ca
     assert at.toggle(key="hw_compare").value is True
     table = _table(at)
     assert list(table["GPU"]) == [hw.label for hw in cat.hardware.values()]
-    # another GPU type serves the default traffic for less (4-bit weights on a B200): the verdict names it
-    rec = next(m.value for m in at.markdown if m.value.startswith("**Recommendation:**"))
-    assert "A cheaper GPU for this traffic" in rec and cat.hardware["h100-sxm"].label in rec
+    # like for like by default: every fleet runs the sidebar's bf16 weights, and the table's money is formatted
+    table = _table(at)
+    for col in ("fleet without", "fleet with"):
+        assert all(", bf16" in v or v.startswith("cannot") or v.startswith("none") for v in table[col]), col
+    assert all(v == "-" or (v.startswith("$") and v.endswith("/month")) for v in table["without speculation"])
+    assert not at.checkbox(key="hw_other_formats").value
     # a price entered for another GPU type reprices its fleets and goes to the link
     at.number_input(key="gpu_price_h200").set_value(1.5).run()
     assert not at.exception, at.exception
@@ -32,11 +36,21 @@ def test_plan_page_compares_gpu_types_and_a_price_round_trips_in_the_url(app, ca
     at2 = app(q)
     assert at2.number_input(key="gpu_price_h200").value == pytest.approx(1.5)
     row = _table(at2).set_index("GPU").loc[cat.hardware["h200"].label]
-    assert row["$/GPU-hour"] == pytest.approx(1.5)
+    assert row["$/GPU-hour"] == "$1.50" and row["price"] == "entered"
     # the table's bills are the planner's at that price, for the page's own request (sidebar defaults)
     req = dataclasses.replace(_default_request(cat), hardware_prices=(("h200", 1.5),))
     expect = compare_hardware(req, cat).choice("h200")
-    assert row["$/month without speculation"] == pytest.approx(round(expect.no_speculation.usd_per_month))
+    assert row["without speculation"] == f"{fmt_usd(expect.no_speculation.usd_per_month)}/month"
+
+
+def test_other_weight_formats_are_a_switch_that_says_what_it_changed(app, cat):
+    at = app({"hw_compare": "true", "hw_other_formats": "true"})
+    assert not at.exception, at.exception
+    assert at.checkbox(key="hw_other_formats").value is True
+    said = " ".join(i.value for i in at.info)
+    assert "cheaper weights, not only a cheaper GPU" in said
+    rec = next(m.value for m in at.markdown if m.value.startswith("**Recommendation:**"))
+    assert "cheaper weights" in rec
 
 
 def _default_request(cat):
@@ -53,10 +67,12 @@ def test_a_comparison_price_typed_back_to_the_list_midpoint_stays_entered(app, c
     shown as entered, and the link carries that it was typed."""
     mid = cat.hardware["h200"].usd_per_gpu_hour_mid
     at = app({"hw_compare": "true"})
-    assert _table(at).set_index("GPU").loc[cat.hardware["h200"].label]["price"] == "list midpoint"
+    h200 = cat.hardware["h200"]
+    listed = f"list price ({h200.price.source}, {h200.price.date})"
+    assert _table(at).set_index("GPU").loc[h200.label]["price"] == listed
     at.number_input(key="gpu_price_h200").set_value(mid + 1.0).run()
     at.number_input(key="gpu_price_h200").set_value(mid).run()
     assert not at.exception, at.exception
     row = _table(at).set_index("GPU").loc[cat.hardware["h200"].label]
-    assert row["price"] == "entered" and row["$/GPU-hour"] == pytest.approx(mid)
+    assert row["price"] == "entered" and row["$/GPU-hour"] == fmt_usd(mid, 2)
     assert dict(at.query_params)["gpu_prices_set"] == "h200"

@@ -1,7 +1,8 @@
 """Plan page: which hardware for this traffic. The cheapest fleet on every GPU type of the catalogue for the same
 traffic and TPOT SLO (planner.decision.hardware_choice, computed by plan() when the section's toggle is on), at the
 user's prices per GPU type (editable here, carried in the link), as a table and a chart of the monthly bill with and
-without speculation."""
+without speculation. Like for like by default (every GPU type at the sidebar's weight format); a checkbox lets each GPU
+type pick other weight formats, and the section then says what the format changed."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import streamlit as st
 from planner.answer import Plan
 from planner.formatting import fmt_usd
 from planner.request import PlanRequest
+from views.parts import widgets
 from views.sidebar import price as _price
 from views.sidebar import state as S
 
 TOGGLE = "hw_compare"  # session / URL key: compare GPU types (off by default: it sizes dozens of fleets)
+OTHER_FORMATS = "hw_other_formats"  # session / URL key: let each GPU type pick other weight formats (off: like for like)
 PRICE_PREFIX = _price.GPU_PRICE_PREFIX  # + GPU type: its $/GPU-hour (session / URL keys; views.sidebar.state.PARAMS)
 
 
@@ -29,7 +32,8 @@ def with_comparison(req: PlanRequest) -> PlanRequest:
     cat = S.catalog()
     prices = tuple((name, float(ss[PRICE_PREFIX + name])) for name in cat.hardware
                    if name != req.hardware and PRICE_PREFIX + name in ss and _price.gpu_price_entered(name))
-    return dataclasses.replace(req, compare_hardware=True, hardware_prices=prices)
+    return dataclasses.replace(req, compare_hardware=True, hardware_prices=prices,
+                               compare_other_formats=bool(ss.get(OTHER_FORMATS, False)))
 
 
 def chart(cmp) -> go.Figure:
@@ -48,23 +52,30 @@ def chart(cmp) -> go.Figure:
     return fig
 
 
+def _fleet(o, why: str) -> str:
+    return o.short if o is not None else why
+
+
 def rows(cmp) -> list[dict]:
+    """One row per GPU type: its price and where it comes from, and its cheapest fleet without and with speculation,
+    the money formatted; a GPU type that cannot run the weights says why."""
     out = []
     for c in cmp.choices:
         off, on = c.no_speculation, c.speculation
+        why = c.note or "none meets the SLO"
         out.append({
-            "GPU": c.label, "$/GPU-hour": round(c.usd_per_gpu_hour, 2),
-            "price": c.price_source.split(" (")[0],
-            "$/month without speculation": round(off.usd_per_month) if off else None,
-            "fleet without": off.short if off else "none fits and meets the SLO",
-            "$/month with speculation": round(on.usd_per_month) if on else None,
-            "fleet with": on.short if on else "none fits and meets the SLO"})
+            "GPU": c.label, "$/GPU-hour": fmt_usd(c.usd_per_gpu_hour, 2),
+            "price": c.price_source,
+            "without speculation": f"{fmt_usd(off.usd_per_month)}/month" if off else "-",
+            "fleet without": _fleet(off, why),
+            "with speculation": f"{fmt_usd(on.usd_per_month)}/month" if on else "-",
+            "fleet with": _fleet(on, why)})
     return out
 
 
 def _prices(req: PlanRequest) -> None:
     cat = S.catalog()
-    with st.expander("Prices per GPU type, $/GPU-hour (defaults: list midpoints)"):
+    with st.expander("Prices per GPU type, $/GPU-hour (defaults: list prices, the midpoints of their ranges)"):
         cols = st.columns(3)
         for i, (name, hw) in enumerate(cat.hardware.items()):
             col = cols[i % 3]
@@ -82,19 +93,26 @@ def section(p: Plan) -> None:
     """The section: the toggle, the prices, then the comparison's table and chart."""
     st.subheader("Which hardware for this traffic")
     st.toggle("Compare every GPU type: the cheapest fleet for this traffic and SLO", key=TOGGLE,
-              help="Every GPU type at each TP and weight format that fits and meets the SLO, without speculation and "
-                   "with each method at its best K; the fleet sized by hour and billed as above.")
+              help="Every GPU type at each TP that fits and meets the SLO, at your weight format, without speculation "
+                   "and with each method at its best K; the fleet sized by hour and billed as above.")
     if not st.session_state.get(TOGGLE):
         return
+    st.checkbox(f"Compare other weight formats too (your weights: {p.request.dtype})", key=OTHER_FORMATS,
+                help="Off: every GPU type runs your weight format, like for like. On: each GPU type may pick fp8 or "
+                     "4-bit weights, which may cost quality the planner does not price; the section then says where "
+                     "cheaper weights, not only a cheaper GPU, made the saving.")
     _prices(p.request)
     cmp = p.hardware_choice
     if cmp is None:
         return
     st.plotly_chart(chart(cmp), key="plan_hardware_chart", width="stretch")
-    st.dataframe(rows(cmp), key="plan_hardware_table", hide_index=True)
-    listed = next((c.price_source for c in cmp.choices if c.price_source != "entered"), "")
-    if listed:
-        st.caption(f"Prices not entered: {listed}.")
+    # at 1280 px with the sidebar open the table shows ~820 px: the GPU, both bills and the fleet with speculation
+    widgets.table(rows(cmp), key="plan_hardware_table",
+                  first=("GPU", "without speculation", "with speculation", "fleet with", "fleet without", "$/GPU-hour"),
+                  widths={"GPU": 190, "without speculation": 135, "with speculation": 135, "fleet with": 230,
+                          "fleet without": 230, "$/GPU-hour": 90})
+    if changes := cmp.format_changes():
+        st.info("What the other weight formats changed:\n\n" + "\n".join(f"- {line}." for line in changes))
     best, own = cmp.cheapest, cmp.requested
     if best is not None:
         st.caption(f"Cheapest: {best.description} at {fmt_usd(best.usd_per_month)}/month"

@@ -154,6 +154,7 @@ def _params() -> dict[str, Param]:
     for name, m in cat.methods.items():  # setup GPU-hours per method (draft training)
         params[f"gpuh_{name}"] = Param(float(m.setup_gpu_hours), float, _finite(0.0, 1e6))
     params["hw_compare"] = Param(False, _bool, lambda v: isinstance(v, bool))  # Plan page: compare GPU types
+    params["hw_other_formats"] = Param(False, _bool, lambda v: isinstance(v, bool))  # ... at other weight formats too
     for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views.parts.hardware)
         params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
     params[_price.GPU_PRICES_SET] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
@@ -529,11 +530,6 @@ def _plan(req: P.PlanRequest) -> P.Plan:
 def plan(req: P.PlanRequest | None = None, *, levers: bool = False) -> P.Plan:
     req = req or request()
     return _plan(dataclasses.replace(req, levers_start="auto" if levers else None))
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def lever_waterfall(req: P.PlanRequest, start: str, order: tuple[str, ...] | None) -> list[P.LeverStep]:
-    return P.levers(req, catalog(), start, list(order) if order else None)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -117,9 +117,9 @@ MIX = (P.TrafficSegment("chat", "english", 0.5, 900.0, 350.0), P.TrafficSegment(
 def test_the_cheapest_fleet_per_gpu_equals_a_brute_force_over_tps_and_weights(catalog, hardware, volume, mix, cap):
     # the comparison skips configurations by bounds (one replica every hour; the full-load CPM x volume): the
     # cheapest it finds must be the cheapest of every TP and weight format sized by plan(), for one workload and for
-    # a mix with a concurrency cap (which the CPM search applies and the fleet does not)
+    # a mix with a concurrency cap (which the CPM search applies and the fleet does not); every weight format asked for
     kw = dict(monthly_output_tokens=volume, segments=mix, batch_cap=cap)
-    cmp = compare_hardware(cmp_request(**kw), catalog)
+    cmp = compare_hardware(cmp_request(compare_other_formats=True, **kw), catalog)
     hw = catalog.hardware[hardware]
     best = {False: float("inf"), True: float("inf")}
     for tp in (t for t in TP_OPTIONS if t <= hw.max_tp):
