@@ -4,11 +4,11 @@ Two cross-validations on aiconfigurator's TPOT grid (profiles/data/fitted/aiconf
 grid (training and held-out cells alike), as a relative error predicted / aiconfigurator - 1:
 
 - leave one model out (LOMO): for each model of the grid, every fit refitted without it: its TPOT cells out of every
-  end-to-end fit on every GPU, and its fused-MoE kernel shape (MOE_ROUTING) out of every kernel fit (a GPU then fits
-  its fused-MoE terms on its other measured MoE shapes, in any kernel dtype, or keeps none). Its cells are then priced
-  as the planner prices a model no fit saw: each (GPU, dtype)'s own refit, a (GPU, dtype) left with no cells on its
-  kernel fit plus the same GPU's bf16 per-step and per-layer terms, both scoped to the model's architecture family as
-  planner.physics.step_scope.scoped does (a family no refit covers keeps the GPU's own terms).
+  end-to-end fit on every GPU, and its fused-MoE kernel shape (steptime.MOE_ROUTING) out of every kernel fit (a GPU
+  then fits its fused-MoE terms on its other measured MoE shapes, in any kernel dtype, or keeps none). Its cells are
+  priced as the planner prices a model no fit saw: each (GPU, dtype)'s own refit, a (GPU, dtype) left with no cells on
+  its kernel fit plus the same GPU's bf16 per-step and per-layer terms, both scoped to the model's architecture family
+  as planner.physics.step_scope.scoped does (a family no refit covers keeps the GPU's own terms).
 - leave one GPU out (LOGO): for each kernel-fitted GPU, its cells priced with the terms it would borrow if it had no
   kernel data (planner.physics.borrowed.borrowed_efficiencies over the other GPUs' fits, with the shipped end-to-end
   borrow fits), scoped the same way.
@@ -28,7 +28,6 @@ from calibration.fitting.steptime import (
     DTYPE_KERNELS,
     EXCLUDED,
     HARDWARE,
-    MOE_ROUTING,
     OPS_CSV,
     TPOT_CSV,
     HardwareFit,
@@ -120,22 +119,26 @@ def _inputs(ops_csv: Path, tpot_csv: Path):
 
 
 def leave_one_model_out(ops_csv: Path = OPS_CSV, tpot_csv: Path = TPOT_CSV, *,
-                        models: Sequence[str] | None = None) -> HeldOutErrors:
-    """LOMO (module docstring) over every model of the grid on a fitted (GPU, dtype), or over `models`."""
+                        models: Sequence[str] | None = None, kernel_shape_out: bool = True) -> HeldOutErrors:
+    """LOMO (module docstring) over every model of the grid on a fitted (GPU, dtype), or over `models`.
+    kernel_shape_out=False keeps the model's fused-MoE kernel rows (a diagnostic: the error left when the kernel table
+    has the model's shape, as a broader extract would; only its TPOT cells are held out)."""
     catalog, ops, cells, versions = _inputs(ops_csv, tpot_csv)
     cells = [c for c in cells if c.hardware in HARDWARE and (c.hardware, c.dtype) not in EXCLUDED]
     out = {}
     for name in models or sorted({c.model for c in cells}):
         spec = catalog.models[name]
         mine = [c for c in cells if c.model == name]
-        fits = refit(without_moe_shape(ops, moe_shape(spec)), [c for c in cells if c.model != name], catalog,
+        kept = without_moe_shape(ops, moe_shape(spec)) if kernel_shape_out else ops
+        fits = refit(kept, [c for c in cells if c.model != name], catalog,
                      versions, need={(c.hardware, c.dtype) for c in mine})
         fitted = {(f.hardware, f.dtype): f.efficiency for f in fits}
         families = _families(fits, catalog.models)
 
         def eff_for(c: TpotCell, fitted=fitted, families=families, spec=spec) -> Efficiency:
             key = (c.hardware, c.dtype)
-            # a (GPU, dtype) with no cells left runs on the per-step and per-layer terms of the GPU's bf16 fit: its scope
+            # a (GPU, dtype) with no cells left runs on the per-step and per-layer terms of the GPU's bf16 fit, in
+            # that fit's scope
             scope_key = key if key in families else (c.hardware, "bf16")
             return scoped(fitted[key], scope_key, spec, fitted=fitted, families=families, table=catalog.hardware)
 
