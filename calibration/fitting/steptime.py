@@ -23,7 +23,8 @@ Two stages, each a scipy least-squares fit on relative (log) residuals, each ret
                    on the token-to-expert distribution aiconfigurator's own decode estimate uses for that model
                    (MOE_ROUTING)
   B. end to end, on the TPOT grid's training cells: with the stage-A terms fixed, the remaining per-layer
-     kernel cost (norms, activations, rotary, launch gaps), its per-token part and the per-step cost:
+     kernel cost (norms, activations, rotary, launch gaps), its per-token part and the per-step cost (cells of
+     one model depth: the per-step cost held at the same GPU's bf16 fit's, the rest per layer):
                 TPOT = step_time_s(...; t_layer_s, t_fixed_s, t_layer_token_s)
                 -> t_layer_s, t_fixed_s, t_layer_token_s (per token per layer: norms, rotary, activation
                    quantisation, MLA's per-head batched matmuls)
@@ -305,10 +306,13 @@ def predict_tpot_s(cells: Sequence[TpotCell], models: dict[str, ModelSpec], hw: 
 
 
 def fit_end_to_end(cells: Sequence[TpotCell], models: dict[str, ModelSpec], hw: Hardware,
-                   eff: Efficiency, *, t_layer_prior: tuple[float, str] | None = None) -> FitResult:
+                   eff: Efficiency, *, t_fixed_prior: tuple[float, str] | None = None) -> FitResult:
     """t_layer_s, t_fixed_s, t_layer_token_s on the training cells. Cells of one model depth cannot separate the
-    per-layer from the per-step cost (layers * t_layer_s + t_fixed_s is one constant): there t_layer_s is held at
-    `t_layer_prior` (the same GPU's bf16 fit: norms, rotary and launch gaps do not depend on the weight dtype)."""
+    per-layer from the per-step cost (layers * t_layer_s + t_fixed_s is one constant): there t_fixed_s is held at
+    `t_fixed_prior` (the same GPU's bf16 fit: sampling, scheduling and the step's own launch do not depend on the
+    weight dtype or the architecture) and the rest is per layer, so a model of another depth pays it for its own layers
+    (H200 FP8's cells are DeepSeek-V3 alone: its MLA and MoE layer kernels, priced per layer, not as one per-step floor
+    that a 47-layer model would pay whole)."""
     train = [c for c in cells if not c.held_out]
     y = np.array([c.tpot_ms for c in train]) * MS
 
@@ -316,10 +320,10 @@ def fit_end_to_end(cells: Sequence[TpotCell], models: dict[str, ModelSpec], hw: 
         return predict_tpot_s(train, models, hw, replace(eff, t_layer_s=p[0], t_fixed_s=p[1], t_layer_token_s=p[2]))
 
     one_depth = len({models[c.model].layers for c in train}) == 1
-    hold = ("t_layer_s",) if one_depth and t_layer_prior is not None else ()
+    hold = ("t_fixed_s",) if one_depth and t_fixed_prior is not None else ()
     return _fit(model, y, hw, names=("t_layer_s", "t_fixed_s", "t_layer_token_s"), p0=(2e-5, 5e-4, 1e-8),
                 bounds=((0.0, 0.0, 0.0), (1e-3, 2e-2, 1e-5)),
-                priors={"t_layer_s": t_layer_prior} if t_layer_prior else None, hold=hold)
+                priors={"t_fixed_s": t_fixed_prior} if t_fixed_prior else None, hold=hold)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -335,8 +339,8 @@ class HardwareFit:
     attention: FitResult
     allreduce: FitResult
     alltoall: FitResult | None  # None: no all-to-all rows for this hardware
-    moe: FitResult
-    end_to_end: FitResult
+    moe: FitResult | None  # None: no fused-MoE rows for this GPU
+    end_to_end: FitResult | None  # None: no TPOT cells (terms of the same GPU's bf16 fit)
     efficiency: Efficiency
     tpot_residuals_train: np.ndarray
     tpot_residuals_held_out: np.ndarray
@@ -354,6 +358,7 @@ class HardwareFit:
                                          ("moe", self.moe), ("end_to_end", self.end_to_end)) if s is not None)
 
 
+STAGE_B_FIELDS = ("t_layer_s", "t_fixed_s", "t_layer_token_s")  # fit_end_to_end's
 FITTED_FIELDS = ("eta_bw", "eta_bw_tokens_scale", "eta_flops", "flops_tokens_half", "eta_kv_bw", "eta_attn_flops",
                  "allreduce_latency_s", "eta_allreduce", "alltoall_latency_s", "eta_alltoall", "t_expert_s",
                  "t_moe_layer_s", "t_moe_token_s",
@@ -378,16 +383,30 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
     attention = fit_attention([r for r in mine if r["op"] == "attention"], hw, ref, eta_attn_prior=eta_attn_prior)
     allreduce = fit_allreduce([r for r in mine if r["op"] == "allreduce"], hw)
     alltoall = fit_alltoall([r for r in mine if r["op"].startswith("alltoall:")], hw)
-    moe = fit_moe([r for r in moe_rows(mine) if r["dtype"] in kernels], hw, gemm)
+    # this dtype's fused-MoE rows, else the GPU's rows in another kernel dtype (a table without this dtype's MoE shapes;
+    # the shipped extract has rows for every fitted GPU and dtype), else none: the MoE terms stay at hardware.yaml's
+    mine_moe = moe_rows(mine)
+    moe_fit_rows = [r for r in mine_moe if r["dtype"] in kernels] or mine_moe
+    moe = fit_moe(moe_fit_rows, hw, gemm) if moe_fit_rows else None
     src = Sourced(f"fitted to {data_source(engine_version)} (tools/fit_steptime.py)", date)
     a2a = _stage_fields(alltoall) if alltoall is not None else {}
+    moe_fields = _stage_fields(moe) if moe is not None else {}
     eff0 = replace(hw.efficiency, **_stage_fields(gemm), **_stage_fields(attention), **_stage_fields(allreduce),
-                   **a2a, **_stage_fields(moe), per_op_roofline=1.0, t_layer_s=0.0,
+                   **a2a, **moe_fields, per_op_roofline=1.0, t_layer_s=0.0,
                    t_fixed_s=0.0, source=src)
     hw_cells = [c for c in cells if c.hardware == name and c.dtype == dtype]
-    t_layer_prior = None if bf16 is None else (bf16.end_to_end.value("t_layer_s"), f"the {name} bf16 fit's "
-                                                                                   "t_layer_s")
-    e2e = fit_end_to_end(hw_cells, catalog.models, hw, eff0, t_layer_prior=t_layer_prior)
+    if not hw_cells:  # no TPOT cells (a model held out, steptime_cv): the per-step and per-layer terms of the bf16 fit
+        if bf16 is None:
+            raise ValueError(f"{name} / {dtype}: no TPOT cells and no bf16 fit of {name} to take the per-step and "
+                             "per-layer terms from")
+        eff = replace(eff0, **{n: getattr(bf16.efficiency, n) for n in STAGE_B_FIELDS})
+        empty = np.zeros(0)
+        return HardwareFit(name, dtype, engine_version, gemm, attention, allreduce, alltoall, moe, None, eff,
+                           empty, empty, ())
+    t_fixed_prior = None if bf16 is None or bf16.end_to_end is None else (
+        bf16.end_to_end.value("t_fixed_s"), f"the {name} bf16 fit's t_fixed_s (per-step costs do not depend on the "
+                                            "weight dtype; one model depth cannot tell them from per-layer ones)")
+    e2e = fit_end_to_end(hw_cells, catalog.models, hw, eff0, t_fixed_prior=t_fixed_prior)
     eff = replace(eff0, **_stage_fields(e2e))
     pred = predict_tpot_s(hw_cells, catalog.models, hw, eff)
     meas = np.array([c.tpot_ms for c in hw_cells]) * MS
