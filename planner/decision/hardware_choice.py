@@ -130,9 +130,9 @@ class HardwareComparison:
 CPM_BOUND = 0.8
 NOTE = ("Weight formats are compared on cost and speed only: 4-bit and fp8 weights may cost quality, which the planner "
         "does not price. Speculation does not change outputs.")
-LIKE_FOR_LIKE_NOTE = ("Every GPU type runs your {dtype} weights (like for like); comparing other weight formats (the Plan "
-                      "page's checkbox, --compare-other-formats) lets each GPU type pick fp8 or 4-bit weights too. "
-                      "Speculation does not change outputs.")
+LIKE_FOR_LIKE_NOTE = ("Every GPU type runs your {dtype} weights (like for like); comparing other weight formats (the "
+                      "Plan page's checkbox, --compare-other-formats) lets each GPU type pick fp8 or 4-bit weights "
+                      "too. Speculation does not change outputs.")
 
 
 def hardware_prices(req: PlanRequest, catalog: Catalog, prices: Mapping[str, float] | None = None

@@ -49,7 +49,7 @@ def test_dtype_given_wins_and_other_subcommands_take_it(capsys):
 
 def test_model_and_model_config_are_exclusive_and_errors_are_one_line(capsys, tmp_path):
     assert main(["plan", "--model", "llama-3.1-8b", "--model-config", "x.json", "--hardware", "h200"]) == 2
-    err = capsys.readouterr().err  # argparse's refusal is one line too (cli.main._Parser), not usage + exit
+    err = capsys.readouterr().err  # argparse's refusal is one line too (cli.flags.Parser), not usage + exit
     assert err == "error: plan: argument --model-config: not allowed with argument --model\n"
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": 32}))

@@ -19,7 +19,8 @@ from views.sidebar import price as _price
 from views.sidebar import state as S
 
 TOGGLE = "hw_compare"  # session / URL key: compare GPU types (off by default: it sizes dozens of fleets)
-OTHER_FORMATS = "hw_other_formats"  # session / URL key: let each GPU type pick other weight formats (off: like for like)
+# session / URL key: let each GPU type pick other weight formats (off: like for like)
+OTHER_FORMATS = "hw_other_formats"
 PRICE_PREFIX = _price.GPU_PRICE_PREFIX  # + GPU type: its $/GPU-hour (session / URL keys; views.sidebar.state.PARAMS)
 
 
