@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 from cli import flags
 from planner.acceptance import rates as acc
-from planner.formatting import jsonable, plan_dict
+from planner.formatting import json_text, jsonable, plan_dict
 from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
 from planner.types import Acceptance, Scenario
 
@@ -78,27 +77,8 @@ def _model_json(args) -> dict[str, Any] | None:
             "params_b": dict(parsed.breakdown), "notes": list(parsed.notes)}
 
 
-def _json_default(o: Any):
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def _clean(obj: Any) -> Any:
-    """inf/nan are not JSON: write them as null (with the key kept)."""
-    if isinstance(obj, float) and (math.isinf(obj) or math.isnan(obj)):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def _print(obj: Any) -> None:
-    print(json.dumps(_clean(obj), indent=2, default=_json_default, allow_nan=False))
+    print(json_text(obj))
 
 
 def _per_position(args) -> tuple[float, ...] | None:

@@ -5,6 +5,7 @@ serialisation the CLI's `plan` output and the report read."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,21 @@ def jsonable(x: Any) -> Any:
     if hasattr(x, "tolist"):  # numpy arrays and scalars
         return jsonable(x.tolist())
     return x
+
+
+def json_text(obj: Any, *, indent: int | None = 2) -> str:
+    """JSON text of plain values (jsonable's output): inf and nan are not JSON, so they are written as null with the
+    key kept. The CLI's output and the report's JSON appendix are written by this one function."""
+    def finite(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        return v
+
+    return json.dumps(finite(jsonable(obj)), indent=indent, allow_nan=False)
 
 
 def plan_dict(p: Plan) -> dict[str, Any]:

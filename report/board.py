@@ -9,15 +9,13 @@ raw fields go to the JSON appendix (`appendix_json`, planner.formatting.plan_dic
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from planner.answer import Plan
 from planner.checks.knee import knee_sentence, slo_knee
 from planner.decision.hardware_choice import hardware_sentence
-from planner.formatting import fmt_acceptance, fmt_months, fmt_usd, jsonable, plan_dict
+from planner.formatting import fmt_acceptance, fmt_months, fmt_usd, json_text, plan_dict
 from planner.request import NO_SPEC, PlanRequest
 from planner.uncertainty.sensitivity import PLAN_MC_SAMPLES, tornado
 
@@ -288,17 +286,6 @@ def board_report(p: Plan, catalog, *, generated: str) -> BoardReport:
     )
 
 
-def _clean(obj: Any) -> Any:
-    """inf/nan are not JSON: null, the key kept (as the CLI writes them)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def appendix_json(p: Plan) -> str:
-    """The JSON appendix: every field of the plan (planner.formatting.plan_dict, the CLI's `plan` JSON)."""
-    return json.dumps(_clean(jsonable(plan_dict(p))), indent=2, allow_nan=False)
+    """The JSON appendix: every field of the plan (planner.formatting.plan_dict, written as the CLI writes it)."""
+    return json_text(plan_dict(p))
