@@ -188,7 +188,8 @@ def test_a_browser_shows_the_visitors_markdown_as_text(server):  # noqa: F811 - 
         page.get_by_text("Loaded '").first.wait_for(timeout=60_000)
         page.get_by_role("link", name="Plan").first.click()
         page.locator("[data-testid=stMetricValue]").first.wait_for(timeout=60_000)
-        page.wait_for_url(re.compile(r"profile="), timeout=60_000)  # written at the end of the page's run
+        # the Plan page's link, written at the end of its run (the Traffic page's own URL carries profile= too)
+        page.wait_for_url(lambda url: "profile=" in url and "/traffic" not in url, timeout=60_000)
         link = page.url
         other = browser.new_context(viewport={"width": 1500, "height": 1100})
         other.on("request", lambda r: fetched.append(r.url) if re.search(r"evil|attacker", r.url.split("?")[0])
