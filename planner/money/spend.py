@@ -104,6 +104,7 @@ class SpendVolume:
     replica_usd_per_month: float  # one replica all month: the bill's granularity
     binding: str  # what limits the volume: "spend" or "gpus"
     how: str  # one sentence
+    price_listed: bool = False  # the price is the GPU's list midpoint (neither entered nor implied by the spend)
 
     @property
     def volume_source(self) -> str:
@@ -112,7 +113,7 @@ class SpendVolume:
 
 def spend_price(req: PlanRequest, catalog: Catalog) -> tuple[float, str]:
     """($/GPU-hour, where it comes from): the stated price; else, for a fixed fleet of a stated GPU count, the price
-    the spend implies (spend / (GPUs x hours a month)); else the hardware's list midpoint."""
+    the spend implies (spend / (GPUs x hours a month)); else the hardware's list midpoint (spend_price_listed)."""
     hw = catalog.hardware[req.hardware]
     price = gpu_price(hw, req.usd_per_gpu_hour)
     if price.entered:
@@ -121,6 +122,12 @@ def spend_price(req: PlanRequest, catalog: Catalog) -> tuple[float, str]:
         return (float(req.spend_usd_per_month) / (req.spend_gpus * HOURS_PER_MONTH),
                 f"implied by the spend over {req.spend_gpus:,} GPUs all month")
     return price.usd_per_gpu_hour, f"{hw.label} list midpoint ({hw.price.source}, {hw.price.date})"
+
+
+def spend_price_listed(req: PlanRequest, catalog: Catalog) -> bool:
+    """Whether spend_price gives the hardware's list midpoint: no price entered, none implied by a fixed fleet."""
+    return not gpu_price(catalog.hardware[req.hardware], req.usd_per_gpu_hour).entered and not (
+        req.spend_gpus is not None and req.billing == "fixed")
 
 
 def _today(ctx: Context) -> OperatingPoint:
@@ -209,18 +216,21 @@ def volume_for_spend(req: PlanRequest, catalog: Catalog) -> SpendVolume:
     return SpendVolume(spend_usd_per_month=spend, hardware=req.hardware, tp=req.tp, dtype=req.dtype,
                        gpus=req.spend_gpus, billing=req.billing, usd_per_gpu_hour=price, price_source=price_source,
                        method=pt.method, label=pt.label, k=pt.k, monthly_output_tokens=lo, peak_gpus=b_lo.peak_gpus,
-                       bill_usd_per_month=b_lo.usd_per_month, replica_usd_per_month=replica, binding=binding, how=how)
+                       bill_usd_per_month=b_lo.usd_per_month, replica_usd_per_month=replica, binding=binding, how=how,
+                       price_listed=spend_price_listed(req, catalog))
 
 
 def request_for_spend(req: PlanRequest, sv: SpendVolume) -> PlanRequest:
-    """The request at the volume the spend buys: its price, volume and source; a trace's hours and concurrency cap
-    scaled to it; the fleet sized (a flat day when no shape or hours are given, stated)."""
+    """The request at the volume the spend buys: its price (a list midpoint stays unentered, so that it is labelled
+    and drawn as a list price), volume and source; a trace's hours and concurrency cap scaled to it; the fleet sized
+    (a flat day when no shape or hours are given, stated)."""
     scaled = _at_scale(dataclasses.replace(req, monthly_output_tokens=hours_volume(req)) if req.hours else req,
                        sv.monthly_output_tokens)
     cap = req.batch_cap
     if cap is not None and req.monthly_output_tokens > 0:
         cap = max(1.0, cap * sv.monthly_output_tokens / req.monthly_output_tokens)
     src = f"{req.hours_source}; rates scaled to the spend's volume" if req.hours else req.hours_source
-    return dataclasses.replace(scaled, usd_per_gpu_hour=sv.usd_per_gpu_hour, volume_source=sv.volume_source,
+    price = req.usd_per_gpu_hour if sv.price_listed else sv.usd_per_gpu_hour
+    return dataclasses.replace(scaled, usd_per_gpu_hour=price, volume_source=sv.volume_source,
                                batch_cap=cap, daily_shape=req.daily_shape or (None if req.hours else "flat"),
                                hours_source=src)

@@ -92,11 +92,12 @@ def test_a_price_is_entered_only_when_typed(catalog):
 
 
 def test_a_spend_at_the_list_price_is_not_labelled_entered(catalog):
-    # a spend carries its (list midpoint) price on the request it plans: the H100's own row says list price
+    # a spend at the list midpoint leaves the price unentered on the request it plans: the H100's own row says list
+    # price, with or without the spend's source passed on
     req = cmp_request(spend_usd_per_month=150_000.0, monthly_output_tokens=1e9)
     sv = volume_for_spend(req, catalog)
     spent = dataclasses.replace(request_for_spend(req, sv), spend_usd_per_month=None)
-    assert spent.usd_per_gpu_hour is not None  # the price the spend bought at, carried
+    assert spent.usd_per_gpu_hour is None and sv.price_listed
     h100 = catalog.hardware["h100-sxm"]
     cmp = compare_hardware(spent, catalog, own_price_source=sv.price_source)
     assert cmp.choice("h100-sxm").price_source == f"list price ({h100.price.source}, {h100.price.date})"
