@@ -140,7 +140,7 @@ def _iso_date(ctx: BuildContext, field: str, value: Any) -> str:
     return text
 
 
-def _sourced(ctx: BuildContext, field: str, value: Any) -> Sourced:
+def sourced(ctx: BuildContext, field: str, value: Any) -> Sourced:
     if not isinstance(value, dict) or not value.get("source") or "date" not in value:
         raise ctx.error(field, value, "a mapping {source: <text>, date: <YYYY-MM-DD>}")
     return Sourced(source=str(value["source"]), date=_iso_date(ctx, f"{field}.date", value["date"]))
@@ -171,7 +171,7 @@ def _coerce(ctx: BuildContext, cls: type, field: dataclasses.Field, value: Any) 
         tp = next(a for a in args if a is not type(None))
         origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is Sourced:
-        return _sourced(ctx, field.name, value)
+        return sourced(ctx, field.name, value)
     if tp is AlphaRange:
         check = PROB if field.name.startswith("alpha_") and field.name != "alpha_gain" else None
         return _range(ctx, field.name, value, check)
@@ -231,7 +231,7 @@ def build(cls: type, raw: Any, ctx: BuildContext, defaults: Mapping[str, Any] | 
     return cls(**out)
 
 
-def _read(path: Path) -> dict:
+def read_yaml(path: Path) -> dict:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -242,7 +242,7 @@ def _read(path: Path) -> dict:
 
 
 def _entries(path: Path, cls: type, prepare: Callable[[str, dict, BuildContext], dict] | None = None) -> NamedTable:
-    doc = _read(path)
+    doc = read_yaml(path)
     out = {}
     for name, raw in doc["entries"].items():
         ctx = BuildContext(path.name, str(name))
@@ -374,7 +374,7 @@ def _load_prices(path: Path, hardware: NamedTable) -> tuple[dict, dict]:
         raw = doc.get(key) if isinstance(doc, dict) else None
         if not isinstance(raw, dict) or "value" not in raw:
             raise ctx.error("value", raw, "a mapping {value, source, date}")
-        sources[key] = _sourced(ctx, key, {"source": raw.get("source"), "date": raw.get("date")})
+        sources[key] = sourced(ctx, key, {"source": raw.get("source"), "date": raw.get("date")})
         values[key] = raw["value"]
     if values["training_hardware"] not in hardware:
         raise BuildContext(path.name, "training_hardware").error(

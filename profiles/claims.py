@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.checks.claims import KINDS, Band, Claim
-from profiles.catalog import DATA_DIR, BuildContext, _read, _sourced
+from profiles.catalog import DATA_DIR, BuildContext, read_yaml, sourced
 
 FIELDS = ("claim", "attributed_to", "source", "kind", "params")
 # text parameters that name a catalogue entry: checked against the catalogue when one is given
@@ -82,13 +82,13 @@ def _claim(name: str, raw: Any, ctx: BuildContext, catalog) -> Claim:
     if kind == "batch_sweet_spot" and out["sweet_spot_max_batch"] not in out["batches"]:
         raise ctx.error("params.sweet_spot_max_batch", out["sweet_spot_max_batch"], "one of params.batches")
     return Claim(name=name, kind=kind, claim=raw["claim"], attributed_to=raw["attributed_to"],
-                 source=_sourced(ctx, "source", raw["source"]), params=out)
+                 source=sourced(ctx, "source", raw["source"]), params=out)
 
 
 def load_claims(path: str | os.PathLike | None = None, *, catalog=None) -> tuple[Claim, ...]:
     """The claims in file order. With a catalogue, the models, hardware, workloads and levers they name must be in
     it."""
     p = Path(path) if path is not None else DATA_DIR / "claims.yaml"
-    doc = _read(p)
+    doc = read_yaml(p)
     return tuple(_claim(str(name), raw, BuildContext(p.name, str(name)), catalog)
                  for name, raw in doc["entries"].items())

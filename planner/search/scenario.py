@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -24,20 +24,12 @@ from planner.request import PlanError, PlanRequest, TrafficSegment, validate_sce
 from planner.search.candidates import MAX_ALPHA, default_tree_shape, per_position_alpha, tau_for_ks
 from planner.search.drafting import availability, tree_draft_overrides
 from planner.search.grid import evaluate_at, evaluation_grid
-from planner.types import Hardware, Method, ModelSpec, Scenario
+from planner.types import Catalog, Hardware, Method, ModelSpec, Scenario
 
 __all__ = ["MAX_ALPHA", "Evaluation", "ScenarioError", "availability", "efficiency_for", "evaluate", "grid",
            "tree_draft_overrides", "with_fitted_speculation"]
 
 ScenarioError = PlanError  # one error for every field the planner refuses (planner.request)
-
-
-class CatalogLike(Protocol):
-    models: Any
-    hardware: Any
-    methods: Any
-    workloads: Any
-    languages: Any
 
 
 @dataclass(frozen=True)
@@ -89,7 +81,7 @@ class Evaluation:
         return d
 
 
-def resolve(s: Scenario, catalog: CatalogLike) -> tuple[ModelSpec, Hardware, Method, Any, Any]:
+def resolve(s: Scenario, catalog: Catalog) -> tuple[ModelSpec, Hardware, Method, Any, Any]:
     model = catalog.models[s.model]
     hw = catalog.hardware[s.hardware]
     method = catalog.methods[s.method]
@@ -99,7 +91,7 @@ def resolve(s: Scenario, catalog: CatalogLike) -> tuple[ModelSpec, Hardware, Met
     return model, hw, method, workload, language
 
 
-def _search_inputs(s: Scenario, catalog: CatalogLike, workload, ks: Sequence[float]) -> tuple[Context, Candidate]:
+def search_inputs(s: Scenario, catalog: Catalog, workload, ks: Sequence[float]) -> tuple[Context, Candidate]:
     """The scenario as the search reads it: a context with one segment (the scenario's lengths) and a candidate."""
     prompt, out, _ = _lengths(s, workload)
     seg = TrafficSegment(s.workload, s.language, 1.0, prompt, out)
@@ -154,7 +146,7 @@ def _lengths(s: Scenario, workload) -> tuple[float, float, float]:
     return prompt, out, ctx
 
 
-def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str = "mid") -> tuple[
+def grid(s: Scenario, catalog: Catalog, *, ks=None, batches=None, which: str = "mid") -> tuple[
         SpecResult, np.ndarray, np.ndarray]:
     """Evaluate a (K, batch) grid for one scenario; arrays have shape (len(ks), len(batches))."""
     model, hw, method, workload, language = resolve(s, catalog)
@@ -162,7 +154,7 @@ def grid(s: Scenario, catalog: CatalogLike, *, ks=None, batches=None, which: str
     if batches is None and s.batch is None:
         raise PlanError("batch", None, "a batch or a list of batches")
     batches = np.asarray(batches if batches is not None else [s.batch], dtype=float)
-    ctx, cand = _search_inputs(s, catalog, workload, ks)
+    ctx, cand = search_inputs(s, catalog, workload, ks)
     taus, n_verify = _tau_for_ks(_alphas(s, ctx, cand, int(ks.max()), which), ks, s)
     prompt, out, context = _lengths(s, workload)
     g = evaluation_grid(k=r5(ks, 2), tau=r5(taus, 2), verify_tokens=r5(n_verify, 2), prompt_tokens=[prompt],
@@ -231,26 +223,26 @@ def _pick(res: SpecResult, i: int, j: int, s: Scenario, ks, batches, model, hw, 
     )
 
 
-def best_batch(s: Scenario, catalog: CatalogLike) -> int:
+def best_batch(s: Scenario, catalog: Catalog) -> int:
     """The batch plan() would run this scenario's method at, at the scenario's K: the cheapest under the TPOT SLO
     that fits memory (planner.search.points.one_point); 1 where none does."""
     from planner.search.points import one_point
 
     _, _, _, workload, _ = resolve(s, catalog)
     _check_positions(s, s.k)  # the search skips a K the positions do not reach: it would find no point at all
-    ctx, cand = _search_inputs(s, catalog, workload, [s.k])
+    ctx, cand = search_inputs(s, catalog, workload, [s.k])
     pt = one_point(ctx, cand)
     return int(pt.batch) if pt.feasible and pt.batch >= 1 else 1
 
 
-def evaluate(s: Scenario, catalog: CatalogLike, *, which: str = "mid") -> Evaluation:
+def evaluate(s: Scenario, catalog: Catalog, *, which: str = "mid") -> Evaluation:
     """The scenario at its K and batch. Choosing the best batch (and K) is planner.plan's job, in one place."""
     model, hw, method, workload, language = resolve(s, catalog)
     if s.batch is None:
         raise PlanError("batch", None, "a batch here; planner.plan.plan() (CLI: `plan`, `compare`) searches the "
                         "best batch under the TPOT SLO")
     res, ks, batches = grid(s, catalog, which=which)
-    ctx, cand = _search_inputs(s, catalog, workload, ks)
+    ctx, cand = search_inputs(s, catalog, workload, ks)
     alphas = _alphas(s, ctx, cand, s.k, which)
     tier, source = tiers.provenance(ctx, s.method, s.tuned)
     return dataclasses.replace(_pick(res, 0, 0, s, ks, batches, model, hw, method, alphas), acceptance_tier=tier,

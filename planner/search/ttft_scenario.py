@@ -12,7 +12,7 @@ import numpy as np
 from planner.physics.serving import prefill_time_s
 from planner.physics.ttft import ClosedLoop, closed_loop
 from planner.search.drafting import draft_net, draft_spec_for
-from planner.search.scenario import _search_inputs, grid, resolve
+from planner.search.scenario import grid, resolve, search_inputs
 from planner.types import Scenario
 
 MAX_CLOSED_LOOP_BATCH = 1024  # the TPOT curve is evaluated up to min(concurrency, memory, this)
@@ -41,7 +41,7 @@ def closed_loop_pair(s: Scenario, catalog, *, concurrency: float, max_num_seqs: 
     top = int(min(max(concurrency, 1.0), MAX_CLOSED_LOOP_BATCH))
     batches = np.arange(1, top + 1, dtype=float)
     res, _, _ = grid(s, catalog, ks=[s.k], batches=batches)
-    ctx, _ = _search_inputs(s, catalog, workload, [s.k])
+    ctx, _ = search_inputs(s, catalog, workload, [s.k])
     seg = ctx.segs[0]
     share = ctx.prefix_cache_share
     pre = float(prefill_time_s(ctx.target, ctx.hw_params, prompt_tokens=seg.prompt_tokens, tp=s.tp,

@@ -9,18 +9,18 @@ from profiles.traffic.columns import FileInfo
 from profiles.traffic.errors import fail
 from profiles.traffic.limits import DAYS_PER_MONTH, MAX_TOKENS_PER_REQUEST, SECONDS_PER_MONTH
 from profiles.traffic.profile import Segment, TrafficProfile, _check_sane, fmt_tokens
-from profiles.traffic.reading import _read
+from profiles.traffic.reading import read_table
 from profiles.traffic.sources.base import Source
 from profiles.traffic.validate import _check_cell_lengths, _codes, _numeric, _Problems
 from profiles.traffic.volume import _context_stats
 
 
-def _mix_profile(name: str, src: Source, info: FileInfo, catalog) -> TrafficProfile:
+def mix_profile(name: str, src: Source, info: FileInfo, catalog) -> TrafficProfile:
     roles = info.roles
     vol_col = "monthly_output_tokens" if "monthly_output_tokens" in roles else "share"
     use = [roles["workload"], roles[vol_col]] + [roles[c] for c in ("language", "prompt_tokens", "output_tokens")
                                                  if c in roles]
-    tbl = _read(src, use, [roles["workload"]] + ([roles["language"]] if "language" in roles else []))
+    tbl = read_table(src, use, [roles["workload"]] + ([roles["language"]] if "language" in roles else []))
     probs = _Problems(src)
     _check_cell_lengths(tbl, probs)
     valid_wl = list(catalog.workloads.keys())

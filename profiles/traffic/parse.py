@@ -12,14 +12,14 @@ import pyarrow.compute as pc
 from profiles.traffic.columns import REQUEST_REQUIRED, ROLE_LABELS, SYNONYMS, FileInfo, map_columns
 from profiles.traffic.errors import Problem, TrafficError, clip, fail, listing
 from profiles.traffic.limits import MAX_DISTINCT_VALUES, MAX_UPLOAD_BYTES
-from profiles.traffic.mix import _mix_profile
+from profiles.traffic.mix import mix_profile
 from profiles.traffic.options import DEFAULT_OPTIONS, ParseOptions
-from profiles.traffic.per_request import _requests_profile
+from profiles.traffic.per_request import requests_profile
 from profiles.traffic.profile import TrafficProfile
-from profiles.traffic.reading import _batches
+from profiles.traffic.reading import read_batches
 from profiles.traffic.sources import open_source
 from profiles.traffic.sources.delimited import DELIMITERS
-from profiles.traffic.validate import _text
+from profiles.traffic.validate import as_text
 
 
 def parse_traffic(name: str, data: bytes, catalog, *, max_bytes: int = MAX_UPLOAD_BYTES,
@@ -63,8 +63,8 @@ def _parse(name: str, data: bytes, catalog, max_bytes: int, options: ParseOption
         if info.missing:
             raise fail(f"a column 'workload' (mix-table format); the file's columns are: {listing(info.columns)}",
                         column="workload")
-        return _mix_profile(name, src, info, catalog)
-    return _requests_profile(name, src, info, catalog, options)
+        return mix_profile(name, src, info, catalog)
+    return requests_profile(name, src, info, catalog, options)
 
 
 
@@ -83,10 +83,10 @@ def column_values(name: str, data: bytes, column: str, options: ParseOptions | N
     if column not in src.columns:
         raise fail(f"a column of the file; the file's columns are: {listing(src.columns)}", column=column)
     counts: dict[str, int] = {}
-    for piece in _batches(src, [column], [column]):  # streamed: the column never exists decoded in full
+    for piece in read_batches(src, [column], [column]):  # streamed: the column never exists decoded in full
         for chunk in piece.column(0).chunks:
             enc = chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
-            words = _text(enc.dictionary).to_pylist()
+            words = as_text(enc.dictionary).to_pylist()
             idx = enc.indices.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
             for w, k in zip(words, np.bincount(idx, minlength=len(words)), strict=True):
                 if w is not None and k:

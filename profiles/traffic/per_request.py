@@ -10,7 +10,7 @@ from profiles.traffic.errors import fail
 from profiles.traffic.limits import MAX_BUCKET_REQUESTS, MAX_PROBLEMS, MAX_ROWS, MAX_TOKENS_PER_REQUEST, MAX_WEIGHT
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.profile import TrafficProfile
-from profiles.traffic.reading import _batches, _lookahead
+from profiles.traffic.reading import _lookahead, read_batches
 from profiles.traffic.sources.base import Source
 from profiles.traffic.times import _timestamps, _TimeState
 from profiles.traffic.validate import _check_cell_lengths, _codes, _numeric, _Problems
@@ -18,7 +18,7 @@ from profiles.traffic.volume import _Acc, _finish_requests
 from profiles.traffic.workload import _rule_columns, _workload_codes, _WorkloadState
 
 
-def _requests_profile(name: str, src: Source, info: FileInfo, catalog, options: ParseOptions) -> TrafficProfile:
+def requests_profile(name: str, src: Source, info: FileInfo, catalog, options: ParseOptions) -> TrafficProfile:
     roles = info.roles
     rule = options.workload
     valid_wl = list(catalog.workloads.keys())
@@ -44,7 +44,7 @@ def _requests_profile(name: str, src: Source, info: FileInfo, catalog, options: 
     tok_high = MAX_TOKENS_PER_REQUEST * (MAX_BUCKET_REQUESTS if totals else 1)
     what = "tokens (total over the row's requests)" if totals else "tokens"
     row0 = 0
-    for tbl, last in _lookahead(_batches(src, use, text_cols + rule_cols)):
+    for tbl, last in _lookahead(read_batches(src, use, text_cols + rule_cols)):
         n = tbl.num_rows
         probs.offset = row0
         row0 += n

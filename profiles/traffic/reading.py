@@ -13,7 +13,7 @@ from profiles.traffic.sources.base import Source
 BATCH_ROWS = 1 << 18  # rows validated at a time (a problem page stops the read early)
 
 
-def _batches(src: Source, cols: list[str], text_cols: Iterable[str]) -> Iterable[pa.Table]:
+def read_batches(src: Source, cols: list[str], text_cols: Iterable[str]) -> Iterable[pa.Table]:
     """The selected columns in pieces of at most BATCH_ROWS rows (CSV: streamed from the bytes, one block at
     a time, so a large file never exists decoded in full); refuses more than MAX_ROWS rows as it goes."""
     cols = list(dict.fromkeys(cols))
@@ -41,9 +41,9 @@ def _batches(src: Source, cols: list[str], text_cols: Iterable[str]) -> Iterable
         raise fail("at least one data row below the header")
 
 
-def _read(src: Source, cols: list[str], text_cols: Iterable[str]) -> pa.Table:
+def read_table(src: Source, cols: list[str], text_cols: Iterable[str]) -> pa.Table:
     """All selected rows at once (mix tables, column values: small)."""
-    return pa.concat_tables(list(_batches(src, cols, text_cols)))
+    return pa.concat_tables(list(read_batches(src, cols, text_cols)))
 
 
 

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from profiles.traffic.errors import clip
 from profiles.traffic.limits import MAX_TIMESTAMP, MIN_TIMESTAMP
-from profiles.traffic.validate import _null_mask, _per_value, _Problems, _text, _value_type
+from profiles.traffic.validate import _null_mask, _per_value, _Problems, _value_type, as_text
 
 
 @dataclass
@@ -67,7 +67,7 @@ def _timestamps(arr: pa.ChunkedArray, col: str, probs: _Problems, state: _TimeSt
         secs, bad = _epoch_seconds(vals, state)
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
         def conv(a: pa.Array) -> np.ndarray:
-            s, b = _parse_time_text(_text(a), state)
+            s, b = _parse_time_text(as_text(a), state)
             return np.where(b, np.nan, s)
         secs = _per_value(arr, conv, np.nan).astype(float)
         bad = np.isnan(secs)

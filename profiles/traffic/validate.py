@@ -18,7 +18,7 @@ from profiles.traffic.limits import MAX_FIELD_CHARS, MAX_PROBLEMS
 from profiles.traffic.sources.base import Source
 
 
-def _text(a: pa.Array) -> pa.Array:
+def as_text(a: pa.Array) -> pa.Array:
     """A plain (non-dictionary) array as UTF-8 text."""
     if pa.types.is_string(a.type):
         return a
@@ -113,7 +113,7 @@ def _numeric(arr: pa.ChunkedArray, col: str, probs: _Problems, *, integer: bool,
             return a.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
         def conv(a: pa.Array) -> np.ndarray:
-            s = pc.utf8_trim_whitespace(_text(a))
+            s = pc.utf8_trim_whitespace(as_text(a))
             if decimal == ",":
                 s = pc.replace_substring(s, ",", ".")
             try:
@@ -146,7 +146,7 @@ def _codes(arr: pa.ChunkedArray, col: str, valid: list[str], probs: _Problems, k
     """Codes into `valid` for a text column, names matched case-insensitively; unknown names name the valid
     ones. Works per distinct value, not per row."""
     lookup = {norm(v): i for i, v in enumerate(valid)}
-    codes = _per_value(arr, lambda a: np.array([lookup.get(norm(w), -1) for w in _text(a).to_pylist()],
+    codes = _per_value(arr, lambda a: np.array([lookup.get(norm(w), -1) for w in as_text(a).to_pylist()],
                                                dtype=np.int64), -2, encode=True).astype(np.int64)
     missing = codes == -2
     if default is not None:

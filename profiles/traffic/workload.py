@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from profiles.traffic.columns import FileInfo, norm
 from profiles.traffic.errors import _short, clip, fail, listing
 from profiles.traffic.options import WorkloadRule, check_workload_rule
-from profiles.traffic.validate import _codes, _per_value, _Problems, _text
+from profiles.traffic.validate import _codes, _per_value, _Problems, as_text
 
 
 def _guess_workload(name: str, valid: list[str]) -> str | None:
@@ -77,7 +77,7 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
         mapping = {norm(k): check(v, f"the value {_short(k)}") for k, v in rule.mapping}
         direct = {norm(v): i for i, v in enumerate(valid)}
         codes = _per_value(tbl.column(col), lambda a: np.array(
-            [mapping.get(norm(w), direct.get(norm(w), -1)) for w in _text(a).to_pylist()], dtype=np.int64),
+            [mapping.get(norm(w), direct.get(norm(w), -1)) for w in as_text(a).to_pylist()], dtype=np.int64),
             -1, encode=True).astype(np.int64)
         state.base = f"workloads from the values of '{col}'"
         state.unmatched_text = "with other values"
@@ -117,9 +117,9 @@ def _lower(arr: pa.ChunkedArray) -> pa.ChunkedArray:
     chunks = []
     for chunk in arr.chunks:
         if pa.types.is_dictionary(chunk.type):
-            chunks.append(pa.DictionaryArray.from_arrays(chunk.indices, pc.utf8_lower(_text(chunk.dictionary))))
+            chunks.append(pa.DictionaryArray.from_arrays(chunk.indices, pc.utf8_lower(as_text(chunk.dictionary))))
         else:
-            chunks.append(pc.utf8_lower(_text(chunk)))
+            chunks.append(pc.utf8_lower(as_text(chunk)))
     return pa.chunked_array(chunks, pa.string()) if not chunks else pa.chunked_array(chunks)
 
 

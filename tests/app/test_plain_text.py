@@ -1,5 +1,5 @@
 """What a visitor writes is shown as text: a Markdown link, image or HTML tag in a URL value, an uploaded file's name,
-its column names and its cell values reaches the page escaped (views/_text.plain), so Streamlit's Markdown shows
+its column names and its cell values reaches the page escaped (views.parts.text.plain), so Streamlit's Markdown shows
 the characters instead of a link or an image. The expected strings are written out by hand; the CommonMark check
 renders with markdown-it-py (an independent CommonMark implementation); tests/app/test_browser.py checks the DOM
 of a real Chromium."""

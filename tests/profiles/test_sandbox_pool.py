@@ -21,7 +21,12 @@ from profiles import sandbox as sb
 from profiles import sandbox_worker
 from profiles.sandbox import ParseLimits, last_usage, run_bounded
 from profiles.traffic import Problem, TrafficError
-from tests.profiles.test_sandbox import allocate_3_gb, busy_workers, spin
+from tests.profiles.test_sandbox import (  # noqa: F401 - no_busy_worker_left: the same autouse check
+    allocate_3_gb,
+    busy_workers,
+    no_busy_worker_left,
+    spin,
+)
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the limits rest on Linux (prctl, /proc)")
 
@@ -89,16 +94,6 @@ def _gone(pid: int, wait_s: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-@pytest.fixture(autouse=True)
-def no_busy_worker_left():
-    yield
-    server = sb._server
-    if server is not None and server[0].poll() is None:
-        busy, workers = busy_workers(psutil.Process(server[0].pid))
-        assert not busy, f"workers of the fork server still running after the call: {busy}"
-        assert len(workers) <= sb.DEFAULT_CONCURRENCY, f"more workers than the pool's bound: {workers}"
 
 
 def test_the_second_call_is_served_by_the_same_worker():
