@@ -89,7 +89,7 @@ def test_hand_computed_disaggregated_fleet_for_a_1k_in_1k_out_trace(catalog):
 
 
 def test_disaggregation_never_changes_a_colocated_plan_when_not_asked(catalog):
-    fields = dataclasses.asdict(_req())
+    fields = _req().flat()
     fields.pop("serving")
     fields["methods"] = None
     req = P.PlanRequest(**{**fields, "segments": ONE_K})  # serving not stated: co-located
