@@ -23,9 +23,11 @@ with cv^2 the squared coefficient of variation of the service time (1: prompt le
 the M/M/1 case; planner assumption, stated in the plan's assumptions) and ca^2 that of the arrivals' spacing
 (1: Poisson arrivals, where the formula is Pollaczek-Khinchine's exact M/G/1 mean; 0: a benchmark's constant rate,
 guidellm's --profile constant).
-    TTFT = W + S_own + t_front
-with t_front the engine's front-end time that no GPU step holds (ENGINE_OVERHEAD_S: the HTTP request, tokenisation,
-admission into the scheduler, handing the first token back through detokenisation and the stream).
+    TTFT = W + T_step(B) / 2 + S_own + t_front
+with T_step(B) / 2 the mean wait for the step in flight when the request arrives (the engines schedule a new prompt at
+the next step boundary; a step of fixed length T leaves T / 2 on average), t_front the engine's front-end time that
+no GPU step holds (ENGINE_OVERHEAD_S: the HTTP request, tokenisation, admission into the scheduler, handing the first
+token back through detokenisation and the stream).
 This is the chunked-prefill-share approximation, not a c-server M/G/c: one replica's prefill is one lane, however many
 sequences decode. Speculation raises TTFT three ways: a longer step T_step (verify K + 1 tokens and draft), fewer
 prompt tokens per step (B (K + 1) decode tokens take the budget) and the draft's own prefill.
@@ -59,12 +61,12 @@ DEFAULT_BATCHED_TOKENS = 8192
 SERVICE_SCV = 1.0
 # The engine's front-end time per request outside the GPU steps (t_front above), seconds, per engine. Fitted on the
 # fitting rows of profiles/data/published/published_ttft.csv (role "fit") as measured - modelled TTFT without it:
-# vLLM on GPUStack's Qwen3.5-35B-A3B row at 1 request/s (vLLM 0.17.1, 1 x H200; 46.01 ms measured, 27.15 modelled),
-# SGLang on GPUStack's Qwen3-8B-FP8 row at concurrency 4 (SGLang 0.5.3.post3, 1 x H100; 39.66 measured, 12.64
+# vLLM on GPUStack's Qwen3.5-35B-A3B row at 1 request/s (vLLM 0.17.1, 1 x H200; 46.01 ms measured, 29.04 modelled),
+# SGLang on GPUStack's Qwen3-8B-FP8 row at concurrency 4 (SGLang 0.5.3.post3, 1 x H100; 39.66 measured, 15.04
 # modelled). benchmarks/accuracy.py refits them from the rows (ttft_scenario.fitted_overhead_s) and prints both; the
 # rows marked "check" never enter them. One row per engine: a planner assumption until a calibration measures its
 # own (2026-12-05). TensorRT-LLM has no fitting row and takes vLLM's.
-ENGINE_OVERHEAD_S = {"vllm": 0.01886, "sglang": 0.02702}
+ENGINE_OVERHEAD_S = {"vllm": 0.01697, "sglang": 0.02462}
 DEFAULT_OVERHEAD_S = ENGINE_OVERHEAD_S["vllm"]  # where the engine is not known (the fleet's TTFT) or has no fit
 
 
@@ -82,10 +84,11 @@ class Ttft:
 
     queue_s: np.ndarray  # mean wait for the prefill lane (M/G/1)
     own_prefill_s: np.ndarray  # the request's own prefill: its GPU time + the decode part of the steps it rides
-    ttft_s: np.ndarray  # queue_s + own_prefill_s + overhead_s (inf where the lane is saturated)
+    ttft_s: np.ndarray  # queue_s + boundary_s + own_prefill_s + overhead_s (inf where the lane is saturated)
     lane_share: np.ndarray  # u: the share of time the prefill lane is busy
     steps: np.ndarray  # steps the prompt's chunks ride
     overhead_s: float = DEFAULT_OVERHEAD_S  # the engine's front-end time (DEFAULT_OVERHEAD_S)
+    boundary_s: np.ndarray | float = 0.0  # the wait for the step in flight at arrival: T_step(B) / 2
 
     @property
     def ttft_ms(self) -> np.ndarray:
@@ -117,8 +120,9 @@ def ttft(*, requests_per_s, prefill_s, new_prompt_tokens, step_s, batch, tokens_
     with np.errstate(divide="ignore", invalid="ignore"):
         wait = np.where(u < 1.0, u * lane * (arrival_scv + service_scv) / (2.0 * np.where(u < 1.0, 1.0 - u, 1.0)),
                         np.inf)
-    return Ttft(queue_s=wait, own_prefill_s=own, ttft_s=wait + own + overhead_s, lane_share=u, steps=steps,
-                overhead_s=overhead_s)
+    boundary = 0.5 * t  # the step in flight when the request arrives: it joins at the next step
+    return Ttft(queue_s=wait, own_prefill_s=own, ttft_s=wait + boundary + own + overhead_s, lane_share=u, steps=steps,
+                overhead_s=overhead_s, boundary_s=boundary)
 
 
 @dataclass(frozen=True)

@@ -29,16 +29,18 @@ def test_ttft_by_hand():
         own prefill S_own = 0.1 + 3 x 0.02 = 0.16 s
         lane occupancy S = 0.1 + 4000 / 1920 x 0.02 = 0.1416667 s; u = 2 x S = 0.2833333
         M/G/1 wait (cv^2 = 1) W = u S (1 + 1) / (2 (1 - u)) = 0.2833333 x 0.1416667 / 0.7166667 = 0.0560078 s
-        the engine's front-end time t_front = 0.01886 s (vLLM's, the default where no engine is named)
-        TTFT = 0.16 + 0.0560078 + 0.01886 = 0.2348678 s."""
+        the step in flight at arrival: half a step, 0.01 s
+        the engine's front-end time t_front = 0.01697 s (vLLM's, the default where no engine is named)
+        TTFT = 0.16 + 0.0560078 + 0.01 + 0.01697 = 0.2429778 s."""
     t = ttft(requests_per_s=2.0, prefill_s=0.1, new_prompt_tokens=4000.0, step_s=0.02, batch=32.0,
              tokens_per_seq=4.0, batched_tokens=2048.0)
     assert float(t.steps) == 3
     assert float(t.own_prefill_s) == pytest.approx(0.16)
     assert float(t.lane_share) == pytest.approx(0.2833333, rel=1e-6)
     assert float(t.queue_s) == pytest.approx(0.0560078, rel=1e-5)
-    assert float(t.ttft_s) == pytest.approx(0.2348678, rel=1e-6)
-    assert float(t.ttft_s - t.queue_s - t.own_prefill_s) == pytest.approx(DEFAULT_OVERHEAD_S) == 0.01886
+    assert float(t.ttft_s) == pytest.approx(0.2429778, rel=1e-6)
+    assert float(t.boundary_s) == pytest.approx(0.01)
+    assert float(t.ttft_s - t.queue_s - t.own_prefill_s - t.boundary_s) == pytest.approx(DEFAULT_OVERHEAD_S) == 0.01697
     # equal prompts (M/D/1, cv^2 = 0) wait half as long; so do evenly spaced arrivals (Kingman: ca^2 = 0, D/M/1-like)
     half = ttft(requests_per_s=2.0, prefill_s=0.1, new_prompt_tokens=4000.0, step_s=0.02, batch=32.0,
                 tokens_per_seq=4.0, batched_tokens=2048.0, service_scv=0.0)
@@ -46,10 +48,10 @@ def test_ttft_by_hand():
     even = ttft(requests_per_s=2.0, prefill_s=0.1, new_prompt_tokens=4000.0, step_s=0.02, batch=32.0,
                 tokens_per_seq=4.0, batched_tokens=2048.0, arrival_scv=0.0)
     assert float(even.queue_s) == pytest.approx(0.0560078 / 2, rel=1e-5)
-    # the front-end time is the caller's: none, and TTFT is the GPU's part alone
+    # the front-end time is the caller's: none, and TTFT is the GPU's part alone (the wait, the step boundary, its own)
     bare = ttft(requests_per_s=2.0, prefill_s=0.1, new_prompt_tokens=4000.0, step_s=0.02, batch=32.0,
                 tokens_per_seq=4.0, batched_tokens=2048.0, overhead_s=0.0)
-    assert float(bare.ttft_s) == pytest.approx(0.2160078, rel=1e-6)
+    assert float(bare.ttft_s) == pytest.approx(0.2260078, rel=1e-6)
 
 
 def test_a_saturated_prefill_lane_has_no_finite_ttft():
@@ -70,7 +72,8 @@ def test_speculation_lengthens_ttft_at_the_same_load():
 def test_the_ttft_slo_bounds_one_replicas_capacity_by_hand():
     """One hour, 30 requests/s of 100 output and 2,000 prompt tokens; TPOT(b) = 20 ms + 0.1 ms x b; prefill 10 ms;
     TPOT SLO 60 ms. Without a TTFT SLO a few replicas hold it; a TTFT SLO just above one request's own prefill
-    (10 ms + one 20 ms step) and the engine's front-end time (18.86 ms, planner.physics.ttft.DEFAULT_OVERHEAD_S)
+    (10 ms + one 20 ms step, half a step in flight) and the engine's front-end time (16.97 ms,
+    planner.physics.ttft.DEFAULT_OVERHEAD_S)
     leaves little room to queue: more replicas, each hour's TTFT within the SLO."""
     b = np.arange(1, 1001, dtype=float)
     tpot = (0.02 + 0.0001 * b)[None, None, :]
@@ -112,8 +115,8 @@ def test_a_ttft_slo_makes_the_plan_need_more_replicas(catalog):
 
 
 def test_the_verdict_says_when_speculation_meets_tpot_but_breaks_ttft(catalog):
-    """RAG prompts on one H100: at batch 1 no speculation's first token takes ~308 ms, EAGLE-3's ~338 ms (its head's
-    prefill and its longer step; both with vLLM's 18.86 ms front-end time). A 320 ms TTFT SLO keeps today and rules
+    """RAG prompts on one H100: at batch 1 no speculation's first token takes ~309 ms, EAGLE-3's ~341 ms (its head's
+    prefill and its longer step; both with vLLM's 16.97 ms front-end time and half a step in flight). A 320 ms TTFT SLO keeps today and rules
     EAGLE-3 out, and the verdict says why; at 270 ms neither holds on one GPU, and the verdict says no speculation
     breaks it too."""
     p = P.plan(P.PlanRequest(**RAG, methods=("eagle3",), ttft_slo_ms=320.0), catalog)
