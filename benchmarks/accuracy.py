@@ -163,9 +163,11 @@ def ttft_section(cat) -> None:
         modelled = (f", ours {ours[spec['id']] / ours[base['id']]:.2f}x" if base["id"] in ours and spec["id"] in ours
                     else "")
         print(f"  {name:12} measured {ratio:.2f}x{modelled}")
-    for key in ("fit", "check", "check, none", "check, speculation"):
+    labels = {"fit": "fitting rows (in sample)", "check": "held-out rows", "check, none": "held out, no speculation",
+              "check, speculation": "held out, speculation"}
+    for key, label in labels.items():
         if errs[key]:
-            print(f"TTFT MAPE, {key + ' rows':24} {100 * np.mean(np.abs(errs[key])):5.1f} % over {len(errs[key])} rows")
+            print(f"TTFT MAPE, {label:26} {100 * np.mean(np.abs(errs[key])):5.1f} % over {len(errs[key])} rows")
 
 
 def acceptance_library(directory: str | None = None) -> None:

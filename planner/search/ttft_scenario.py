@@ -1,7 +1,9 @@
-"""A catalogue configuration under a benchmark's closed loop (--max-concurrency N): its TTFT, TPOT and throughput
-with and without speculation (planner.physics.ttft.closed_loop on planner.search.scenario's step model). The published
-TTFT rows (profiles/data/published/published_ttft.csv) are measured this way, and benchmarks/accuracy.py compares
-them."""
+"""A catalogue configuration under a benchmark's load, with and without speculation, on planner.search.scenario's
+step model: a closed loop (--max-concurrency N: planner.physics.ttft.closed_loop; TTFT, TPOT and throughput) or an
+open loop (--request-rate: Poisson or evenly spaced arrivals; TTFT, TPOT and the decode batch). The published TTFT
+rows (profiles/data/published/published_ttft.csv) are measured these ways: published_ttft_s predicts one,
+fitted_overhead_s fits the engines' front-end times on the rows marked "fit", and benchmarks/accuracy.py compares the
+rest."""
 
 from __future__ import annotations
 

@@ -116,9 +116,9 @@ def test_a_ttft_slo_makes_the_plan_need_more_replicas(catalog):
 
 def test_the_verdict_says_when_speculation_meets_tpot_but_breaks_ttft(catalog):
     """RAG prompts on one H100: at batch 1 no speculation's first token takes ~309 ms, EAGLE-3's ~341 ms (its head's
-    prefill and its longer step; both with vLLM's 16.97 ms front-end time and half a step in flight). A 320 ms TTFT SLO keeps today and rules
-    EAGLE-3 out, and the verdict says why; at 270 ms neither holds on one GPU, and the verdict says no speculation
-    breaks it too."""
+    prefill and its longer step; both with vLLM's 16.97 ms front-end time and half a step in flight). A 320 ms TTFT
+    SLO keeps today and rules EAGLE-3 out, and the verdict says why; at 270 ms neither holds on one GPU, and the
+    verdict says no speculation breaks it too."""
     p = P.plan(P.PlanRequest(**RAG, methods=("eagle3",), ttft_slo_ms=320.0), catalog)
     e3 = next(m for m in p.methods if m.method == "eagle3")
     assert p.baseline.feasible and p.baseline.ttft_ms <= 320.0
