@@ -147,10 +147,10 @@ def prefill_chunk_steps_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1, cac
     model (planner.physics.roofline.step_time_terms at one sequence of C, resp. r, tokens), so each chunk pays what a
     real prefill GEMM at that M pays: the GEMM efficiency at M tokens (eta_flops_at), the TP all-reduces of its
     activations, the per-layer kernel time, the weight stream and the fixed step time, not the peak-FLOP figure.
-    A chunk's attention reads the context before it: the full chunks' mean context is P s + n C / 2 (exact for the
-    attention FLOPs, which are linear in the context), the remainder's P s + n C + r / 2. (MLA targets are charged
-    their absorbed decode attention factor here, an upper bound for prefill's attention.) A fully cached prompt still
-    computes its last token (q >= 1)."""
+    A chunk's attention reads the context before it: the full chunks' mean context is P s + n C / 2 (exact where every
+    full chunk's step is bound by the same terms: attention FLOPs and KV reads are linear in the context), the
+    remainder's P s + n C + r / 2. (MLA targets keep the step model's absorbed attention factor.) A fully cached
+    prompt still computes its last token (q >= 1)."""
     p = np.asarray(prompt_tokens, float)
     s = np.asarray(cached_share, float)
     c = np.asarray(chunk_tokens, float)

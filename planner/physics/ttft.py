@@ -29,18 +29,19 @@ the next step boundary; a step of fixed length T leaves T / 2 on average), t_fro
 no GPU step holds (ENGINE_OVERHEAD_S: the HTTP request, tokenisation, admission into the scheduler, handing the first
 token back through detokenisation and the stream).
 This is the chunked-prefill-share approximation, not a c-server M/G/c: one replica's prefill is one lane, however many
-sequences decode. Speculation raises TTFT three ways: a longer step T_step (verify K + 1 tokens and draft), fewer
-prompt tokens per step (B (K + 1) decode tokens take the budget) and the draft's own prefill.
+sequences decode. Speculation raises TTFT three ways: a longer step T_step (verify K + 1 tokens and draft; also a
+longer step in flight to wait for), fewer prompt tokens per step (B (K + 1) decode tokens take the budget) and the
+draft's own prefill.
 
 A closed loop (a benchmark's --max-concurrency N: N users, each sends its next request when the last one ends) is
 `closed_loop`: the throughput X where N = X (TTFT + O x TPOT seen), the decode batch B = X O TPOT seen (Little's law
 on each stage); an arriving user finds the prefill lane as the other N - 1 keep it (the arrival theorem of closed
 networks: the wait at the rate X (N - 1) / N, none at N = 1). The decode batch a prompt's chunks share their steps
-with is the other users' part of it,
-B (N - 1) / N (each of the N - 1 others decodes a share B / N of the time): at N = 1 a prompt runs alone, its steps
-carry no decode tokens. Where the prefill lane saturates (u -> 1) the throughput is the lane's, 1 / S_lane, whatever the
-decode speed: speculation then shortens TPOT, lengthens S_lane (B (K + 1) budget tokens, longer steps, the draft's
-prefill) and the users it returns sooner wait longer for their first token, at flat throughput.
+with is the other users' part of it, B (N - 1) / N (each of the N - 1 others decodes a share B / N of the time): at
+N = 1 a prompt runs alone, its steps carry no decode tokens. Where the prefill lane saturates (u -> 1) the throughput
+is the lane's, 1 / S_lane, whatever the decode speed: speculation then shortens TPOT, lengthens S_lane (B (K + 1)
+budget tokens, longer steps, the draft's prefill) and the users it returns sooner wait longer for their first token,
+at flat throughput.
 """
 
 from __future__ import annotations
