@@ -96,7 +96,10 @@ def closed_loop_pair(s: Scenario, catalog, *, concurrency: float, max_num_seqs: 
     prefill (target and draft) is its chunks as the step model runs them at that budget
     (planner.physics.serving.prefill_chunk_steps_s); under speculation its last step also drafts the first K tokens
     before the first token is returned (vLLM V1's model runner proposes drafts inside the step that sampled them):
-    the speculative step's drafting part at one sequence, T_spec(1) - T_verify(1), joins the prompt's service."""
+    the speculative step's drafting part at one sequence, T_spec(1) - T_verify(1), joins the prompt's service. Under
+    load the chunk steps and the decode steps they ride are added (planner.physics.ttft's S_own): an upper bound, as a
+    mixed step streams the weights once; the fleet's TTFT (planner.money.sizing.ttft_inputs) keeps the compute-only
+    prefill, the other side of the same approximation (exact at load, short of the chunk steps' fixed costs alone)."""
     c = _curves(s, catalog, top=concurrency, max_num_seqs=max_num_seqs,
                 speculative_max_num_seqs=speculative_max_num_seqs, batched_tokens=batched_tokens)
     extra = {"batched_tokens": c.budget,
