@@ -99,7 +99,7 @@ def closed_loop_pair(s: Scenario, catalog, *, concurrency: float, max_num_seqs: 
     the speculative step's drafting part at one sequence, T_spec(1) - T_verify(1), joins the prompt's service. Under
     load the chunk steps and the decode steps they ride are added (planner.physics.ttft's S_own): an upper bound, as a
     mixed step streams the weights once; the fleet's TTFT (planner.money.sizing.ttft_inputs) keeps the compute-only
-    prefill, the other side of the same approximation (exact at load, short of the chunk steps' fixed costs alone)."""
+    prefill, the other side of the same approximation (the nearer under load, short of a lone prompt's step costs)."""
     c = _curves(s, catalog, top=concurrency, max_num_seqs=max_num_seqs,
                 speculative_max_num_seqs=speculative_max_num_seqs, batched_tokens=batched_tokens)
     extra = {"batched_tokens": c.budget,
