@@ -6,11 +6,12 @@ Prefill pool (prefill-only replicas of TP_p GPUs), per hour h with lambda_h requ
             for speculation the draft's own prefill of the prompt (planner.money.sizing.ttft_inputs does the same)
     x_h   = P_h x KV bytes per token (the target's, plus the draft's own KV) / the GPU's interconnect_gb_s
             (planner.fleet.SERVING_ASSUMPTIONS)
-    TTFT  = W + S_h + x_h, W the M/G/1 wait of planner.physics.ttft with no decode in the step (a replica's prefill
-            lane is the whole replica): W = u S (1 + cv^2) / (2 (1 - u)), u = (lambda_h / R) S_h
-    With a TTFT SLO T, a replica may be busy u_max = L / (a + L), L = T - S_h - x_h, a = S_h (1 + cv^2) / 2 (the u at
-    which TTFT = T; none when L <= 0); without one, u_max = PREFILL_BUSY_CAP. One replica serves u_max / S_h requests/s;
-    R_h = max(1, ceil(lambda_h S_h / u_max)).
+    TTFT  = W + S_h + x_h + t_front, W the M/G/1 wait of planner.physics.ttft with no decode in the step (a replica's
+            prefill lane is the whole replica): W = u S (1 + cv^2) / (2 (1 - u)), u = (lambda_h / R) S_h; t_front the
+            engine's front-end time (planner.physics.ttft.DEFAULT_OVERHEAD_S, as the co-located fleet's TTFT)
+    With a TTFT SLO T, a replica may be busy u_max = L / (a + L), L = T - S_h - x_h - t_front, a = S_h (1 + cv^2) / 2
+    (the u at which TTFT = T; none when L <= 0); without one, u_max = PREFILL_BUSY_CAP. One replica serves u_max / S_h
+    requests/s; R_h = max(1, ceil(lambda_h S_h / u_max)).
 Decode pool (decode-only replicas of TP_d GPUs): planner.money.sizing.plan_fleet with decode_only: the co-located
     fleet's replicas with no prefill sharing their time (TPOT seen = the decode TPOT, the SLO's), speculation at the
     operating point's K.
@@ -35,7 +36,7 @@ from planner.money.bill import bill_of
 from planner.money.sizing import plan_fleet, traffic_hours
 from planner.physics.networks import GB
 from planner.physics.serving import prefill_time_s
-from planner.physics.ttft import SERVICE_SCV, ttft
+from planner.physics.ttft import DEFAULT_OVERHEAD_S, SERVICE_SCV, ttft
 from planner.request import MAX_BATCH, NO_SPEC, TP_OPTIONS
 from planner.search.drafting import drafts as draft_arrays
 from planner.search.memory import candidate_max_batch
@@ -80,7 +81,7 @@ def prefill_pool_at(ctx: Context, pt: OperatingPoint, hours: Sequence, tp: int) 
     if slo is None:
         u_max = np.full(len(p), PREFILL_BUSY_CAP)
     else:
-        room = slo / 1e3 - s - x
+        room = slo / 1e3 - s - x - DEFAULT_OVERHEAD_S
         u_max = np.where(room > 0, room / (a + np.maximum(room, 0.0)), 0.0)
     cap = np.where(fits & (u_max > 0), u_max / s, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
