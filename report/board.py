@@ -208,9 +208,16 @@ def _hardware(p: Plan) -> tuple[tuple[HardwareRow, ...], str]:
     def opt(o) -> str:
         return f"{_per_month(o.usd_per_month)}: {o.short}" if o is not None else "no fleet meets the SLO"
 
-    rows = tuple(HardwareRow(c.label, f"${c.usd_per_gpu_hour:.2f}/GPU-hour ({c.price_source.split(' (')[0]})",
-                             opt(c.no_speculation), opt(c.speculation),
-                             best is not None and c.hardware == best.hardware) for c in hc.choices)
+    def row(c, serving: str, off, on) -> HardwareRow:
+        return HardwareRow(c.label + ("" if not hc.disaggregated else f", {serving.replace('colo', 'co-lo')}"),
+                           f"${c.usd_per_gpu_hour:.2f}/GPU-hour ({c.price_source.split(' (')[0]})", opt(off), opt(on),
+                           best is not None and c.hardware == best.hardware and best.serving == serving)
+
+    # served disaggregated or best: two rows per GPU type, co-located and disaggregated (planner.decision.hardware_choice)
+    rows = tuple(r for c in hc.choices for r in (
+        row(c, "colocated", c.no_speculation, c.speculation),
+        *((row(c, "disaggregated", c.disaggregated_no_speculation, c.disaggregated_speculation),)
+          if hc.disaggregated else ())))
     note = (f"The cheapest fleet for the same traffic and SLO on each GPU type ({hc.billing} bills). "
             + (f"Cheapest overall: {best.description}, {_per_month(best.usd_per_month)}. " if best else "")
             + hc.note)
