@@ -61,11 +61,12 @@ def candidate_of(ctx: Context, pt: OperatingPoint) -> Candidate:
     return Candidate(pt.method, (max(pt.k, 1),), tree=tree, tree_shape=ctx.req.tree_shape if tree else None)
 
 
-def prefill_pool_at(ctx: Context, pt: OperatingPoint, hours: Sequence, tp: int) -> _PrefillPool:
+def prefill_pool_at(ctx: Context, pt: OperatingPoint, hours: Sequence, tp: int, cand: Candidate | None = None
+                    ) -> _PrefillPool:
     """The prefill pool at TP `tp` over the day's hours (module docstring); replicas 0 where no load meets the TTFT
-    SLO or the weights do not fit."""
+    SLO or the weights do not fit. cand: the candidate `pt` came from (a lever's); None: the method as deployed."""
     tctx = ctx if tp == ctx.tp else make_context(ctx.req, ctx.catalog, ctx.segs, tp=tp)
-    cand = candidate_of(tctx, pt)
+    cand = cand or candidate_of(tctx, pt)
     d = draft_arrays(tctx, [cand])
     lam = np.array([h.requests_per_s for h in hours], float)
     p = np.array([h.prompt_tokens for h in hours], float)
@@ -122,12 +123,12 @@ def _tps(ctx: Context) -> list[int]:
     return [t for t in TP_OPTIONS if t <= ctx.hw.max_tp]
 
 
-def prefill_pools(ctx: Context, pt: OperatingPoint) -> list[ServingPool]:
-    """The prefill pool of `pt` at every TP of the GPU (ServingPool records, feasible or not)."""
+def prefill_pools(ctx: Context, pt: OperatingPoint, cand: Candidate | None = None) -> list[ServingPool]:
+    """The prefill pool of `pt` at every TP of the GPU (ServingPool records, feasible or not); cand: prefill_pool_at's."""
     hours, _ = traffic_hours(ctx)
     out = []
     for tp in _tps(ctx):
-        pp = prefill_pool_at(ctx, pt, hours, tp)
+        pp = prefill_pool_at(ctx, pt, hours, tp, cand)
         ok = bool(np.all(pp.replicas > 0))
         hrs = tuple(FleetHour(h.hour, h.requests_per_s, h.prompt_tokens, h.output_tokens, int(r), int(r) * tp, 0.0,
                               math.nan, float(u), r > 0, float(c), None, float(t))
@@ -138,14 +139,15 @@ def prefill_pools(ctx: Context, pt: OperatingPoint) -> list[ServingPool]:
     return out
 
 
-def decode_pools(ctx: Context, points: Sequence[OperatingPoint]) -> dict[str, list[ServingPool]]:
+def decode_pools(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[Candidate] | None = None
+                 ) -> dict[str, list[ServingPool]]:
     """Per method of `points`: its decode pool at every TP of the GPU (plan_fleet with decode-only replicas; one
-    plan_fleet call per TP for all the points)."""
+    plan_fleet call per TP for all the points); cands: plan_fleet's (a lever's candidate per point)."""
     out: dict[str, list[ServingPool]] = {p.method: [] for p in points}
     pts = [dataclasses.replace(p, available=True, feasible=True) for p in points]
     for tp in _tps(ctx):
         tctx = ctx if tp == ctx.tp else make_context(ctx.req, ctx.catalog, ctx.segs, tp=tp)
-        fleet = plan_fleet(tctx, pts, decode_only=True)
+        fleet = plan_fleet(tctx, pts, cands, decode_only=True)
         for p in points:
             cfg = fleet.config(p.method)
             gpus = np.array([h.gpus for h in cfg.hours])
@@ -237,6 +239,25 @@ def disaggregated(ctx: Context, points: Sequence[OperatingPoint], *, role: str
     dec = decode_pools(ctx, points)
     return {p.method: disaggregated_fleet(ctx, p, _cheapest(prefill_pools(ctx, p)), _cheapest(dec[p.method]),
                                           role=role) for p in points}
+
+
+def served_bill(ctx: Context, pt: OperatingPoint, *, cand: Candidate | None = None) -> Bill:
+    """One operating point's bill as the request serves it (a lever's step, planner.decision.levers): co-located
+    (planner.money.bill.point_bill); "disaggregated", its disaggregated fleet at its cheapest pools; "best", the
+    cheaper feasible of the two (co-located on a tie), the rule choose_serving applies to today."""
+    from planner.money.bill import point_bill, point_context
+
+    co = point_bill(ctx, pt, billing=ctx.req.billing, cand=cand)
+    if ctx.req.serving == "colocated":
+        return co
+    pctx = point_context(ctx, pt)
+    live = dataclasses.replace(pt, available=True, feasible=True)
+    pre = prefill_pools(pctx, live, cand)
+    dec = decode_pools(pctx, [live], None if cand is None else [cand])[pt.method]
+    _, dis = disaggregated_fleet(pctx, live, _cheapest(pre), _cheapest(dec), role="today")
+    if ctx.req.serving == "disaggregated" or not co.feasible:
+        return dis
+    return co if (not dis.feasible or co.usd_per_month <= dis.usd_per_month) else dis
 
 
 @dataclasses.dataclass(frozen=True)
