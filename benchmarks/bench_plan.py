@@ -270,7 +270,8 @@ def bench_page(cat, *, slos: bool = False) -> None:
         times.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
         assert not at.exception
-    print(f"Plan-page rerun after changing the TPOT SLO, 100,000-request profile ({len(prof.segments)} segments{what}), "
+    print(f"Plan-page rerun after changing the TPOT SLO, 100,000-request profile ({len(prof.segments)} segments"
+          f"{what}), "
           f"AppTest: median {statistics.median(times) * 1e3:.0f} ms wall ({statistics.median(cpu) * 1e3:.0f} ms CPU, "
           f"every thread of the process), p90 {np.percentile(times, 90) * 1e3:.0f} ms "
           "(target < 150 ms)")

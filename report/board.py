@@ -213,7 +213,7 @@ def _hardware(p: Plan) -> tuple[tuple[HardwareRow, ...], str]:
                            f"${c.usd_per_gpu_hour:.2f}/GPU-hour ({c.price_source.split(' (')[0]})", opt(off), opt(on),
                            best is not None and c.hardware == best.hardware and best.serving == serving)
 
-    # served disaggregated or best: two rows per GPU type, co-located and disaggregated (planner.decision.hardware_choice)
+    # served disaggregated or best: two rows per GPU type, co-located and disaggregated (hardware_choice's four fleets)
     rows = tuple(r for c in hc.choices for r in (
         row(c, "colocated", c.no_speculation, c.speculation),
         *((row(c, "disaggregated", c.disaggregated_no_speculation, c.disaggregated_speculation),)

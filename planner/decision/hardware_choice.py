@@ -248,7 +248,7 @@ def compare_hardware(req: PlanRequest, catalog: Catalog, *, prices: Mapping[str,
                    for c in choices]
     every = [o for c in choices for o in c.options]
     cheapest = min(every, key=_cost) if every else None
-    mine = [o for o in (requested if req.serving != "disaggregated" else [])]
+    mine = list(requested) if req.serving != "disaggregated" else []
     if req.serving != "colocated":
         c = next(c for c in choices if c.hardware == req.hardware)
         mine += [o for o in (c.disaggregated_no_speculation, c.disaggregated_speculation)
@@ -298,8 +298,8 @@ def _with_disaggregated(c: HardwareChoice, req: PlanRequest, catalog: Catalog, s
         spec = cheapest_disaggregated(ctx, [(fleets[p.method], p) for p in pts if p.method != NO_SPEC])
         if spec is not None:
             _keep(best, _disagg_option(ctx, hw.label, dt, *spec[0]))
-    return dataclasses.replace(c, disaggregated_no_speculation=best.get(False), disaggregated_speculation=best.get(True),
-                               serving=req.serving)
+    return dataclasses.replace(c, disaggregated_no_speculation=best.get(False),
+                               disaggregated_speculation=best.get(True), serving=req.serving)
 
 
 def _disagg_option(ctx, label: str, dtype: str, f, b) -> HardwareOption:

@@ -35,7 +35,7 @@ from planner.answer import OperatingPoint, PlanFleet, ServingPool
 from planner.context import Candidate, Context, make_context
 from planner.fleet import PREFILL_BUSY_CAP, FleetHour, FleetPlan, gpu_hours_per_month
 from planner.money.bill import Bill, bill_of
-from planner.money.kday import Schedule, deploy_schedule, scheduled_fleet
+from planner.money.kday import Schedule, deploy_schedule, k_at_batch, scheduled_fleet
 from planner.money.sizing import plan_fleet, traffic_hours
 from planner.physics.networks import GB
 from planner.physics.serving import prefill_time_s
@@ -124,7 +124,8 @@ def _tps(ctx: Context) -> list[int]:
 
 
 def prefill_pools(ctx: Context, pt: OperatingPoint, cand: Candidate | None = None) -> list[ServingPool]:
-    """The prefill pool of `pt` at every TP of the GPU (ServingPool records, feasible or not); cand: prefill_pool_at's."""
+    """The prefill pool of `pt` at every TP of the GPU (ServingPool records, feasible or not); cand: as
+    prefill_pool_at's."""
     hours, _ = traffic_hours(ctx)
     out = []
     for tp in _tps(ctx):
@@ -208,8 +209,10 @@ def decode_point(pt: OperatingPoint, decode: ServingPool) -> OperatingPoint:
 
 def schedule_decode(ctx: Context, pt: OperatingPoint, f: PlanFleet) -> tuple[PlanFleet, Bill | None, Schedule | None]:
     """(the disaggregated fleet `f` of `pt` with its decode pool billed hour by hour at the K of its deployment's
-    schedule, its bill, that schedule): the module docstring; `f` unchanged (bill None) without a schedule of more than
-    one K or where every hour already runs `pt`'s K."""
+    schedule, its bill, the schedule that bill used): the module docstring; `f` unchanged (bill None) without a
+    schedule of more than one K or where every hour already runs `pt`'s K. Where the schedule's K's cannot be sized
+    (planner.money.kday.scheduled_fleet keeps the one K), the schedule is that one K: the deploy command prints what
+    the bill used."""
     if pt.method == NO_SPEC or len(f.pools) != 2:
         return f, None, None
     prefill, decode = f.pools
@@ -218,13 +221,15 @@ def schedule_decode(ctx: Context, pt: OperatingPoint, f: PlanFleet) -> tuple[Pla
     schedule = deploy_schedule(dctx, dpt)
     if schedule is None or len({k for _, _, k in schedule}) < 2:
         return f, None, schedule
+    one_k: Schedule = ((1, dpt.batch, int(pt.k)),)
     live = dataclasses.replace(dpt, available=True, feasible=True)
     fleet = plan_fleet(dctx, [live], decode_only=True)
     if fleet is None:
-        return f, None, schedule
+        return f, None, one_k
     at_k = scheduled_fleet(dctx, fleet, live, schedule, decode_only=True)
-    if at_k is fleet:
-        return f, None, schedule
+    if at_k is fleet:  # every hour already at pt's K (the schedule's K there), or a K that cannot be sized
+        ran = all(not h.feasible or k_at_batch(schedule, h.batch) == pt.k for h in decode.hours)
+        return f, None, schedule if ran else one_k
     cfg = at_k.config(pt.method)
     gpus = np.array([h.gpus for h in cfg.hours])
     new = _pool("decode", decode.tp, gpus, cfg.hours, billing=ctx.req.billing, price=ctx.price, batch=decode.batch,
@@ -286,6 +291,8 @@ def cheapest_disaggregated(ctx: Context, options: Sequence[tuple[tuple[PlanFleet
     nf, nb, schedule = schedule_decode(ctx, pt, f)
     if nb is not None and nb.feasible:
         f, b = nf, nb
+    elif nb is not None:  # the hours at the schedule's K's miss an SLO: the one K stands, and is what deploys
+        schedule = ((1, f.batch, int(pt.k)),)
     return (f, b), pt, schedule
 
 
