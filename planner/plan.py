@@ -123,6 +123,7 @@ def plan(req: PlanRequest, catalog: Catalog) -> Plan:
         hardware_choice=hw_cmp,
         reference_fleet=ref_fleet,
         best_fleet=best_fleet,
+        serving_options=h.serving_options,
     )
 
 
@@ -149,6 +150,7 @@ class _Headline:
     switching: bool
     schedule: Schedule | None  # the best method's K per batch size: its fleet's and its deploy command's
     ttft_note: str = ""  # what the TTFT SLO costs speculation's fleet (planner.decision.verdict.ttft_fleet_sentence)
+    serving_options: tuple = ()  # planner.money.disagg.ServingChoice.options (served "best" or "disaggregated")
 
 
 def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
@@ -193,10 +195,12 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     # the two fleets the headline compares, each at its own TP: every number "today" and "with the best method"
     ref_fleet, ref_bill = headline_fleet(ctx, reference, fleet, role="today")
     best_fleet, best_bill = headline_fleet(ctx, best, fleet, role="best")
+    options: tuple = ()
     if req.serving != "colocated":  # disaggregated prefill/decode fleets (planner.money.disagg)
         served = choose_serving(ctx, reference=reference, methods=methods, colocated=ServingChoice(
             ref_fleet, ref_bill, best, best_fleet, best_bill, schedule))
         schedule = served.schedule  # served disaggregated: the decode pool's (planner.money.disagg.schedule_decode)
+        options = served.options
         ref_fleet, ref_bill, best, best_fleet, best_bill = (served.reference_fleet, served.reference_bill, served.best,
                                                             served.best_fleet, served.best_bill)
     # economics of switching from the reference to the best method
@@ -207,7 +211,7 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
                           best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing)
                           if band and (best_fleet is None or best_fleet.serving == "colocated") else ())
     return _Headline(req, ctx, segs, spent, baseline, methods, reference, note, tuple(alts + plain), fleet, by_bill,
-                     best, ref_fleet, best_fleet, econ, switching, schedule, ttft_note)
+                     best, ref_fleet, best_fleet, econ, switching, schedule, ttft_note, options)
 
 
 def _deploy(h: _Headline, method: str) -> dict:

@@ -277,6 +277,9 @@ class ServingChoice:
     # the best fleet's K per batch size: the co-located one's (planner.money.kday) or, served disaggregated, its decode
     # pool's (schedule_decode); the deploy command prints it
     schedule: Schedule | None = None
+    # the fleets the choice weighed, today's and the best method's, co-located ("best" only) and disaggregated, feasible
+    # or not (Plan.serving_options)
+    options: tuple[PlanFleet, ...] = ()
 
 
 def cheapest_disaggregated(ctx: Context, options: Sequence[tuple[tuple[PlanFleet, Bill], OperatingPoint]]
@@ -317,6 +320,7 @@ def choose_serving(ctx: Context, *, reference: OperatingPoint | None, methods: S
     options = []
     if (dis := cheapest_disaggregated(ctx, [(fleets[p.method], p) for p in feasible])) is not None:
         options.append(dis)
+    weighed = _weighed(colocated if mode == "best" else None, reference, fleets, dis)
     if mode == "best":
         if colocated.reference_bill is not None and colocated.reference_bill.feasible and (
                 ref_b is None or colocated.reference_bill.usd_per_month <= ref_b.usd_per_month):
@@ -324,7 +328,21 @@ def choose_serving(ctx: Context, *, reference: OperatingPoint | None, methods: S
         if colocated.best is not None and colocated.best_bill is not None and colocated.best_bill.feasible:
             options.append(((colocated.best_fleet, colocated.best_bill), colocated.best, colocated.schedule))
     if not options:
-        return ServingChoice(ref_f, ref_b, None, None, None)
+        return ServingChoice(ref_f, ref_b, None, None, None, options=weighed)
     # the cheapest month; on a tie the co-located fleet (one pool is the simpler deployment)
     (bf, bb), best, schedule = min(options, key=lambda o: (o[0][1].usd_per_month, o[0][0].serving != "colocated"))
-    return ServingChoice(ref_f, ref_b, best, dataclasses.replace(bf, role="best"), bb, schedule)
+    return ServingChoice(ref_f, ref_b, best, dataclasses.replace(bf, role="best"), bb, schedule, weighed)
+
+
+def _weighed(colocated: ServingChoice | None, reference: OperatingPoint | None, fleets: dict, dis
+             ) -> tuple[PlanFleet, ...]:
+    """The fleets choose_serving weighed: today's and the best method's, co-located (where given) then
+    disaggregated."""
+    out = []
+    if colocated is not None:
+        out += [f for f in (colocated.reference_fleet, colocated.best_fleet) if f is not None]
+    if reference is not None and reference.method in fleets:
+        out.append(dataclasses.replace(fleets[reference.method][0], role="today"))
+    if dis is not None:
+        out.append(dataclasses.replace(dis[0][0], role="best"))
+    return tuple(out)

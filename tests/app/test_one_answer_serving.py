@@ -76,6 +76,16 @@ def test_both_slos_the_k_schedule_and_both_pools_agree_everywhere(app, cat, medi
         assert shown == pytest.approx([q["usd_per_month"] for f in (today, best) for q in f["pools"]], abs=1)
     else:
         assert tables == []
+    # the fleets the serving choice weighed (the CLI's serving_options): their bills, the headline's among them
+    weighed = [d.value for d in at.dataframe if "in the headline" in d.value.columns]
+    assert bool(weighed) == (serving != "colocated") == bool(js["serving_options"])
+    if weighed:
+        col = next(c for c in weighed[0].columns if c.startswith("$/month"))
+        assert [money(v) for v in weighed[0][col]] == pytest.approx(
+            [f["usd_per_month"] for f in js["serving_options"]], abs=1)
+        picked = [f for f, shown in zip(js["serving_options"], weighed[0]["in the headline"], strict=True) if shown]
+        assert sorted(f["usd_per_month"] for f in picked) == pytest.approx(
+            sorted([today["usd_per_month"], best["usd_per_month"]]))
     # the deployment the page shows is the one the fleet billed
     assert any(f"batch {a}-{b}: K={k}" in c for c in caps for a, b, k in sched[:1])
 

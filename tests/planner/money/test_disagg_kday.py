@@ -55,3 +55,20 @@ def test_co_located_and_disaggregated_print_their_own_schedule(catalog, split):
     assert sc[-1][1] == co.best_fleet.batch != split.best_fleet.batch == sd[-1][1]
     for h in co.best_fleet.hours:
         assert h.k == k_at_batch(sc, h.batch)
+
+
+def test_served_best_the_plan_carries_the_four_fleets_it_weighed_and_shows_the_cheaper(catalog):
+    from tests.planner.money.test_disagg import _req
+
+    p = plan(_req(serving="best"), catalog)
+    opts = p.serving_options
+    assert [(f.role, f.serving) for f in opts] == [("today", "colocated"), ("best", "colocated"),
+                                                   ("today", "disaggregated"), ("best", "disaggregated")]
+    for role, head in (("today", p.reference_fleet), ("best", p.best_fleet)):
+        mine = [f for f in opts if f.role == role and f.feasible]
+        cheapest = min(mine, key=lambda f: (f.usd_per_month, f.serving != "colocated"))
+        assert head.usd_per_month == pytest.approx(cheapest.usd_per_month) and head.serving == cheapest.serving
+    co = plan(_req(serving="colocated"), catalog)
+    assert co.serving_options == ()
+    dis = plan(_req(serving="disaggregated"), catalog)
+    assert {f.serving for f in dis.serving_options} == {"disaggregated"}
