@@ -31,10 +31,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from planner.answer import OperatingPoint, PlanFleet, ServingPool
+from planner.answer import Bill, OperatingPoint, PlanFleet, ServingPool
 from planner.context import Candidate, Context, make_context
 from planner.fleet import PREFILL_BUSY_CAP, FleetHour, FleetPlan, gpu_hours_per_month
-from planner.money.bill import Bill, bill_of
+from planner.money.bill import bill_of
 from planner.money.kday import Schedule, deploy_schedule, k_at_batch, scheduled_fleet
 from planner.money.sizing import plan_fleet, traffic_hours
 from planner.physics.networks import GB
