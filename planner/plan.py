@@ -155,7 +155,8 @@ class _Headline:
 
 def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     """Steps 1-5 of the module docstring up to the economics; band: each method's band over its alpha range and the
-    saving's band too (False: the middle only; today, the best method and the saving are the same)."""
+    saving's band too, and the verdict's TTFT fleet sentence (False: the middle only, no sentence; today, the best
+    method and the saving are the same)."""
     segs = validate(req, catalog)
     spent = volume_for_spend(req, catalog) if req.spend_usd_per_month is not None else None
     if spent is not None:  # the plan answers for the volume the spend buys
@@ -182,7 +183,8 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     )
     fleet = plan_fleet(ctx, [baseline, *methods])
     by_bill = bills(fleet, billing=req.billing, monthly_output_tokens=req.monthly_output_tokens) if fleet else {}
-    ttft_note = ttft_fleet_sentence(ctx, [baseline, *methods], fleet)
+    # the verdict's sentence (plan() only: monthly_saving, the SLO knee's two calls, has no verdict to say it in)
+    ttft_note = ttft_fleet_sentence(ctx, [baseline, *methods], fleet) if band else ""
     feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
     # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
     best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
