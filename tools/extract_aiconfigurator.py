@@ -5,9 +5,10 @@ without aiconfigurator installed:
 
 - ``ops``: measured per-kernel rows of aiconfigurator-core's database (vLLM backend) for H100, H200, B200
   (vLLM 0.24.0), A100 (the only vLLM version it has for A100: 0.14.0) and L40S (0.24.0; its all-reduce
-  0.22.0): decode GEMMs, decode attention, MLA decode, custom all-reduce and fused MoE (op
-  ``moe:hidden:inter:experts:topk:tp:distribution``, every token-to-expert distribution measured), filtered
-  to the shapes of the catalogue's models.
+  0.22.0): decode GEMMs, decode attention, custom all-reduce, all-to-all, the MLA decode module (op ``mla:<gemm
+  dtype>``) and fused MoE (op ``moe:hidden:inter:experts:topk:tp:distribution``: the catalogue's shapes on every
+  token-to-expert distribution measured, every other measured shape at MoE TP 1 on aiconfigurator's own routing
+  for it), filtered to decode sizes.
 - ``tpot``: aiconfigurator's static decode TPOT estimate (its op-level composition of those kernels) on
   a grid of model x GPU x TP x batch x context, the reference the fitted step time is checked against.
 

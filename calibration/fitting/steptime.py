@@ -2,7 +2,8 @@
 
 Data (pinned, extracted by tools/extract_aiconfigurator.py from NVIDIA aiconfigurator-core 0.12.0, its
 vLLM 0.24.0 database; for A100 its only vLLM database, 0.14.0; no aiconfigurator needed here):
-    profiles/data/fitted/aiconfigurator_ops.csv   measured decode kernels: GEMM, attention, all-reduce, MoE
+    profiles/data/fitted/aiconfigurator_ops.csv   measured decode kernels: GEMM, attention, all-reduce, all-to-all,
+                                                  fused MoE (every measured shape), MLA decode module
     profiles/data/fitted/aiconfigurator_tpot.csv  aiconfigurator's static-decode TPOT on a model grid
 
 Two stages, each a scipy least-squares fit on relative (log) residuals, each returning a FitResult:
@@ -19,9 +20,13 @@ Two stages, each a scipy least-squares fit on relative (log) residuals, each ret
                    no such rows: their entries keep hardware.yaml's assumed all-to-all)
      moe        t = max(touched * expert bytes / tp / (BW eta_bw), FLOPs / (F eta_f)) + touched t_expert + t_moe
                     + m k t_moe_token ,   touched = E (1 - (1 + s m q)^(-1/s)), q = -ln(1 - k/E)
-                -> t_expert_s, t_moe_layer_s, t_moe_token_s, moe_routing_skew (s) (eta_* from the GEMM fit),
-                   on the token-to-expert distribution aiconfigurator's own decode estimate uses for that model
-                   (MOE_ROUTING)
+                -> t_expert_s, t_moe_layer_s, t_moe_token_s, moe_routing_skew (s) (eta_*(m_e) from the GEMM fit at
+                   each expert's rows m_e = m k / touched, as the planner runs them), over every measured shape,
+                   each on the token-to-expert distribution aiconfigurator's own decode estimate uses for it
+                   (moe_routing)
+     mla        t = mla_roofline_s(batch, heads, ctx) + t_mla_layer + batch heads t_mla_head_token
+                -> t_mla_layer_s, t_mla_head_token_s (the measured MLA decode module, DeepSeek-V3's block at 16-128
+                   heads per GPU, beyond what the planner's core terms charge for it; A100 has no rows)
   B. end to end, on the TPOT grid's training cells: with the stage-A terms fixed, the remaining per-layer
      kernel cost (norms, activations, rotary, launch gaps), its per-token part and the per-step cost (cells of
      one model depth: the per-step cost held at the same GPU's bf16 fit's, the rest per layer):
