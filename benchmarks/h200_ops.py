@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import statistics
 import sys
 import time
@@ -170,7 +171,7 @@ def run(shapes: Shapes, device: str, dtype_name: str) -> None:
             x = torch.randn(m, k, device=device, dtype=dtype)
             t = time_s(lambda x=x, w=w: x @ w, shapes.reps)
             p = predict_gemm_s(hw, m, k, n)
-            print(f"{name:24} {m:6} {t * 1e6:12.1f} {p * 1e6:11.1f} {t / p:6.2f}")
+            print(f"{name:24} {m:6} {t * 1e6:12.1f} {p * 1e6:11.2f} {t / p:6.2f}")
     print("\n== SDPA decode attention (one query token per sequence, GQA)")
     print(f"{'model':24} {'batch':>6} {'context':>8} {'measured us':>12} {'planner us':>11} {'ratio':>6}")
     for name, heads, kv_heads, d in shapes.attention:
@@ -178,12 +179,10 @@ def run(shapes: Shapes, device: str, dtype_name: str) -> None:
             for ctx in shapes.attn_context:
                 q = torch.randn(b, heads, 1, d, device=device, dtype=dtype)
                 kv = [torch.randn(b, kv_heads, ctx, d, device=device, dtype=dtype) for _ in range(2)]
-                fn = (lambda q=q, kv=kv: torch.nn.functional.scaled_dot_product_attention(
-                    q, kv[0], kv[1], enable_gqa=True))
-                t = time_s(fn, shapes.reps)
+                t = time_s(functools.partial(torch.nn.functional.scaled_dot_product_attention, q, kv[0], kv[1],
+                                             enable_gqa=True), shapes.reps)
                 p = predict_attention_s(hw, b, ctx, heads, kv_heads, d)
-                print(f"{name:24} {b:6} {ctx:8} {t * 1e6:12.1f} {p * 1e6:11.1f} {t / p:6.2f}")
-                del q, kv
+                print(f"{name:24} {b:6} {ctx:8} {t * 1e6:12.1f} {p * 1e6:11.2f} {t / p:6.2f}")
     print("\n== MoE layer, random weights, real top-k routing, batch x (K+1) tokens (loop over touched experts)")
     print(f"{'model':24} {'batch':>6} {'K':>3} {'tokens':>7} {'touched':>8} {'measured us':>12} {'planner us':>11} "
           f"{'ratio':>6}")
@@ -195,11 +194,10 @@ def run(shapes: Shapes, device: str, dtype_name: str) -> None:
             for k in shapes.moe_k:
                 x = torch.randn(b * (k + 1), hidden, device=device, dtype=dtype)
                 _, touched = moe_layer(x, gate, w13, w2, topk)
-                t = time_s(lambda x=x: moe_layer(x, gate, w13, w2, topk), shapes.reps)
+                t = time_s(functools.partial(moe_layer, x, gate, w13, w2, topk), shapes.reps)
                 p = predict_moe_s(hw, b, k + 1, hidden, experts, topk, width)
-                print(f"{name:24} {b:6} {k:3} {b * (k + 1):7} {touched:8} {t * 1e6:12.1f} {p * 1e6:11.1f} "
+                print(f"{name:24} {b:6} {k:3} {b * (k + 1):7} {touched:8} {t * 1e6:12.1f} {p * 1e6:11.2f} "
                       f"{t / p:6.2f}")
-        del gate, w13, w2
 
 
 def main(argv: list[str] | None = None) -> int:

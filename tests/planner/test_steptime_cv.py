@@ -1,6 +1,7 @@
 """Held-out error of the step-time fit beyond its models and GPUs (calibration/fitting/steptime_cv.py): the held-out
-model is out of every refit (its cells and its fused-MoE kernel shape; the measured MLA module stays), and the leave-one-model-out and
-leave-one-GPU-out figures benchmarks/accuracy.py prints do not regress past what they measure today (2026-12-04)."""
+model is out of every refit (its cells and its fused-MoE kernel shape; the measured MLA module stays), and the
+leave-one-model-out and leave-one-GPU-out figures benchmarks/accuracy.py prints do not regress past what they measure
+today (2026-12-05)."""
 
 import pytest
 
