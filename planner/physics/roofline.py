@@ -496,7 +496,7 @@ def step_time_terms(
     if np.any(dp > 0):  # expert parallel where attention is data parallel: all-to-all there instead
         t_c = np.where(dp > 0, alltoall_time_s(net, hw, tokens_per_gpu=m_d, gpus=tp), t_c)
     t_l = layer_kernel_time_s(net, hw)
-    has_mla = bool(np.any(np.asarray(net.mla_layers, float) > 0))
+    has_mla = not _is_scalar(net.mla_layers, 0.0) and bool(np.any(np.asarray(net.mla_layers, float) > 0))
     t_mla = mla_kernel_time_s(net, hw, tokens_in_step=m_d, tp=tp_d) if has_mla else np.zeros(())
     per_token = not _is_scalar(hw.t_layer_token_s, 0.0)
     t_lt = layer_token_time_s(net, hw, tokens_in_step=m_d) if per_token else np.zeros(())
