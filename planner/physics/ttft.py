@@ -62,12 +62,12 @@ DEFAULT_BATCHED_TOKENS = 8192
 SERVICE_SCV = 1.0
 # The engine's front-end time per request outside the GPU steps (t_front above), seconds, per engine. Fitted on the
 # fitting rows of profiles/data/published/published_ttft.csv (role "fit") as measured - modelled TTFT without it:
-# vLLM on GPUStack's Qwen3.5-35B-A3B row at 1 request/s (vLLM 0.17.1, 1 x H200; 46.01 ms measured, 29.04 modelled),
+# vLLM on GPUStack's Qwen3.5-35B-A3B row at 1 request/s (vLLM 0.17.1, 1 x H200; 46.01 ms measured, 25.30 modelled),
 # SGLang on GPUStack's Qwen3-8B-FP8 row at concurrency 4 (SGLang 0.5.3.post3, 1 x H100; 39.66 measured, 15.04
 # modelled). benchmarks/accuracy.py refits them from the rows (ttft_scenario.fitted_overhead_s) and prints both; the
 # rows marked "check" never enter them. One row per engine: a planner assumption until a calibration measures its
 # own (2026-12-05). TensorRT-LLM has no fitting row and takes vLLM's.
-ENGINE_OVERHEAD_S = {"vllm": 0.01697, "sglang": 0.02462}
+ENGINE_OVERHEAD_S = {"vllm": 0.02071, "sglang": 0.02462}
 DEFAULT_OVERHEAD_S = ENGINE_OVERHEAD_S["vllm"]  # where the engine is not known (the fleet's TTFT) or has no fit
 
 
