@@ -45,6 +45,7 @@ from profiles.traffic.columns import (
     ROLE_LABELS,
     ROLES,
     SYNONYMS,
+    WORKLOAD_CANDIDATES,
     FileInfo,
     norm,
 )
@@ -86,6 +87,7 @@ from profiles.traffic.sources.delimited import DELIMITERS
 from profiles.traffic.sources.exports import KNOWN_FORMATS, KnownFormat
 from profiles.traffic.sources.guidellm import LABEL as GUIDELLM
 from profiles.traffic.sources.vllm_bench import LABEL as VLLM_BENCH
+from profiles.traffic.workload import WORKLOAD_HINTS, guess_workload
 
 __all__ = [
     "CSV_BLOCK_BYTES", "DAYS_PER_MONTH", "DEFAULT_OPTIONS", "DELIMITERS", "GUIDELLM", "KNOWN_FORMATS",
@@ -94,7 +96,7 @@ __all__ = [
     "MAX_TIMESTAMP", "MAX_TOKENS_PER_REQUEST", "MAX_UPLOAD_BYTES", "MAX_VALUE_CHARS", "MAX_WEIGHT",
     "MAX_XLSX_XML_BYTES", "MIN_TIMESTAMP", "MIX_OPTIONAL", "MIX_REQUIRED", "MIX_VOLUME", "REQUEST_OPTIONAL",
     "REQUEST_REQUIRED", "ROLES", "ROLE_LABELS", "SECONDS_PER_MONTH", "SHAPES", "SHAPE_LABELS", "SYNONYMS",
-    "VLLM_BENCH", "FileInfo", "HourlyArrivals", "KnownFormat", "ParseOptions", "Problem", "Segment",
-    "TrafficError", "TrafficProfile", "WorkloadRule", "column_values", "detect_format", "inspect_upload", "norm",
+    "VLLM_BENCH", "WORKLOAD_CANDIDATES", "WORKLOAD_HINTS", "FileInfo", "HourlyArrivals", "KnownFormat", "ParseOptions", "Problem", "Segment",
+    "TrafficError", "TrafficProfile", "WorkloadRule", "column_values", "detect_format", "guess_workload", "inspect_upload", "norm",
     "parse_traffic", "single_segment_profile",
 ]

@@ -79,7 +79,7 @@ class _Acc:
 
 
 def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, tstate, wstate, use, roles,
-                     rule_cols) -> TrafficProfile:
+                     rule_cols, *, language_note: str = "") -> TrafficProfile:
     L = len(valid_lang)
     seg_w, seg_wp, seg_wo = acc.seg
     total_out = float(seg_wo.sum())
@@ -118,6 +118,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
     minute_rates = None
     hour_rate = hour_p = hour_o = None
     rate = None
+    arrival_note = ""
     monthly = ci = None
     if span_s > 0:
         w = np.concatenate(acc.w)
@@ -144,12 +145,23 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         bin_r = 60.0 if span_s >= 60 else span_s
         if totals and bucket_s > bin_r:
             bin_r = bucket_s  # an aggregated export's requests sit at the start of their bucket
+        coarse_s = bucket_s if totals and bucket_s > 60 else 0.0
+        if not totals:
+            coarse_s = coarse_bucket_s(secs, weighted="weight" in roles, relative=bool(tstate.relative))
         nb = max(int(span_s // bin_r), 1)
         b = np.minimum(((secs - t0) // bin_r).astype(np.int64), nb - 1)
         per_bin = np.bincount(b, weights=w, minlength=nb)[:nb] / bin_r
         del b, w
-        rate = (float(np.quantile(per_bin, 0.5)), float(np.quantile(per_bin, 0.9)), float(per_bin.max()))
-        if span_s < DAY_S - DAY_TOLERANCE_S:
+        if coarse_s > 60:
+            # requests counted per hour (or day ...) show no minute: a median or peak minute would be the bucket's
+            # average, and the concurrency Little's law gives from it an understatement of unknown size
+            arrival_note = (f"Concurrency unknown: the file counts requests in buckets of {fmt_span(coarse_s)} "
+                            "(every timestamp on a bucket boundary), so arrivals within a minute cannot be seen; "
+                            "the batch is not capped at the traffic's concurrency.")
+            warnings.append(arrival_note)
+        else:
+            rate = (float(np.quantile(per_bin, 0.5)), float(np.quantile(per_bin, 0.9)), float(per_bin.max()))
+        if span_s < DAY_S - DAY_TOLERANCE_S and coarse_s <= 60:
             minute_rates = (tuple(float(x) for x in per_bin) if bin_r == 60.0
                             else (float(per_bin[0]),) if nb == 1 and not totals else None)
         elif bucket_s <= 3600:
@@ -188,8 +200,8 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         warnings.append(volume_note)
     had_text = "prompt_text" in roles
     if had_text:
-        warnings.append("Prompt text was used only for workload rules (if any) and not kept: the planner keeps token "
-                        "counts only.")
+        warnings.append(f"Prompt text was used only for {'language detection and ' if language_note else ''}"
+                        "workload rules (if any) and not kept: the planner keeps token counts only.")
     used = set(use)
     extra = [c for c in info.columns if c not in used and c != roles.get("prompt_text")]
     if extra:
@@ -202,11 +214,34 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         warnings=tuple(warnings), source_format=info.format_label, column_map=info.mapping,
         span_s=span_s if span_s > 0 else None, monthly_output_tokens_ci95=ci, volume_note=volume_note,
         hour_requests_per_s=hour_rate, hour_mean_prompt_tokens=hour_p, hour_mean_output_tokens=hour_o,
-        minute_requests_per_s=minute_rates, time_note=tstate.note, workload_note=wl_note,
+        minute_requests_per_s=minute_rates, time_note=tstate.note, workload_note=wl_note, arrival_note=arrival_note,
+        language_note=language_note,
         prefix_reuse=src.prefix_reuse,
     )
     _check_sane(prof)
     return prof
+
+
+# Bucket widths of aggregated exports (minute, 5/10/15/30 minutes, hour, day), widest first.
+BUCKET_WIDTHS_S = (86400.0, 3600.0, 1800.0, 900.0, 600.0, 300.0, 60.0)
+
+
+def coarse_bucket_s(secs: np.ndarray, *, weighted: bool, relative: bool) -> float:
+    """The width of the time buckets a per-row file counts requests in, or 0 when its timestamps are per request:
+    every timestamp on a boundary of one of BUCKET_WIDTHS_S (from the Unix epoch; from the first timestamp when
+    timestamps are relative) and the rows are counts (a weight column) or share their timestamps (at least two
+    rows per distinct timestamp on average). A per-request log truncated to the minute is a minute bucket: its
+    minutes are still measured."""
+    if secs.size < 2:
+        return 0.0
+    t = secs - secs.min() if relative else secs
+    uniq = np.unique(t)
+    if uniq.size < 2 or not (weighted or secs.size >= 2 * uniq.size):
+        return 0.0
+    for width in BUCKET_WIDTHS_S:
+        if np.all(np.mod(uniq, width) == 0):
+            return width
+    return 0.0
 
 
 def _hour_exposure(t0: float, t1: float) -> np.ndarray:

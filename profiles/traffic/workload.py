@@ -15,15 +15,24 @@ from profiles.traffic.options import WorkloadRule, check_workload_rule
 from profiles.traffic.validate import _codes, _per_value, _Problems, as_text
 
 
-def _guess_workload(name: str, valid: list[str]) -> str | None:
+# Words in a file name or in a value of a workload-like column (a model group, a project, a route) and the
+# workload they suggest, first match wins: "code" also matches coder and codestral; Chinese names as teams write them.
+WORKLOAD_HINTS = (("code", "code"), ("copilot", "code"), ("codex", "code"), ("代码", "code"), ("编程", "code"),
+                  ("conv", "chat"), ("chat", "chat"), ("客服", "chat"), ("对话", "chat"), ("rag", "rag_summarization"),
+                  ("summar", "rag_summarization"), ("retriev", "rag_summarization"), ("摘要", "rag_summarization"),
+                  ("总结", "rag_summarization"), ("agent", "agent"), ("tool", "agent"), ("智能体", "agent"),
+                  ("reason", "reasoning"), ("think", "reasoning"), ("推理", "reasoning"), ("translat", "translation"),
+                  ("翻译", "translation"))
+
+
+def guess_workload(name: str, valid: list[str]) -> str | None:
+    """The workload a file name or a column value suggests (WORKLOAD_HINTS, case-insensitive), None when none."""
     low = name.lower()
-    hints = (("code", "code"), ("conv", "chat"), ("chat", "chat"), ("rag", "rag_summarization"),
-             ("summar", "rag_summarization"), ("agent", "agent"), ("tool", "agent"), ("reason", "reasoning"),
-             ("translat", "translation"))
-    for key, wl in hints:
+    for key, wl in WORKLOAD_HINTS:
         if key in low and wl in valid:
             return wl
     return None
+
 
 
 @dataclass
@@ -60,12 +69,14 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
             col = roles["workload"]
             state.base = f"workloads from the column '{col}'"
             return _codes(tbl.column(col), col, valid, probs, "workload")
-        guess = rule.workload or _guess_workload(name, valid)
+        guess = rule.workload or guess_workload(name, valid)
         wl = guess or "chat"
         how = ("chosen" if rule.workload else f"guessed from the file name '{clip(name, 60)}'" if guess
                else "the default: the file has no workload column")
-        state.base = (f"every request counted as '{wl}' ({how}); pick the workload or map a column on the "
-                      "Traffic page")
+        cands = info.workload_candidates
+        offer = (f"; the column '{clip(cands[0], 60)}' looks like a workload: map its values on the Traffic page"
+                 if cands else "; pick the workload or map a column on the Traffic page")
+        state.base = f"every request counted as '{wl}' ({how}){offer}"
         return np.full(n, check(wl, "the whole file"))
     if rule.mode == "fixed":
         state.base = f"every request counted as '{default_name}' (chosen)"
