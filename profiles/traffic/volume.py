@@ -147,7 +147,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
             bin_r = bucket_s  # an aggregated export's requests sit at the start of their bucket
         coarse_s = bucket_s if totals and bucket_s > 60 else 0.0
         if not totals:
-            coarse_s = coarse_bucket_s(secs, weighted="weight" in roles, relative=bool(tstate.relative))
+            coarse_s = coarse_bucket_s(secs, weighted="weight" in roles)
         nb = max(int(span_s // bin_r), 1)
         b = np.minimum(((secs - t0) // bin_r).astype(np.int64), nb - 1)
         per_bin = np.bincount(b, weights=w, minlength=nb)[:nb] / bin_r
@@ -155,15 +155,16 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         if coarse_s > 60:
             # requests counted per hour (or day ...) show no minute: a median or peak minute would be the bucket's
             # average, and the concurrency Little's law gives from it an understatement of unknown size
-            arrival_note = (f"Concurrency unknown: the file counts requests in buckets of {fmt_span(coarse_s)} "
-                            "(every timestamp on a bucket boundary), so arrivals within a minute cannot be seen; "
-                            "the batch is not capped at the traffic's concurrency.")
+            arrival_note = (f"Concurrency unknown: the file counts requests per {bucket_words(coarse_s)} (every "
+                            "timestamp on a bucket boundary), so arrivals within a minute cannot be seen; the batch "
+                            "is not capped at the traffic's concurrency.")
             warnings.append(arrival_note)
         else:
             rate = (float(np.quantile(per_bin, 0.5)), float(np.quantile(per_bin, 0.9)), float(per_bin.max()))
-        if span_s < DAY_S - DAY_TOLERANCE_S and coarse_s <= 60:
-            minute_rates = (tuple(float(x) for x in per_bin) if bin_r == 60.0
-                            else (float(per_bin[0]),) if nb == 1 and not totals else None)
+        if span_s < DAY_S - DAY_TOLERANCE_S:
+            if coarse_s <= 60:  # a bucketed file has no minutes to draw
+                minute_rates = (tuple(float(x) for x in per_bin) if bin_r == 60.0
+                                else (float(per_bin[0]),) if nb == 1 and not totals else None)
         elif bucket_s <= 3600:
             # per hour of day, measured: requests / seconds of that hour the trace covers
             req_h, p_h, o_h = acc.hour
@@ -226,22 +227,31 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
 BUCKET_WIDTHS_S = (86400.0, 3600.0, 1800.0, 900.0, 600.0, 300.0, 60.0)
 
 
-def coarse_bucket_s(secs: np.ndarray, *, weighted: bool, relative: bool) -> float:
+def coarse_bucket_s(secs: np.ndarray, *, weighted: bool) -> float:
     """The width of the time buckets a per-row file counts requests in, or 0 when its timestamps are per request:
-    every timestamp on a boundary of one of BUCKET_WIDTHS_S (from the Unix epoch; from the first timestamp when
-    timestamps are relative) and the rows are counts (a weight column) or share their timestamps (at least two
-    rows per distinct timestamp on average). A per-request log truncated to the minute is a minute bucket: its
-    minutes are still measured."""
+    every timestamp a whole number of one of BUCKET_WIDTHS_S after the first (from the first, not from midnight
+    UTC: a day bucket in another time zone starts at another hour) and the rows are counts (a weight column) or
+    share their timestamps (at least two rows per distinct timestamp on average). A per-request log truncated to
+    the minute is a minute bucket: its minutes are still measured."""
     if secs.size < 2:
         return 0.0
-    t = secs - secs.min() if relative else secs
-    uniq = np.unique(t)
+    uniq = np.unique(secs)
     if uniq.size < 2 or not (weighted or secs.size >= 2 * uniq.size):
         return 0.0
+    t = uniq - uniq[0]
     for width in BUCKET_WIDTHS_S:
-        if np.all(np.mod(uniq, width) == 0):
+        if np.all(np.mod(t, width) == 0):
             return width
     return 0.0
+
+
+def bucket_words(width_s: float) -> str:
+    """A bucket width in words: "hour", "5 minutes", "day", "2 hours", "90 seconds"."""
+    for unit_s, unit in ((86400.0, "day"), (3600.0, "hour"), (60.0, "minute")):
+        if width_s >= unit_s and width_s % unit_s == 0:
+            k = int(width_s // unit_s)
+            return unit if k == 1 else f"{k} {unit}s"
+    return f"{width_s:,.0f} seconds"
 
 
 def _hour_exposure(t0: float, t1: float) -> np.ndarray:
