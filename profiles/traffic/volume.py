@@ -225,6 +225,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
 
 # Bucket widths of aggregated exports (minute, 5/10/15/30 minutes, hour, day), widest first.
 BUCKET_WIDTHS_S = (86400.0, 3600.0, 1800.0, 900.0, 600.0, 300.0, 60.0)
+MIN_BUCKETS = 3
 
 
 def coarse_bucket_s(secs: np.ndarray, *, weighted: bool) -> float:
@@ -232,11 +233,12 @@ def coarse_bucket_s(secs: np.ndarray, *, weighted: bool) -> float:
     every timestamp a whole number of one of BUCKET_WIDTHS_S after the first (from the first, not from midnight
     UTC: a day bucket in another time zone starts at another hour) and the rows are counts (a weight column) or
     share their timestamps (at least two rows per distinct timestamp on average). A per-request log truncated to
-    the minute is a minute bucket: its minutes are still measured."""
+    the minute is a minute bucket: its minutes are still measured. Fewer than MIN_BUCKETS distinct timestamps
+    say nothing either way (two sampled requests an hour apart)."""
     if secs.size < 2:
         return 0.0
     uniq = np.unique(secs)
-    if uniq.size < 2 or not (weighted or secs.size >= 2 * uniq.size):
+    if uniq.size < MIN_BUCKETS or not (weighted or secs.size >= 2 * uniq.size):
         return 0.0
     t = uniq - uniq[0]
     for width in BUCKET_WIDTHS_S:

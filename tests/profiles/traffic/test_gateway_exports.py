@@ -110,6 +110,7 @@ HOUR = 1_793_523_600.0  # 2026-11-01T09:00:00Z
     (HOUR + 3600 * np.arange(6.0), False, 0.0),  # one request an hour, on the hour: requests, not counts
     (HOUR + np.array([3.0, 41.0, 77.0, 3600.0]), True, 0.0),  # per-request seconds
     (7.0 + 3600 * np.arange(6.0), True, 3600.0),  # relative timestamps (BurstGPT's seconds since the start)
+    (HOUR + 3600 * np.arange(2.0), True, 0.0),  # two timestamps: too few to tell
 ])
 def test_bucket_width_from_the_timestamps(secs, weighted, width):
     assert coarse_bucket_s(secs, weighted=weighted) == width
@@ -163,3 +164,12 @@ def test_the_sandbox_gives_the_same_refusal(cat):
         with pytest.raises(TrafficError) as ei:
             read_traffic("upload.csv", data, cat)
         assert looks in str(ei.value) and ACCEPTED in str(ei.value)
+
+
+def test_the_value_mapping_and_the_language_switch_are_kept_with_an_upload():
+    from profiles.traffic.options import options_from_json, options_json
+
+    opts = ParseOptions(workload=WorkloadRule(mode="map", column="model_group", workload="chat",
+                                              mapping=(("code-assistant", "code"), ("support-chat", "chat"))),
+                        detect_language=False)
+    assert options_from_json(options_json(opts)) == opts
