@@ -96,7 +96,7 @@ __all__ = [
     "MAX_TIMESTAMP", "MAX_TOKENS_PER_REQUEST", "MAX_UPLOAD_BYTES", "MAX_VALUE_CHARS", "MAX_WEIGHT",
     "MAX_XLSX_XML_BYTES", "MIN_TIMESTAMP", "MIX_OPTIONAL", "MIX_REQUIRED", "MIX_VOLUME", "REQUEST_OPTIONAL",
     "REQUEST_REQUIRED", "ROLES", "ROLE_LABELS", "SECONDS_PER_MONTH", "SHAPES", "SHAPE_LABELS", "SYNONYMS",
-    "VLLM_BENCH", "WORKLOAD_CANDIDATES", "WORKLOAD_HINTS", "FileInfo", "HourlyArrivals", "KnownFormat", "ParseOptions", "Problem", "Segment",
-    "TrafficError", "TrafficProfile", "WorkloadRule", "column_values", "detect_format", "guess_workload", "inspect_upload", "norm",
-    "parse_traffic", "single_segment_profile",
+    "VLLM_BENCH", "WORKLOAD_CANDIDATES", "WORKLOAD_HINTS", "FileInfo", "HourlyArrivals", "KnownFormat",
+    "ParseOptions", "Problem", "Segment", "TrafficError", "TrafficProfile", "WorkloadRule", "column_values",
+    "detect_format", "guess_workload", "inspect_upload", "norm", "parse_traffic", "single_segment_profile",
 ]

@@ -1,15 +1,15 @@
 """The language of requests from their prompt text, for an export that has text and no language column.
 
 A detector (py3langid: langid.py's naive Bayes model over byte n-grams, 142 languages, BSD-3-Clause, numpy only;
-requirements.txt) reads a capped sample: at most DETECT_ROWS rows of each batch of rows read (evenly spaced), the
-last DETECT_CHARS characters of each text (the user's turn ends a prompt; a JSON messages list is reduced to its
+requirements.txt) reads a capped sample: at most DETECT_ROWS rows of the whole file, evenly spaced (LanguageSample),
+the last DETECT_CHARS characters of each text (the user's turn ends a prompt; a JSON messages list is reduced to its
 "content" strings first). Its language codes map onto the catalogue's languages (LANGUAGE_OF; Chinese -> Mandarin,
 Cantonese -> Cantonese, any other language but English -> the catalogue's language without a dedicated head).
 
 Each workload's requests, prompt tokens and output tokens are then split between the languages in the proportions
-the sampled rows of that workload show (a ratio estimate: each sampled row stands for the rows of its batch
-it was drawn from); a file no larger than the sample is classified row by row. Rows whose text is too short to
-tell (fewer than MIN_LETTERS letters, no Chinese characters) are left out of the proportions."""
+the sampled rows of that workload show (a ratio estimate: each sampled row stands for `step` rows of the file); a
+file no larger than the sample is classified row by row. Rows whose text is too short to tell (fewer than
+MIN_LETTERS letters, no Chinese characters) are left out of the proportions."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from profiles.traffic.validate import as_text
 
-DETECT_ROWS = 2_000  # rows per batch (reading.BATCH_ROWS = 262,144) whose text the detector reads
+DETECT_ROWS = 2_000  # rows of a file whose text the detector reads (~0.3-0.8 s on one core, measured)
 DETECT_CHARS = 400  # characters of a text the detector reads (its end)
 SCAN_CHARS = 8 * DETECT_CHARS  # characters of a cell searched for JSON "content" strings (its end)
 MIN_LETTERS = 8  # a shorter text ("hi", "ok", "yes") is not told apart reliably
@@ -85,70 +85,88 @@ def detect_language(text: str) -> str | None:
 
 @dataclass
 class LanguageSample:
-    """Sampled rows of each batch: workload code, language code (-1: too short to tell), requests x sampling
-    factor, prompt and output tokens x sampling factor."""
+    """An evenly spaced sample of at most DETECT_ROWS rows of the whole file, taken as batches stream by: every
+    `step`-th row (from the first); when the sample would pass DETECT_ROWS, every other sampled row is dropped and
+    the step doubles, so the detector runs once per kept row, at the end (`detect`). Per kept row: its position,
+    workload code, requests, prompt and output tokens, and the end of its text (detection_text)."""
 
     valid: list[str]
-    rows: int = 0
+    step: int = 1
+    pos: int = 0  # rows seen
     detected: int = 0
     short: int = 0
-    sampled: bool = False  # some batch had more rows than DETECT_ROWS: not every row was read
     counts: dict[str, int] = field(default_factory=dict)
-    parts: list[np.ndarray] = field(default_factory=list)  # (5, m) per batch: wl, lang, w, wp, wo
+    rows: np.ndarray = field(default_factory=lambda: np.zeros((5, 0)))  # position, wl, w, wp, wo
+    texts: list[str] = field(default_factory=list)
+    lang: np.ndarray | None = None  # catalogue language code per kept row (-1: too short), once detected
+
+    def _thin(self) -> None:
+        keep = self.rows[0] % (2 * self.step) == 0
+        self.rows = self.rows[:, keep]
+        self.texts = [t for t, k in zip(self.texts, keep, strict=True) if k]
+        self.step *= 2
+
+    def add(self, text: pa.ChunkedArray, wl: np.ndarray, w: np.ndarray, wp: np.ndarray, wo: np.ndarray) -> None:
+        n = len(text)
+        while len(self.texts) + max(n - (-self.pos) % self.step, 0) / self.step > DETECT_ROWS:
+            self._thin()
+        idx = np.arange((-self.pos) % self.step, n, self.step, dtype=np.int64)
+        if idx.size:
+            cells = as_text(text.take(pa.array(idx)).combine_chunks()).to_pylist()
+            self.texts += [detection_text(c) if c else "" for c in cells]
+            self.rows = np.concatenate([self.rows, np.stack([(self.pos + idx).astype(float), wl[idx].astype(float),
+                                                             w[idx], wp[idx], wo[idx]])], axis=1)
+        self.pos += n
+
+    def detect(self) -> None:
+        """Run the detector on each kept row's text (at most DETECT_ROWS texts of at most DETECT_CHARS)."""
+        codes = np.full(len(self.texts), -1, dtype=np.int64)
+        for i, text in enumerate(self.texts):
+            name = detect_language(text) if text else None
+            if name is None:
+                self.short += 1
+                continue
+            self.counts[name] = self.counts.get(name, 0) + 1
+            codes[i] = self._code(name)
+        self.detected = int((codes >= 0).sum())
+        self.lang = codes
 
     def _code(self, name: str) -> int:
         if name in self.valid:
             return self.valid.index(name)
         return self.valid.index(OTHER) if OTHER in self.valid else self.valid.index(ENGLISH)
 
-    def add(self, text: pa.ChunkedArray, wl: np.ndarray, w: np.ndarray, wp: np.ndarray, wo: np.ndarray) -> None:
-        n = len(text)
-        m = min(n, DETECT_ROWS)
-        idx = np.unique(np.linspace(0, n - 1, m).round().astype(np.int64))
-        factor = n / len(idx)
-        self.sampled |= len(idx) < n
-        cells = as_text(text.take(pa.array(idx)).combine_chunks()).to_pylist()
-        lang = np.full(len(idx), -1, dtype=np.int64)
-        for i, cell in enumerate(cells):
-            name = detect_language(detection_text(cell)) if cell else None
-            if name is None:
-                self.short += 1
-                continue
-            self.counts[name] = self.counts.get(name, 0) + 1
-            lang[i] = self._code(name)
-        self.rows += len(idx)
-        self.detected += int((lang >= 0).sum())
-        self.parts.append(np.stack([wl[idx].astype(float), lang.astype(float), w[idx] * factor, wp[idx] * factor,
-                                    wo[idx] * factor]))
-
     def split(self, seg: np.ndarray, english: int) -> np.ndarray:
         """seg (3, workloads x languages: requests, prompt tokens, output tokens), every row counted under
-        `english`, with each workload's totals split between languages in its sampled rows' proportions."""
+        `english`, with each workload's totals split between languages in its sampled rows' proportions (each kept
+        row stands for `step` rows: equal weights)."""
+        if self.lang is None:
+            self.detect()
+        assert self.lang is not None
         L = len(self.valid)
         out = seg.copy()
-        if not self.parts:
-            return out
-        s = np.concatenate(self.parts, axis=1)
-        s = s[:, s[1] >= 0]
+        told = self.lang >= 0
+        rows, lang_all = self.rows[:, told], self.lang[told]
         for k in range(seg.shape[1] // L):
-            mine = s[:, s[0] == k]
-            if mine.shape[1] == 0:
+            mine = rows[1] == k
+            if not mine.any():
                 continue
-            lang = mine[1].astype(np.int64)
+            lang = lang_all[mine]
             base = seg[:, k * L + english].copy()
             for i in range(3):
-                by_lang = np.bincount(lang, weights=mine[2 + i], minlength=L)
+                by_lang = np.bincount(lang, weights=rows[2 + i][mine], minlength=L)
                 tot = by_lang.sum()
                 if tot > 0:
                     out[i, k * L: (k + 1) * L] = base[i] * by_lang / tot
         return out
 
     def note(self) -> str:
-        if not self.rows:
+        if not self.texts:
             return ""
         shares = ", ".join(f"{name} {n / max(self.detected, 1) * 100:.0f} %"
                            for name, n in sorted(self.counts.items(), key=lambda x: -x[1]))
-        how = f"a sample of {self.rows:,} rows'" if self.sampled else "every row's"
+        how = (f"an evenly spaced sample of {len(self.texts):,} rows' (one in {self.step:,})" if self.step > 1
+               else "every row's")
         text = (f"languages detected from {how} prompt text ({DETECTOR}; the last {DETECT_CHARS} characters of "
                 f"each): {shares or 'none'}")
         if self.short:

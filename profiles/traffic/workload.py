@@ -14,7 +14,6 @@ from profiles.traffic.errors import _short, clip, fail, listing
 from profiles.traffic.options import WorkloadRule, check_workload_rule
 from profiles.traffic.validate import _codes, _per_value, _Problems, as_text
 
-
 # Words in a file name or in a value of a workload-like column (a model group, a project, a route) and the
 # workload they suggest, first match wins: "code" also matches coder and codestral; Chinese names as teams write them.
 WORKLOAD_HINTS = (("code", "code"), ("copilot", "code"), ("codex", "code"), ("代码", "code"), ("编程", "code"),

@@ -10,11 +10,12 @@ import io
 import json
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from profiles import load_catalog
 from profiles.traffic import ParseOptions, parse_traffic
-from profiles.traffic.language import DETECT_CHARS, DETECT_ROWS, detect_language, detection_text
+from profiles.traffic.language import DETECT_CHARS, DETECT_ROWS, LanguageSample, detect_language, detection_text
 
 ZH = ["请帮我把这段代码改成异步的版本，并解释一下原因。", "把下面的会议纪要总结成三条要点。",
       "这个接口返回401是什么意思？我已经带了token。"]
@@ -101,7 +102,23 @@ def test_a_large_file_is_read_from_a_sample_whose_shares_match_the_file(cat):
     rows = [(ZH[i % 3] if z else EN[i % 3], 100, 40) for i, z in enumerate(chinese)]
     prof = parse_traffic("t.csv", trace(rows), cat)
     truth = chinese.mean()
-    # a sample of DETECT_ROWS of the 3 x DETECT_ROWS rows: the standard error of a share is sqrt(p q / m x (1 - m/n))
-    se = float(np.sqrt(truth * (1 - truth) / DETECT_ROWS * (1 - 1 / 3)))
+    # every 4th row (3 x DETECT_ROWS rows, at most DETECT_ROWS kept, the step doubling from 1): m = n / 4 rows; the
+    # standard error of a share from m of n rows is sqrt(p q / m x (1 - m / n))
+    m = n // 4
+    se = float(np.sqrt(truth * (1 - truth) / m * (1 - m / n)))
     assert abs(prof.language_shares["mandarin"] - truth) < 4 * se
-    assert f"a sample of {DETECT_ROWS:,} rows' prompt text" in prof.language_note
+    assert f"an evenly spaced sample of {m:,} rows' (one in 4) prompt text" in prof.language_note
+
+
+def test_the_sample_stays_within_its_cap_and_evenly_spaced_whatever_the_batches():
+    sample = LanguageSample(["english", "mandarin", "cantonese", "other_no_head"])
+    n_rows = 0
+    for n in (1, 999, 5_000, 37, 20_000, 3):  # batches as a CSV stream gives them: uneven
+        text = pa.chunked_array([pa.array([EN[0]] * n)])
+        ones = np.ones(n)
+        sample.add(text, np.zeros(n, dtype=np.int64), ones, ones, ones)
+        n_rows += n
+        assert len(sample.texts) <= DETECT_ROWS
+    pos = sample.rows[0]
+    assert sample.step == 16 and np.all(np.diff(pos) == sample.step) and pos[0] == 0
+    assert len(sample.texts) == len(range(0, n_rows, sample.step))
