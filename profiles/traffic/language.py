@@ -165,10 +165,10 @@ class LanguageSample:
             return ""
         shares = ", ".join(f"{name} {n / max(self.detected, 1) * 100:.0f} %"
                            for name, n in sorted(self.counts.items(), key=lambda x: -x[1]))
-        how = (f"an evenly spaced sample of {len(self.texts):,} rows' (one in {self.step:,})" if self.step > 1
-               else "every row's")
-        text = (f"languages detected from {how} prompt text ({DETECTOR}; the last {DETECT_CHARS} characters of "
-                f"each): {shares or 'none'}")
+        how = (f"an evenly spaced sample of {len(self.texts):,} rows (one in {self.step:,})" if self.step > 1
+               else "every row")
+        text = (f"languages detected from the prompt text of {how} ({DETECTOR}; the last {DETECT_CHARS} "
+                f"characters of each): {shares or 'none'}")
         if self.short:
             text += (f"; {self.short:,} sampled row{'s' if self.short != 1 else ''} too short to tell, counted in "
                      "the same proportions")

@@ -77,7 +77,7 @@ def test_chinese_prompts_make_mandarin_segments_with_their_own_tokens(cat):
     assert (seg["mandarin"].requests, seg["mandarin"].mean_prompt_tokens, seg["mandarin"].mean_output_tokens) == \
         pytest.approx((4, 300, 200))
     assert (seg["english"].requests, seg["english"].mean_prompt_tokens) == pytest.approx((6, 100))
-    assert "every row's prompt text" in prof.language_note and "mandarin 40 %" in prof.language_note
+    assert "the prompt text of every row" in prof.language_note and "mandarin 40 %" in prof.language_note
 
 
 def test_short_texts_are_left_out_of_the_proportions(cat):
@@ -107,7 +107,7 @@ def test_a_large_file_is_read_from_a_sample_whose_shares_match_the_file(cat):
     m = n // 4
     se = float(np.sqrt(truth * (1 - truth) / m * (1 - m / n)))
     assert abs(prof.language_shares["mandarin"] - truth) < 4 * se
-    assert f"an evenly spaced sample of {m:,} rows' (one in 4) prompt text" in prof.language_note
+    assert f"from the prompt text of an evenly spaced sample of {m:,} rows (one in 4)" in prof.language_note
 
 
 def test_the_sample_stays_within_its_cap_and_evenly_spaced_whatever_the_batches():
