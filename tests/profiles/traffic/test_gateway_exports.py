@@ -53,22 +53,42 @@ def test_litellm_model_group_is_offered_with_its_values_and_guesses(cat):
     by_hand = [r["model_group"] for r in rows(LITELLM)]
     assert values == {v: by_hand.count(v) for v in set(by_hand)}
     assert {v: guess_workload(v, WORKLOADS) for v in values} == {"code-assistant": "code", "support-chat": "chat"}
-    # left alone, the file is one workload and the note names the column to map
-    prof = parse_traffic("spend_logs.csv", LITELLM, cat)
-    assert prof.workload_shares == {"chat": 1.0}
-    assert "the column 'model_group' looks like a workload" in prof.workload_note
 
 
-def test_mapping_the_guesses_gives_the_code_share_by_hand(cat):
-    mapping = tuple((v, guess_workload(v, WORKLOADS) or "chat") for v in ("code-assistant", "support-chat"))
-    prof = parse_traffic("spend_logs.csv", LITELLM, cat,
-                         options=ParseOptions(workload=WorkloadRule(mode="map", column="model_group",
-                                                                    mapping=mapping)))
+def code_share_by_hand() -> dict[str, float]:
     out = {"code": 0, "chat": 0}
     for r in rows(LITELLM):
         out["code" if r["model_group"] == "code-assistant" else "chat"] += int(r["completion_tokens"])
-    total = sum(out.values())
-    assert prof.workload_shares == pytest.approx({k: v / total for k, v in out.items()})
+    return {k: v / sum(out.values()) for k, v in out.items()}
+
+
+def test_the_guesses_count_when_nothing_is_chosen_and_the_note_says_so(cat):
+    prof = parse_traffic("spend_logs.csv", LITELLM, cat)  # the CLI's reading: default options
+    assert prof.workload_shares == pytest.approx(code_share_by_hand())
+    assert prof.workload_note == ("workloads guessed from the names of the values of 'model_group', counted as: "
+                                  "code-assistant -> code, support-chat -> chat; change them on the Traffic page")
+    assert any(w.startswith("Workloads guessed from the names") for w in prof.warnings)
+
+
+def test_mapping_the_values_gives_the_same_shares_and_a_choice_overrides_a_guess(cat):
+    def read(mapping):
+        rule = WorkloadRule(mode="map", column="model_group", mapping=mapping)
+        return parse_traffic("spend_logs.csv", LITELLM, cat, options=ParseOptions(workload=rule))
+
+    guesses = tuple((v, guess_workload(v, WORKLOADS) or "chat") for v in ("code-assistant", "support-chat"))
+    assert read(guesses).workload_shares == pytest.approx(code_share_by_hand())
+    shares = code_share_by_hand()
+    assert read((("code-assistant", "agent"),)).workload_shares == pytest.approx(
+        {"agent": shares["code"], "chat": shares["chat"]})
+
+
+def test_values_that_suggest_nothing_leave_the_file_one_workload_with_the_column_named(cat):
+    data = LITELLM.replace(b"code-assistant", b"team-alpha").replace(b"support-chat", b"team-beta")
+    prof = parse_traffic("spend_logs.csv", data, cat)
+    assert prof.workload_shares == {"chat": 1.0}
+    assert "the column 'model_group' looks like a workload: map its values" in prof.workload_note
+    prof = parse_traffic("spend_logs.csv", data, cat, options=ParseOptions(workload=WorkloadRule(workload="code")))
+    assert prof.workload_shares == {"code": 1.0}  # a workload chosen for the file: no guessing
 
 
 def test_litellm_messages_make_the_chinese_rows_mandarin(cat):
