@@ -169,7 +169,8 @@ def refuse_not_a_table(data: bytes, fmt: str) -> None:
     accepted = f"; upload {ACCEPTED_FILES}"
     for magic, what, own in SIGNATURES:
         if data.startswith(magic, start) and own != fmt:
-            raise fail(f"{expected} (this file is {what}{accepted if not own else ''})")
+            # a signature that says what to do (unzip it, save it as UTF-8) needs no list of formats after it
+            raise fail(f"{expected} (this file is {what}{accepted if ':' not in what else ''})")
     head = data[start:start + 4096]
     if fmt in _EXPECTED:
         own = next(magic for magic, _what, f in SIGNATURES if f == fmt)
