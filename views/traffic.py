@@ -204,9 +204,12 @@ def _offer_candidate(file_id: str, info: tr.FileInfo) -> None:
     if ss.get("_traffic_wl_offered") == file_id:
         return
     ss["_traffic_wl_offered"] = file_id
+    if ss.pop("_traffic_wl_preset", False) and ss.get("traffic_wl_mode") == "map":
+        ss["traffic_wl_mode"] = "auto"  # the previous file's preset, not a choice for this one
     if info.kind == "requests" and "workload" not in info.roles and info.workload_candidates:
         ss["traffic_wl_mode"] = "map"
         ss["traffic_wl_column"] = info.workload_candidates[0]
+        ss["_traffic_wl_preset"] = True
 
 
 def _value_workloads(col: str, vals: list[tuple[str, int]], wl_names: list[str], default: str

@@ -304,6 +304,10 @@ def test_a_gateway_export_opens_with_its_model_group_mapped_and_its_languages_de
     assert at.radio(key="traffic_wl_mode").value == "map"
     at.checkbox(key="traffic_detect_language").set_value(False).run()
     assert at.session_state["traffic_profile"].language_shares == {"english": 1.0}
+    # the next file has its own workload column: read from it, not through the previous file's preset
+    upload(at, "eu.csv", SEMICOLON)
+    assert at.radio(key="traffic_wl_mode").value == "auto"
+    assert at.session_state["traffic_profile"].workload_shares == pytest.approx({"chat": 15 / 25, "code": 10 / 25})
 
 
 @pytest.mark.parametrize(("data", "looks"), [(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "is a PNG image"),
