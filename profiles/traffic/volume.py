@@ -100,7 +100,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
     ts = keep_secs if keep_secs.size else secs
     t0, t1 = float(ts.min()), float(ts.max())
     del keep_secs, ts
-    # time span: first to last request (aggregated exports: plus one bucket)
+    # time span: first to last request (aggregated exports and rows counted per bucket: plus one bucket)
     bucket_s = 0.0
     if totals:
         if acc.end_widths and sum(len(x) for x in acc.end_widths):
@@ -109,6 +109,10 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
             uniq = np.unique(secs)
             bucket_s = float(np.diff(uniq).min()) if uniq.size > 1 else 0.0
         bucket_s = max(bucket_s, 0.0)
+    else:
+        bucket_s = coarse_bucket_s(secs, weighted="weight" in roles)
+        bucket_s = bucket_s if bucket_s > 60 else 0.0  # minute buckets: their minutes are measured as requests
+    coarse_s = bucket_s if bucket_s > 60 else 0.0
     span_s = t1 - t0 + bucket_s
     warnings: list[str] = list(src.notes)
     wl_note = wstate.note()
@@ -143,11 +147,8 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         ci = (max(0.0, monthly * (1 - Z95 * rel)), monthly * (1 + Z95 * rel))
         # arrival rate per minute (Little's law): whole minutes; a trace under a minute is one bin
         bin_r = 60.0 if span_s >= 60 else span_s
-        if totals and bucket_s > bin_r:
+        if bucket_s > bin_r:
             bin_r = bucket_s  # an aggregated export's requests sit at the start of their bucket
-        coarse_s = bucket_s if totals and bucket_s > 60 else 0.0
-        if not totals:
-            coarse_s = coarse_bucket_s(secs, weighted="weight" in roles)
         nb = max(int(span_s // bin_r), 1)
         b = np.minimum(((secs - t0) // bin_r).astype(np.int64), nb - 1)
         per_bin = np.bincount(b, weights=w, minlength=nb)[:nb] / bin_r
@@ -237,10 +238,12 @@ def coarse_bucket_s(secs: np.ndarray, *, weighted: bool) -> float:
     say nothing either way (two sampled requests an hour apart)."""
     if secs.size < 2:
         return 0.0
-    uniq = np.unique(secs)
-    if uniq.size < MIN_BUCKETS or not (weighted or secs.size >= 2 * uniq.size):
+    t = secs - secs.min()
+    if not np.all(np.mod(t, BUCKET_WIDTHS_S[-1]) == 0):  # one vectorised pass rejects a per-request trace
         return 0.0
-    t = uniq - uniq[0]
+    t = np.unique(t)
+    if t.size < MIN_BUCKETS or not (weighted or secs.size >= 2 * t.size):
+        return 0.0
     for width in BUCKET_WIDTHS_S:
         if np.all(np.mod(t, width) == 0):
             return width

@@ -19,6 +19,7 @@ import pytest
 from profiles import load_catalog
 from profiles.request import batch_cap
 from profiles.traffic import (
+    SECONDS_PER_MONTH,
     ParseOptions,
     TrafficError,
     WorkloadRule,
@@ -109,6 +110,19 @@ def test_openai_usage_by_project_offers_project_id_and_says_concurrency_is_unkno
     assert prof.arrival_note in prof.warnings
     assert batch_cap(prof, monthly_output_tokens=prof.monthly_output_tokens, tpot_slo_ms=50.0) is None
     assert prof.spans_a_day is False and prof.monthly_output_tokens > 0  # the volume is still measured
+
+
+def test_daily_counts_have_no_daily_shape_and_no_concurrency(cat):
+    # a weight column of requests per day (not an aggregated export's totals): three days at midnight
+    data = (b"date,prompt_tokens,output_tokens,weight\n2026-11-01,100,50,1000\n2026-11-02,100,50,1200\n"
+            b"2026-11-03,100,50,900\n2026-11-04,100,50,1100\n")
+    prof = parse_traffic("daily.csv", data, cat)
+    assert prof.arrival_rate_per_s is None and "requests per day" in prof.arrival_note
+    assert prof.hour_requests_per_s is None  # not every request at midnight
+    assert any("too coarse for a daily shape" in w for w in prof.warnings)
+    # four days of counts over four days (the last bucket counted), scaled to an average month
+    assert prof.span_s == 4 * 86400
+    assert prof.monthly_output_tokens == pytest.approx(50 * 4200 / (4 * 86400) * SECONDS_PER_MONTH)
 
 
 def test_a_per_request_trace_keeps_its_minutes(cat):
