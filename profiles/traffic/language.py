@@ -1,15 +1,15 @@
 """The language of requests from their prompt text, for an export that has text and no language column.
 
 A detector (py3langid: langid.py's naive Bayes model over byte n-grams, 142 languages, BSD-3-Clause, numpy only;
-requirements.txt) reads a capped sample: at most DETECT_ROWS rows of the whole file, evenly spaced (LanguageSample),
-the last DETECT_CHARS characters of each text (the user's turn ends a prompt; a JSON messages list is reduced to its
+requirements.txt) reads a capped sample: at most DETECT_ROWS rows spread over the whole file (LanguageSample), the
+last DETECT_CHARS characters of each text (the user's turn ends a prompt; a JSON messages list is reduced to its
 "content" strings first). Its language codes map onto the catalogue's languages (LANGUAGE_OF; Chinese -> Mandarin,
 Cantonese -> Cantonese, any other language but English -> the catalogue's language without a dedicated head).
 
 Each workload's requests, prompt tokens and output tokens are then split between the languages in the proportions
-the sampled rows of that workload show (a ratio estimate: each sampled row stands for `step` rows of the file); a
-file no larger than the sample is classified row by row. Rows whose text is too short to tell (fewer than
-MIN_LETTERS letters, no Chinese characters) are left out of the proportions."""
+the sampled rows of that workload show (a ratio estimate over a uniform sample; a workload the sample missed takes
+the file's proportions); a file no larger than the sample is classified row by row. Rows whose text is too short
+to tell (fewer than MIN_LETTERS letters, no Chinese characters) are left out of the proportions."""
 
 from __future__ import annotations
 
@@ -83,40 +83,49 @@ def detect_language(text: str) -> str | None:
     return LANGUAGE_OF.get(code, OTHER)
 
 
+def row_priority(pos: np.ndarray) -> np.ndarray:
+    """A row's rank for the sample, in [0, 1): the fractional part of position x the golden ratio (Fibonacci
+    hashing in 64-bit integers). The sequence is equidistributed, and so is each of its residue classes: a file whose
+    rows alternate (workloads, languages, gateways) is sampled evenly in every class, where a fixed stride aliases."""
+    u = pos.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio; wraps modulo 2^64
+    return (u >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
 @dataclass
 class LanguageSample:
-    """An evenly spaced sample of at most DETECT_ROWS rows of the whole file, taken as batches stream by: every
-    `step`-th row (from the first); when the sample would pass DETECT_ROWS, every other sampled row is dropped and
-    the step doubles, so the detector runs once per kept row, at the end (`detect`). Per kept row: its position,
-    workload code, requests, prompt and output tokens, and the end of its text (detection_text)."""
+    """A sample of at most DETECT_ROWS rows spread over the whole file, taken as batches stream by: the rows of
+    lowest `row_priority` (a bottom-k sample: uniform without replacement, reproducible); a batch's text is read only
+    for rows that enter the sample (at most DETECT_ROWS a batch), and the detector runs once per kept row, at the
+    end (`detect`). Per kept row: its priority, workload code, requests, prompt and output tokens, and the end of
+    its text (detection_text)."""
 
     valid: list[str]
-    step: int = 1
     pos: int = 0  # rows seen
     detected: int = 0
     short: int = 0
     counts: dict[str, int] = field(default_factory=dict)
-    rows: np.ndarray = field(default_factory=lambda: np.zeros((5, 0)))  # position, wl, w, wp, wo
+    rows: np.ndarray = field(default_factory=lambda: np.zeros((5, 0)))  # priority, wl, w, wp, wo
     texts: list[str] = field(default_factory=list)
     lang: np.ndarray | None = None  # catalogue language code per kept row (-1: too short), once detected
 
-    def _thin(self) -> None:
-        keep = self.rows[0] % (2 * self.step) == 0
-        self.rows = self.rows[:, keep]
-        self.texts = [t for t, k in zip(self.texts, keep, strict=True) if k]
-        self.step *= 2
-
     def add(self, text: pa.ChunkedArray, wl: np.ndarray, w: np.ndarray, wp: np.ndarray, wo: np.ndarray) -> None:
         n = len(text)
-        while len(self.texts) + max(n - (-self.pos) % self.step, 0) / self.step > DETECT_ROWS:
-            self._thin()
-        idx = np.arange((-self.pos) % self.step, n, self.step, dtype=np.int64)
-        if idx.size:
-            cells = as_text(text.take(pa.array(idx)).combine_chunks()).to_pylist()
-            self.texts += [detection_text(c) if c else "" for c in cells]
-            self.rows = np.concatenate([self.rows, np.stack([(self.pos + idx).astype(float), wl[idx].astype(float),
-                                                             w[idx], wp[idx], wo[idx]])], axis=1)
+        pri = row_priority(self.pos + np.arange(n, dtype=np.int64))
         self.pos += n
+        full = len(self.texts) >= DETECT_ROWS
+        idx = np.flatnonzero(pri < self.rows[0].max()) if full else np.arange(n)
+        if idx.size > DETECT_ROWS:
+            idx = np.sort(idx[np.argpartition(pri[idx], DETECT_ROWS - 1)[:DETECT_ROWS]])
+        if not idx.size:
+            return
+        cells = as_text(text.take(pa.array(idx)).combine_chunks()).to_pylist()
+        texts = self.texts + [detection_text(c) if c else "" for c in cells]
+        rows = np.concatenate([self.rows, np.stack([pri[idx], wl[idx].astype(float), w[idx], wp[idx], wo[idx]])],
+                              axis=1)
+        if len(texts) > DETECT_ROWS:
+            keep = np.sort(np.argpartition(rows[0], DETECT_ROWS - 1)[:DETECT_ROWS])
+            rows, texts = rows[:, keep], [texts[i] for i in keep]
+        self.rows, self.texts = rows, texts
 
     def detect(self) -> None:
         """Run the detector on each kept row's text (at most DETECT_ROWS texts of at most DETECT_CHARS)."""
@@ -138,8 +147,8 @@ class LanguageSample:
 
     def split(self, seg: np.ndarray, english: int) -> np.ndarray:
         """seg (3, workloads x languages: requests, prompt tokens, output tokens), every row counted under
-        `english`, with each workload's totals split between languages in its sampled rows' proportions (each kept
-        row stands for `step` rows: equal weights)."""
+        `english`, with each workload's totals split between languages in its sampled rows' proportions (a uniform
+        sample: each kept row stands for as many rows)."""
         if self.lang is None:
             self.detect()
         assert self.lang is not None
@@ -147,10 +156,13 @@ class LanguageSample:
         out = seg.copy()
         told = self.lang >= 0
         rows, lang_all = self.rows[:, told], self.lang[told]
+        if not told.any():
+            return out
         for k in range(seg.shape[1] // L):
+            # a workload the sample missed (a few rows of a large file) takes the file's proportions
             mine = rows[1] == k
             if not mine.any():
-                continue
+                mine = np.ones(rows.shape[1], bool)
             lang = lang_all[mine]
             base = seg[:, k * L + english].copy()
             for i in range(3):
@@ -165,8 +177,8 @@ class LanguageSample:
             return ""
         shares = ", ".join(f"{name} {n / max(self.detected, 1) * 100:.0f} %"
                            for name, n in sorted(self.counts.items(), key=lambda x: -x[1]))
-        how = (f"an evenly spaced sample of {len(self.texts):,} rows (one in {self.step:,})" if self.step > 1
-               else "every row")
+        how = (f"a sample of {len(self.texts):,} of its {self.pos:,} rows, spread over the file"
+               if len(self.texts) < self.pos else "every row")
         text = (f"languages detected from the prompt text of {how} ({DETECTOR}; the last {DETECT_CHARS} "
                 f"characters of each): {shares or 'none'}")
         if self.short:

@@ -15,7 +15,14 @@ import pytest
 
 from profiles import load_catalog
 from profiles.traffic import ParseOptions, parse_traffic
-from profiles.traffic.language import DETECT_CHARS, DETECT_ROWS, LanguageSample, detect_language, detection_text
+from profiles.traffic.language import (
+    DETECT_CHARS,
+    DETECT_ROWS,
+    LanguageSample,
+    detect_language,
+    detection_text,
+    row_priority,
+)
 
 ZH = ["请帮我把这段代码改成异步的版本，并解释一下原因。", "把下面的会议纪要总结成三条要点。",
       "这个接口返回401是什么意思？我已经带了token。"]
@@ -102,15 +109,28 @@ def test_a_large_file_is_read_from_a_sample_whose_shares_match_the_file(cat):
     rows = [(ZH[i % 3] if z else EN[i % 3], 100, 40) for i, z in enumerate(chinese)]
     prof = parse_traffic("t.csv", trace(rows), cat)
     truth = chinese.mean()
-    # every 4th row (3 x DETECT_ROWS rows, at most DETECT_ROWS kept, the step doubling from 1): m = n / 4 rows; the
-    # standard error of a share from m of n rows is sqrt(p q / m x (1 - m / n))
-    m = n // 4
+    # a uniform sample of m = DETECT_ROWS of n rows: the standard error of a share is sqrt(p q / m x (1 - m / n))
+    m = DETECT_ROWS
     se = float(np.sqrt(truth * (1 - truth) / m * (1 - m / n)))
     assert abs(prof.language_shares["mandarin"] - truth) < 4 * se
-    assert f"from the prompt text of an evenly spaced sample of {m:,} rows (one in 4)" in prof.language_note
+    assert f"from the prompt text of a sample of {m:,} of its {n:,} rows, spread over the file" in prof.language_note
 
 
-def test_the_sample_stays_within_its_cap_and_evenly_spaced_whatever_the_batches():
+def test_rows_that_alternate_are_sampled_evenly_in_every_workload(cat):
+    # workloads alternate row by row and every third row is Chinese: a fixed stride of an even step would see one
+    # workload only; the sample sees both, each a third Chinese
+    n = 4 * DETECT_ROWS
+    rows = [(ZH[0] if i % 3 == 1 else EN[0], 100, 40) for i in range(n)]
+    lines = trace(rows).decode().splitlines()
+    body = [f"{line},{'code' if i % 2 else 'chat'}" for i, line in enumerate(lines[1:])]
+    prof = parse_traffic("t.csv", ("\n".join([lines[0] + ",workload"] + body) + "\n").encode(), cat)
+    by = {(s.workload, s.language): s.requests for s in prof.segments}
+    for wl in ("chat", "code"):
+        share = by[(wl, "mandarin")] / (by[(wl, "mandarin")] + by[(wl, "english")])
+        assert abs(share - 1 / 3) < 4 * np.sqrt(2 / 9 / (DETECT_ROWS / 2)), (wl, share)
+
+
+def test_the_sample_stays_within_its_cap_whatever_the_batches():
     sample = LanguageSample(["english", "mandarin", "cantonese", "other_no_head"])
     n_rows = 0
     for n in (1, 999, 5_000, 37, 20_000, 3):  # batches as a CSV stream gives them: uneven
@@ -118,7 +138,7 @@ def test_the_sample_stays_within_its_cap_and_evenly_spaced_whatever_the_batches(
         ones = np.ones(n)
         sample.add(text, np.zeros(n, dtype=np.int64), ones, ones, ones)
         n_rows += n
-        assert len(sample.texts) <= DETECT_ROWS
-    pos = sample.rows[0]
-    assert sample.step == 16 and np.all(np.diff(pos) == sample.step) and pos[0] == 0
-    assert len(sample.texts) == len(range(0, n_rows, sample.step))
+        assert len(sample.texts) == min(n_rows, DETECT_ROWS) == sample.rows.shape[1]
+    # the kept rows are the DETECT_ROWS of lowest priority over all rows seen, whatever the batches were
+    every = row_priority(np.arange(n_rows, dtype=np.int64))
+    assert np.array_equal(np.sort(sample.rows[0]), np.sort(every)[:DETECT_ROWS])
