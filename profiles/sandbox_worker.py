@@ -441,8 +441,10 @@ def _warm() -> None:
 
     from profiles import load_catalog
     from profiles.traffic import TrafficError, inspect_upload, parse_traffic
+    from profiles.traffic.language import warm
 
     cat = load_catalog()
+    warm()  # the language detector's model (~1-2 s): loaded once, shared by every worker forked after
     for path in sorted((Path(__file__).resolve().parent / "samples").iterdir()):
         if path.suffix in (".csv", ".jsonl", ".parquet"):
             try:

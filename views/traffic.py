@@ -9,6 +9,7 @@ options change, so the sample buttons and "Stop using this profile" work whateve
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import plotly.graph_objects as go
@@ -31,6 +32,7 @@ DECIMALS = {"": "sniff", ".": "point 1.5", ",": "comma 1,5"}
 UNITS = {"auto": "by magnitude", "s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
 WL_MODES = {"auto": "from the file (its workload column, else one workload)", "fixed": "one workload for the whole file",
             "map": "map a column's values to workloads", "rules": "rules on prompt text, model or endpoint"}
+MAX_VALUE_PICKERS = 20  # values of a workload column given their own picker (the most common first)
 UPLOAD_TYPES = ["csv", "tsv", "txt", "jsonl", "ndjson", "json", "parquet", "pq", "xlsx"]
 
 
@@ -149,6 +151,7 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
             elif choice != AUTO:
                 mapping.append((role, choice))
         st.markdown("**Workloads**")
+        _offer_candidate(up.file_id, info)
         mode = st.radio("Workload of each request", list(WL_MODES), key="traffic_wl_mode", format_func=WL_MODES.get,
                         horizontal=True)
         wl_names = list(cat.workloads)
@@ -168,10 +171,12 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
                 vals = _column_values(up, data, col, base)
                 if vals:
                     st.caption("Most common values: " + ", ".join(f"{quoted(v)} ({n:,})" for v, n in vals[:15]))
-                text = st.text_area("Value => workload, one per line (values that are workload names map to "
-                                    "themselves)", key="traffic_wl_map", placeholder="GPT-4 => reasoning\nChatGPT => chat")
+                chosen = _value_workloads(col, vals, wl_names, default)
+                text = st.text_area("More values => workload, one per line (they override the choices above; values "
+                                    "that are workload names map to themselves)", key="traffic_wl_map",
+                                    placeholder="GPT-4 => reasoning\nChatGPT => chat")
                 pairs, bad = _parse_lines(text, 2)
-                rule = tr.WorkloadRule(mode="map", column=col, mapping=tuple(pairs), workload=default)
+                rule = tr.WorkloadRule(mode="map", column=col, mapping=tuple(chosen + pairs), workload=default)
             else:
                 text = st.text_area("Rules, one per line: column: text => workload (first match wins; the text is "
                                     "matched anywhere in the cell, ignoring case; column may be prompt_text, model, "
@@ -181,8 +186,51 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
                 rule = tr.WorkloadRule(mode="rules", rules=tuple(rules), workload=default)
             if bad:
                 st.warning("Lines not understood (ignored): " + "; ".join(plain(repr(b[:60])) for b in bad[:5]))
+        detect = True
+        if "prompt_text" in info.roles and "language" not in info.roles:
+            detect = st.checkbox("Detect each request's language from its prompt text (the file has no language "
+                                 "column)", value=True, key="traffic_detect_language",
+                                 help="A sample of the prompts is read by a language detector (py3langid); Chinese "
+                                      "text counts as Mandarin. The text is not kept.")
     return tr.ParseOptions(columns=tuple(mapping), workload=rule, timestamp_unit=base.timestamp_unit,
-                           delimiter=base.delimiter, decimal=base.decimal, sheet=base.sheet)
+                           delimiter=base.delimiter, decimal=base.decimal, sheet=base.sheet, detect_language=detect)
+
+
+def _offer_candidate(file_id: str, info: tr.FileInfo) -> None:
+    """A file without a workload column whose columns include one that looks like a workload (a model group, a
+    project, a route: FileInfo.workload_candidates) opens with its values mapped, once per file; the user's later
+    choices stand."""
+    ss = st.session_state
+    if ss.get("_traffic_wl_offered") == file_id:
+        return
+    ss["_traffic_wl_offered"] = file_id
+    if ss.pop("_traffic_wl_preset", False) and ss.get("traffic_wl_mode") == "map":
+        ss["traffic_wl_mode"] = "auto"  # the previous file's preset, not a choice for this one
+    if info.kind == "requests" and "workload" not in info.roles and info.workload_candidates:
+        ss["traffic_wl_mode"] = "map"
+        ss["traffic_wl_column"] = info.workload_candidates[0]
+        ss["_traffic_wl_preset"] = True
+
+
+def _value_workloads(col: str, vals: list[tuple[str, int]], wl_names: list[str], default: str
+                     ) -> list[tuple[str, str]]:
+    """A workload picker for each of the column's most common values, preset to the workload its name suggests
+    (tr.guess_workload: 'code' for code, coder, copilot ...) or to the default; returns (value, workload) pairs."""
+    cat = S.catalog()
+    shown = vals[:MAX_VALUE_PICKERS]
+    if not shown:
+        return []
+    st.caption(f"Workload of each value of {quoted(col)} (preset from the value's name; values not listed get the "
+               "workload of rows nothing matches):")
+    grid = st.columns(3)
+    pairs = []
+    for i, (value, n) in enumerate(shown):
+        guess = tr.guess_workload(value, wl_names) or default
+        key = "traffic_wl_value_" + hashlib.sha256(f"{col}\0{value}".encode()).hexdigest()[:16]
+        wl = grid[i % 3].selectbox(f"{plain(value)} ({n:,} rows)", wl_names, index=wl_names.index(guess), key=key,
+                                   format_func=lambda w: cat.workloads[w].label)
+        pairs.append((value, wl))
+    return pairs
 
 
 def _handle_upload() -> None:
@@ -267,10 +315,14 @@ def _summary(prof: tr.TrafficProfile) -> None:
                 help="Output tokens in the file / its time span x 30.44 days (average month)"
                 if prof.kind == "requests" else "Sum of the mix table's monthly_output_tokens.")
     conc = prof.concurrency(slo_ms, 0)
-    c[3].metric("Concurrent sequences (median minute)", f"{conc:,.1f}" if conc is not None else "n/a",
-                help="Little's law: arrival rate x mean output tokens x TPOT SLO. Caps the batch the planner "
-                     "may assume (a replica cannot batch more sequences than are in flight); a volume typed in "
-                     "the sidebar scales it with the arrivals.")
+    c[3].metric("Concurrent sequences (median minute)",
+                f"{conc:,.1f}" if conc is not None else "unknown" if prof.arrival_note else "n/a",
+                help=plain(prof.arrival_note) if prof.arrival_note else
+                "Little's law: arrival rate x mean output tokens x TPOT SLO. Caps the batch the planner "
+                "may assume (a replica cannot batch more sequences than are in flight); a volume typed in "
+                "the sidebar scales it with the arrivals.")
+    if prof.language_note:
+        st.caption(plain(prof.language_note[:1].upper() + prof.language_note[1:]) + ".")
     if prof.volume_note:
         st.info(f"**Volume.** {plain(prof.volume_note)}")
     if prof.prefix_reuse is not None:

@@ -16,11 +16,18 @@ Two shapes are accepted (column names are matched case-insensitively; spaces and
   request; default: the workload's typical lengths).
 
 Files without a workload column get one from `WorkloadRule`: one workload for the whole file, a column whose
-values map to workloads, or substring rules on prompt text / model / endpoint (`ParseOptions`).
+values map to workloads, or substring rules on prompt text / model / endpoint (`ParseOptions`). A column that looks
+like a model group, project or route (`WORKLOAD_CANDIDATES`: LiteLLM's model_group, the OpenAI usage export's
+project_id, a gateway's route or deployment) is reported as `FileInfo.workload_candidates`; `column_values` gives its
+values and `guess_workload` the workload each value's name suggests (the Traffic page presets its pickers with them).
+Files with prompt text and no language column get their languages from the text (`language`: a detector on an
+evenly spaced sample of at most 2,000 rows; Chinese text makes a segment Mandarin; `ParseOptions.detect_language`).
 
 Volume: the observed output-token rate (tokens / first-to-last span) x seconds in an average month, from any
 span longer than zero, with a 95 % interval and a sentence saying what it rests on (`volume_note`). The daily
-shape comes from the trace when it spans a day or more (`hourly_arrivals`), else from a shape the user picks.
+shape comes from the trace when it spans a day or more (`hourly_arrivals`), else from a shape the user picks. A file
+whose timestamps sit on buckets coarser than a minute (counts per 5 minutes, hour or day) has no arrival rate per
+minute: its concurrency is unknown and `TrafficProfile.arrival_note` says why.
 
 Bounded ingestion: every reader is bounded by what it decodes, not by what a header claims (Parquet: rows and
 columns from the footer, decompressed bytes from every page header; CSV: each line's bytes and separators counted
@@ -31,9 +38,10 @@ at most `MAX_FIELD_CHARS` characters. Every error names row, column and value
 number in it is finite and sane.
 
 The rooms: `sources` (one reader per format and per result file; known exports in `sources.exports`), `columns`
-(roles and the column mapping), `options` and `workload` (workload rules), `limits` and `guards` (bounds and bomb
-guards), `validate` and `times` (cells), `per_request`, `mix` and `volume` (building the profile), `profile`
-(the profile itself) and `parse` (the entry points below).
+(roles and the column mapping), `options` and `workload` (workload rules), `language` (languages from prompt
+text), `limits` and `guards` (bounds, bomb guards, files that are not a table), `validate` and `times` (cells),
+`per_request`, `mix` and `volume` (building the profile), `profile` (the profile itself) and `parse` (the entry
+points below).
 """
 
 from profiles.traffic.columns import (
@@ -45,6 +53,7 @@ from profiles.traffic.columns import (
     ROLE_LABELS,
     ROLES,
     SYNONYMS,
+    WORKLOAD_CANDIDATES,
     FileInfo,
     norm,
 )
@@ -86,6 +95,7 @@ from profiles.traffic.sources.delimited import DELIMITERS
 from profiles.traffic.sources.exports import KNOWN_FORMATS, KnownFormat
 from profiles.traffic.sources.guidellm import LABEL as GUIDELLM
 from profiles.traffic.sources.vllm_bench import LABEL as VLLM_BENCH
+from profiles.traffic.workload import WORKLOAD_HINTS, guess_workload
 
 __all__ = [
     "CSV_BLOCK_BYTES", "DAYS_PER_MONTH", "DEFAULT_OPTIONS", "DELIMITERS", "GUIDELLM", "KNOWN_FORMATS",
@@ -94,7 +104,7 @@ __all__ = [
     "MAX_TIMESTAMP", "MAX_TOKENS_PER_REQUEST", "MAX_UPLOAD_BYTES", "MAX_VALUE_CHARS", "MAX_WEIGHT",
     "MAX_XLSX_XML_BYTES", "MIN_TIMESTAMP", "MIX_OPTIONAL", "MIX_REQUIRED", "MIX_VOLUME", "REQUEST_OPTIONAL",
     "REQUEST_REQUIRED", "ROLES", "ROLE_LABELS", "SECONDS_PER_MONTH", "SHAPES", "SHAPE_LABELS", "SYNONYMS",
-    "VLLM_BENCH", "FileInfo", "HourlyArrivals", "KnownFormat", "ParseOptions", "Problem", "Segment",
-    "TrafficError", "TrafficProfile", "WorkloadRule", "column_values", "detect_format", "inspect_upload", "norm",
-    "parse_traffic", "single_segment_profile",
+    "VLLM_BENCH", "WORKLOAD_CANDIDATES", "WORKLOAD_HINTS", "FileInfo", "HourlyArrivals", "KnownFormat",
+    "ParseOptions", "Problem", "Segment", "TrafficError", "TrafficProfile", "WorkloadRule", "column_values",
+    "detect_format", "guess_workload", "inspect_upload", "norm", "parse_traffic", "single_segment_profile",
 ]

@@ -38,6 +38,13 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "model": ("model", "model_name", "snapshot_id", "model_id", "model_group"),
     "endpoint": ("endpoint", "call_type", "api_base", "route", "operation", "log_type", "request_type", "path"),
 }
+# Columns whose values name a model group, a project, an application or a route (normalised names, most telling
+# first): offered as the workload of a file without a workload column (FileInfo.workload_candidates). LiteLLM's
+# spend logs carry model_group (the proxy's model alias) and model; OpenAI's usage export, grouped by project or
+# model, carries project_id and model; gateways name a route or a deployment.
+WORKLOAD_CANDIDATES = ("model_group", "project_id", "project_name", "project", "application", "app_name", "app",
+                       "route", "route_name", "deployment", "deployment_name", "deployment_id", "service", "feature",
+                       "model", "model_name", "model_id", "endpoint")
 ROLE_LABELS = {
     "timestamp": "timestamp (request start)", "prompt_tokens": "prompt tokens", "output_tokens": "output tokens",
     "workload": "workload", "language": "language", "weight": "weight (requests per row)",
@@ -65,6 +72,9 @@ class FileInfo:
     delimiter: str | None = None
     decimal: str | None = None
     notes: tuple[str, ...] = ()
+    # file columns that look like a workload (a model group, project or route; WORKLOAD_CANDIDATES), most telling
+    # first; empty when the file has a workload column
+    workload_candidates: tuple[str, ...] = ()
 
     @property
     def roles(self) -> dict[str, str]:
@@ -132,6 +142,9 @@ def map_columns(src: Source, options: ParseOptions) -> FileInfo:
     else:
         label = "" if missing else "Columns matched by name"
     kind = "requests" if not missing else "unknown"
+    used = {roles[r] for r in REQUEST_REQUIRED + ("weight", "end_time", "prompt_text") if r in roles}
+    candidates = () if "workload" in roles else tuple(
+        by_norm[c] for c in WORKLOAD_CANDIDATES if c in by_norm and by_norm[c] not in used)
     return FileInfo(src.fmt, tuple(cols), kind, label, tuple((r, roles[r]) for r in ROLES if r in roles), missing,
-                    totals, src.delimiter, src.decimal, src.notes)
+                    totals, src.delimiter, src.decimal, src.notes, candidates)
 

@@ -132,3 +132,67 @@ def check_json_tokens(data: bytes, max_depth: int, max_number_chars: int) -> Non
             raise fail(f"JSON numbers of at most {max_number_chars} characters (the one at byte {at:,} has more; "
                         "token counts and times are short numbers)", value=bytes(view[at:at + 40]))
         run, run_at = (int(lengths[-1]), int(starts[-1])) if lengths.size and ends[-1] == len(c) else (0, 0)
+
+
+# What the Traffic page accepts, in the words of a refusal.
+ACCEPTED_FILES = "a CSV (or TSV), JSON lines, JSON, Parquet or Excel .xlsx export"
+# The first bytes of files that are uploaded as traffic but are not a table (each format's published signature);
+# Parquet's PAR1 and a zip's PK are what their own readers expect.
+SIGNATURES = (
+    (b"PK\x03\x04", "a zip archive: an .xlsx workbook is read when its name ends in .xlsx; a zipped table must be "
+                     "unzipped and the table inside uploaded", "xlsx"),
+    (b"\x1f\x8b", "gzip-compressed: unzip it and upload the table inside", ""),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed: decompress it and upload the table inside", ""),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive: unpack it and upload the table inside", ""),
+    (b"PAR1", "a Parquet file: upload it with a name ending in .parquet", "parquet"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Excel .xls (or other Office) file: save it as .xlsx or .csv", ""),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image", ""),
+    (b"\xff\xd8\xff", "a JPEG image", ""),
+    (b"GIF8", "a GIF image", ""),
+    (b"%PDF-", "a PDF document", ""),
+    (b"\xff\xfe", "UTF-16 text (it starts with a UTF-16 byte-order mark): save it as UTF-8", ""),
+    (b"\xfe\xff", "UTF-16 text (it starts with a UTF-16 byte-order mark): save it as UTF-8", ""),
+)
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 13))
+_EXPECTED = {"parquet": "a Parquet file", "xlsx": "an Excel .xlsx workbook"}
+
+
+def refuse_not_a_table(data: bytes, fmt: str) -> None:
+    """Refuse a file that is not a table of the format its name says, before any reader looks at it, in words that
+    say what it looks like and what is accepted: a known signature (a PNG, a PDF, a gzip ...), and for the text
+    formats (CSV, JSON lines, JSON) UTF-16 without a byte-order mark (every other byte NUL), more than 1 in 20
+    of the first 4 KiB being control characters, or more than 1 in 20 bytes of the first line not decoding as
+    UTF-8 (random bytes: ~1/8 control characters and most high bytes invalid; a Latin-1 export has a few
+    accented letters and is refused later, naming the line, by check_utf8)."""
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    expected = _EXPECTED.get(fmt, "a text table")
+    accepted = f"; upload {ACCEPTED_FILES}"
+    for magic, what, own in SIGNATURES:
+        if data.startswith(magic, start) and own != fmt:
+            # a signature that says what to do (unzip it, save it as UTF-8) needs no list of formats after it
+            raise fail(f"{expected} (this file is {what}{accepted if ':' not in what else ''})")
+    head = data[start:start + 4096]
+    if fmt in _EXPECTED:
+        own = next(magic for magic, _what, f in SIGNATURES if f == fmt)
+        if not data.startswith(own):
+            text = head.isascii() and head.translate(None, _CONTROL_BYTES) == head
+            looks = ("text: a table in text is read when its name ends in .csv, .tsv, .jsonl or .json" if text
+                     else f"binary data{accepted}")
+            raise fail(f"{expected} (this file does not start as one does: it looks like {looks})")
+        return
+    even, odd = head[0::2], head[1::2]
+    if len(head) >= 8 and (even.count(0) > len(even) // 2 and odd.count(0) < len(odd) // 8
+                           or odd.count(0) > len(odd) // 2 and even.count(0) < len(even) // 8):
+        raise fail("a text table (this file looks like UTF-16 without a byte-order mark: save it as UTF-8)")
+    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
+    if controls > len(head) // 20:  # text has tabs and line breaks; random bytes are 1/8 control characters
+        raise fail(f"a text table (this file looks binary: {controls:,} of its first {len(head):,} bytes are "
+                    f"control characters{accepted})")
+    # the first line: a header in UTF-8 with a bad cell further down is refused by check_utf8, naming the line
+    first = head[:head.find(b"\n")] if b"\n" in head else head
+    if not first.isascii():
+        text = first[:-4].decode("utf-8", errors="replace") if len(first) > 8 else first.decode("utf-8", "replace")
+        invalid = text.count("\ufffd")
+        if invalid > max(len(first) // 20, 1):
+            raise fail(f"a text table (this file looks binary: {invalid:,} of the {len(first):,} bytes of its first "
+                        f"line are not text in UTF-8{accepted})")

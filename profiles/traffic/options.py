@@ -63,6 +63,7 @@ class ParseOptions:
     decimal: str = ""  # CSV: "" sniffs; "." or ","
     totals: bool | None = None  # token columns are totals over `weight` requests per row; None = by format
     sheet: str = ""  # xlsx: sheet name; "" = the first sheet
+    detect_language: bool = True  # prompt text and no language column: languages from the text (traffic.language)
 
 
 DEFAULT_OPTIONS = ParseOptions()

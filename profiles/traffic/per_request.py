@@ -7,6 +7,7 @@ import numpy as np
 
 from profiles.traffic.columns import FileInfo
 from profiles.traffic.errors import fail
+from profiles.traffic.language import LanguageSample
 from profiles.traffic.limits import MAX_BUCKET_REQUESTS, MAX_PROBLEMS, MAX_ROWS, MAX_TOKENS_PER_REQUEST, MAX_WEIGHT
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.profile import TrafficProfile
@@ -33,6 +34,9 @@ def requests_profile(name: str, src: Source, info: FileInfo, catalog, options: P
     if totals and "end_time" in roles:
         use.append(roles["end_time"])
     use += rule_cols
+    detect = options.detect_language and "prompt_text" in roles and "language" not in roles
+    if detect:
+        use.append(roles["prompt_text"])
     use = list(dict.fromkeys(use))
     probs = _Problems(src)
     L = len(valid_lang)
@@ -41,6 +45,7 @@ def requests_profile(name: str, src: Source, info: FileInfo, catalog, options: P
     estate = _TimeState(options.timestamp_unit)
     wstate = _WorkloadState()
     english = valid_lang.index("english") if "english" in valid_lang else 0
+    langs = LanguageSample(valid_lang) if detect else None
     tok_high = MAX_TOKENS_PER_REQUEST * (MAX_BUCKET_REQUESTS if totals else 1)
     what = "tokens (total over the row's requests)" if totals else "tokens"
     row0 = 0
@@ -99,9 +104,13 @@ def requests_profile(name: str, src: Source, info: FileInfo, catalog, options: P
             keep = w > 0
             var = wo ** 2  # a row of weight w: w requests of o tokens, sampled together: Var = (w o)^2
         acc.add(wl_codes * L + lang_codes, secs, w, wp, wo, keep, var)
+        if langs is not None:
+            langs.add(tbl.column(roles["prompt_text"]), wl_codes, w, wp, wo)
     probs.raise_if_any()
     if acc.rows == 0:
         raise fail("at least one data row below the header")
+    if langs is not None:
+        acc.seg = langs.split(acc.seg, english)
     return _finish_requests(name, src, info, acc, valid_wl, valid_lang, totals, tstate, wstate, use, roles,
-                            rule_cols)
+                            rule_cols, language_note=langs.note() if langs is not None else "")
 

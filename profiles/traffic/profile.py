@@ -96,6 +96,9 @@ class TrafficProfile:
     time_note: str = ""  # how timestamps were read (unit, time zone, relative)
     workload_note: str = ""  # where each row's workload came from (column, chosen, guessed, mapped, rules)
     prefix_reuse: PrefixReuse | None = None  # prompt tokens a prefix cache could serve (a trace with block hashes)
+    # Why arrival_rate_per_s is None for a trace with a span: its timestamps are buckets coarser than a minute.
+    arrival_note: str = ""
+    language_note: str = ""  # how languages were detected from prompt text (no language column), else ""
 
     def _shares(self, attr: str) -> dict[str, float]:
         """Output-token share per value of a segment attribute (workload or language)."""

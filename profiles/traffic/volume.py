@@ -79,7 +79,7 @@ class _Acc:
 
 
 def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, tstate, wstate, use, roles,
-                     rule_cols) -> TrafficProfile:
+                     rule_cols, *, language_note: str = "") -> TrafficProfile:
     L = len(valid_lang)
     seg_w, seg_wp, seg_wo = acc.seg
     total_out = float(seg_wo.sum())
@@ -100,7 +100,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
     ts = keep_secs if keep_secs.size else secs
     t0, t1 = float(ts.min()), float(ts.max())
     del keep_secs, ts
-    # time span: first to last request (aggregated exports: plus one bucket)
+    # time span: first to last request (aggregated exports and rows counted per bucket: plus one bucket)
     bucket_s = 0.0
     if totals:
         if acc.end_widths and sum(len(x) for x in acc.end_widths):
@@ -109,6 +109,10 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
             uniq = np.unique(secs)
             bucket_s = float(np.diff(uniq).min()) if uniq.size > 1 else 0.0
         bucket_s = max(bucket_s, 0.0)
+    else:
+        bucket_s = coarse_bucket_s(secs, weighted="weight" in roles)
+        bucket_s = bucket_s if bucket_s > 60 else 0.0  # minute buckets: their minutes are measured as requests
+    coarse_s = bucket_s if bucket_s > 60 else 0.0
     span_s = t1 - t0 + bucket_s
     warnings: list[str] = list(src.notes)
     wl_note = wstate.note()
@@ -118,6 +122,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
     minute_rates = None
     hour_rate = hour_p = hour_o = None
     rate = None
+    arrival_note = ""
     monthly = ci = None
     if span_s > 0:
         w = np.concatenate(acc.w)
@@ -142,16 +147,25 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         ci = (max(0.0, monthly * (1 - Z95 * rel)), monthly * (1 + Z95 * rel))
         # arrival rate per minute (Little's law): whole minutes; a trace under a minute is one bin
         bin_r = 60.0 if span_s >= 60 else span_s
-        if totals and bucket_s > bin_r:
+        if bucket_s > bin_r:
             bin_r = bucket_s  # an aggregated export's requests sit at the start of their bucket
         nb = max(int(span_s // bin_r), 1)
         b = np.minimum(((secs - t0) // bin_r).astype(np.int64), nb - 1)
         per_bin = np.bincount(b, weights=w, minlength=nb)[:nb] / bin_r
         del b, w
-        rate = (float(np.quantile(per_bin, 0.5)), float(np.quantile(per_bin, 0.9)), float(per_bin.max()))
+        if coarse_s > 60:
+            # requests counted per hour (or day ...) show no minute: a median or peak minute would be the bucket's
+            # average, and the concurrency Little's law gives from it an understatement of unknown size
+            arrival_note = (f"Concurrency unknown: the file counts requests per {bucket_words(coarse_s)} (every "
+                            "timestamp on a bucket boundary), so arrivals within a minute cannot be seen; the batch "
+                            "is not capped at the traffic's concurrency.")
+            warnings.append(arrival_note)
+        else:
+            rate = (float(np.quantile(per_bin, 0.5)), float(np.quantile(per_bin, 0.9)), float(per_bin.max()))
         if span_s < DAY_S - DAY_TOLERANCE_S:
-            minute_rates = (tuple(float(x) for x in per_bin) if bin_r == 60.0
-                            else (float(per_bin[0]),) if nb == 1 and not totals else None)
+            if coarse_s <= 60:  # a bucketed file has no minutes to draw
+                minute_rates = (tuple(float(x) for x in per_bin) if bin_r == 60.0
+                                else (float(per_bin[0]),) if nb == 1 and not totals else None)
         elif bucket_s <= 3600:
             # per hour of day, measured: requests / seconds of that hour the trace covers
             req_h, p_h, o_h = acc.hour
@@ -188,8 +202,8 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         warnings.append(volume_note)
     had_text = "prompt_text" in roles
     if had_text:
-        warnings.append("Prompt text was used only for workload rules (if any) and not kept: the planner keeps token "
-                        "counts only.")
+        warnings.append(f"Prompt text was used only for {'language detection and ' if language_note else ''}"
+                        "workload rules (if any) and not kept: the planner keeps token counts only.")
     used = set(use)
     extra = [c for c in info.columns if c not in used and c != roles.get("prompt_text")]
     if extra:
@@ -202,11 +216,47 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         warnings=tuple(warnings), source_format=info.format_label, column_map=info.mapping,
         span_s=span_s if span_s > 0 else None, monthly_output_tokens_ci95=ci, volume_note=volume_note,
         hour_requests_per_s=hour_rate, hour_mean_prompt_tokens=hour_p, hour_mean_output_tokens=hour_o,
-        minute_requests_per_s=minute_rates, time_note=tstate.note, workload_note=wl_note,
+        minute_requests_per_s=minute_rates, time_note=tstate.note, workload_note=wl_note, arrival_note=arrival_note,
+        language_note=language_note,
         prefix_reuse=src.prefix_reuse,
     )
     _check_sane(prof)
     return prof
+
+
+# Bucket widths of aggregated exports (minute, 5/10/15/30 minutes, hour, day), widest first.
+BUCKET_WIDTHS_S = (86400.0, 3600.0, 1800.0, 900.0, 600.0, 300.0, 60.0)
+MIN_BUCKETS = 3
+
+
+def coarse_bucket_s(secs: np.ndarray, *, weighted: bool) -> float:
+    """The width of the time buckets a per-row file counts requests in, or 0 when its timestamps are per request:
+    every timestamp a whole number of one of BUCKET_WIDTHS_S after the first (from the first, not from midnight
+    UTC: a day bucket in another time zone starts at another hour) and the rows are counts (a weight column) or
+    share their timestamps (at least two rows per distinct timestamp on average). A per-request log truncated to
+    the minute is a minute bucket: its minutes are still measured. Fewer than MIN_BUCKETS distinct timestamps
+    say nothing either way (two sampled requests an hour apart)."""
+    if secs.size < 2:
+        return 0.0
+    t = secs - secs.min()
+    if not np.all(np.mod(t, BUCKET_WIDTHS_S[-1]) == 0):  # one vectorised pass rejects a per-request trace
+        return 0.0
+    t = np.unique(t)
+    if t.size < MIN_BUCKETS or not (weighted or secs.size >= 2 * t.size):
+        return 0.0
+    for width in BUCKET_WIDTHS_S:
+        if np.all(np.mod(t, width) == 0):
+            return width
+    return 0.0
+
+
+def bucket_words(width_s: float) -> str:
+    """A bucket width in words: "hour", "5 minutes", "day", "2 hours", "90 seconds"."""
+    for unit_s, unit in ((86400.0, "day"), (3600.0, "hour"), (60.0, "minute")):
+        if width_s >= unit_s and width_s % unit_s == 0:
+            k = int(width_s // unit_s)
+            return unit if k == 1 else f"{k} {unit}s"
+    return f"{width_s:,.0f} seconds"
 
 
 def _hour_exposure(t0: float, t1: float) -> np.ndarray:

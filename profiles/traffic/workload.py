@@ -3,7 +3,7 @@ mapped to workloads, or substring rules on prompt text / model / endpoint; `opti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -14,16 +14,27 @@ from profiles.traffic.errors import _short, clip, fail, listing
 from profiles.traffic.options import WorkloadRule, check_workload_rule
 from profiles.traffic.validate import _codes, _per_value, _Problems, as_text
 
+MAX_NOTED_GUESSES = 6  # values named in the note
+MAX_DISTINCT_GUESSES = 1_000  # values remembered for the note (a column of ids must not grow it without bound)
 
-def _guess_workload(name: str, valid: list[str]) -> str | None:
+# Words in a file name or in a value of a workload-like column (a model group, a project, a route) and the
+# workload they suggest, first match wins: "code" also matches coder and codestral; Chinese names as teams write them.
+WORKLOAD_HINTS = (("code", "code"), ("copilot", "code"), ("codex", "code"), ("代码", "code"), ("编程", "code"),
+                  ("conv", "chat"), ("chat", "chat"), ("客服", "chat"), ("对话", "chat"), ("rag", "rag_summarization"),
+                  ("summar", "rag_summarization"), ("retriev", "rag_summarization"), ("摘要", "rag_summarization"),
+                  ("总结", "rag_summarization"), ("agent", "agent"), ("tool", "agent"), ("智能体", "agent"),
+                  ("reason", "reasoning"), ("think", "reasoning"), ("推理", "reasoning"), ("translat", "translation"),
+                  ("翻译", "translation"))
+
+
+def guess_workload(name: str, valid: list[str]) -> str | None:
+    """The workload a file name or a column value suggests (WORKLOAD_HINTS, case-insensitive), None when none."""
     low = name.lower()
-    hints = (("code", "code"), ("conv", "chat"), ("chat", "chat"), ("rag", "rag_summarization"),
-             ("summar", "rag_summarization"), ("agent", "agent"), ("tool", "agent"), ("reason", "reasoning"),
-             ("translat", "translation"))
-    for key, wl in hints:
+    for key, wl in WORKLOAD_HINTS:
         if key in low and wl in valid:
             return wl
     return None
+
 
 
 @dataclass
@@ -34,9 +45,19 @@ class _WorkloadState:
     unmatched: int = 0
     default: str = ""
     unmatched_text: str = ""
+    candidate: str = ""  # auto mode: the workload-like column whose values' names were read
+    guessed: dict[str, str] = field(default_factory=dict)  # its values that suggested a workload -> that workload
 
     def note(self) -> str:
-        if not self.unmatched:
+        if self.guessed:
+            shown = ", ".join(f"{clip(v, 40)} -> {w}" for v, w in list(self.guessed.items())[:MAX_NOTED_GUESSES])
+            more = f" and {len(self.guessed) - MAX_NOTED_GUESSES} more" if len(self.guessed) > MAX_NOTED_GUESSES else ""
+            base = (f"workloads guessed from the names of the values of '{clip(self.candidate, 60)}', counted as: "
+                    f"{shown}{more}; change them on the Traffic page")
+            if not self.unmatched:
+                return base
+            return f"{base}; {self.unmatched:,} rows with other values counted as '{self.default}'"
+        if not self.unmatched or self.candidate:
             return self.base
         return f"{self.base}; {self.unmatched:,} rows {self.unmatched_text} counted as '{self.default}'"
 
@@ -60,13 +81,34 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
             col = roles["workload"]
             state.base = f"workloads from the column '{col}'"
             return _codes(tbl.column(col), col, valid, probs, "workload")
-        guess = rule.workload or _guess_workload(name, valid)
+        guess = rule.workload or guess_workload(name, valid)
         wl = guess or "chat"
         how = ("chosen" if rule.workload else f"guessed from the file name '{clip(name, 60)}'" if guess
                else "the default: the file has no workload column")
-        state.base = (f"every request counted as '{wl}' ({how}); pick the workload or map a column on the "
-                      "Traffic page")
-        return np.full(n, check(wl, "the whole file"))
+        cands = info.workload_candidates
+        offer = (f"; the column '{clip(cands[0], 60)}' looks like a workload: map its values on the Traffic page"
+                 if cands else "; pick the workload or map a column on the Traffic page")
+        state.base = f"every request counted as '{wl}' ({how}){offer}"
+        fallback = check(wl, "the whole file")
+        if not cands or rule.workload:
+            return np.full(n, fallback)
+        # a workload-like column (model_group, project_id, route ...): a value whose name suggests a workload
+        # ('code-assistant', 'qwen-coder') counts as it; the other rows as the file's one workload
+        col = state.candidate = cands[0]
+
+        def guess_codes(a: pa.Array) -> np.ndarray:
+            out = []
+            for v in as_text(a).to_pylist():
+                g = guess_workload(v, valid) if v else None
+                if g is not None and v not in state.guessed and len(state.guessed) < MAX_DISTINCT_GUESSES:
+                    state.guessed[v] = g
+                out.append(valid.index(g) if g is not None else -1)
+            return np.array(out, dtype=np.int64)
+
+        codes = _per_value(tbl.column(col), guess_codes, -1, encode=True).astype(np.int64)
+        state.default = valid[fallback]
+        state.unmatched += int((codes < 0).sum())
+        return np.where(codes < 0, fallback, codes)
     if rule.mode == "fixed":
         state.base = f"every request counted as '{default_name}' (chosen)"
         return np.full(n, check(default_name, "the whole file"))
@@ -142,6 +184,9 @@ def _resolve_rule_column(col: str, info: FileInfo) -> str:
 
 
 def _rule_columns(rule: WorkloadRule, info: FileInfo) -> list[str]:
+    if rule.mode == "auto":  # a workload-like column read for its values' names (no workload column, none chosen)
+        auto = "workload" not in info.roles and not rule.workload and info.workload_candidates
+        return [info.workload_candidates[0]] if auto else []
     if rule.mode == "map":
         return [_resolve_rule_column(rule.column, info)]
     if rule.mode == "rules":

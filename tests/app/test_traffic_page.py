@@ -59,6 +59,7 @@ CASES = {
     "semicolon csv": ("eu.csv", SEMICOLON, "Per-request rows (this app's template)",
                       {"chat": 15 / 25, "code": 10 / 25}, 25 / 3600 * MONTH_S, 2),
 }
+BUCKETED = ("openai legacy", "openai usage api")
 
 
 def upload(at, name: str, data: bytes):
@@ -92,7 +93,11 @@ def test_each_recognised_export_loads_through_the_page(app, case):
     assert prof.workload_shares == pytest.approx(shares)
     assert prof.monthly_output_tokens == pytest.approx(monthly, rel=1e-6)
     assert prof.requests == pytest.approx(requests)
-    assert prof.arrival_rate_per_s is not None and prof.arrival_rate_per_s[2] > 0
+    if case in BUCKETED:  # requests counted per 5 minutes / per hour: no minute to take a concurrency from
+        assert prof.arrival_rate_per_s is None and metric(at, "Concurrent sequences").value == "unknown"
+        assert any(w.value.startswith("Concurrency unknown: the file counts requests per") for w in at.warning)
+    else:
+        assert prof.arrival_rate_per_s is not None and prof.arrival_rate_per_s[2] > 0
     captions = " ".join(c.value for c in at.caption)
     assert f"Format: {label}" in captions
     shown = metric(at, "Output tokens per month").value
@@ -273,3 +278,42 @@ def test_cli_and_plan_page_agree_on_a_traffic_profile(app, tmp_path, name, trace
     assert money(metric(at, "Monthly saving").value) == pytest.approx(saving, abs=1)
     today = js["fleet"]["configs"][0]
     assert metric(at, "Peak GPUs today").value == f"{today['peak_gpus']:,}"
+
+
+def test_a_gateway_export_opens_with_its_model_group_mapped_and_its_languages_detected(app):
+    from tests.profiles.traffic.test_gateway_exports import LITELLM, rows
+
+    at = upload(page(app), "spend_logs.csv", LITELLM)
+    assert not at.error, errors(at)
+    assert at.radio(key="traffic_wl_mode").value == "map"
+    assert at.selectbox(key="traffic_wl_column").value == "model_group"
+    pickers = {s.label: s for s in at.selectbox if s.key and s.key.startswith("traffic_wl_value_")}
+    assert {label.split(" (")[0]: s.value for label, s in pickers.items()} == {"code-assistant": "code",
+                                                                              "support-chat": "chat"}
+    out = {"code": 0, "chat": 0}
+    for r in rows(LITELLM):
+        out["code" if r["model_group"] == "code-assistant" else "chat"] += int(r["completion_tokens"])
+    prof = at.session_state["traffic_profile"]
+    assert prof.workload_shares == pytest.approx({k: v / sum(out.values()) for k, v in out.items()})
+    assert 0 < prof.language_shares["mandarin"] < 1
+    assert any("prompt text" in c.value and "mandarin" in c.value for c in at.caption)
+    # the user's choice stands: support-chat counted as agent
+    next(s for label, s in pickers.items() if label.startswith("support-chat")).set_value("agent").run()
+    assert at.session_state["traffic_profile"].workload_shares == pytest.approx(
+        {"code": out["code"] / sum(out.values()), "agent": out["chat"] / sum(out.values())})
+    assert at.radio(key="traffic_wl_mode").value == "map"
+    at.checkbox(key="traffic_detect_language").set_value(False).run()
+    assert at.session_state["traffic_profile"].language_shares == {"english": 1.0}
+    # the next file has its own workload column: read from it, not through the previous file's preset
+    upload(at, "eu.csv", SEMICOLON)
+    assert at.radio(key="traffic_wl_mode").value == "auto"
+    assert at.session_state["traffic_profile"].workload_shares == pytest.approx({"chat": 15 / 25, "code": 10 / 25})
+
+
+@pytest.mark.parametrize(("data", "looks"), [(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "is a PNG image"),
+                                             (bytes(range(256)) * 16, "looks binary")])
+def test_a_png_or_random_bytes_are_refused_in_product_words(app, data, looks):
+    at = upload(page(app), "trace.csv", data)
+    text = errors(at)
+    assert f"this file {looks}" in text and "upload a CSV (or TSV), JSON lines, JSON, Parquet or Excel" in text, text
+    assert "Error" not in text and at.session_state.get("traffic_profile") is None

@@ -36,7 +36,7 @@ EXPECTED = {
     "JSON array: 40,000 nested lists": "a JSON document nested at most 64 deep",
     "csv: a zip named .csv": "this file is a zip archive",
     "csv: UTF-16 BE without a byte-order mark": "looks like UTF-16 without a byte-order mark: save it as UTF-8",
-    "csv: a PNG image": "a text table (this file is a PNG image)",
+    "csv: a PNG image": "a text table (this file is a PNG image; upload a CSV (or TSV), JSON lines, JSON, Parquet",
     "csv: random bytes": "a text table (this file looks binary",
 }
 # Refused when the columns are read (the Traffic page's first look reads only the first line, the header or the

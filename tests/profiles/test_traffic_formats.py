@@ -418,7 +418,7 @@ def test_profiles_are_finite_everywhere(cat):
     for name, data in (("AzureLLMInferenceTrace_code.csv", AZURE), ("usage.csv", OPENAI_LEGACY),
                        ("t.csv", two_day_trace())):
         prof = parse_traffic(name, data, cat)
-        nums = [prof.requests, prof.output_tokens, prof.monthly_output_tokens, *prof.arrival_rate_per_s,
+        nums = [prof.requests, prof.output_tokens, prof.monthly_output_tokens, *(prof.arrival_rate_per_s or ()),
                 *prof.context_tokens_quantiles]
         nums += [x for s in prof.segments for x in (s.requests, s.output_token_share, s.mean_prompt_tokens,
                                                     s.mean_output_tokens)]

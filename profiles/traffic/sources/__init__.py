@@ -5,7 +5,7 @@ of the selected ones."""
 
 from __future__ import annotations
 
-from profiles.traffic.guards import check_size
+from profiles.traffic.guards import check_size, refuse_not_a_table
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Format, Source
 from profiles.traffic.sources.delimited import _csv_source
@@ -47,4 +47,6 @@ def open_source(name: str, data: bytes, options: ParseOptions, max_bytes: int) -
         data = bytes(data)
     check_size(data, max_bytes)
     data = bytes(data)
-    return READERS[detect_format(name, data)](data, options)
+    fmt = detect_format(name, data)
+    refuse_not_a_table(data, fmt)
+    return READERS[fmt](data, options)

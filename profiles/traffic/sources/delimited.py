@@ -51,8 +51,9 @@ def _header_names(header: bytes, delim: str) -> list[str]:
     quotes are ASCII)."""
     try:
         fields = next(csv.reader([header.decode("latin-1")], delimiter=delim, skipinitialspace=True), None) or [""]
-    except csv.Error as exc:  # a header cell over the csv module's field limit (MAX_FIELD_CHARS)
-        raise fail(f"a header line whose names have at most {MAX_FIELD_CHARS:,} characters ({exc})", line=1) from None
+    except csv.Error:  # a header cell over the csv module's field limit (MAX_FIELD_CHARS)
+        raise fail(f"a header line whose names have at most {MAX_FIELD_CHARS:,} characters (one name is longer: is "
+                   "the first line a header?)", line=1) from None
     if len(fields) > MAX_COLUMNS:
         raise fail(f"at most {MAX_COLUMNS:,} columns (the header line has {len(fields):,})", line=1)
     names = []
@@ -153,47 +154,8 @@ def _csv_rows(buf: bytes, start: int, delim: bytes, quoted: bool, stop: int | No
 
 
 
-# The first bytes of files that are uploaded as .csv but are not text (each format's published signature).
-_SIGNATURES = (
-    (b"PK\x03\x04", "a zip archive: an .xlsx workbook is read when its name ends in .xlsx; a zipped table must be "
-                     "unzipped and the .csv inside uploaded"),
-    (b"\x1f\x8b", "gzip-compressed: unzip it and upload the .csv inside"),
-    (b"\x28\xb5\x2f\xfd", "zstd-compressed: decompress it and upload the .csv inside"),
-    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive: unpack it and upload the .csv inside"),
-    (b"PAR1", "a Parquet file: upload it with a name ending in .parquet"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Excel .xls (or other Office) file: save it as .xlsx or .csv"),
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"GIF8", "a GIF image"),
-    (b"%PDF-", "a PDF document"),
-    (b"\xff\xfe", "UTF-16 text (it starts with a UTF-16 byte-order mark): save it as UTF-8"),
-    (b"\xfe\xff", "UTF-16 text (it starts with a UTF-16 byte-order mark): save it as UTF-8"),
-)
-_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 13))
-
-
-def _refuse_binary(data: bytes, start: int) -> None:
-    """Refuse a file that is not text, in words that say what it looks like, before the header is read: a known
-    signature, UTF-16 without a byte-order mark (every other byte NUL), or more than 1 in 20 of the first 4 KiB
-    being control characters (NUL included)."""
-    for magic, what in _SIGNATURES:
-        if data.startswith(magic, start):
-            raise fail(f"a text table (this file is {what})")
-    head = data[start:start + 4096]
-    even, odd = head[0::2], head[1::2]
-    if len(head) >= 8 and even.count(0) > len(even) // 2 and odd.count(0) < len(odd) // 8:
-        raise fail("a text table (this file looks like UTF-16 without a byte-order mark: save it as UTF-8)")
-    if len(head) >= 8 and odd.count(0) > len(odd) // 2 and even.count(0) < len(even) // 8:
-        raise fail("a text table (this file looks like UTF-16 without a byte-order mark: save it as UTF-8)")
-    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
-    if controls > len(head) // 20:  # text has tabs and line breaks; random bytes are 1/8 control characters
-        raise fail(f"a text table (this file looks binary: {controls:,} of its first {len(head):,} bytes are "
-                    "control characters; upload a CSV, JSON lines, Parquet or .xlsx file)")
-
-
 def _csv_source(data: bytes, options: ParseOptions) -> Source:
-    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
-    _refuse_binary(data, start)
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # binary files were refused (guards.refuse_not_a_table)
     while start < len(data) and data[start:start + 1] in (b"\n", b"\r"):  # leading empty lines
         start += 1
     if not data[start:start + MAX_HEADER_BYTES].strip() and not data[start:].strip():
