@@ -160,7 +160,12 @@ for i, (w, lang) in enumerate((w, lang) for w in {workloads!r} for lang in {lang
     wl = cat.workloads[w]
     segs.append(TrafficSegment(w, lang, float(shares[i]), float(wl.prompt_tokens * rng.uniform(0.5, 1.5)),
                                float(wl.output_tokens * rng.uniform(0.5, 1.5))))
-fields = {{f.name for f in dataclasses.fields(PlanRequest)}}
+# the request's field names: flat dataclass fields before PlanRequest had parts, PART_OF's names after
+try:
+    from planner.request import PART_OF
+    fields = set(PART_OF)
+except ImportError:
+    fields = {{f.name for f in dataclasses.fields(PlanRequest)}}
 base = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, segments=tuple(segs), monthly_output_tokens=2e10)
 reqs = {{"six": PlanRequest(**base, methods={six!r}), "all": PlanRequest(**base)}}
 assert "methods" in fields
