@@ -328,8 +328,6 @@ def _percentiles(values: list[float]) -> tuple[float, ...]:
 
 def _per_request(name: str, head: list[str], body: list[tuple[int, list[str]]]) -> MeasuredAcceptance:
     """A per-request CSV (accepted_tokens,steps[,num_spec_tokens]) -> the pooled tau and the TPOT spread."""
-    if not body:
-        raise _error(name, "a per-request CSV needs at least one request row under its header")
     if len(body) > MAX_REQUESTS:
         raise _error(name, f"{len(body):,} request rows; at most {MAX_REQUESTS:,} are read")
     ia, is_, ik = _column(head, ACCEPTED_NAMES), _column(head, STEPS_NAMES), _column(head, K_NAMES)

@@ -25,7 +25,7 @@ def plans(catalog):
 
 
 def test_a_stricter_tpot_percentile_never_buys_a_smaller_fleet(plans):
-    mean, p90, p99 = plans["mean"], plans["p90"], plans["p99"]
+    mean, p99 = plans["mean"], plans["p99"]
     e3 = {k: next(m for m in p.methods if m.method == "eagle3") for k, p in plans.items()}
     # the p99 request of EAGLE-3 decodes slower than the mean: its TPOT at the SLO's percentile is what meets the SLO
     assert e3["p99"].tpot_at_slo_ms > e3["p99"].tpot_ms
