@@ -77,11 +77,14 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
     mb = np.minimum(max_batch(ctx, cands, grid, drafts)[0, :, 0, :, 0], MAX_BATCH)  # (C, U): the search's bound too
     # the TPOT at the SLO's percentile over the mean, per configuration and distinct lengths (1: a mean SLO)
     q = slo_quantile(req.tpot_percentile)
-    tail = np.stack([config_tpot_factor(ctx, c, p.k, uniq[:, 1], q) for c, p in zip(cands, cfgs, strict=True)])
+    tail = None if q is None else np.stack([config_tpot_factor(ctx, c, p.k, uniq[:, 1], q)
+                                            for c, p in zip(cands, cfgs, strict=True)])
+    slo_s = req.tpot_slo_ms / 1e3 if tail is None else req.tpot_slo_ms / 1e3 / tail  # on the mean TPOT seen
     # Batches beyond Little's bound lambda * O * SLO never decide the fleet (planner.fleet.replicas_for): a light
-    # load needs the TPOT curve only up to its few sequences in flight (a percentile SLO above the mean needs fewer).
-    in_flight = (max(h.requests_per_s * h.output_tokens for h in hours) * req.tpot_slo_ms / 1e3
-                 / min(1.0, float(tail.min())))
+    # load needs the TPOT curve only up to its few sequences in flight (at the SLO itself, as planner.fleet checks it,
+    # or above it where a percentile below the mean, a p50, loosens it).
+    in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * max(req.tpot_slo_ms / 1e3,
+                                                                            float(np.max(slo_s)))
     bmax = int(min(MAX_BATCH, max(1.0, float(mb.max())), math.ceil(in_flight) + 1))
     eng = engine_args(ctx, cands, smp, grid, drafts)
     res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), with_memory=False, **eng)  # mb: above
@@ -96,8 +99,7 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
     if decode_only:
         return _decode_only_fleet(ctx, eng, is_base, tpot[0, :, 0], mb, uniq[:, 1], of_hour, cfgs, hours, source, added,
                                   tail)
-    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3 / tail, added,
-                           tin)
+    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], slo_s, added, tin)
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
                              prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
                              slo_ms=req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap,
@@ -108,11 +110,12 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
 
 def _decode_only_fleet(ctx: Context, eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.ndarray, out: np.ndarray,
                        of_hour: np.ndarray, cfgs: Sequence[OperatingPoint], hours: Sequence, source: str,
-                       added: Sequence, tail: np.ndarray) -> Fleet:
+                       added: Sequence, tail: np.ndarray | None) -> Fleet:
     """plan_fleet's fleet of decode-only replicas: no prefill share, no TTFT (nan); tail: (C, U) the TPOT at the SLO's
-    percentile over the mean."""
+    percentile over the mean (None: a mean SLO)."""
     none = np.zeros(len(out))
-    cap = _capacity_beyond(eng, is_base, tpot, mb, none, out, ctx.req.tpot_slo_ms / 1e3 / tail, added)
+    slo_s = ctx.req.tpot_slo_ms / 1e3 if tail is None else ctx.req.tpot_slo_ms / 1e3 / tail
+    cap = _capacity_beyond(eng, is_base, tpot, mb, none, out, slo_s, added)
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot, max_batch=mb,
                              prefill_s=none[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
                              slo_ms=ctx.req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap,

@@ -120,7 +120,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     valid = valid & ~np.isnan(tau_r).any(axis=(0, 3))  # measured positions end before K: not searched
     tau_r = np.nan_to_num(tau_r, nan=1.0)
     # the SLO's percentile: TPOT there = the mean TPOT x this factor (1 for a mean SLO)
-    tail_r = candidate_tpot_factor(ctx, cands, smp, ks, tau_r, slo_quantile(ctx.req.tpot_percentile))
+    tail_r = candidate_tpot_factor(ctx, cands, smp, ks, tau_r, slo_quantile(ctx.req.tpot_percentile))  # (N, C, K, S)
     nver_r = np.broadcast_to(nver_stack, tau_r.shape)
     # Only the valid (candidate, K) pairs are evaluated: they lie along axis 1 (K axis of length 1) and are
     # put back on the (candidate, K) grid at the end.
@@ -146,13 +146,16 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     slo_s = ctx.req.tpot_slo_ms / 1e3
     ttft_slo_s = None if ctx.req.ttft_slo_ms is None else ctx.req.ttft_slo_ms / 1e3
     ttft_q = slo_quantile(ctx.req.ttft_percentile)
-    tail_q = tail_r[:, ci, ki][:, :, None, :, None]  # (N, Q, 1, S, 1)
+    # (N, Q, 1, S, 1); None for a mean SLO (a factor of 1 everywhere: no work)
+    tail_q = None if slo_quantile(ctx.req.tpot_percentile) is None else tail_r[:, ci, ki][:, :, None, :, None]
 
     def latency(res: SpecResult, a=args, base_mask=None, batch=None, tail=tail_q):
         """The TPOT seen at full load at the SLO's percentile (the mean x `tail`), or with a TTFT SLO the larger of
         it and the TTFT at full load (at its percentile) scaled to the TPOT SLO (TTFT x TPOT SLO / TTFT SLO): <= the
         TPOT SLO exactly when both hold, and still near-affine in the batch for the bracket's interpolation."""
-        seen = pick(res, "tpot_seen_s", base_mask) * tail
+        seen = pick(res, "tpot_seen_s", base_mask)
+        if tail is not None:
+            seen = seen * tail
         if ttft_slo_s is None:
             return seen
         mask = r5(is_base, 1) if base_mask is None else base_mask
@@ -170,7 +173,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     rg = ev(grid)
     tg = latency(rg, batch=grid)
     lead = tg.shape[:-1]
-    tail_full = np.broadcast_to(tail_q, lead + (1,))
+    tail_full = None if tail_q is None else np.broadcast_to(tail_q, lead + (1,))
     seen_b, seen_c = [grid], [pick(rg, "usd_per_mtok")]
     tpot1 = tg[..., :1]
     ok_g = tg <= slo_s
@@ -199,7 +202,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
         base_rows = base_full[rows]
         tt = np.full(trial.shape, np.inf)
         tt[rows] = latency(rt, {name: _take_rows(a, rows, lead) for name, a in args.items()}, base_rows, trial[rows],
-                           tail_full[rows])
+                           None if tail_full is None else tail_full[rows])
         ct = np.full(trial.shape, np.inf)  # closed rows: not evaluated, never chosen
         ct[rows] = pick(rt, "usd_per_mtok", base_rows)
         seen_b.append(trial)
@@ -243,7 +246,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     return SearchResult(ks=ks, batch=full(best_b, 1.0), res=res_full, ok=full(meets & fits, False),
                    fits_any=full(mb >= 1, False), tpot_min_s=full(tpot1, np.nan), max_batch=full(mb, 0.0),
                    tau=tau_r[..., None], alpha1=alpha1, valid_k=valid, ttft_s=full(ttft_best, np.nan),
-                   tpot_factor=full(np.broadcast_to(tail_q, best_b.shape), 1.0))
+                   tpot_factor=None if tail_q is None else full(np.broadcast_to(tail_q, best_b.shape), 1.0))
 
 
 def _take_rows(x: Any, rows: tuple[np.ndarray, ...], lead: tuple[int, ...]) -> Any:
