@@ -67,8 +67,9 @@ PLAN_CONVENTIONS = {
     "monthly_saving_usd": "the reference fleet's bill - the best method's fleet's bill, under economics.billing",
     "reference_fleet": "today's fleet (the reference's configuration at its own TP): the headline's GPUs and bill",
     "best_fleet": "the best method's fleet: the headline's GPUs and bill with speculation",
-    "ttft_ms": "mean time to first token (planner.physics.ttft): M/G/1 wait for the prefill lane + the prompt's own "
-               "chunked prefill (target and draft) riding the decode steps; fleets: over the day, weighted by requests",
+    "ttft_ms": "time to first token (planner.physics.ttft), the mean or at latency.ttft_percentile: M/G/1 wait for the "
+               "prefill lane + the prompt's own chunked prefill (target and draft) riding the decode steps; fleets: "
+               "over the day, weighted by requests",
     "latency": "the headline's TPOT and TTFT for today and for the best method, beside the SLOs (ttft_slo_ms null: "
                "no TTFT SLO stated, TTFT reported only) and the statistic each SLO holds (tpot_percentile, "
                "ttft_percentile: mean, p50, p90 or p99 over requests; fleets' TTFT is stated at ttft_percentile)",

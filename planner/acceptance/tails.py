@@ -9,7 +9,7 @@ drafts are accepted, so P(A >= j) = p_j = prod_{i<=j} alpha_i (j = 1..K), and th
 are independent and alike (the i.i.d. step model behind tau itself).
 
 Steps of a request. A request of n output tokens decodes n - 1 of them in verifier steps (its first token comes from
-the prefill; vLLM's benchmarks likewise count TPOT over the output tokens after the first). It needs
+the prefill; vLLM's vllm/benchmarks/serve.py likewise takes TPOT = (latency - TTFT) / (output_len - 1)). It needs
 S = min{s : T_s >= n - 1} steps, T_s = X_1 + ... + X_s, and P(S <= s) = P(T_s >= n - 1): the q-quantile of S is the
 smallest s with P(T_s >= n - 1) >= q. Its TPOT is S x step time / (n - 1); the planner's mean TPOT is step time / tau,
 so the TPOT at quantile q is the mean TPOT times
@@ -30,7 +30,10 @@ changes size while a request decodes is not modelled, with or without speculatio
 
 A measured per-request spread (profiles.measured_acceptance: vLLM's per-request spec-decode metrics) replaces the
 model's: each request's tokens per step gives its TPOT relative to the pooled mean, and f_q is the q-quantile of those
-ratios over requests (planner.types.Acceptance.tpot_spread).
+ratios over requests (planner.types.Acceptance.tpot_spread), applied at every K the search tries for that method (the
+file measured one K: its relative spread is taken to hold at the others). It carries what the i.i.d. step model
+misses: requests whose acceptance differs (a prompt the drafter knows well, one it does not), the usual cause of a
+heavy tail.
 """
 
 from __future__ import annotations

@@ -157,7 +157,8 @@ def tpot_percentile_assumption(ctx: Context) -> list[Assumption]:
     req = ctx.req
     if req.tpot_percentile == "mean":
         return []
-    measured = (f"; for {req.acceptance_method}, the measured per-request spread ({req.acceptance_source or 'entered'})"
+    measured = (f"; for {req.acceptance_method}, the measured per-request spread at every K "
+                f"({req.acceptance_source or 'entered'})"
                 if req.acceptance is not None and req.acceptance.tpot_spread is not None else "")
     return [Assumption("TPOT SLO statistic",
                       f"{req.tpot_percentile} of requests: a request of a segment's mean output length needs a random "
