@@ -95,3 +95,17 @@ def test_a_bad_measured_spread_is_refused(catalog):
                         acceptance_method="eagle3", acceptance_k=3)
     with pytest.raises(P.PlanError, match="acceptance.tpot_spread"):
         P.plan(req, catalog)
+
+
+def test_a_disaggregated_prefill_pool_holds_the_ttft_percentile(catalog):
+    """Disaggregated RAG traffic under a 500 ms TTFT SLO: held at p99 the prefill pool needs at least the GPU-hours
+    it needs for the mean (each prefill replica may be busy less of the time), and no hour's p99 TTFT breaks it."""
+    req = P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", workload="rag_summarization",
+                        monthly_output_tokens=1e11, methods=("eagle3",), ttft_slo_ms=500.0, serving="disaggregated")
+    mean, p99 = P.plan(req, catalog), P.plan(dataclasses.replace(req, ttft_percentile="p99"), catalog)
+
+    def prefill(p):
+        return next(pool for pool in p.reference_fleet.pools if pool.role == "prefill")
+
+    assert prefill(p99).gpu_hours_per_month_autoscaled > prefill(mean).gpu_hours_per_month_autoscaled
+    assert all(h.ttft_ms <= 500.0 for h in p99.reference_fleet.hours if math.isfinite(h.ttft_ms))
