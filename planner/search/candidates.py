@@ -7,6 +7,7 @@ Chain: tau = 1 + sum_i prod_{j<=i} alpha_j (Leviathan et al. 2023), bonus token 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 
@@ -290,8 +291,13 @@ def config_tpot_factor(ctx: Context, cand: Candidate, k: int, output_tokens: np.
     spread = _measured_spread(ctx, cand)
     if spread is not None:
         return np.full(out.shape, tails.spread_factor(spread, q))
-    smp = ctx.mid_samples()
-    ks = np.array([float(max(k, 1))])
-    tau, _, _ = candidate_tau(ctx, cand, smp, ks)
-    mean, var, skew = (float(np.dot(ctx.share, m[0, 0])) for m in _step_moments(ctx, cand, smp, ks, tau))
+
+    def compute() -> tuple[float, float, float]:
+        smp = ctx.mid_samples()
+        ks = np.array([float(max(k, 1))])
+        tau, _, _ = candidate_tau(ctx, cand, smp, ks)
+        return tuple(float(np.dot(ctx.share, m[0, 0])) for m in _step_moments(ctx, cand, smp, ks, tau))
+
+    # the step's moments, once per configuration for the plan (its fleets, bills and levers ask again)
+    mean, var, skew = ctx.cached(("step moments", dataclasses.replace(cand, ks=(max(k, 1),))), compute)
     return tails.tpot_factor(mean, var, skew, out, q)
