@@ -318,6 +318,9 @@ class Plan:
     # the best method" mean everywhere.
     reference_fleet: PlanFleet | None = None
     best_fleet: PlanFleet | None = None
+    # served "best" or "disaggregated" (planner.money.disagg.choose_serving): the fleets weighed for today and the best
+    # method, co-located ("best" only) and disaggregated, feasible or not; the headline's two are among them
+    serving_options: tuple[PlanFleet, ...] = ()
 
     def bill(self, method: str) -> Bill:
         """The month's bill of one configuration's fleet (planner.money.bill.Bill) under the request's billing."""

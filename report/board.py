@@ -65,6 +65,17 @@ class HardwareRow:
 
 
 @dataclass(frozen=True)
+class ServingRow:
+    """One fleet the serving choice weighed (Plan.serving_options): served "best" or "disaggregated"."""
+
+    fleet: str  # 'today (no speculation)' or 'with the best method (EAGLE-3 K=2)'
+    serving: str  # 'co-located' or 'disaggregated: prefill 2 GPUs at TP 1, decode 12 at TP 1'
+    bill: str  # '$44,999/month' or 'misses an SLO'
+    latency: str  # 'TPOT 19.9 ms, TTFT 166.0 ms'
+    picked: bool  # the headline's
+
+
+@dataclass(frozen=True)
 class AssumptionLine:
     what: str
     value: str
@@ -95,6 +106,8 @@ class BoardReport:
     acceptance: str  # the acceptance convention and the tier the plan used
     assumptions: tuple[AssumptionLine, ...]
     appendix_note: str
+    serving_note: str = ""
+    serving: tuple[ServingRow, ...] = ()  # empty: served co-located only
 
 
 def _per_month(x: float | None) -> str:
@@ -208,13 +221,48 @@ def _hardware(p: Plan) -> tuple[tuple[HardwareRow, ...], str]:
     def opt(o) -> str:
         return f"{_per_month(o.usd_per_month)}: {o.short}" if o is not None else "no fleet meets the SLO"
 
-    rows = tuple(HardwareRow(c.label, f"${c.usd_per_gpu_hour:.2f}/GPU-hour ({c.price_source.split(' (')[0]})",
-                             opt(c.no_speculation), opt(c.speculation),
-                             best is not None and c.hardware == best.hardware) for c in hc.choices)
+    def row(c, serving: str, off, on) -> HardwareRow:
+        return HardwareRow(c.label + ("" if not hc.disaggregated else f", {serving.replace('colo', 'co-lo')}"),
+                           f"${c.usd_per_gpu_hour:.2f}/GPU-hour ({c.price_source.split(' (')[0]})", opt(off), opt(on),
+                           best is not None and c.hardware == best.hardware and best.serving == serving)
+
+    # served disaggregated or best: two rows per GPU type, co-located and disaggregated (hardware_choice's four fleets)
+    rows = tuple(r for c in hc.choices for r in (
+        row(c, "colocated", c.no_speculation, c.speculation),
+        *((row(c, "disaggregated", c.disaggregated_no_speculation, c.disaggregated_speculation),)
+          if hc.disaggregated else ())))
     note = (f"The cheapest fleet for the same traffic and SLO on each GPU type ({hc.billing} bills). "
             + (f"Cheapest overall: {best.description}, {_per_month(best.usd_per_month)}. " if best else "")
             + hc.note)
     return rows, note
+
+
+def _serving(p: Plan) -> tuple[tuple[ServingRow, ...], str]:
+    """The fleets the serving choice weighed, co-located and disaggregated, with and without speculation, and which the
+    headline shows (none when served co-located)."""
+    shown = {"today": p.reference_fleet, "best": p.best_fleet}
+
+    def ms(v: float) -> str:
+        return f"{v:.1f} ms" if math.isfinite(v) else "n/a"
+
+    rows = []
+    for f in p.serving_options:
+        head = shown.get(f.role)
+        how = "co-located" if f.serving == "colocated" else "disaggregated: " + ", ".join(
+            f"{q.role} {_gpus(q.peak_gpus)} at TP {q.tp}" for q in f.pools)
+        spec = "" if f.method == NO_SPEC else f" K={f.k}"
+        rows.append(ServingRow(f"{'today' if f.role == 'today' else 'with the best method'} ({f.label}{spec})", how,
+                               _per_month(f.usd_per_month) if f.feasible else "misses an SLO",
+                               f"TPOT {ms(f.tpot_ms)}, TTFT {ms(f.ttft_ms)}",
+                               head is not None and (head.serving, head.method, head.usd_per_month) == (
+                                   f.serving, f.method, f.usd_per_month)))
+    if not rows:
+        return (), ""
+    req = p.request
+    ttft = f", TTFT SLO {req.ttft_slo_ms:g} ms" if req.ttft_slo_ms is not None else ", no TTFT SLO stated"
+    return tuple(rows), (f"Served '{req.serving}': the fleets weighed for today and the best method ({req.billing} "
+                         f"bills; TPOT SLO {req.tpot_slo_ms:g} ms{ttft}); the headline shows the cheaper that meets "
+                         "both SLOs (marked).")
 
 
 def _assumptions(p: Plan, catalog) -> tuple[AssumptionLine, ...]:
@@ -255,6 +303,7 @@ def board_report(p: Plan, catalog, *, generated: str) -> BoardReport:
     hours, today_label, rec_label, top = _hours(p)
     drivers, mid, mid_text = _drivers(p, catalog)
     hw, hw_note = _hardware(p)
+    serving, serving_note = _serving(p)
     knee = knee_sentence(slo_knee(p, catalog)) if p.economics.monthly_saving_usd is not None else ""
     one = p.reference_fleet or p.best_fleet
     cur = catalog.methods[p.request.current_method].label if p.request.current_method != NO_SPEC else \
@@ -283,6 +332,8 @@ def board_report(p: Plan, catalog, *, generated: str) -> BoardReport:
         hardware=hw,
         acceptance=" ".join(x for x in (tier, ACCEPTANCE_CONVENTION) if x),
         assumptions=_assumptions(p, catalog),
+        serving_note=serving_note,
+        serving=serving,
         appendix_note="Every number behind these pages, field by field, is in the CSV and the JSON appendix "
                       "downloaded with this report.",
     )

@@ -113,6 +113,12 @@ def board_html(r: BoardReport) -> str:
                f"<span style='color:{LOW_COLOUR}'>&#9632;</span> low end, "
                f"<span style='color:{HIGH_COLOUR}'>&#9632;</span> high end.</p>"
                + drivers_svg(r))
+    if r.serving:
+        out.append(f"<h2>Co-located or disaggregated</h2><p class='small'>{_e(r.serving_note)}</p><table><tr>"
+                   "<th>fleet</th><th>serving</th><th>bill</th><th>latency</th></tr>")
+        out += [f"<tr{' class=best' if s.picked else ''}><td>{_e(s.fleet)}{' (the headline)' if s.picked else ''}"
+                f"</td><td>{_e(s.serving)}</td><td>{_e(s.bill)}</td><td>{_e(s.latency)}</td></tr>" for s in r.serving]
+        out.append("</table>")
     if r.hardware:
         out.append(f"<h2>Which GPU type</h2><p class='small'>{_e(r.hardware_note)}</p><table><tr><th>GPU</th>"
                    "<th>price</th><th>without speculation</th><th>with speculation</th></tr>")

@@ -37,12 +37,19 @@ def with_comparison(req: PlanRequest) -> PlanRequest:
                                compare_other_formats=bool(ss.get(OTHER_FORMATS, False)))
 
 
+SERIES = (("no speculation", lambda c: c.no_speculation, "#7f7f7f"),
+          ("with speculation (cheapest method)", lambda c: c.speculation, "#2ca02c"))
+# where the request's serving is disaggregated or best (planner.decision.hardware_choice): two more bars per GPU type
+DISAGG_SERIES = (("disaggregated, no speculation", lambda c: c.disaggregated_no_speculation, "#c7c7c7"),
+                 ("disaggregated, with speculation", lambda c: c.disaggregated_speculation, "#98df8a"))
+
+
 def chart(cmp) -> go.Figure:
-    """Monthly bill of the cheapest fleet per GPU type, without and with speculation."""
+    """Monthly bill of the cheapest fleet per GPU type, without and with speculation (co-located and, compared,
+    disaggregated)."""
     fig = go.Figure()
     labels = [c.label for c in cmp.choices]
-    for name, pick, colour in (("no speculation", lambda c: c.no_speculation, "#7f7f7f"),
-                               ("with speculation (cheapest method)", lambda c: c.speculation, "#2ca02c")):
+    for name, pick, colour in SERIES + (DISAGG_SERIES if cmp.disaggregated else ()):
         opts = [pick(c) for c in cmp.choices]
         fig.add_bar(x=labels, y=[o.usd_per_month if o is not None else None for o in opts], name=name,
                     marker_color=colour, customdata=[[o.description if o is not None else "no feasible fleet"]
@@ -71,6 +78,12 @@ def rows(cmp) -> list[dict]:
             "fleet without": _fleet(off, why),
             "with speculation": f"{fmt_usd(on.usd_per_month)}/month" if on else "-",
             "fleet with": _fleet(on, why)})
+        if cmp.disaggregated:
+            d_off, d_on = c.disaggregated_no_speculation, c.disaggregated_speculation
+            out[-1].update({
+                "disaggregated without": f"{fmt_usd(d_off.usd_per_month)}/month" if d_off else "-",
+                "disaggregated with": f"{fmt_usd(d_on.usd_per_month)}/month" if d_on else "-",
+                "disaggregated fleet with": _fleet(d_on, "none meets both SLOs")})
     return out
 
 

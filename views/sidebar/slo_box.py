@@ -12,7 +12,7 @@ from typing import Any
 import streamlit as st
 
 from planner.physics.ttft import MAX_TTFT_SLO_MS
-from planner.request import SERVINGS, SLO_PERCENTILES
+from planner.request import SERVINGS, SLO_PERCENTILES, PlanRequest
 
 TTFT_DEFAULT_MS = 2000.0  # the value the input starts at when the user turns the TTFT SLO on
 
@@ -32,8 +32,8 @@ PARAMS: dict[str, tuple] = {
     "ttft_set": (False, _bool, lambda v: isinstance(v, bool)),
     "ttft_slo": (TTFT_DEFAULT_MS, float, lambda v: math.isfinite(v) and 0.0 < v <= MAX_TTFT_SLO_MS),
     "serving": (SERVINGS[0], str, lambda v: v in SERVINGS),
-    "tpot_pct": ("mean", str, lambda v: v in SLO_PERCENTILES),
-    "ttft_pct": ("mean", str, lambda v: v in SLO_PERCENTILES),
+    "tpot_pct": (PlanRequest.tpot_percentile, str, lambda v: v in SLO_PERCENTILES),
+    "ttft_pct": (PlanRequest.ttft_percentile, str, lambda v: v in SLO_PERCENTILES),
 }
 PERCENTILE_LABELS = {"mean": "mean (default)", "p50": "p50 (median)", "p90": "p90", "p99": "p99"}
 SERVING_LABELS = {"colocated": "co-located", "disaggregated": "disaggregated prefill/decode",
@@ -75,7 +75,8 @@ def request_fields() -> dict[str, Any]:
     serving from the sidebar."""
     ss = st.session_state
     return {"ttft_slo_ms": float(ss["ttft_slo"]) if ss.get("ttft_set") and "ttft_slo" in ss else None,
-            "tpot_percentile": ss.get("tpot_pct", "mean"), "ttft_percentile": ss.get("ttft_pct", "mean"),
+            "tpot_percentile": ss.get("tpot_pct", PlanRequest.tpot_percentile),
+            "ttft_percentile": ss.get("ttft_pct", PlanRequest.ttft_percentile),
             "serving": ss.get("serving", SERVINGS[0])}
 
 

@@ -15,9 +15,10 @@ def test_the_mm1_p90_wait_by_hand():
     """M/M/1, lambda = 6 /s, service 0.1 s (mu = 10 /s): u = 0.6, mean wait W = u / (mu - lambda) = 0.15 s, and
     P(W > t) = u exp(-(mu - lambda) t): the p90 wait solves 0.6 exp(-4 t) = 0.1, t = ln(6) / 4 = 0.4479 s; the median
     is 0 where fewer than half the arrivals wait (0.6 > 0.5: here ln(1.2) / 4 = 0.0456 s)."""
-    t = ttft(requests_per_s=6.0, prefill_s=0.1, new_prompt_tokens=1.0, step_s=0.0, batch=0.0)
+    lane = dict(requests_per_s=6.0, prefill_s=0.1, new_prompt_tokens=1.0, step_s=0.0, batch=0.0, overhead_s=0.0)
+    t = ttft(**lane)
     assert float(t.queue_s) == pytest.approx(0.15)
-    p90 = ttft(requests_per_s=6.0, prefill_s=0.1, new_prompt_tokens=1.0, step_s=0.0, batch=0.0, quantile=0.9)
+    p90 = ttft(**lane, quantile=0.9)
     assert float(p90.queue_s) == pytest.approx(math.log(6.0) / 4.0)
     assert float(p90.ttft_s) == pytest.approx(math.log(6.0) / 4.0 + 0.1)  # + its own prefill
     assert float(wait_quantile(0.15, 0.6, 0.5)) == pytest.approx(math.log(1.2) / 4.0)
