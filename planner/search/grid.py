@@ -119,8 +119,6 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     tau_r, nver_stack, alpha1 = candidate_taus(ctx, cands, smp, ks)  # (N, C, K, S), (N, C, K, S), (N, C, S)
     valid = valid & ~np.isnan(tau_r).any(axis=(0, 3))  # measured positions end before K: not searched
     tau_r = np.nan_to_num(tau_r, nan=1.0)
-    # the SLO's percentile: TPOT there = the mean TPOT x this factor (1 for a mean SLO)
-    tail_r = candidate_tpot_factor(ctx, cands, smp, ks, tau_r, slo_quantile(ctx.req.tpot_percentile))  # (N, C, K, S)
     nver_r = np.broadcast_to(nver_stack, tau_r.shape)
     # Only the valid (candidate, K) pairs are evaluated: they lie along axis 1 (K axis of length 1) and are
     # put back on the (candidate, K) grid at the end.
@@ -146,8 +144,10 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     slo_s = ctx.req.tpot_slo_ms / 1e3
     ttft_slo_s = None if ctx.req.ttft_slo_ms is None else ctx.req.ttft_slo_ms / 1e3
     ttft_q = slo_quantile(ctx.req.ttft_percentile)
-    # (N, Q, 1, S, 1); None for a mean SLO (a factor of 1 everywhere: no work)
-    tail_q = None if slo_quantile(ctx.req.tpot_percentile) is None else tail_r[:, ci, ki][:, :, None, :, None]
+    # the TPOT at the SLO's percentile over the mean TPOT, (N, Q, 1, S, 1); None for a mean SLO (no work)
+    tpot_q = slo_quantile(ctx.req.tpot_percentile)
+    tail_q = (None if tpot_q is None else
+              candidate_tpot_factor(ctx, cands, smp, ks, tau_r, tpot_q)[:, ci, ki][:, :, None, :, None])
 
     def latency(res: SpecResult, a=args, base_mask=None, batch=None, tail=tail_q):
         """The TPOT seen at full load at the SLO's percentile (the mean x `tail`), or with a TTFT SLO the larger of
