@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from planner.request import BILLINGS, DEFAULT_MONTHLY_OUTPUT_TOKENS, PlanRequest
+from planner.request import BILLINGS, DEFAULT_MONTHLY_OUTPUT_TOKENS, SLO_PERCENTILES, PlanRequest
 from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 
 
@@ -40,8 +40,10 @@ def add_acceptance(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--acceptance-file", type=acceptance_file, metavar="FILE",
                    help="your measured acceptance for --method: a vLLM /metrics text, a `vllm bench serve "
-                        "--save-result` JSON, or a CSV of per-position rates (position,rate) or of verifier steps by "
-                        "accepted drafts (accepted,count); K is the file's")
+                        "--save-result` JSON, or a CSV of per-position rates (position,rate), of verifier steps by "
+                        "accepted drafts (accepted,count), or per request (accepted_tokens,steps[,num_spec_tokens]: "
+                        "vLLM's per-request spec-decode metrics, whose spread sets the TPOT percentiles); K is the "
+                        "file's (per request without num_spec_tokens: --k, else the method's default)")
     g.add_argument("--alpha", type=float, help="per-token acceptance alpha (i.i.d. over positions)")
     g.add_argument("--alpha-per-position", type=floats, help="conditional per-token alpha per position")
     g.add_argument("--draft-acceptance-rate", type=float, help="vLLM's accepted / drafted, in [0, 1]")
@@ -117,6 +119,15 @@ def add_plan_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttft-slo-ms", type=float, default=None, metavar="MS",
                    help="mean time to first token a user may wait, ms (default: none stated; TTFT is reported, "
                         "not a constraint): the search and the fleet honour it beside --tpot-slo-ms")
+    stats = ", ".join(SLO_PERCENTILES)
+    p.add_argument("--tpot-percentile", default=PlanRequest.tpot_percentile, metavar="STAT",
+                   help=f"the statistic --tpot-slo-ms holds over requests: {stats} (default: mean, as the SLO has "
+                        "always been read); p90: 90 %% of requests see at most the SLO. The spread comes from the "
+                        "tokens each verifier step emits (none without speculation; batch changes not modelled), or "
+                        "from a per-request --acceptance-file (accepted_tokens,steps)")
+    p.add_argument("--ttft-percentile", default=PlanRequest.ttft_percentile, metavar="STAT",
+                   help=f"the statistic --ttft-slo-ms holds over requests: {stats} (default: mean); from the "
+                        "exponential tail of the wait for the prefill lane (exact for M/M/1)")
     p.add_argument("--serving", default=PlanRequest.serving, metavar="HOW",
                    help="colocated (default: prefill and decode on the same replicas), disaggregated (a prefill pool "
                         "sized for the TTFT SLO and a decode pool for the TPOT SLO, each at its own TP, the KV cache "

@@ -84,14 +84,18 @@ def _print(obj: Any) -> None:
 def _per_position(args) -> tuple[float, ...] | None:
     """The conditional per-token alpha per position given by --alpha-per-position or read from --acceptance-file."""
     f = getattr(args, "acceptance_file", None)
-    return f.per_position if f is not None else args.alpha_per_position
+    return (f.per_position or None) if f is not None else args.alpha_per_position
 
 
 def _acceptance(args) -> Acceptance | None:
+    f = getattr(args, "acceptance_file", None)
+    spread = f.tpot_spread if f is not None else None  # a per-request file's measured TPOT spread
+    if f is not None and not f.k:  # a per-request file without num_spec_tokens: its tau at --k or the method's K
+        return Acceptance("acceptance_length", value=f.acceptance_length, tpot_spread=spread)
     if args.alpha is not None:
         return Acceptance("per_token", value=args.alpha)
     if _per_position(args) is not None:
-        return Acceptance("per_token", per_position=_per_position(args))
+        return Acceptance("per_token", per_position=_per_position(args), tpot_spread=spread)
     if args.draft_acceptance_rate is not None:
         return Acceptance("draft_acceptance_rate", value=args.draft_acceptance_rate)
     if args.acceptance_length is not None:
@@ -258,7 +262,9 @@ def _plan_request(args, cat, *, levers: bool = False, prof=None):
         engine=getattr(args, "engine", PlanRequest.engine), engine_version=getattr(args, "engine_version", None),
         prefix_cache_share=getattr(args, "prefix_cache_share", None),
         prefix_cache_label="entered (--prefix-cache-share)",
-        temperature=args.temperature, ttft_slo_ms=getattr(args, "ttft_slo_ms", None))
+        temperature=args.temperature, ttft_slo_ms=getattr(args, "ttft_slo_ms", None),
+        tpot_percentile=getattr(args, "tpot_percentile", PlanRequest.tpot_percentile),
+        ttft_percentile=getattr(args, "ttft_percentile", PlanRequest.ttft_percentile))
 
 
 def with_spend_and_hardware(req, args):

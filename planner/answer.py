@@ -75,9 +75,11 @@ class OperatingPoint:
     # None: attention as the request runs it; False: plain TP where the request asked for data-parallel attention
     # (today's option without speculation when it is the cheaper one: planner.decision.verdict.choose_reference)
     attention_dp: bool | None = None
-    # mean time to first token at full load at its batch (planner.physics.ttft), output-token share-weighted over
-    # segments
+    # time to first token at full load at its batch (planner.physics.ttft), output-token share-weighted over
+    # segments: the mean, or at the request's ttft_percentile
     ttft_ms: float = math.nan
+    # TPOT at the request's tpot_percentile (planner.acceptance.tails; = tpot_ms for a mean SLO): what the SLO holds
+    tpot_at_slo_ms: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,9 @@ class PlanFleet:
     feasible: bool
     hours: tuple[FleetHour, ...]
     hours_source: str  # where the hourly load comes from (a trace's hours or a daily shape on the volume)
-    ttft_ms: float = math.nan  # mean time to first token over the day, weighted by requests (planner.physics.ttft)
+    # time to first token over the day, weighted by requests (planner.physics.ttft): each hour's mean, or its value at
+    # the request's ttft_percentile
+    ttft_ms: float = math.nan
     # "colocated" (prefill and decode on the same replicas) or "disaggregated" (planner.money.disagg: `pools` holds the
     # prefill pool then the decode pool; `hours` then sum both pools' replicas and GPUs, TPOT is the decode pool's,
     # TTFT the prefill pool's with the KV transfer; `tp` is the decode pool's)

@@ -209,12 +209,14 @@ def _check_curve_length(lam: np.ndarray, out: np.ndarray, max_batch, bmax: int, 
 
 
 def replica_capacity(*, output_tokens: np.ndarray, prefill_s: np.ndarray, tpot_s: np.ndarray, max_batch: np.ndarray,
-                     slo_s: float, capacity: np.ndarray | None = None, ttft_in: TtftInputs | None = None
-                     ) -> np.ndarray:
+                     slo_s: float, capacity: np.ndarray | None = None, ttft_in: TtftInputs | None = None,
+                     tpot_factor: np.ndarray | None = None) -> np.ndarray:
     """Per row (an hour's lengths and TPOT curve): one replica's capacity in requests/s, the arrival rate that keeps
     it full at b_lim (replicas_and_capacity); 0 where no batch meets the SLO. ttft_in: the rows' TTFT inputs
     (planner.physics.ttft.TtftInputs.rows); with a TTFT SLO, b_lim is also the last batch before the TTFT at full load
-    breaks it (TTFT grows with the batch: the arrival rate, the step and the chunks a prompt rides all do)."""
+    breaks it (TTFT grows with the batch: the arrival rate, the step and the chunks a prompt rides all do).
+    tpot_factor: per row, the TPOT at the SLO's percentile over the mean (planner.acceptance.tails; None: 1, a mean
+    SLO): the TPOT seen times it must meet the SLO."""
     out = np.asarray(output_tokens, float)
     pre = np.asarray(prefill_s, float)
     tp = np.asarray(tpot_s, float)
@@ -223,13 +225,14 @@ def replica_capacity(*, output_tokens: np.ndarray, prefill_s: np.ndarray, tpot_s
     mb = np.minimum(np.asarray(max_batch, float), bmax)
     full = replica_load(tpot_s=tp, batch=batches[None, :], prefill_s=pre[:, None], output_tokens=out[:, None])
     # the TPOT seen at full load grows with the batch (decode TPOT does, and so does b t_p / O): 1..b_lim allowed
-    allowed = (full.tpot_seen_s <= slo_s) & (batches[None, :] <= mb[:, None])
+    tail = 1.0 if tpot_factor is None else np.asarray(tpot_factor, float).reshape(h, 1)
+    allowed = (full.tpot_seen_s * tail <= slo_s) & (batches[None, :] <= mb[:, None])
     if ttft_in is not None and ttft_in.slo_ms is not None:
         t = ttft(requests_per_s=full.requests_per_s, prefill_s=np.asarray(ttft_in.prefill_s, float)[:, None],
                  new_prompt_tokens=np.asarray(ttft_in.new_prompt_tokens, float)[:, None],
                  step_s=tp * np.asarray(ttft_in.step_factor, float)[:, None], batch=batches[None, :],
                  tokens_per_seq=np.asarray(ttft_in.tokens_per_seq, float)[:, None],
-                 batched_tokens=ttft_in.batched_tokens)
+                 batched_tokens=ttft_in.batched_tokens, quantile=ttft_in.quantile)
         allowed &= np.logical_and.accumulate(t.ttft_s * 1e3 <= ttft_in.slo_ms, axis=1)
     b_lim = allowed.sum(axis=1)
     cap = np.where(b_lim >= 1, full.requests_per_s[np.arange(h), np.maximum(b_lim, 1) - 1], 0.0)
@@ -240,15 +243,16 @@ def replica_capacity(*, output_tokens: np.ndarray, prefill_s: np.ndarray, tpot_s
 
 def hour_ttft_ms(ttft_in: TtftInputs, *, replicas: np.ndarray, requests_per_s: np.ndarray, batch: np.ndarray,
                  tpot_seen_s: np.ndarray, prefill_share: np.ndarray) -> np.ndarray:
-    """Per row: the mean TTFT (ms) at R replicas' fixed point (batch, TPOT seen, prefill share: _replicas_at_capacity):
-    the decode TPOT there is TPOT seen x (1 - prefill share); nan where the row is infeasible or idle."""
+    """Per row: the TTFT (ms; the mean, or at ttft_in.quantile) at R replicas' fixed point (batch, TPOT seen, prefill
+    share: _replicas_at_capacity): the decode TPOT there is TPOT seen x (1 - prefill share); nan where the row is
+    infeasible or idle."""
     r = np.asarray(replicas, float)
     lam_r = np.asarray(requests_per_s, float) / np.maximum(r, 1.0)
     seen = np.asarray(tpot_seen_s, float)
     decode = np.nan_to_num(seen, nan=0.0) * (1.0 - np.nan_to_num(np.asarray(prefill_share, float), nan=0.0))
     t = ttft(requests_per_s=lam_r, prefill_s=ttft_in.prefill_s, new_prompt_tokens=ttft_in.new_prompt_tokens,
              step_s=decode * ttft_in.step_factor, batch=np.maximum(np.asarray(batch, float), 1.0),
-             tokens_per_seq=ttft_in.tokens_per_seq, batched_tokens=ttft_in.batched_tokens)
+             tokens_per_seq=ttft_in.tokens_per_seq, batched_tokens=ttft_in.batched_tokens, quantile=ttft_in.quantile)
     return np.where((r > 0) & (lam_r > 0) & np.isfinite(seen), t.ttft_s * 1e3, np.nan)
 
 
@@ -293,14 +297,15 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
                       prefill_s: np.ndarray, hours: Sequence[HourLoad], tp: int, usd_per_gpu_hour: float,
                       slo_ms: float, shape_source: str, slot_hours: float = 1.0,
                       capacity_requests_per_s: np.ndarray | None = None, curve_of_hour: np.ndarray | None = None,
-                      ttft_inputs: TtftInputs | None = None) -> Fleet:
+                      ttft_inputs: TtftInputs | None = None, tpot_factor: np.ndarray | None = None) -> Fleet:
     """configs: (method, label, K) per configuration; tpot_s: (C, H, B) decode TPOT per replica at batch 1..B;
     max_batch: (C, H); prefill_s: (H,) prefill GPU-seconds per request on one replica. slot_hours: length of one
     slot (1 for hours of a day; a short trace's slots are shorter and are scaled to a day). curve_of_hour: (H,)
     when tpot_s, max_batch and capacity_requests_per_s are given per distinct curve (C, U, ...) instead of per
     hour, the curve each hour uses. ttft_inputs: per configuration and hour (planner.physics.ttft.TtftInputs): each
     hour's TTFT is stated, and with its SLO a replica's capacity is also bounded by it (more replicas until both
-    hold)."""
+    hold). tpot_factor: (C, H), or (C, U) per curve with curve_of_hour: the TPOT at the SLO's percentile over the mean
+    (planner.acceptance.tails); None: a mean SLO."""
     lam = np.array([h.requests_per_s for h in hours])
     out = np.array([h.output_tokens for h in hours])
     n_c, n_h = len(configs), len(hours)
@@ -322,7 +327,9 @@ def fleet_for_configs(*, configs: Sequence[tuple[str, str, int]], tpot_s: np.nda
     cap = replica_capacity(output_tokens=np.tile(out[k_first], n_c), prefill_s=np.tile(pre[k_first], n_c),
                            tpot_s=tpot[:, kc].reshape(n_c * n_k, -1), max_batch=mb[:, kc].reshape(n_c * n_k),
                            slo_s=slo_s, capacity=None if given is None else given[:, kc].reshape(-1),
-                           ttft_in=None if ttft_inputs is None else ttft_inputs.rows(rows_c, np.tile(k_first, n_c)))
+                           ttft_in=None if ttft_inputs is None else ttft_inputs.rows(rows_c, np.tile(k_first, n_c)),
+                           tpot_factor=None if tpot_factor is None else np.asarray(tpot_factor, float).reshape(
+                               n_c, tpot.shape[1])[:, kc].reshape(-1))
     r_all, b_all, t_all, rho_all, cap_all = (a.reshape(n_c, n_u)[:, u_of] for a in _replicas_at_capacity(
         np.tile(lam[u], n_c), np.tile(out[u], n_c), np.tile(pre[u], n_c), tpot[:, cu].reshape(n_c * n_u, -1),
         cap.reshape(n_c, n_k)[:, k_of[u]].reshape(-1), slo_s))

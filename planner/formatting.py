@@ -67,10 +67,14 @@ PLAN_CONVENTIONS = {
     "monthly_saving_usd": "the reference fleet's bill - the best method's fleet's bill, under economics.billing",
     "reference_fleet": "today's fleet (the reference's configuration at its own TP): the headline's GPUs and bill",
     "best_fleet": "the best method's fleet: the headline's GPUs and bill with speculation",
-    "ttft_ms": "mean time to first token (planner.physics.ttft): M/G/1 wait for the prefill lane + the prompt's own "
-               "chunked prefill (target and draft) riding the decode steps; fleets: over the day, weighted by requests",
+    "ttft_ms": "time to first token (planner.physics.ttft), the mean or at latency.ttft_percentile: M/G/1 wait for the "
+               "prefill lane + the prompt's own chunked prefill (target and draft) riding the decode steps; fleets: "
+               "over the day, weighted by requests",
     "latency": "the headline's TPOT and TTFT for today and for the best method, beside the SLOs (ttft_slo_ms null: "
-               "no TTFT SLO stated, TTFT reported only)",
+               "no TTFT SLO stated, TTFT reported only) and the statistic each SLO holds (tpot_percentile, "
+               "ttft_percentile: mean, p50, p90 or p99 over requests; fleets' TTFT is stated at ttft_percentile)",
+    "tpot_at_slo_ms": "TPOT at the SLO's percentile (planner.acceptance.tails: the spread of tokens per verifier "
+                      "step; equal to tpot_ms for a mean SLO and without speculation)",
 }
 # Plan fields the JSON leaves out or writes elsewhere: the request (it holds traffic hours and tree shapes; its inputs
 # are in `assumptions`), the reference's note (reference.note), the spend and the hardware comparison (below).
@@ -120,6 +124,7 @@ def plan_dict(p: Plan) -> dict[str, Any]:
                            "source": p.request.prefix_cache_source or "default: none entered, the traffic gives none"}
     out["conventions"] = PLAN_CONVENTIONS
     out["latency"] = {"tpot_slo_ms": p.request.tpot_slo_ms, "ttft_slo_ms": p.request.ttft_slo_ms,
+                      "tpot_percentile": p.request.tpot_percentile, "ttft_percentile": p.request.ttft_percentile,
                       **{role: None if f is None else {"label": f.label, "tpot_ms": f.tpot_ms, "ttft_ms": f.ttft_ms}
                          for role, f in (("today", p.reference_fleet), ("best", p.best_fleet))}}
     # how prefill and decode are served: asked, and each headline fleet's (its pools: reference_fleet / best_fleet)

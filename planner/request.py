@@ -117,6 +117,11 @@ SERVINGS: tuple[str, ...] = get_args(Serving)
 TP_OPTIONS: tuple[int, ...] = get_args(TensorParallel)
 assert get_args(WeightDtype) == WEIGHT_DTYPES and get_args(KvDtype) == KV_CACHE_DTYPES
 assert get_args(Engine) == tuple(ENGINES)
+# The statistic a latency SLO is stated at (PlanRequest.tpot_percentile, ttft_percentile), declared once: the CLI's
+# --tpot-percentile / --ttft-percentile, the sidebar's SLO box and the URL read them. "mean": the mean over requests
+# (the default, as every plan before it); "p90": 90 % of requests see at most the SLO. The quantile of each:
+SloStatistic = Literal["mean", "p50", "p90", "p99"]
+SLO_PERCENTILES: dict[str, float | None] = dict(zip(get_args(SloStatistic), (None, 0.5, 0.9, 0.99), strict=True))
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,12 @@ class ServiceLevel:
     # Mean time to first token a user may wait, ms (planner.physics.ttft): None = not stated (TTFT is reported, not a
     # constraint); stated, the search and the fleet honour it beside the TPOT SLO.
     ttft_slo_ms: float | None = None
+    # The statistic each SLO is stated at (SLO_PERCENTILES): "mean" (default) or "p50", "p90", "p99" over requests.
+    # TPOT's spread comes from the tokens each verifier step emits (planner.acceptance.tails; none without
+    # speculation), TTFT's from the wait for the prefill lane (planner.physics.ttft.wait_quantile). A percentile
+    # above the median is stricter than the mean: fewer sequences per replica meet it.
+    tpot_percentile: SloStatistic = "mean"
+    ttft_percentile: SloStatistic = "mean"
 
 
 @dataclass(frozen=True)
@@ -309,6 +320,8 @@ class PlanRequest:
     engine_version = Flat["str | None"]("deployment")
     tpot_slo_ms = Flat[float]("slo")
     ttft_slo_ms = Flat["float | None"]("slo")
+    tpot_percentile = Flat[str]("slo")
+    ttft_percentile = Flat[str]("slo")
     monthly_output_tokens = Flat[float]("traffic")
     volume_source = Flat[str]("traffic")
     segments = Flat["tuple[TrafficSegment, ...]"]("traffic")
@@ -402,6 +415,29 @@ def check_ttft_slo(value: Any) -> None:
                         "(one hour), or none (no TTFT SLO)")
 
 
+def check_percentile(name: str, value: Any) -> None:
+    """A latency SLO's statistic: one of SLO_PERCENTILES."""
+    if not isinstance(value, str) or value not in SLO_PERCENTILES:
+        raise PlanError(name, value, "one of " + ", ".join(SLO_PERCENTILES)
+                        + " (the mean over requests, or the share of requests that must meet the SLO)")
+
+
+def slo_quantile(name: str) -> float | None:
+    """The quantile of an SLO statistic (None: the mean)."""
+    return SLO_PERCENTILES[name]
+
+
+def check_tpot_spread(spread: Any) -> None:
+    """None, or a measured acceptance's per-request TPOT over the mean at percentiles 0..100: 101 finite numbers
+    above 0, never falling (planner.acceptance.tails.SPREAD_PERCENTILES)."""
+    if spread is None:
+        return
+    v = np.asarray(spread, float) if all(is_number(x) for x in spread) else None
+    if v is None or v.ndim != 1 or v.size != 101 or np.any(v <= 0) or np.any(np.diff(v) < -1e-12):
+        raise PlanError("acceptance.tpot_spread", tuple(spread)[:5],
+                        "101 numbers above 0 that never fall: a request's TPOT over the mean at percentiles 0..100")
+
+
 def check_tokens(name: str, value: Any, model) -> None:
     """A mean length in tokens: at least one, at most the model's context."""
     if not (is_number(value) and 1 <= value <= model.max_context_tokens):
@@ -477,6 +513,8 @@ def validate(req: PlanRequest, catalog: Catalog) -> tuple[TrafficSegment, ...]:
     model = models[req.model]
     check_deployment(req, model, hw)
     check_ttft_slo(req.ttft_slo_ms)
+    check_percentile("tpot_percentile", req.tpot_percentile)
+    check_percentile("ttft_percentile", req.ttft_percentile)
     check_temperature(req.temperature)
     if req.batch_cap is not None and not (is_number(req.batch_cap) and req.batch_cap > 0):
         raise PlanError("batch_cap", req.batch_cap, "a positive number of concurrent sequences, or none")
@@ -511,6 +549,7 @@ def validate(req: PlanRequest, catalog: Catalog) -> tuple[TrafficSegment, ...]:
         if req.acceptance_method is None:
             raise PlanError("acceptance_method", None, "the method the measured acceptance belongs to")
         catalog.methods[req.acceptance_method]
+        check_tpot_spread(req.acceptance.tpot_spread)
     if req.costs is not None:
         c = req.costs
         for name in ("engineering_usd_per_week", "training_usd_per_gpu_hour_low", "training_usd_per_gpu_hour_high"):

@@ -354,6 +354,10 @@ class Acceptance:
     convention: AlphaConvention
     value: float | None = None
     per_position: tuple[float, ...] | None = None  # conditional per-token alpha per draft position
+    # measured per-request spread (vLLM's per-request spec-decode metrics, profiles.measured_acceptance): a request's
+    # TPOT over the mean TPOT at percentiles 0, 1, ..., 100 (101 values); None: the model's spread
+    # (planner.acceptance.tails)
+    tpot_spread: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

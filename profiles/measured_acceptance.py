@@ -10,7 +10,15 @@ Formats (recognised by their content, not their name):
   `num_speculative_tokens` / K from the rates.
 - CSV, either per-position rates (`position,rate`: unconditional, vLLM's convention, as a speculators evaluation or
   the metrics give them) or a per-step histogram of accepted draft tokens (`accepted,count`: how many verifier steps
-  accepted 0, 1, ..., K drafts; K is the largest `accepted` listed, so list K with count 0 if no step took them all).
+  accepted 0, 1, ..., K drafts; K is the largest `accepted` listed, so list K with count 0 if no step took them all),
+  or one row per request (`accepted_tokens,steps`, optionally `num_spec_tokens`: vLLM's per-request spec-decode
+  metrics, `--per-request-spec-decode-metrics summary`, fields num_accepted_draft_tokens, num_spec_steps and
+  num_spec_tokens, whose names are accepted too). A request's steps each emit its accepted drafts plus a bonus token:
+  it emitted accepted + steps tokens in `steps` steps. The pooled acceptance length is tau = sum(accepted + steps) /
+  sum(steps); each request's TPOT over the mean TPOT is tau / ((accepted + steps) / steps), and its percentiles over
+  requests are the measured spread the planner's TPOT percentiles use (planner.acceptance.tails). With
+  num_spec_tokens the rates are the i.i.d. chain with that tau at that K; without it, K is stated where the file is
+  used (the CLI's --k, else the method's default K).
 
 The result is the conditional per-token alpha per position (alpha_i = p_i / p_(i-1)), the convention the planner's
 `--alpha-per-position` takes, with tau and the count it rests on."""
@@ -22,13 +30,16 @@ import io
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from planner.types import Acceptance
 
 MAX_BYTES = 4 * 1024 * 1024  # a metrics page or a bench result is kilobytes; a histogram a few lines
 MAX_K = 32  # draft positions
 # A counter or a rate is at most ~20 digits (a float64 carries 17 significant ones); a longer run of digits is not a
 # measurement, and Python refuses to turn one of over 4,300 digits into an int (sys.get_int_max_str_digits).
 MAX_DIGITS = 64
+MAX_REQUESTS = 200_000  # rows of a per-request CSV: a benchmark run is thousands of requests
 MAX_CSV_LINE = 1_000  # characters on a line of a two-column CSV (a number and a number)
 MAX_CELL = 100  # characters in a CSV cell: a column name or a number
 MAX_JSON_DEPTH = 32  # nesting of a bench result: an object of lists of numbers is depth 2
@@ -53,21 +64,49 @@ class MeasuredAcceptance:
     drafts: int | None  # verifier steps the rates rest on (None: the file does not say)
     fmt: str  # which format it was read as
     name: str  # the file's name
+    # A per-request file: the pooled tau when the file states no K (per_position is then empty), the requests it
+    # rests on, and a request's TPOT over the mean TPOT at percentiles 0..100 (planner.types.Acceptance.tpot_spread)
+    tau: float | None = None
+    requests: int | None = None
+    tpot_spread: tuple[float, ...] | None = field(default=None, repr=False)
 
     @property
     def k(self) -> int:
+        """Draft positions the file states (0: a per-request file without num_spec_tokens)."""
         return len(self.per_position)
 
     @property
     def acceptance_length(self) -> float:
-        """tau = 1 + sum p_i (bonus token included)."""
-        return 1.0 + sum(self.unconditional)
+        """tau = 1 + sum p_i (bonus token included); a per-request file's pooled tau."""
+        return self.tau if self.tau is not None else 1.0 + sum(self.unconditional)
 
     def describe(self) -> str:
-        rates = ", ".join(f"{a:.3f}" for a in self.per_position)
         n = f" over {self.drafts:,} drafts" if self.drafts else ""
-        return (f"{self.name} ({self.fmt}): K={self.k}, acceptance length tau {self.acceptance_length:.2f} "
-                f"(bonus token included){n}; conditional per-token alpha by position {rates}")
+        if self.requests:
+            n += f" and {self.requests:,} requests"
+        head = f"{self.name} ({self.fmt}): " + (f"K={self.k}, " if self.k else "K not in the file, ")
+        spread = ("" if self.tpot_spread is None else
+                  f"; a request's TPOT over the mean: p50 {self.tpot_spread[50]:.2f}x, p90 {self.tpot_spread[90]:.2f}x,"
+                  f" p99 {self.tpot_spread[99]:.2f}x")
+        if not self.k:
+            return f"{head}acceptance length tau {self.acceptance_length:.2f} (bonus token included){n}{spread}"
+        rates = ", ".join(f"{a:.3f}" for a in self.per_position)
+        return (f"{head}acceptance length tau {self.acceptance_length:.2f} (bonus token included){n}; conditional "
+                f"per-token alpha by position {rates}{spread}")
+
+    def for_plan(self, default_k: int) -> tuple[Acceptance, int]:
+        """(the planner's Acceptance, the K it was measured at): the per-position alpha at the file's K, or a
+        per-request file's pooled tau at `default_k` (the K stated where the file is used) when the file has none;
+        the measured spread rides along."""
+        if self.k:
+            return Acceptance("per_token", per_position=self.per_position, tpot_spread=self.tpot_spread), self.k
+        if self.acceptance_length > default_k + 1.0 + 1e-9:
+            raise _error(self.name, f"acceptance length {self.acceptance_length:.3f} at K={default_k}; a step emits at "
+                                    f"most K + 1 tokens, so this file was measured at K >= "
+                                    f"{math.ceil(self.acceptance_length - 1.0 - 1e-9)}: add a num_spec_tokens column "
+                                    "or state K")
+        return (Acceptance("acceptance_length", value=self.acceptance_length, tpot_spread=self.tpot_spread),
+                default_k)
 
 
 def _error(name: str, what: str) -> MeasuredAcceptanceError:
@@ -212,6 +251,8 @@ def _csv(name: str, text: str) -> MeasuredAcceptance:
         raise _error(name, "a CSV needs a header and at least one row")
     head = [c.strip().lower() for c in rows[0][1]]
     body = rows[1:]
+    if _column(head, ACCEPTED_NAMES) is not None and _column(head, STEPS_NAMES) is not None:
+        return _per_request(name, head, body)
     if len(body) > 4 * MAX_K:
         raise _error(name, f"{len(body)} rows; a per-position table or histogram has at most {MAX_K + 1}")
 
@@ -259,6 +300,77 @@ def _csv(name: str, text: str) -> MeasuredAcceptance:
         return _from_unconditional(name, p, int(steps), "per-step histogram of accepted drafts (CSV)")
     raise _error(name, f"a CSV with columns {_cut(head)}; expected 'position,rate' (unconditional per-position rates) "
                        "or 'accepted,count' (verifier steps by accepted drafts)")
+
+
+ACCEPTED_NAMES = ("accepted_tokens", "num_accepted_draft_tokens")
+STEPS_NAMES = ("steps", "num_spec_steps")
+K_NAMES = ("num_spec_tokens", "k")
+
+
+def _column(head: list[str], names: tuple[str, ...]) -> int | None:
+    for n in names:
+        if n in head:
+            return head.index(n)
+    return None
+
+
+def _percentiles(values: list[float]) -> tuple[float, ...]:
+    """Percentiles 0, 1, ..., 100 of `values`, linear between order statistics (numpy's default)."""
+    v = sorted(values)
+    out = []
+    for q in range(101):
+        x = q / 100.0 * (len(v) - 1)
+        i = int(x)
+        j = min(i + 1, len(v) - 1)
+        out.append(v[i] + (x - i) * (v[j] - v[i]))
+    return tuple(out)
+
+
+def _per_request(name: str, head: list[str], body: list[tuple[int, list[str]]]) -> MeasuredAcceptance:
+    """A per-request CSV (accepted_tokens,steps[,num_spec_tokens]) -> the pooled tau and the TPOT spread."""
+    if len(body) > MAX_REQUESTS:
+        raise _error(name, f"{len(body):,} request rows; at most {MAX_REQUESTS:,} are read")
+    ia, is_, ik = _column(head, ACCEPTED_NAMES), _column(head, STEPS_NAMES), _column(head, K_NAMES)
+
+    def whole(r: list[str], col: int, field_name: str, line: int, low: int) -> int:
+        cell = r[col].strip() if col < len(r) else ""
+        try:
+            x = float(cell)
+        except ValueError:
+            x = math.nan
+        if not (math.isfinite(x) and x == int(x) and x >= low):
+            raise _error(name, f"line {line}: {field_name}={_cut(cell)}; expected a whole number >= {low}")
+        return int(x)
+
+    k_file: int | None = None
+    tokens, steps, ratios = 0, 0, []
+    for line, r in body:
+        a = whole(r, ia, head[ia], line, 0)
+        s = whole(r, is_, head[is_], line, 1)
+        if ik is not None:
+            k = whole(r, ik, head[ik], line, 1)
+            if k > MAX_K or (k_file is not None and k != k_file):
+                raise _error(name, f"line {line}: {head[ik]}={_cut(r[ik])}; expected one K from 1 to {MAX_K} on "
+                                   f"every row (the first row has {k_file if k_file is not None else k})")
+            k_file = k
+        limit = (k_file if k_file is not None else MAX_K) * s
+        if a > limit:
+            raise _error(name, f"line {line}: {head[ia]}={a:,} with {head[is_]}={s:,}; a step accepts at most "
+                               f"K = {k_file if k_file is not None else MAX_K} drafts, so at most {limit:,}")
+        tokens += a + s
+        steps += s
+        ratios.append(s / (a + s))  # steps per token: a request's TPOT in units of the step time
+    tau = tokens / steps
+    spread = _percentiles([tau * x for x in ratios])  # TPOT over the mean TPOT (step time / tau)
+    fmt = "per-request spec-decode metrics (CSV)"
+    if k_file is None:
+        return MeasuredAcceptance((), (), steps, fmt, name, tau=tau, requests=len(body), tpot_spread=spread)
+    from planner.acceptance.rates import alpha_from_acceptance_length
+
+    alpha = float(alpha_from_acceptance_length(min(tau, k_file + 1.0), k_file))
+    cond = (alpha,) * k_file
+    p = tuple(alpha ** (i + 1) for i in range(k_file))
+    return MeasuredAcceptance(cond, p, steps, fmt, name, tau=tau, requests=len(body), tpot_spread=spread)
 
 
 def read_measured_acceptance(name: str, data: bytes) -> MeasuredAcceptance:

@@ -283,7 +283,9 @@ def _scenario(p: Plan, catalog) -> str:
     if p.spend is not None:
         volume += f" (what a spend of {fmt_usd(p.spend.spend_usd_per_month)}/month buys)"
     return (f"{catalog.models[req.model].label} on {req.tp} x {catalog.hardware[req.hardware].label} ({req.dtype}) at "
-            f"${p.usd_per_gpu_hour:.2f}/GPU-hour, TPOT SLO {req.tpot_slo_ms:g} ms, {volume}.")
+            f"${p.usd_per_gpu_hour:.2f}/GPU-hour, TPOT SLO {req.tpot_slo_ms:g} ms ({req.tpot_percentile})"
+            + (f", TTFT SLO {req.ttft_slo_ms:g} ms ({req.ttft_percentile})" if req.ttft_slo_ms is not None else "")
+            + f", {volume}.")
 
 
 def _decision(p: Plan, catalog) -> tuple[str, str]:

@@ -14,6 +14,7 @@ import streamlit as st
 from planner.answer import OperatingPoint, Plan, SloKnee
 from planner.checks.knee import knee_sentence, slo_knee
 from planner.decision.assumptions import CALIBRATED_PREFIX
+from planner.decision.verdict import slo_phrase
 from planner.formatting import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.request import PlanRequest
 from views.parts import hardware as _hardware
@@ -233,6 +234,19 @@ def _ms(v: float | None) -> str:
     return f"{v:.1f} ms" if v is not None and math.isfinite(v) else "n/a"
 
 
+def _slo_line(p: Plan) -> str:
+    """The SLOs the plan holds, each with its statistic (mean by default), and the best method's TPOT at it."""
+    req = p.request
+    line = f"Held: the {slo_phrase(req)}"
+    if req.tpot_percentile == "mean" and (req.ttft_slo_ms is None or req.ttft_percentile == "mean"):
+        return line + " (means over requests: the default; p50, p90 or p99 in the sidebar)."
+    b = p.best
+    tail = ("" if b is None or req.tpot_percentile == "mean" else
+            f"; {b.label}'s {req.tpot_percentile} TPOT {_ms(b.tpot_at_slo_ms)}, its mean {_ms(b.tpot_ms)} (a request's "
+            "TPOT varies with the drafts each verifier step accepts; without speculation it is not modelled to vary)")
+    return line + tail + "."
+
+
 def render() -> None:
     req = S.page_header("Plan: does speculative decoding pay for you?")
     if req is None:
@@ -244,6 +258,7 @@ def render() -> None:
     cat = S.catalog()
     hw = cat.hardware[req.hardware]
     st.markdown(f"**Recommendation:** {_own(p.verdict)}")
+    st.caption(_slo_line(p))
     if p.economics.monthly_saving_usd is not None and (knee := knee_sentence(_knee(req))):
         st.warning(knee)
     if p.spend is not None:  # the volume line: how the spend became the volume (planner.money.spend.SpendVolume)
@@ -332,7 +347,7 @@ def _fleet(p: Plan) -> None:
               "Disaggregated fleets prefill on their own pool and send the KV cache to the decode pool (its GPUs "
               "above are both pools')")
     st.caption(f"Hours: {_own((today or best).hours_source)}. {bill}{shares}; at least one replica runs every hour. "
-               f"Mean TTFT over the day: {ttft}.")
+               f"{p.request.ttft_percentile.capitalize()} TTFT over the day: {ttft}.")
     if split:
         st.markdown("**Prefill and decode pools**")
         st.dataframe(pool_rows(p), key="plan_pool_table", hide_index=True)
@@ -347,7 +362,7 @@ def _fleet(p: Plan) -> None:
                        "GPU-hours/month (autoscaled)": round(cfg.gpu_hours_per_month_autoscaled),
                        "$/month autoscaled": fmt_usd(cfg.usd_per_month_autoscaled),
                        "$/month fixed at peak": fmt_usd(cfg.usd_per_month_fixed),
-                       "mean TTFT, ms": round(ttft_of[cfg.method], 1) if cfg.method in ttft_of else None}
+                       f"{p.request.ttft_percentile} TTFT, ms": round(ttft_of[cfg.method], 1) if cfg.method in ttft_of else None}
                       for cfg in f.configs],
                      key="plan_fleet_table", hide_index=True)
 

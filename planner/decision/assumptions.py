@@ -84,6 +84,7 @@ def assumptions(ctx: Context) -> list[Assumption]:
         ),
         prefix_cache_assumption(ctx),
         ttft_assumption(ctx),
+        *tpot_percentile_assumption(ctx),
         Assumption(*speculation_memory_assumption(ctx)),
     ]
     out.extend(engine_assumptions(ctx))
@@ -136,8 +137,11 @@ def ttft_assumption(ctx: Context) -> Assumption:
     from planner.physics.ttft import DEFAULT_BATCHED_TOKENS, DEFAULT_OVERHEAD_S, SERVICE_SCV
 
     slo = ctx.req.ttft_slo_ms
-    use = (f"SLO {slo:g} ms: a batch or a fleet that breaks it is not feasible (more replicas until both SLOs hold)"
-           if slo is not None else "no TTFT SLO stated: reported, not a constraint")
+    stat = ctx.req.ttft_percentile
+    at = ("the mean over requests" if stat == "mean" else
+          f"{stat}: the wait's exponential tail beyond zero, P(wait > 0) = the lane's busy share (exact for M/M/1)")
+    use = (f"SLO {slo:g} ms at {at}: a batch or a fleet that breaks it is not feasible (more replicas until both SLOs "
+           "hold)" if slo is not None else "no TTFT SLO stated: reported, not a constraint")
     return Assumption("time to first token (TTFT)",
                       f"M/G/1 wait for the chunked-prefill lane (service cv^2 = {SERVICE_SCV:g}) + half a decode step "
                       f"in flight at arrival + the prompt's own prefill (target, and the draft's with speculation) "
@@ -147,6 +151,24 @@ def ttft_assumption(ctx: Context) -> Assumption:
                       "chunked_prefill_size; front-end time fitted to a published vLLM 0.17.1 row, "
                       "profiles/data/published/published_ttft.csv)",
                       "2026-12-05")
+
+
+def tpot_percentile_assumption(ctx: Context) -> list[Assumption]:
+    """[] for a mean TPOT SLO (the default, as the latency block of the JSON states), else the statistic the TPOT SLO
+    holds and where a request's TPOT spread comes from (planner.acceptance.tails)."""
+    req = ctx.req
+    if req.tpot_percentile == "mean":
+        return []
+    measured = (f"; for {req.acceptance_method}, the measured per-request spread at every K "
+                f"({req.acceptance_source or 'entered'})"
+                if req.acceptance is not None and req.acceptance.tpot_spread is not None else "")
+    return [Assumption("TPOT SLO statistic",
+                      f"{req.tpot_percentile} of requests: a request of a segment's mean output length needs a random "
+                      "number of verifier steps (tokens per step from the chain's per-position acceptance, steps "
+                      "independent); its TPOT = steps x step time / (output - 1), normal approximation of the steps' "
+                      f"sum with skewness and continuity corrections{measured}. No spread without speculation, none "
+                      "from the batch changing or from output lengths",
+                      "planner model (planner.acceptance.tails)", "2026-12-05")]
 
 
 def prefix_cache_assumption(ctx: Context) -> Assumption:

@@ -198,10 +198,12 @@ def calibrate_command(ctx: Context) -> str:
 
 
 def slo_phrase(req) -> str:
-    """The SLOs a plan honours, as the verdict names them: the TPOT SLO, and the TTFT SLO where one is stated."""
+    """The SLOs a plan honours, as the verdict names them: the TPOT SLO, and the TTFT SLO where one is stated, each
+    with the statistic it holds (mean, p50, p90, p99)."""
+    tpot = f"{req.tpot_slo_ms:g} ms {req.tpot_percentile} TPOT"
     if req.ttft_slo_ms is None:
-        return f"{req.tpot_slo_ms:g} ms TPOT SLO"
-    return f"{req.tpot_slo_ms:g} ms TPOT and {req.ttft_slo_ms:g} ms TTFT SLOs"
+        return f"{tpot} SLO"
+    return f"{tpot} and {req.ttft_slo_ms:g} ms {req.ttft_percentile} TTFT SLOs"
 
 
 def ttft_sentence(ctx: Context, methods, baseline: OperatingPoint | None = None) -> str:

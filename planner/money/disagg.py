@@ -11,7 +11,8 @@ Prefill pool (prefill-only replicas of TP_p GPUs), per hour h with lambda_h requ
             engine's front-end time (planner.physics.ttft.DEFAULT_OVERHEAD_S, as the co-located fleet's TTFT)
     With a TTFT SLO T, a replica may be busy u_max = L / (a + L), L = T - S_h - x_h - t_front, a = S_h (1 + cv^2) / 2
     (the u at which TTFT = T; none when L <= 0); without one, u_max = PREFILL_BUSY_CAP. One replica serves u_max / S_h
-    requests/s; R_h = max(1, ceil(lambda_h S_h / u_max)).
+    requests/s; R_h = max(1, ceil(lambda_h S_h / u_max)). A TTFT SLO at a percentile (PlanRequest.ttft_percentile)
+    holds the wait at that percentile instead (planner.physics.ttft.max_lane_share); u_max is then bisected.
 Decode pool (decode-only replicas of TP_d GPUs): planner.money.sizing.plan_fleet with decode_only: the co-located
     fleet's replicas with no prefill sharing their time (TPOT seen = the decode TPOT, the SLO's), speculation at the
     operating point's K. The fleet that wins (the best method's, `schedule_decode`) then runs, as the co-located
@@ -40,8 +41,8 @@ from planner.money.kday import Schedule, deploy_schedule, k_at_batch, scheduled_
 from planner.money.sizing import plan_fleet, traffic_hours
 from planner.physics.networks import GB
 from planner.physics.serving import prefill_time_s
-from planner.physics.ttft import DEFAULT_OVERHEAD_S, SERVICE_SCV, ttft
-from planner.request import MAX_BATCH, NO_SPEC, TP_OPTIONS
+from planner.physics.ttft import DEFAULT_OVERHEAD_S, max_lane_share, ttft
+from planner.request import MAX_BATCH, NO_SPEC, TP_OPTIONS, slo_quantile
 from planner.search.drafting import drafts as draft_arrays
 from planner.search.memory import candidate_max_batch
 
@@ -82,18 +83,18 @@ def prefill_pool_at(ctx: Context, pt: OperatingPoint, hours: Sequence, tp: int, 
     x = p * kv_per_token / (tctx.hw.interconnect_gb_s * GB)
     fits = _fits(tctx, cand, d, p, tp)
     slo = ctx.req.ttft_slo_ms
-    a = s * (1.0 + SERVICE_SCV) / 2.0
+    q = slo_quantile(ctx.req.ttft_percentile)
     if slo is None:
         u_max = np.full(len(p), PREFILL_BUSY_CAP)
     else:
-        room = slo / 1e3 - s - x - DEFAULT_OVERHEAD_S
-        u_max = np.where(room > 0, room / (a + np.maximum(room, 0.0)), 0.0)
+        u_max = max_lane_share(slo / 1e3 - s - x - DEFAULT_OVERHEAD_S, s, q)
     cap = np.where(fits & (u_max > 0), u_max / s, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         need = np.ceil(lam / np.where(cap > 0, cap, 1.0) * (1.0 - 1e-12))
     r = np.where(cap > 0, np.clip(need, 1.0, None), 0.0)
     lam_r = lam / np.maximum(r, 1.0)
-    t = ttft(requests_per_s=lam_r, prefill_s=s, new_prompt_tokens=p * (1.0 - share), step_s=0.0, batch=0.0)
+    t = ttft(requests_per_s=lam_r, prefill_s=s, new_prompt_tokens=p * (1.0 - share), step_s=0.0, batch=0.0,
+             quantile=q)
     ttft_ms = np.where(r > 0, (t.ttft_s + x) * 1e3, np.nan)
     return _PrefillPool(tp, r.astype(int), ttft_ms, np.where(r > 0, t.lane_share, np.nan), cap, x * 1e3)
 

@@ -15,8 +15,8 @@ from planner.fleet import Fleet, fleet_for_configs, hours_from_volume
 from planner.physics.replica import full_load_requests_per_s, replica_load
 from planner.physics.serving import evaluate_arrays, prefill_time_s
 from planner.physics.ttft import TtftInputs, ttft
-from planner.request import MAX_BATCH, NO_SPEC
-from planner.search.candidates import candidate_taus
+from planner.request import MAX_BATCH, NO_SPEC, slo_quantile
+from planner.search.candidates import candidate_taus, config_tpot_factor
 from planner.search.drafting import drafts as draft_arrays
 from planner.search.grid import engine_args, evaluation_grid, max_batch
 
@@ -75,9 +75,16 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
     smp = ctx.mid_samples()
     drafts = draft_arrays(ctx, cands)
     mb = np.minimum(max_batch(ctx, cands, grid, drafts)[0, :, 0, :, 0], MAX_BATCH)  # (C, U): the search's bound too
+    # the TPOT at the SLO's percentile over the mean, per configuration and distinct lengths (1: a mean SLO)
+    q = slo_quantile(req.tpot_percentile)
+    tail = None if q is None else np.stack([config_tpot_factor(ctx, c, p.k, uniq[:, 1], q)
+                                            for c, p in zip(cands, cfgs, strict=True)])
+    slo_s = req.tpot_slo_ms / 1e3 if tail is None else req.tpot_slo_ms / 1e3 / tail  # on the mean TPOT seen
     # Batches beyond Little's bound lambda * O * SLO never decide the fleet (planner.fleet.replicas_for): a light
-    # load needs the TPOT curve only up to its few sequences in flight.
-    in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * req.tpot_slo_ms / 1e3
+    # load needs the TPOT curve only up to its few sequences in flight (at the SLO itself, as planner.fleet checks it,
+    # or above it where a percentile below the mean, a p50, loosens it).
+    in_flight = max(h.requests_per_s * h.output_tokens for h in hours) * max(req.tpot_slo_ms / 1e3,
+                                                                            float(np.max(slo_s)))
     bmax = int(min(MAX_BATCH, max(1.0, float(mb.max())), math.ceil(in_flight) + 1))
     eng = engine_args(ctx, cands, smp, grid, drafts)
     res = evaluate_arrays(batch=r5(np.arange(1, bmax + 1, dtype=float), 4), with_memory=False, **eng)  # mb: above
@@ -90,26 +97,29 @@ def plan_fleet(ctx: Context, points: Sequence[OperatingPoint], cands: Sequence[C
                                        (len(uniq),)), float)
     tin = ttft_inputs(ctx, cands, cfgs, pre_s, uniq[:, 0], is_base.reshape(-1), drafts)  # per distinct lengths
     if decode_only:
-        return _decode_only_fleet(ctx, eng, is_base, tpot[0, :, 0], mb, uniq[:, 1], of_hour, cfgs, hours, source, added)
-    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], req.tpot_slo_ms / 1e3, added, tin)
+        return _decode_only_fleet(ctx, eng, is_base, tpot[0, :, 0], mb, uniq[:, 1], of_hour, cfgs, hours, source, added,
+                                  tail)
+    cap = _capacity_beyond(eng, is_base, tpot[0, :, 0], mb, pre_s, uniq[:, 1], slo_s, added, tin)
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot[0, :, 0], max_batch=mb,
                              prefill_s=pre_s[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
                              slo_ms=req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap,
                              curve_of_hour=of_hour, ttft_inputs=dataclasses.replace(
                                  tin, prefill_s=tin.prefill_s[:, of_hour],
-                                 new_prompt_tokens=tin.new_prompt_tokens[of_hour]))
+                                 new_prompt_tokens=tin.new_prompt_tokens[of_hour]), tpot_factor=tail)
 
 
 def _decode_only_fleet(ctx: Context, eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.ndarray, out: np.ndarray,
                        of_hour: np.ndarray, cfgs: Sequence[OperatingPoint], hours: Sequence, source: str,
-                       added: Sequence) -> Fleet:
-    """plan_fleet's fleet of decode-only replicas: no prefill share, no TTFT (nan)."""
+                       added: Sequence, tail: np.ndarray | None) -> Fleet:
+    """plan_fleet's fleet of decode-only replicas: no prefill share, no TTFT (nan); tail: (C, U) the TPOT at the SLO's
+    percentile over the mean (None: a mean SLO)."""
     none = np.zeros(len(out))
-    cap = _capacity_beyond(eng, is_base, tpot, mb, none, out, ctx.req.tpot_slo_ms / 1e3, added)
+    slo_s = ctx.req.tpot_slo_ms / 1e3 if tail is None else ctx.req.tpot_slo_ms / 1e3 / tail
+    cap = _capacity_beyond(eng, is_base, tpot, mb, none, out, slo_s, added)
     return fleet_for_configs(configs=[(p.method, p.label, p.k) for p in cfgs], tpot_s=tpot, max_batch=mb,
                              prefill_s=none[of_hour], hours=hours, tp=ctx.tp, usd_per_gpu_hour=ctx.price,
                              slo_ms=ctx.req.tpot_slo_ms, shape_source=source, capacity_requests_per_s=cap,
-                             curve_of_hour=of_hour)
+                             curve_of_hour=of_hour, tpot_factor=tail)
 
 
 def ttft_inputs(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[OperatingPoint], target_prefill_s: np.ndarray,
@@ -128,7 +138,7 @@ def ttft_inputs(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[Operati
     per_seq = np.where(is_base, 1.0, np.asarray(_verify_tokens(ctx, cands, cfgs), float))
     return TtftInputs(prefill_s=np.asarray(target_prefill_s, float)[None, :] + draft_pre,
                       new_prompt_tokens=p * (1.0 - share), step_factor=tau, tokens_per_seq=per_seq,
-                      slo_ms=ctx.req.ttft_slo_ms)
+                      slo_ms=ctx.req.ttft_slo_ms, quantile=slo_quantile(ctx.req.ttft_percentile))
 
 
 def _verify_tokens(ctx: Context, cands: Sequence[Candidate], cfgs: Sequence[OperatingPoint]) -> list[float]:
@@ -154,14 +164,15 @@ def _added_factor(added: Sequence[Callable[[np.ndarray], np.ndarray] | None], ba
 
 
 def _capacity_beyond(eng: dict, is_base: np.ndarray, tpot: np.ndarray, mb: np.ndarray, pre: np.ndarray,
-                     out: np.ndarray, slo_s: float,
+                     out: np.ndarray, slo_s: float | np.ndarray,
                      added: Sequence[Callable[[np.ndarray], np.ndarray] | None] = (),
                      tin: TtftInputs | None = None) -> np.ndarray:
     """(C, H) one replica's capacity (requests/s at full load, planner.physics.replica) where the TPOT curve stops below
     the batch limit while still meeting the SLO (a light load needs no more of it to size the fleet); NaN where the
     curve itself decides. The largest batch whose TPOT seen at full load meets the SLO is bisected up to the memory
     limit (the TPOT seen grows with the batch), as the CPM search finds it; with a TTFT SLO (tin: per configuration
-    and prompt length), the TTFT at full load must meet it too."""
+    and prompt length), the TTFT at full load must meet it too. slo_s: the SLO on the mean TPOT seen, or (C, H) per
+    row (a percentile SLO over the row's TPOT factor)."""
     n_c, n_h, bmax = tpot.shape
     end = replica_load(tpot_s=tpot[..., -1], batch=float(bmax), prefill_s=pre, output_tokens=out).tpot_seen_s
     need = (end <= slo_s) & (mb > bmax) & _ttft_ok(tin, tpot[..., -1], float(bmax), pre, out)
@@ -190,5 +201,5 @@ def _ttft_ok(tin: TtftInputs | None, tpot: np.ndarray, batch, pre: np.ndarray, o
     lam = full_load_requests_per_s(tpot_s=tpot, batch=batch, prefill_s=pre, output_tokens=out)
     t = ttft(requests_per_s=lam, prefill_s=tin.prefill_s, new_prompt_tokens=tin.new_prompt_tokens[None, :],
              step_s=tpot * tin.step_factor[:, None], batch=batch, tokens_per_seq=tin.tokens_per_seq[:, None],
-             batched_tokens=tin.batched_tokens)
+             batched_tokens=tin.batched_tokens, quantile=tin.quantile)
     return t.ttft_s * 1e3 <= tin.slo_ms

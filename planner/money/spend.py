@@ -180,8 +180,8 @@ def volume_for_spend(req: PlanRequest, catalog: Catalog) -> SpendVolume:
     gpus_txt = f" (of the {req.spend_gpus:,} stated)" if req.spend_gpus is not None else ""
     how = (f"{req.tp} x {ctx.hw.label} replicas ({req.dtype}) at ${price:.2f}/GPU-hour ({price_source}), billed "
            f"{req.billing}, running {pt.label}{f' K={pt.k}' if pt.k else ''}, serve {lo / 1e9:,.3f}B output "
-           f"tokens/month under the {req.tpot_slo_ms:g} ms TPOT SLO"
-           + (f" and the {req.ttft_slo_ms:g} ms TTFT SLO" if req.ttft_slo_ms is not None else "")
+           f"tokens/month under the {req.tpot_slo_ms:g} ms {req.tpot_percentile} TPOT SLO"
+           + (f" and the {req.ttft_slo_ms:g} ms {req.ttft_percentile} TTFT SLO" if req.ttft_slo_ms is not None else "")
            + f" with {b_lo.peak_gpus:,} GPUs at the peak{gpus_txt} for {fmt_usd(b_lo.usd_per_month)}/month; "
            + ("more would need more GPUs than stated" if binding == "gpus"
               else f"more would need another replica ({fmt_usd(replica)}/month for a whole month)"))

@@ -33,6 +33,16 @@ sequences decode. Speculation raises TTFT three ways: a longer step T_step (veri
 longer step in flight to wait for), fewer prompt tokens per step (B (K + 1) decode tokens take the budget) and the
 draft's own prefill.
 
+Percentiles (PlanRequest.ttft_percentile): the wait's tail is exponential beyond zero,
+    P(W > t) = u exp(-u t / W),   so   W_q = (W / u) ln(u / (1 - q))  where u > 1 - q, else 0,
+and TTFT_q = W_q + T_step(B) / 2 + S_own + t_front (the other terms at their means). An arrival waits with
+probability u (Poisson arrivals see the lane busy the share of time it is busy), and a wait is exponential with the
+mean that keeps the W above (W / u); for M/M/1 (ca^2 = cv^2 = 1, SERVICE_SCV) this is the exact waiting-time
+distribution, P(W > t) = u exp(-(mu - lambda) t) with W / u = 1 / (mu - lambda) (Kleinrock, Queueing Systems vol. 1,
+1975, the M/M/1 queue); for other cv^2 the exponential approximation of the M/G/1 wait with its exact mean and
+P(W > 0), for other ca^2 with Kingman's mean (P(W > 0) = u is then itself approximate). The own prefill is taken at the
+mean prompt (the prompts' spread enters through cv^2, in the wait).
+
 A closed loop (a benchmark's --max-concurrency N: N users, each sends its next request when the last one ends) is
 `closed_loop`: the throughput X where N = X (TTFT + O x TPOT seen), the decode batch B = X O TPOT seen (Little's law
 on each stage); an arriving user finds the prefill lane as the other N - 1 keep it (the arrival theorem of closed
@@ -83,7 +93,7 @@ MAX_TTFT_SLO_MS = 3_600_000  # one hour: the most a TTFT SLO may state (PlanRequ
 class Ttft:
     """TTFT of a replica at a load (arrays broadcast over the inputs; seconds)."""
 
-    queue_s: np.ndarray  # mean wait for the prefill lane (M/G/1)
+    queue_s: np.ndarray  # wait for the prefill lane (M/G/1): the mean, or at the quantile asked
     own_prefill_s: np.ndarray  # the request's own prefill: its GPU time + the decode part of the steps it rides
     ttft_s: np.ndarray  # queue_s + boundary_s + own_prefill_s + overhead_s (inf where the lane is saturated)
     lane_share: np.ndarray  # u: the share of time the prefill lane is busy
@@ -96,9 +106,40 @@ class Ttft:
         return self.ttft_s * 1e3
 
 
+def wait_quantile(mean_wait_s, lane_share, quantile: float | None) -> np.ndarray:
+    """The wait for the prefill lane at `quantile` (module docstring: exponential beyond zero with P(W > 0) = u and
+    the mean wait W); the mean itself with quantile None; inf where the mean is."""
+    w = np.asarray(mean_wait_s, float)
+    if quantile is None:
+        return w
+    u = np.asarray(lane_share, float)
+    tail = 1.0 - float(quantile)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wq = np.where(u > tail, w / np.where(u > 0, u, 1.0) * np.log(np.maximum(u, tail) / tail), 0.0)
+    return np.where(np.isfinite(w), wq, np.inf)
+
+
+def max_lane_share(room_s, service_s, quantile: float | None, service_scv: float = SERVICE_SCV) -> np.ndarray:
+    """The largest lane share u whose wait (at `quantile`, None: the mean) is at most `room_s` for a lane with
+    service time `service_s`: W = u a / (1 - u), a = S (1 + cv^2) / 2; 0 where the room is not positive. The mean
+    inverts in closed form, u = room / (a + room); a percentile's wait grows with u and is bisected."""
+    room = np.asarray(room_s, float)
+    a = np.asarray(service_s, float) * (1.0 + service_scv) / 2.0
+    pos = np.maximum(room, 0.0)
+    mean_u = np.where(room > 0, pos / (a + pos), 0.0)
+    if quantile is None:
+        return mean_u
+    lo, hi = np.zeros(np.broadcast(room, a).shape), np.ones(np.broadcast(room, a).shape)
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        ok = wait_quantile(mid * a / (1.0 - mid), mid, quantile) <= room
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    return np.where(room > 0, lo, 0.0)
+
+
 def ttft(*, requests_per_s, prefill_s, new_prompt_tokens, step_s, batch, tokens_per_seq=1.0,
          batched_tokens=DEFAULT_BATCHED_TOKENS, service_scv: float = SERVICE_SCV,
-         overhead_s: float = DEFAULT_OVERHEAD_S, arrival_scv: float = 1.0) -> Ttft:
+         overhead_s: float = DEFAULT_OVERHEAD_S, arrival_scv: float = 1.0, quantile: float | None = None) -> Ttft:
     """TTFT of one replica (module docstring).
 
     requests_per_s: arrivals per replica; prefill_s: GPU-seconds of one prompt's prefill on the replica (target and,
@@ -107,7 +148,7 @@ def ttft(*, requests_per_s, prefill_s, new_prompt_tokens, step_s, batch, tokens_
     TPOT x acceptance length); tokens_per_seq: decode tokens each sequence puts in a step (1, or K + 1 / a tree's
     verify tokens); batched_tokens: the step's token budget; overhead_s: the engine's front-end time, added to every
     request's TTFT (not to the lane: it holds no GPU); arrival_scv: ca^2 of the arrivals (1 Poisson, 0 constant
-    rate)."""
+    rate); quantile: the TTFT (and wait) at this quantile over requests (None: the mean)."""
     lam = np.asarray(requests_per_s, float)
     tp = np.asarray(prefill_s, float)
     p = np.maximum(np.asarray(new_prompt_tokens, float), 1.0)  # a fully cached prompt still computes its last token
@@ -121,6 +162,7 @@ def ttft(*, requests_per_s, prefill_s, new_prompt_tokens, step_s, batch, tokens_
     with np.errstate(divide="ignore", invalid="ignore"):
         wait = np.where(u < 1.0, u * lane * (arrival_scv + service_scv) / (2.0 * np.where(u < 1.0, 1.0 - u, 1.0)),
                         np.inf)
+    wait = wait_quantile(wait, u, quantile)
     boundary = 0.5 * t  # the step in flight when the request arrives: it joins at the next step
     return Ttft(queue_s=wait, own_prefill_s=own, ttft_s=wait + boundary + own + overhead_s, lane_share=u, steps=steps,
                 overhead_s=overhead_s, boundary_s=boundary)
@@ -216,12 +258,13 @@ class TtftInputs:
     tokens_per_seq: np.ndarray  # (C,) decode tokens a sequence puts in a step: 1, K + 1, a tree's verify tokens
     slo_ms: float | None = None  # None: TTFT stated, not a constraint
     batched_tokens: float = DEFAULT_BATCHED_TOKENS
+    quantile: float | None = None  # the statistic TTFT is stated and held at (None: the mean)
 
     def rows(self, config: np.ndarray, hour: np.ndarray) -> TtftInputs:
         """The inputs of rows (configuration, hour) flattened along one axis."""
         return TtftInputs(prefill_s=self.prefill_s[config, hour], new_prompt_tokens=self.new_prompt_tokens[hour],
                           step_factor=self.step_factor[config], tokens_per_seq=self.tokens_per_seq[config],
-                          slo_ms=self.slo_ms, batched_tokens=self.batched_tokens)
+                          slo_ms=self.slo_ms, batched_tokens=self.batched_tokens, quantile=self.quantile)
 
 
 def at_load(inputs: TtftInputs, *, requests_per_s, tpot_s, batch) -> Ttft:
@@ -230,4 +273,4 @@ def at_load(inputs: TtftInputs, *, requests_per_s, tpot_s, batch) -> Ttft:
     the row inputs yourself where they are 2-D)."""
     return ttft(requests_per_s=requests_per_s, prefill_s=inputs.prefill_s, new_prompt_tokens=inputs.new_prompt_tokens,
                 step_s=np.asarray(tpot_s, float) * inputs.step_factor, batch=batch,
-                tokens_per_seq=inputs.tokens_per_seq, batched_tokens=inputs.batched_tokens)
+                tokens_per_seq=inputs.tokens_per_seq, batched_tokens=inputs.batched_tokens, quantile=inputs.quantile)

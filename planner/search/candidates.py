@@ -7,13 +7,14 @@ Chain: tau = 1 + sum_i prod_{j<=i} alpha_j (Leviathan et al. 2023), bonus token 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 
 import numpy as np
 
 from planner.acceptance import rates as acc
-from planner.acceptance import tiers, trees
+from planner.acceptance import tails, tiers, trees
 from planner.context import Candidate, Context, Samples
 from planner.request import NO_SPEC, PlanError, is_number
 from planner.search.drafting import availability
@@ -231,3 +232,72 @@ def vsd_alpha_shift(ctx: Context, cand: Candidate, factor: float) -> float:
     tau = float(acc.acceptance_length_iid(a1, k))
     target = min(tau * factor, float(acc.acceptance_length_iid(MAX_ALPHA, k)))
     return float(acc.alpha_from_acceptance_length(target, k)) - a1
+
+
+
+def _step_moments(ctx: Context, cand: Candidate, smp: Samples, ks: np.ndarray, tau: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, variance, skewness) of the tokens a verifier step emits, each (N, K, S), for a speculative candidate
+    (planner.acceptance.tails): from the chain's per-position alpha; a tree, or a stated acceptance length, as the
+    i.i.d. chain with its tau (N, K, S)."""
+    t = np.clip(np.nan_to_num(tau, nan=1.0), 1.0, None)
+    if cand.tree or cand.tree_shape is not None:
+        mean, var, skew = (np.empty(t.shape) for _ in range(3))
+        for j, k in enumerate(np.asarray(ks).astype(int)):
+            mean[:, j], var[:, j], skew[:, j] = tails.step_moments(tails.iid_per_position(t[:, j], int(k)))
+        return mean, var, skew
+    per_pos, _ = per_position_alpha(ctx, cand, smp, int(np.max(ks)))  # (N, S, Kmax)
+    mean, var, skew = (np.moveaxis(m, -1, 1) for m in tails.step_moments_by_k(per_pos, ks))
+    return mean, var, skew
+
+
+def _measured_spread(ctx: Context, cand: Candidate) -> tuple[float, ...] | None:
+    """The request's measured per-request TPOT spread where it belongs to the candidate's method, else None."""
+    a = ctx.req.acceptance
+    if a is not None and ctx.req.acceptance_method == cand.method and a.tpot_spread is not None:
+        return a.tpot_spread
+    return None
+
+
+def candidate_tpot_factor(ctx: Context, cands: Sequence[Candidate], smp: Samples, ks: np.ndarray, tau: np.ndarray,
+                          q: float | None) -> np.ndarray:
+    """The TPOT at quantile q over the mean TPOT, (N, C, K, S), for a request of each segment's mean output length
+    (planner.acceptance.tails): 1 with q None (a mean SLO) and without speculation; a measured per-request spread
+    where the request brings one for the candidate's method; else from the step's moments (_step_moments).
+    tau: candidate_taus' (N, C, K, S)."""
+    out = np.ones((smp.n, len(cands), len(ks), len(ctx.segs)))
+    if q is None:
+        return out
+    outputs = np.array([s.output_tokens for s in ctx.segs], float)
+    for i, c in enumerate(cands):
+        if c.method == NO_SPEC:
+            continue
+        spread = _measured_spread(ctx, c)
+        if spread is not None:
+            out[:, i] = tails.spread_factor(spread, q)
+            continue
+        mean, var, skew = _step_moments(ctx, c, smp, ks, tau[:, i])
+        out[:, i] = tails.tpot_factor(mean, var, skew, outputs, q)
+    return out
+
+
+def config_tpot_factor(ctx: Context, cand: Candidate, k: int, output_tokens: np.ndarray, q: float | None
+                       ) -> np.ndarray:
+    """candidate_tpot_factor for one deployed configuration (the candidate at K, the middle sample) at the fleet's
+    hours' mean output lengths (U,): the step's moments blended over the segments by their output-token shares."""
+    out = np.asarray(output_tokens, float)
+    if q is None or cand.method == NO_SPEC:
+        return np.ones(out.shape)
+    spread = _measured_spread(ctx, cand)
+    if spread is not None:
+        return np.full(out.shape, tails.spread_factor(spread, q))
+
+    def compute() -> tuple[float, float, float]:
+        smp = ctx.mid_samples()
+        ks = np.array([float(max(k, 1))])
+        tau, _, _ = candidate_tau(ctx, cand, smp, ks)
+        return tuple(float(np.dot(ctx.share, m[0, 0])) for m in _step_moments(ctx, cand, smp, ks, tau))
+
+    # the step's moments, once per configuration for the plan (its fleets, bills and levers ask again)
+    mean, var, skew = ctx.cached(("step moments", dataclasses.replace(cand, ks=(max(k, 1),))), compute)
+    return tails.tpot_factor(mean, var, skew, out, q)

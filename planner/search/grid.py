@@ -21,8 +21,8 @@ import numpy as np
 from planner.context import Candidate, Context, Samples, r5
 from planner.physics.serving import SpecResult, evaluate_arrays, prefill_time_s
 from planner.physics.ttft import ttft
-from planner.request import MAX_BATCH, NO_SPEC
-from planner.search.candidates import candidate_taus
+from planner.request import MAX_BATCH, NO_SPEC, slo_quantile
+from planner.search.candidates import candidate_taus, candidate_tpot_factor
 from planner.search.drafting import DraftArrays, tree_overrides
 from planner.search.drafting import drafts as draft_arrays
 from planner.search.memory import candidate_max_batch
@@ -107,6 +107,8 @@ class SearchResult:
     alpha1: np.ndarray  # (N, C, S)
     valid_k: np.ndarray  # K allowed for this candidate (C, K)
     ttft_s: np.ndarray | None = None  # TTFT at full load at `batch` (planner.physics.ttft), shape of `batch`
+    # the TPOT at the SLO's percentile over the mean TPOT (planner.acceptance.tails), shape of `batch`; None: 1
+    tpot_factor: np.ndarray | None = None
 
 
 def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResult:
@@ -141,16 +143,23 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
 
     slo_s = ctx.req.tpot_slo_ms / 1e3
     ttft_slo_s = None if ctx.req.ttft_slo_ms is None else ctx.req.ttft_slo_ms / 1e3
+    ttft_q = slo_quantile(ctx.req.ttft_percentile)
+    # the TPOT at the SLO's percentile over the mean TPOT, (N, Q, 1, S, 1); None for a mean SLO (no work)
+    tpot_q = slo_quantile(ctx.req.tpot_percentile)
+    tail_q = (None if tpot_q is None else
+              candidate_tpot_factor(ctx, cands, smp, ks, tau_r, tpot_q)[:, ci, ki][:, :, None, :, None])
 
-    def latency(res: SpecResult, a=args, base_mask=None, batch=None):
-        """The TPOT seen at full load, or with a TTFT SLO the larger of it and the TTFT at full load scaled to the
-        TPOT SLO (TTFT x TPOT SLO / TTFT SLO): <= the TPOT SLO exactly when both hold, and still near-affine in the
-        batch for the bracket's interpolation."""
+    def latency(res: SpecResult, a=args, base_mask=None, batch=None, tail=tail_q):
+        """The TPOT seen at full load at the SLO's percentile (the mean x `tail`), or with a TTFT SLO the larger of
+        it and the TTFT at full load (at its percentile) scaled to the TPOT SLO (TTFT x TPOT SLO / TTFT SLO): <= the
+        TPOT SLO exactly when both hold, and still near-affine in the batch for the bracket's interpolation."""
         seen = pick(res, "tpot_seen_s", base_mask)
+        if tail is not None:
+            seen = seen * tail
         if ttft_slo_s is None:
             return seen
         mask = r5(is_base, 1) if base_mask is None else base_mask
-        return np.maximum(seen, full_load_ttft_s(res, a, mask, batch) * (slo_s / ttft_slo_s))
+        return np.maximum(seen, full_load_ttft_s(res, a, mask, batch, ttft_q) * (slo_s / ttft_slo_s))
 
     # 1. each configuration's own upper bound: memory (no step time needed), the traffic's concurrency cap and
     #    MAX_BATCH; then a grid of batches (powers of 4 below the largest bound, and the bound itself)
@@ -164,6 +173,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     rg = ev(grid)
     tg = latency(rg, batch=grid)
     lead = tg.shape[:-1]
+    tail_full = None if tail_q is None else np.broadcast_to(tail_q, lead + (1,))
     seen_b, seen_c = [grid], [pick(rg, "usd_per_mtok")]
     tpot1 = tg[..., :1]
     ok_g = tg <= slo_s
@@ -191,7 +201,8 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
         rt = ev(trial[rows], {name: _take_rows(a, rows, lead) for name, a in args.items()})
         base_rows = base_full[rows]
         tt = np.full(trial.shape, np.inf)
-        tt[rows] = latency(rt, {name: _take_rows(a, rows, lead) for name, a in args.items()}, base_rows, trial[rows])
+        tt[rows] = latency(rt, {name: _take_rows(a, rows, lead) for name, a in args.items()}, base_rows, trial[rows],
+                           None if tail_full is None else tail_full[rows])
         ct = np.full(trial.shape, np.inf)  # closed rows: not evaluated, never chosen
         ct[rows] = pick(rt, "usd_per_mtok", base_rows)
         seen_b.append(trial)
@@ -219,7 +230,7 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     best_b = np.take_along_axis(cand_b, j, axis=-1)
     res = ev(best_b, with_memory=True)
     meets = latency(res, batch=best_b) <= slo_s * (1 + 1e-12)
-    ttft_best = full_load_ttft_s(res, args, r5(is_base, 1), best_b)
+    ttft_best = full_load_ttft_s(res, args, r5(is_base, 1), best_b, ttft_q)
     fits = best_b <= mb
     n, c_, k_, s_ = smp.n, len(cands), len(ks), len(ctx.segs)
 
@@ -234,7 +245,8 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
                                           else np.nan) for f in dataclasses.fields(SpecResult)})
     return SearchResult(ks=ks, batch=full(best_b, 1.0), res=res_full, ok=full(meets & fits, False),
                    fits_any=full(mb >= 1, False), tpot_min_s=full(tpot1, np.nan), max_batch=full(mb, 0.0),
-                   tau=tau_r[..., None], alpha1=alpha1, valid_k=valid, ttft_s=full(ttft_best, np.nan))
+                   tau=tau_r[..., None], alpha1=alpha1, valid_k=valid, ttft_s=full(ttft_best, np.nan),
+                   tpot_factor=None if tail_q is None else full(np.broadcast_to(tail_q, best_b.shape), 1.0))
 
 
 def _take_rows(x: Any, rows: tuple[np.ndarray, ...], lead: tuple[int, ...]) -> Any:
@@ -265,11 +277,12 @@ def blended_cpm(ctx: Context, cands: Sequence[Candidate], sr: SearchResult) -> t
     return np.where(feasible, best, np.nan), feasible
 
 
-def full_load_ttft_s(res: SpecResult, a: dict[str, Any], base_mask, batch) -> np.ndarray:
-    """The TTFT (planner.physics.ttft) of a replica kept at `batch` (the full-load arrival rate,
-    planner.physics.replica) from an evaluation `res` with evaluate_arrays' arguments `a`: the target's prefill and the
-    draft's own (none without speculation), the decode step (TPOT x acceptance length) and the decode tokens a sequence
-    puts in a step."""
+def full_load_ttft_s(res: SpecResult, a: dict[str, Any], base_mask, batch, quantile: float | None = None
+                     ) -> np.ndarray:
+    """The TTFT (planner.physics.ttft; at `quantile`, None: the mean) of a replica kept at `batch` (the full-load
+    arrival rate, planner.physics.replica) from an evaluation `res` with evaluate_arrays' arguments `a`: the target's
+    prefill and the draft's own (none without speculation), the decode step (TPOT x acceptance length) and the decode
+    tokens a sequence puts in a step."""
     base = np.asarray(base_mask, bool)
     tpot = np.where(base, res.baseline_tpot_s, res.tpot_s)
     eff = np.where(base, res.baseline_effective_output_tokens_per_s, res.effective_output_tokens_per_s)
@@ -280,4 +293,4 @@ def full_load_ttft_s(res: SpecResult, a: dict[str, Any], base_mask, batch) -> np
     return ttft(requests_per_s=lam, prefill_s=pre + np.where(base, 0.0, draft_pre),
                 new_prompt_tokens=np.asarray(a["prompt_tokens"], float) * (1.0 - share),
                 step_s=tpot * np.where(base, 1.0, a["tau"]), batch=batch,
-                tokens_per_seq=np.where(base, 1.0, a["verify_tokens"])).ttft_s
+                tokens_per_seq=np.where(base, 1.0, a["verify_tokens"]), quantile=quantile).ttft_s

@@ -397,10 +397,10 @@ def scenario_caption(req: P.PlanRequest) -> str:
     if req.spend_usd_per_month is not None:
         gpus = f" on at most {req.spend_gpus:,} GPUs" if req.spend_gpus is not None else ""
         return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
-                f"TPOT SLO {req.tpot_slo_ms:g} ms{slo_box.ttft_phrase(req)}, the volume a spend of "
+                f"{slo_box.tpot_phrase(req)}{slo_box.ttft_phrase(req)}, the volume a spend of "
                 f"{P.fmt_usd(req.spend_usd_per_month)}/month{gpus} serves (derived by the plan).")
     return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
-            f"TPOT SLO {req.tpot_slo_ms:g} ms{slo_box.ttft_phrase(req)}, {req.monthly_output_tokens / 1e9:,.2f}B "
+            f"{slo_box.tpot_phrase(req)}{slo_box.ttft_phrase(req)}, {req.monthly_output_tokens / 1e9:,.2f}B "
             "output tokens/month "
             f"({plain_in(req.volume_source, getattr(st.session_state.get(PROFILE_KEY), 'name', None))}).")
 
