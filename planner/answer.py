@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.fleet import Fleet, FleetHour
-from planner.request import CostAssumptions, PlanRequest, TrafficSegment
+from planner.request import NO_SPEC, CostAssumptions, PlanRequest, TrafficSegment
 
 
 @dataclass(frozen=True)
@@ -291,6 +291,124 @@ class SpendVolume:
 
 
 @dataclass(frozen=True)
+class HardwareOption:
+    """planner.decision.hardware_choice: one fleet, a GPU type at a TP and weight format running a method at its
+    best K (or no speculation)."""
+
+    hardware: str
+    hardware_label: str
+    tp: int
+    dtype: str
+    method: str  # NO_SPEC: no speculation
+    method_label: str
+    k: int
+    peak_gpus: int
+    usd_per_gpu_hour: float
+    usd_per_month: float  # the fleet's monthly bill under `billing`
+    billing: str
+    # "colocated", or "disaggregated" (planner.money.disagg): then `tp` is the decode pool's, `peak_gpus` both pools'
+    serving: str = "colocated"
+    prefill_tp: int = 0  # disaggregated: the prefill pool's TP and peak GPUs (0: co-located)
+    prefill_gpus: int = 0
+
+    @property
+    def _tp(self) -> str:
+        if self.serving == "colocated":
+            return f"TP {self.tp}"
+        return f"disaggregated: prefill {self.prefill_gpus:,} at TP {self.prefill_tp}, decode TP {self.tp}"
+
+    @property
+    def short(self) -> str:
+        spec = "" if self.method == NO_SPEC else f", {self.method_label} K={self.k}"
+        return f"{self.peak_gpus:,} GPU{'' if self.peak_gpus == 1 else 's'}, {self._tp}, {self.dtype}{spec}"
+
+    @property
+    def description(self) -> str:
+        spec = "no speculation" if self.method == NO_SPEC else f"{self.method_label} K={self.k}"
+        return f"{self.peak_gpus:,} x {self.hardware_label} ({self._tp}, {self.dtype} weights, {spec})"
+
+
+@dataclass(frozen=True)
+class HardwareChoice:
+    """A GPU type's cheapest fleet without and with speculation, at its price."""
+
+    hardware: str
+    label: str
+    usd_per_gpu_hour: float
+    price_source: str
+    no_speculation: HardwareOption | None  # None: no TP and weight format fits memory and meets the SLO
+    speculation: HardwareOption | None  # the cheapest method fleet (None: none fits and meets the SLO)
+    configs_sized: int  # (TP, weights) configurations whose fleet was sized
+    configs_skipped: int  # skipped: weights do not fit, or the one-replica floor is above the best found
+    note: str  # why there is no fleet, when there is none
+    # the cheapest fleet (either kind) at the request's own weight format: the like-for-like one when other formats
+    # are compared (None: that format cannot run here; then `own_format_note` says why)
+    own_format: HardwareOption | None = None
+    own_format_note: str = ""
+    # the cheapest disaggregated fleets (module docstring; None: not compared, or none meets both SLOs)
+    disaggregated_no_speculation: HardwareOption | None = None
+    disaggregated_speculation: HardwareOption | None = None
+    serving: str = "colocated"  # the request's: which fleets `cheapest` may pick
+
+    @property
+    def options(self) -> tuple[HardwareOption, ...]:
+        """The fleets the request's serving allows: co-located unless "disaggregated", disaggregated unless
+        "colocated"."""
+        co = (self.no_speculation, self.speculation) if self.serving != "disaggregated" else ()
+        dis = (self.disaggregated_no_speculation, self.disaggregated_speculation) if self.serving != "colocated" else ()
+        return tuple(o for o in (*co, *dis) if o is not None)
+
+    @property
+    def cheapest(self) -> HardwareOption | None:
+        opts = self.options
+        return min(opts, key=option_order) if opts else None
+
+
+@dataclass(frozen=True)
+class HardwareComparison:
+    choices: tuple[HardwareChoice, ...]  # one per GPU type, in the catalogue's order
+    cheapest: HardwareOption | None  # over every GPU type
+    requested: HardwareOption | None  # the request's own GPU type, TP and weights at its cheapest (either way)
+    billing: str
+    monthly_output_tokens: float
+    note: str  # what the comparison leaves out
+    dtype: str = "bf16"  # the request's own weight format
+    other_formats: bool = False  # True: every weight format compared; False: the request's own only (like for like)
+    serving: str = "colocated"  # the request's: "disaggregated" or "best" compare disaggregated fleets too
+    # What comparing other weight formats changed, in words: one line per GPU type whose cheapest fleet runs another
+    # format than the request's (none when only the request's own format is compared;
+    # planner.decision.hardware_choice.format_change)
+    format_changes: tuple[str, ...] = ()
+
+    @property
+    def disaggregated(self) -> bool:
+        """Whether disaggregated fleets are compared (the request's serving is not co-located only)."""
+        return self.serving != "colocated"
+
+    def choice(self, hardware: str) -> HardwareChoice:
+        for c in self.choices:
+            if c.hardware == hardware:
+                return c
+        raise KeyError(hardware)
+
+    @property
+    def cheaper_elsewhere(self) -> HardwareOption | None:
+        """The cheapest fleet when it is on another GPU type and cheaper than the request's own configuration."""
+        c, r = self.cheapest, self.requested
+        if c is None or c.hardware == (r.hardware if r is not None else None):
+            return None
+        if r is not None and c.usd_per_month >= r.usd_per_month:
+            return None
+        return c
+
+
+def option_order(o: HardwareOption) -> tuple[float, bool, bool]:
+    """Cheapest first; at the same bill (to the cent), no speculation first: it needs no setup; then co-located (one
+    pool is the simpler deployment)."""
+    return round(o.usd_per_month, 2), o.method != NO_SPEC, o.serving != "colocated"
+
+
+@dataclass(frozen=True)
 class Plan:
     request: PlanRequest
     segments: tuple[TrafficSegment, ...]
@@ -311,7 +429,7 @@ class Plan:
     fleet: Fleet | None = None  # planner.fleet.Fleet: GPUs by hour with and without speculation, the month's bills
     # planner.money.spend.SpendVolume: how a stated spend became the volume (None: a volume was given)
     spend: SpendVolume | None = None
-    hardware_choice: Any = None  # planner.decision.hardware_choice.HardwareComparison (None: not asked for)
+    hardware_choice: HardwareComparison | None = None  # planner.decision.hardware_choice (None: not asked for)
     bills: tuple[Bill, ...] = ()  # planner.money.bill.Bill per fleet configuration under the request's billing
     # The two fleets the headline compares (None: no feasible one): today's (the reference's, at its own TP) and the
     # best method's. `fleet` above holds every configuration at the requested TP; these are what "today" and "with

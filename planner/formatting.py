@@ -141,5 +141,5 @@ def plan_dict(p: Plan) -> dict[str, Any]:
     if p.hardware_choice is not None:
         c = p.hardware_choice
         out["hardware_comparison"] = {**jsonable(c), "cheaper_elsewhere": jsonable(c.cheaper_elsewhere),
-                                      "format_changes": list(c.format_changes())}
+                                      "format_changes": list(c.format_changes)}
     return out

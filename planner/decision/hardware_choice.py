@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
-from planner.answer import OperatingPoint
+from planner.answer import HardwareChoice, HardwareComparison, HardwareOption, OperatingPoint, option_order
 from planner.context import BASELINE, make_context
 from planner.fleet import monthly_bill_usd
 from planner.formatting import fmt_usd
@@ -44,120 +43,6 @@ from planner.search.candidates import method_candidates
 from planner.search.grid import search
 from planner.search.points import points
 from planner.types import WEIGHT_DTYPES, Catalog
-
-
-@dataclass(frozen=True)
-class HardwareOption:
-    """One fleet: a GPU type at a TP and weight format, running a method at its best K (or no speculation)."""
-
-    hardware: str
-    hardware_label: str
-    tp: int
-    dtype: str
-    method: str  # NO_SPEC: no speculation
-    method_label: str
-    k: int
-    peak_gpus: int
-    usd_per_gpu_hour: float
-    usd_per_month: float  # the fleet's monthly bill under `billing`
-    billing: str
-    # "colocated", or "disaggregated" (planner.money.disagg): then `tp` is the decode pool's, `peak_gpus` both pools'
-    serving: str = "colocated"
-    prefill_tp: int = 0  # disaggregated: the prefill pool's TP and peak GPUs (0: co-located)
-    prefill_gpus: int = 0
-
-    @property
-    def _tp(self) -> str:
-        if self.serving == "colocated":
-            return f"TP {self.tp}"
-        return f"disaggregated: prefill {self.prefill_gpus:,} at TP {self.prefill_tp}, decode TP {self.tp}"
-
-    @property
-    def short(self) -> str:
-        spec = "" if self.method == NO_SPEC else f", {self.method_label} K={self.k}"
-        return f"{self.peak_gpus:,} GPU{'' if self.peak_gpus == 1 else 's'}, {self._tp}, {self.dtype}{spec}"
-
-    @property
-    def description(self) -> str:
-        spec = "no speculation" if self.method == NO_SPEC else f"{self.method_label} K={self.k}"
-        return f"{self.peak_gpus:,} x {self.hardware_label} ({self._tp}, {self.dtype} weights, {spec})"
-
-
-@dataclass(frozen=True)
-class HardwareChoice:
-    """A GPU type's cheapest fleet without and with speculation, at its price."""
-
-    hardware: str
-    label: str
-    usd_per_gpu_hour: float
-    price_source: str
-    no_speculation: HardwareOption | None  # None: no TP and weight format fits memory and meets the SLO
-    speculation: HardwareOption | None  # the cheapest method fleet (None: none fits and meets the SLO)
-    configs_sized: int  # (TP, weights) configurations whose fleet was sized
-    configs_skipped: int  # skipped: weights do not fit, or the one-replica floor is above the best found
-    note: str  # why there is no fleet, when there is none
-    # the cheapest fleet (either kind) at the request's own weight format: the like-for-like one when other formats
-    # are compared (None: that format cannot run here; then `own_format_note` says why)
-    own_format: HardwareOption | None = None
-    own_format_note: str = ""
-    # the cheapest disaggregated fleets (module docstring; None: not compared, or none meets both SLOs)
-    disaggregated_no_speculation: HardwareOption | None = None
-    disaggregated_speculation: HardwareOption | None = None
-    serving: str = "colocated"  # the request's: which fleets `cheapest` may pick
-
-    @property
-    def options(self) -> tuple[HardwareOption, ...]:
-        """The fleets the request's serving allows: co-located unless "disaggregated", disaggregated unless
-        "colocated"."""
-        co = (self.no_speculation, self.speculation) if self.serving != "disaggregated" else ()
-        dis = (self.disaggregated_no_speculation, self.disaggregated_speculation) if self.serving != "colocated" else ()
-        return tuple(o for o in (*co, *dis) if o is not None)
-
-    @property
-    def cheapest(self) -> HardwareOption | None:
-        opts = self.options
-        return min(opts, key=_cost) if opts else None
-
-
-@dataclass(frozen=True)
-class HardwareComparison:
-    choices: tuple[HardwareChoice, ...]  # one per GPU type, in the catalogue's order
-    cheapest: HardwareOption | None  # over every GPU type
-    requested: HardwareOption | None  # the request's own GPU type, TP and weights at its cheapest (either way)
-    billing: str
-    monthly_output_tokens: float
-    note: str  # what the comparison leaves out
-    dtype: str = "bf16"  # the request's own weight format
-    other_formats: bool = False  # True: every weight format compared; False: the request's own only (like for like)
-    serving: str = "colocated"  # the request's: "disaggregated" or "best" compare disaggregated fleets too
-
-    @property
-    def disaggregated(self) -> bool:
-        """Whether disaggregated fleets are compared (the request's serving is not co-located only)."""
-        return self.serving != "colocated"
-
-    def choice(self, hardware: str) -> HardwareChoice:
-        for c in self.choices:
-            if c.hardware == hardware:
-                return c
-        raise KeyError(hardware)
-
-    def format_changes(self) -> tuple[str, ...]:
-        """What comparing other weight formats changed, in words: one line per GPU type whose cheapest fleet runs
-        another format than the request's (none when only the request's own format is compared)."""
-        own = self.requested.hardware if self.requested is not None else None
-        return tuple(line for c in self.choices if (line := format_change(c, self.dtype, own_hardware=own)))
-
-    @property
-    def cheaper_elsewhere(self) -> HardwareOption | None:
-        """The cheapest fleet when it is on another GPU type and cheaper than the request's own configuration."""
-        c, r = self.cheapest, self.requested
-        if c is None or c.hardware == (r.hardware if r is not None else None):
-            return None
-        if r is not None and c.usd_per_month >= r.usd_per_month:
-            return None
-        return c
-
 
 # A fleet's bill is at least its full-load cost per token times the volume (idle capacity, whole replicas and prefill
 # sharing only add to it); sizing is skipped above this fraction of that bound (a margin for a mix's blended CPM
@@ -247,18 +132,20 @@ def compare_hardware(req: PlanRequest, catalog: Catalog, *, prices: Mapping[str,
         choices = [_with_disaggregated(c, req, catalog, segs, names, billing, own=(own_ctx, own_pts))
                    for c in choices]
     every = [o for c in choices for o in c.options]
-    cheapest = min(every, key=_cost) if every else None
+    cheapest = min(every, key=option_order) if every else None
     mine = list(requested) if req.serving != "disaggregated" else []
     if req.serving != "colocated":
         c = next(c for c in choices if c.hardware == req.hardware)
         mine += [o for o in (c.disaggregated_no_speculation, c.disaggregated_speculation)
                  if o is not None and o.dtype == req.dtype]
-    own = min(mine, key=_cost) if mine else None
+    own = min(mine, key=option_order) if mine else None
     note = NOTE if req.compare_other_formats else LIKE_FOR_LIKE_NOTE.format(dtype=req.dtype)
     if req.serving != "colocated":
         note += " " + SERVING_NOTE[req.serving]
+    own_hw = own.hardware if own is not None else None
+    changes = tuple(line for c in choices if (line := format_change(c, req.dtype, own_hardware=own_hw)))
     return HardwareComparison(tuple(choices), cheapest, own, billing, req.monthly_output_tokens, note, req.dtype,
-                              bool(req.compare_other_formats), req.serving)
+                              bool(req.compare_other_formats), req.serving, changes)
 
 
 SERVING_NOTE = {
@@ -395,7 +282,7 @@ def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, pric
     for kind, o in own.items():  # at the same bill (to the cent), the request's own weights: nothing to trade
         if kind in best and round(o.usd_per_month, 2) <= round(best[kind].usd_per_month, 2):
             best[kind] = o
-    own_best = min(own.values(), key=_cost) if own else None
+    own_best = min(own.values(), key=option_order) if own else None
     return HardwareChoice(name, hw.label, price, source, best.get(False), best.get(True), sized, skipped, note,
                           own_best, own_note)
 
@@ -414,12 +301,6 @@ def format_change(c: HardwareChoice, dtype: str, *, own_hardware: str | None = N
         return f"{head} ({fmt_usd(best.usd_per_month)}/month; at your {dtype} weights it {c.own_format_note})"
     return (f"{head} ({fmt_usd(best.usd_per_month)}/month against {fmt_usd(c.own_format.usd_per_month)}/month at "
             f"your {dtype} weights, {c.own_format.short})")
-
-
-def _cost(o: HardwareOption) -> tuple[float, bool, bool]:
-    """Cheapest first; at the same bill (to the cent), no speculation first: it needs no setup; then co-located (one
-    pool is the simpler deployment)."""
-    return round(o.usd_per_month, 2), o.method != NO_SPEC, o.serving != "colocated"
 
 
 def _keep(best: dict[bool, HardwareOption], o: HardwareOption) -> None:

@@ -125,7 +125,7 @@ def section(p: Plan) -> None:
                   first=("GPU", "without speculation", "with speculation", "fleet with", "fleet without", "$/GPU-hour"),
                   widths={"GPU": 190, "without speculation": 135, "with speculation": 135, "fleet with": 230,
                           "fleet without": 230, "$/GPU-hour": 90})
-    if changes := cmp.format_changes():
+    if changes := cmp.format_changes:
         st.info("What the other weight formats changed:\n\n" + "\n".join(f"- {line}." for line in changes))
     best, own = cmp.cheapest, cmp.requested
     if best is not None:

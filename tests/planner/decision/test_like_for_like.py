@@ -37,7 +37,7 @@ def test_the_default_comparison_keeps_bf16_on_every_gpu_type(both):
     same, _ = both
     assert not same.other_formats and same.dtype == "bf16"
     assert options(same) and all(o.dtype == "bf16" for o in options(same))
-    assert same.format_changes() == ()
+    assert same.format_changes == ()
     assert "runs your bf16 weights" in same.note
 
 
@@ -46,7 +46,7 @@ def test_other_formats_change_the_weights_and_say_so(both, catalog):
     assert other.other_formats
     changed = [c for c in other.choices if c.cheapest is not None and c.cheapest.dtype != "bf16"]
     assert changed  # fp8 / 4-bit weights win somewhere
-    lines = other.format_changes()
+    lines = other.format_changes
     assert len(lines) == len(changed)
     h200 = other.choice("h200")
     assert h200.cheapest.dtype == "fp8"
