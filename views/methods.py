@@ -6,8 +6,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from i18n import tr
+from i18n.numbers import fmt_cpm, fmt_pct, fmt_usd
 from planner.answer import Plan
-from planner.formatting import fmt_cpm, fmt_pct, fmt_usd
 from views.parts import widgets
 from views.plan import CONVENTION
 from views.sidebar import state as S
@@ -68,22 +69,22 @@ def methods_figure(avail: list, ref: object | None) -> go.Figure:
 
 
 def render() -> None:
-    req = S.page_header("Methods side by side")
+    req = S.page_header(tr("Methods side by side"))
     if req is None:
         return
-    basis = st.radio("Alpha basis", ["default", "tuned"], key="methods_alpha", horizontal=True,
+    basis = st.radio(tr("Alpha basis"), ["default", "tuned"], key="methods_alpha", horizontal=True,
                      format_func=lambda v: "default heads (seed's default range)" if v == "default"
                      else "tuned heads (seed's tuned range)")
     p = S.plan(S.request(tuned=basis == "tuned"))
     ref = p.reference
     if ref is not None:
-        st.markdown(f"**Today ({ref.label}):** {fmt_cpm(ref.usd_per_mtok)} per million output tokens at its own "
-                    f"best batch ({ref.batch}) under the {req.tpot_slo_ms:g} ms TPOT SLO.")
+        st.markdown(tr("**Today ({label}):** {usd_per_mtok} per million output tokens at its own "
+                    "best batch ({batch}) under the {tpot_slo_ms} ms TPOT SLO.", label=ref.label, usd_per_mtok=fmt_cpm(ref.usd_per_mtok), batch=ref.batch, tpot_slo_ms=f"{req.tpot_slo_ms:g}"))
     else:
         st.warning(p.reference_note)
     for m in p.methods:
         if not m.available:
-            st.info(f"{m.label} is {m.reason}.")
+            st.info(tr("{label} is {reason}.", label=m.label, reason=m.reason))
     widgets.table(table_rows(p), key="methods_table", first=FIRST_COLUMNS, widths={"method": 170})
     st.caption(CONVENTION + " Speedup (same batch): against no speculation at the same batch; CPM compares each method at "
                "its own best batch (the honest comparison). "
@@ -95,7 +96,7 @@ def render() -> None:
         fig = methods_figure(avail, ref)
         st.plotly_chart(fig, key="methods_chart", width="stretch")
         if S.is_profile():
-            with st.expander("Per workload and language"):
+            with st.expander(tr("Per workload and language")):
                 seg_rows = [{"method": m.label, "workload": s.workload, "language": s.language,
                              "share of output tokens": f"{s.share * 100:.1f} %", "K": m.k, "batch": s.batch,
                              "alpha (pos. 1)": round(s.alpha_position_1, 3), "tau": round(s.acceptance_length, 3),

@@ -9,8 +9,9 @@ import datetime as dt
 
 import streamlit as st
 
+from i18n import tr
+from i18n.numbers import fmt_usd
 from planner import plan as P
-from planner.formatting import fmt_usd
 from report.board import BoardReport, appendix_json, board_report
 from report.board_html import board_html
 from report.board_pdf import board_pdf
@@ -30,7 +31,7 @@ def _documents(req: P.PlanRequest, day: str) -> tuple[BoardReport, bytes, str]:
 
 
 def render() -> None:
-    req = S.page_header("Report")
+    req = S.page_header(tr("Report"))
     if req is None:
         return
     cat = S.catalog()
@@ -41,7 +42,7 @@ def render() -> None:
     day = dt.date.today().isoformat()
     board, pdf_doc, html_doc = _documents(req, day)
     # the planner's sentences as text: their dollar signs would otherwise open LaTeX (views.parts.text)
-    st.markdown(f"**Recommendation:** {plain(board.decision)}")
+    st.markdown(tr("**Recommendation:** {decision}", decision=plain(board.decision)))
     if board.elsewhere:
         st.markdown(plain(board.elsewhere))
     if board.knee:
@@ -49,18 +50,18 @@ def render() -> None:
     st.markdown("\n".join(f"- {plain(f.label)}: **{plain(f.value)}**" + (f" ({plain(f.note)})" if f.note else "")
                            for f in board.money))
     if mc is not None:
-        st.markdown(f"**How sure:** {cat.methods[mc.method].label} (K={mc.k}) saves money in {mc.p_saves * 100:.0f} % "
-                    f"of {mc.samples} draws (monthly saving p5 {fmt_usd(mc.saving_p05)}, median "
-                    f"{fmt_usd(mc.saving_p50)}, p95 {fmt_usd(mc.saving_p95)}; the Sensitivity page's Monte Carlo).")
+        st.markdown(tr("**How sure:** {label} (K={k}) saves money in {v} % "
+                    "of {samples} draws (monthly saving p5 {saving_p05}, median "
+                    "{saving_p50}, p95 {saving_p95}; the Sensitivity page's Monte Carlo).", label=cat.methods[mc.method].label, k=mc.k, v=f"{mc.p_saves * 100:.0f}", samples=mc.samples, saving_p05=fmt_usd(mc.saving_p05), saving_p50=fmt_usd(mc.saving_p50), saving_p95=fmt_usd(mc.saving_p95)))
     csv_rows = rep.scenario_rows(p, list(p.levers), mc)
     c = st.columns(2) + st.columns(2)  # two rows of two: the labels whole at 1280 px
-    c[0].download_button("Download the board report (PDF)", pdf_doc, file_name=f"specplan-{day}.pdf",
+    c[0].download_button(tr("Download the board report (PDF)"), pdf_doc, file_name=f"specplan-{day}.pdf",
                          mime="application/pdf", key="report_pdf")
-    c[1].download_button("Download the board report (HTML)", html_doc.encode("utf-8"),
+    c[1].download_button(tr("Download the board report (HTML)"), html_doc.encode("utf-8"),
                          file_name=f"specplan-{day}.html", mime="text/html", key="report_html")
-    c[2].download_button("Download all numbers (CSV)", rep.to_csv(csv_rows).encode("utf-8"),
+    c[2].download_button(tr("Download all numbers (CSV)"), rep.to_csv(csv_rows).encode("utf-8"),
                          file_name=f"specplan-{day}.csv", mime="text/csv", key="report_csv")
-    c[3].download_button("Download the JSON appendix", appendix_json(p).encode("utf-8"),
+    c[3].download_button(tr("Download the JSON appendix"), appendix_json(p).encode("utf-8"),
                          file_name=f"specplan-{day}.json", mime="application/json", key="report_json")
     st.caption("The board report: the decision, the bills, the fleet by hour, what the probability depends on, "
                + ("the GPU types compared, " if board.hardware else "")
@@ -76,7 +77,7 @@ def render() -> None:
         for n in p.deploy["notes"]:
             st.caption(n)
     widgets.glossary()
-    with st.expander("Assumptions (sources and dates)"):
+    with st.expander(tr("Assumptions (sources and dates)")):
         st.dataframe([a.__dict__ for a in p.assumptions], key="report_assumptions", hide_index=True)
 
 

@@ -11,8 +11,9 @@ import dataclasses
 import plotly.graph_objects as go
 import streamlit as st
 
+from i18n import tr
+from i18n.numbers import fmt_per_month, fmt_usd
 from planner.answer import Plan
-from planner.formatting import fmt_usd
 from planner.request import PlanRequest
 from views.parts import widgets
 from views.sidebar import price as _price
@@ -67,41 +68,41 @@ def rows(cmp) -> list[dict]:
         out.append({
             "GPU": c.label, "$/GPU-hour": fmt_usd(c.usd_per_gpu_hour, 2),
             "price": c.price_source,
-            "without speculation": f"{fmt_usd(off.usd_per_month)}/month" if off else "-",
+            "without speculation": fmt_per_month(off.usd_per_month) if off else "-",
             "fleet without": _fleet(off, why),
-            "with speculation": f"{fmt_usd(on.usd_per_month)}/month" if on else "-",
+            "with speculation": fmt_per_month(on.usd_per_month) if on else "-",
             "fleet with": _fleet(on, why)})
     return out
 
 
 def _prices(req: PlanRequest) -> None:
     cat = S.catalog()
-    with st.expander("Prices per GPU type, $/GPU-hour (defaults: list prices, the midpoints of their ranges)"):
+    with st.expander(tr("Prices per GPU type, $/GPU-hour (defaults: list prices, the midpoints of their ranges)")):
         cols = st.columns(3)
         for i, (name, hw) in enumerate(cat.hardware.items()):
             col = cols[i % 3]
             if name == req.hardware:
-                col.caption(f"{hw.label}: ${_price.price_of(req, hw):.2f} (the sidebar's "
-                            "price, the plan's GPU)")
+                col.caption(tr("{label}: ${price_of} (the sidebar's "
+                            "price, the plan's GPU)", label=hw.label, price_of=f"{_price.price_of(req, hw):.2f}"))
                 continue
             col.number_input(hw.label, min_value=0.01, max_value=1000.0, step=0.1, key=PRICE_PREFIX + name,
                              on_change=_price.mark_gpu_price_entered, args=(name,),
-                             help=f"Default: midpoint of ${hw.usd_per_gpu_hour_low:.2f}-${hw.usd_per_gpu_hour_high:.2f} "
-                                  f"({hw.price.source}, {hw.price.date}).")
+                             help=tr("Default: midpoint of ${usd_per_gpu_hour_low}-${usd_per_gpu_hour_high} "
+                                  "({source}, {date}).", usd_per_gpu_hour_low=f"{hw.usd_per_gpu_hour_low:.2f}", usd_per_gpu_hour_high=f"{hw.usd_per_gpu_hour_high:.2f}", source=hw.price.source, date=hw.price.date))
 
 
 def section(p: Plan) -> None:
     """The section: the toggle, the prices, then the comparison's table and chart."""
-    st.subheader("Which hardware for this traffic")
-    st.toggle("Compare every GPU type: the cheapest fleet for this traffic and SLO", key=TOGGLE,
-              help="Every GPU type at each TP that fits and meets the SLO, at your weight format, without speculation "
-                   "and with each method at its best K; the fleet sized by hour and billed as above.")
+    st.subheader(tr("Which hardware for this traffic"))
+    st.toggle(tr("Compare every GPU type: the cheapest fleet for this traffic and SLO"), key=TOGGLE,
+              help=tr("Every GPU type at each TP that fits and meets the SLO, at your weight format, without speculation "
+                   "and with each method at its best K; the fleet sized by hour and billed as above."))
     if not st.session_state.get(TOGGLE):
         return
-    st.checkbox(f"Compare other weight formats too (your weights: {p.request.dtype})", key=OTHER_FORMATS,
-                help="Off: every GPU type runs your weight format, like for like. On: each GPU type may pick fp8 or "
+    st.checkbox(tr("Compare other weight formats too (your weights: {dtype})", dtype=p.request.dtype), key=OTHER_FORMATS,
+                help=tr("Off: every GPU type runs your weight format, like for like. On: each GPU type may pick fp8 or "
                      "4-bit weights, which may cost quality the planner does not price; the section then says where "
-                     "cheaper weights, not only a cheaper GPU, made the saving.")
+                     "cheaper weights, not only a cheaper GPU, made the saving."))
     _prices(p.request)
     cmp = p.hardware_choice
     if cmp is None:

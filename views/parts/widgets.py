@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from i18n import tr
+
 TEXT_COLUMN_PX = 200  # a column of long text is this wide (its cells show the start; hover shows the rest)
 LONG_TEXT_CHARS = 28  # a column whose longest cell is longer than this is long text
 
@@ -32,5 +34,5 @@ GLOSSARY = (
 
 def glossary() -> None:
     """The jargon, explained where it first appears on each page."""
-    with st.expander("What the words mean"):
+    with st.expander(tr("What the words mean")):
         st.markdown(GLOSSARY)

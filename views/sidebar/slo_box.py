@@ -9,6 +9,7 @@ from typing import Any
 
 import streamlit as st
 
+from i18n import tr
 from planner.physics.ttft import MAX_TTFT_SLO_MS
 from planner.request import SERVINGS
 
@@ -38,21 +39,21 @@ SERVING_LABELS = {"colocated": "co-located", "disaggregated": "disaggregated pre
 def slo_inputs() -> None:
     """The TPOT SLO, then the TTFT SLO (off: none stated, TTFT reported only)."""
     ss = st.session_state
-    st.number_input("TPOT SLO, ms per output token", min_value=1.0, max_value=60000.0, step=5.0, key="slo",
-                    help="TPOT (time per output token) is the latency each user sees between tokens. Every "
-                         "method is compared at its own best batch under this target.")
-    st.checkbox("Set a TTFT SLO", key="ttft_set",
-                help="TTFT (time to first token): the mean wait for a request's first token, its queue for the "
+    st.number_input(tr("TPOT SLO, ms per output token"), min_value=1.0, max_value=60000.0, step=5.0, key="slo",
+                    help=tr("TPOT (time per output token) is the latency each user sees between tokens. Every "
+                         "method is compared at its own best batch under this target."))
+    st.checkbox(tr("Set a TTFT SLO"), key="ttft_set",
+                help=tr("TTFT (time to first token): the mean wait for a request's first token, its queue for the "
                      "prefill lane and its own chunked prefill (the draft's too, with speculation). Off: TTFT is "
                      "shown, not a constraint. On: a batch or a fleet that breaks it is not feasible; the fleet adds "
-                     "replicas until both SLOs hold.")
-    st.number_input("TTFT SLO, ms to the first token", min_value=1.0, max_value=float(MAX_TTFT_SLO_MS), step=100.0,
+                     "replicas until both SLOs hold."))
+    st.number_input(tr("TTFT SLO, ms to the first token"), min_value=1.0, max_value=float(MAX_TTFT_SLO_MS), step=100.0,
                     key="ttft_slo", disabled=not ss.get("ttft_set", False))
-    st.radio("Prefill and decode", list(SERVINGS), key="serving", format_func=SERVING_LABELS.get,
-             help="Co-located: every replica prefills and decodes (chunked prefill shares its steps). Disaggregated: "
+    st.radio(tr("Prefill and decode"), list(SERVINGS), key="serving", format_func=lambda v: tr(SERVING_LABELS[v]),
+             help=tr("Co-located: every replica prefills and decodes (chunked prefill shares its steps). Disaggregated: "
                   "a prefill pool sized for the TTFT SLO and a decode pool for the TPOT SLO, each at its own TP, "
                   "the prompt's KV cache sent between them over the GPU's interconnect; the bill is both pools'. "
-                  "The cheaper of the two: the plan compares both, with and without speculation.")
+                  "The cheaper of the two: the plan compares both, with and without speculation."))
 
 
 def request_fields() -> dict[str, Any]:
@@ -64,4 +65,4 @@ def request_fields() -> dict[str, Any]:
 
 def ttft_phrase(req) -> str:
     """", TTFT SLO N ms" for the scenario caption where the request states one, else ""."""
-    return f", TTFT SLO {req.ttft_slo_ms:g} ms" if req.ttft_slo_ms is not None else ""
+    return tr(", TTFT SLO {ms} ms", ms=f"{req.ttft_slo_ms:g}") if req.ttft_slo_ms is not None else ""
