@@ -77,6 +77,12 @@ def tr(key: str, /, **values: object) -> str:
     return text.format(**values) if values else text
 
 
+def N_(key: str) -> str:  # noqa: N802 (gettext's name for it)
+    """`key` itself: marks a text kept in a module-level table (a widget's option labels) for the catalogue scan
+    (tools/i18n_keys.py); the page translates it with tr(table[value]) where it draws it."""
+    return key
+
+
 def tr_known(text: str) -> str:
     """`text` translated when the catalogue has it, else as it is: for the planner's English phrases (a PlanError's
     'allowed', an acceptance tier's name), of which the catalogue holds the common ones under 'known:<text>'."""

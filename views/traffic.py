@@ -170,14 +170,14 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
                 if vals:
                     st.caption("Most common values: " + ", ".join(f"{quoted(v)} ({n:,})" for v, n in vals[:15]))
                 text = st.text_area(i18n.tr("Value => workload, one per line (values that are workload names map to "
-                                    "themselves)"), key="traffic_wl_map", placeholder=i18n.tr("GPT-4 => reasoning\nChatGPT => chat"))
+                                    "themselves)"), key="traffic_wl_map", placeholder="GPT-4 => reasoning\nChatGPT => chat")
                 pairs, bad = _parse_lines(text, 2)
                 rule = tr.WorkloadRule(mode="map", column=col, mapping=tuple(pairs), workload=default)
             else:
                 text = st.text_area(i18n.tr("Rules, one per line: column: text => workload (first match wins; the text is "
                                     "matched anywhere in the cell, ignoring case; column may be prompt_text, model, "
                                     "endpoint or any column of the file)"), key="traffic_wl_rules",
-                                    placeholder=i18n.tr("model: gpt-4 => reasoning\nprompt_text: def  => code"))
+                                    placeholder="model: gpt-4 => reasoning\nprompt_text: def  => code")
                 rules, bad = _parse_lines(text, 3)
                 rule = tr.WorkloadRule(mode="rules", rules=tuple(rules), workload=default)
             if bad:

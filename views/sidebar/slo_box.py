@@ -9,7 +9,7 @@ from typing import Any
 
 import streamlit as st
 
-from i18n import tr
+from i18n import N_, tr
 from planner.physics.ttft import MAX_TTFT_SLO_MS
 from planner.request import SERVINGS
 
@@ -32,8 +32,8 @@ PARAMS: dict[str, tuple] = {
     "ttft_slo": (TTFT_DEFAULT_MS, float, lambda v: math.isfinite(v) and 0.0 < v <= MAX_TTFT_SLO_MS),
     "serving": (SERVINGS[0], str, lambda v: v in SERVINGS),
 }
-SERVING_LABELS = {"colocated": "co-located", "disaggregated": "disaggregated prefill/decode",
-                  "best": "the cheaper of the two"}
+SERVING_LABELS = {"colocated": N_("co-located"), "disaggregated": N_("disaggregated prefill/decode"),
+                  "best": N_("the cheaper of the two")}
 
 
 def slo_inputs() -> None:
@@ -49,7 +49,7 @@ def slo_inputs() -> None:
                      "replicas until both SLOs hold."))
     st.number_input(tr("TTFT SLO, ms to the first token"), min_value=1.0, max_value=float(MAX_TTFT_SLO_MS), step=100.0,
                     key="ttft_slo", disabled=not ss.get("ttft_set", False))
-    st.radio(tr("Prefill and decode"), list(SERVINGS), key="serving", format_func=lambda v: tr(SERVING_LABELS[v]),
+    st.radio(tr("Prefill and decode"), list(SERVINGS), key="serving", format_func={k: tr(v) for k, v in SERVING_LABELS.items()}.get,
              help=tr("Co-located: every replica prefills and decodes (chunked prefill shares its steps). Disaggregated: "
                   "a prefill pool sized for the TTFT SLO and a decode pool for the TPOT SLO, each at its own TP, "
                   "the prompt's KV cache sent between them over the GPU's interconnect; the bill is both pools'. "

@@ -22,7 +22,7 @@ from calibration.storage import kept_traffic
 from calibration.storage.calibrated_catalog import calibrated_files, with_calibrated
 from calibration.storage.store import default_url
 from i18n import numbers as _num
-from i18n import tr
+from i18n import N_, tr
 from i18n.errors import error_text
 from planner import plan as P
 from planner.fleet import SHAPES
@@ -95,7 +95,8 @@ def _finite(lo: float, hi: float) -> Callable[[Any], bool]:
 # The sidebar's volume with no trace loaded is the CLI's default (planner.request.DEFAULT_MONTHLY_OUTPUT_TOKENS).
 DEFAULTS = {"model": "llama-3.3-70b", "hardware": "h100-sxm", "tp": 4, "dtype": "bf16", "slo": 50.0,
             "volume_b": DEFAULT_MONTHLY_OUTPUT_TOKENS / 1e9, "workload": "chat", "language": "english"}
-VOLUME_SOURCES = {"profile": "the trace's own", "manual": "the number I type", "spend": "what we spend a month"}
+VOLUME_SOURCES = {"profile": N_("the trace's own"), "manual": N_("the number I type"),
+                  "spend": N_("what we spend a month")}
 
 
 def _params() -> dict[str, Param]:
@@ -260,14 +261,14 @@ def sidebar() -> None:
                           "(held at the pooled fit where they do not identify them), its deploy command, and the "
                           "speedup error measured for its class. vLLM: the version the calibration pins (0.32.0)."))
         st.selectbox(tr("KV cache"), ["auto", *KV_CACHE_DTYPES], key="kv",
-                     format_func=lambda v: tr("auto (fp8 with fp8 weights, else bf16)") if v == "auto" else v,
+                     format_func=lambda v, auto=tr("auto (fp8 with fp8 weights, else bf16)"): auto if v == "auto" else v,
                      help=tr("The KV cache's own format: it sets how many sequences fit and how long attention "
                           "reads take; the deploy command sets --kv-cache-dtype from it."))
         slo_box.slo_inputs()
         prof: TrafficProfile | None = ss.get(PROFILE_KEY)
         has_volume = prof is not None and prof.monthly_output_tokens is not None
         st.radio(tr("Monthly output-token volume"), list(VOLUME_SOURCES), key="volume_source", horizontal=True,
-                 format_func=lambda v: tr(VOLUME_SOURCES[v]),
+                 format_func={k: tr(v) for k, v in VOLUME_SOURCES.items()}.get,
                  help=tr("A loaded trace's own volume is used unless you pick 'the number I type'; with no trace "
                       "(or one without a volume) the number below is used. 'What we spend a month': the volume "
                       "that a fleet of this GPU type and TP costing that much serves under the SLO (today's method, "
@@ -290,7 +291,7 @@ def sidebar() -> None:
                         or ss["volume_source"] == "spend")
         methods = [P.NO_SPEC] + list(cat.methods)
         st.selectbox(tr("Current method (today)"), methods, key="current",
-                     format_func=lambda n: tr("none (no speculation)") if n == P.NO_SPEC else cat.methods[n].label)
+                     format_func=lambda n, none=tr("none (no speculation)"): none if n == P.NO_SPEC else cat.methods[n].label)
         disabled = prof is not None
         st.selectbox(tr("Workload"), list(cat.workloads), key="workload", disabled=disabled,
                      format_func=lambda n: cat.workloads[n].label)
