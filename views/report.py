@@ -9,6 +9,7 @@ import datetime as dt
 
 import streamlit as st
 
+import i18n
 from i18n import tr
 from i18n.numbers import fmt_usd
 from planner import plan as P
@@ -23,10 +24,10 @@ from views.sidebar import state as S
 
 
 @st.cache_resource(max_entries=16, show_spinner=False, hash_funcs={P.PlanRequest: repr})
-def _documents(req: P.PlanRequest, day: str) -> tuple[BoardReport, bytes, str]:
+def _documents(req: P.PlanRequest, day: str, lang: str = "en") -> tuple[BoardReport, bytes, str]:
     """(the board report's record, its PDF, its HTML) for the plan of `req` (S.plan's, levers included), dated
-    `day`; cached as the plan is (the record is immutable, the documents are bytes and text)."""
-    r = board_report(S.plan(req, levers=True), S.catalog(), generated=day)
+    `day`, written in `lang`; cached as the plan is (the record is immutable, the documents are bytes and text)."""
+    r = board_report(S.plan(req, levers=True), S.catalog(), generated=day, lang=lang)
     return r, board_pdf(r), board_html(r)
 
 
@@ -40,7 +41,7 @@ def render() -> None:
     # the Monte Carlo takes the volume a stated spend buys, as the plan and the Sensitivity page do
     mc = S.monte_carlo(S.at_spend_volume(req), p.best.method, p.best.k) if p.best is not None else None
     day = dt.date.today().isoformat()
-    board, pdf_doc, html_doc = _documents(req, day)
+    board, pdf_doc, html_doc = _documents(req, day, i18n.language())
     # the planner's sentences as text: their dollar signs would otherwise open LaTeX (views.parts.text)
     st.markdown(tr("**Recommendation:** {decision}", decision=plain(board.decision)))
     if board.elsewhere:
