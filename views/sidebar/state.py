@@ -21,8 +21,8 @@ import streamlit as st
 from calibration.storage import kept_traffic
 from calibration.storage.calibrated_catalog import calibrated_files, with_calibrated
 from calibration.storage.store import default_url
-from i18n import numbers as _num
 from i18n import N_, tr
+from i18n import numbers as _num
 from i18n.errors import error_text
 from planner import plan as P
 from planner.fleet import SHAPES
@@ -260,8 +260,9 @@ def sidebar() -> None:
                      help=tr("Its own per-step and per-draft-pass speculation overheads, fitted to its published rows "
                           "(held at the pooled fit where they do not identify them), its deploy command, and the "
                           "speedup error measured for its class. vLLM: the version the calibration pins (0.32.0)."))
+        kv_auto = tr("auto (fp8 with fp8 weights, else bf16)")  # formatted in this run's language, whatever thread asks
         st.selectbox(tr("KV cache"), ["auto", *KV_CACHE_DTYPES], key="kv",
-                     format_func=lambda v, auto=tr("auto (fp8 with fp8 weights, else bf16)"): auto if v == "auto" else v,
+                     format_func=lambda v: kv_auto if v == "auto" else v,
                      help=tr("The KV cache's own format: it sets how many sequences fit and how long attention "
                           "reads take; the deploy command sets --kv-cache-dtype from it."))
         slo_box.slo_inputs()
@@ -290,8 +291,9 @@ def sidebar() -> None:
                         key="volume_b", disabled=(ss["volume_source"] == "profile" and has_volume)
                         or ss["volume_source"] == "spend")
         methods = [P.NO_SPEC] + list(cat.methods)
+        no_spec = tr("none (no speculation)")
         st.selectbox(tr("Current method (today)"), methods, key="current",
-                     format_func=lambda n, none=tr("none (no speculation)"): none if n == P.NO_SPEC else cat.methods[n].label)
+                     format_func=lambda n: no_spec if n == P.NO_SPEC else cat.methods[n].label)
         disabled = prof is not None
         st.selectbox(tr("Workload"), list(cat.workloads), key="workload", disabled=disabled,
                      format_func=lambda n: cat.workloads[n].label)
