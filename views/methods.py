@@ -86,10 +86,10 @@ def render() -> None:
         if not m.available:
             st.info(tr("{label} is {reason}.", label=m.label, reason=m.reason))
     widgets.table(table_rows(p), key="methods_table", first=FIRST_COLUMNS, widths={"method": 170})
-    st.caption(CONVENTION + " Speedup (same batch): against no speculation at the same batch; CPM compares each method at "
-               "its own best batch (the honest comparison). "
-               + ("Numbers are blended over the traffic profile's workload and language mix, weighted by output "
-                  "tokens." if S.is_profile() else ""))
+    st.caption(tr(CONVENTION) + tr(" Speedup (same batch): against no speculation at the same batch; CPM compares each method at "
+                                   "its own best batch (the honest comparison). ")
+               + (tr("Numbers are blended over the traffic profile's workload and language mix, weighted by output "
+                     "tokens.") if S.is_profile() else ""))
     widgets.glossary()
     avail = [m for m in p.methods if m.available and m.fits_memory]
     if avail:

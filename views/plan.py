@@ -11,7 +11,7 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from i18n import tr
+from i18n import N_, tr, tr_known
 from i18n.numbers import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_per_month, fmt_usd
 from planner.answer import OperatingPoint, Plan, SloKnee
 from planner.checks.knee import knee_sentence, slo_knee
@@ -22,11 +22,11 @@ from views.parts import widgets
 from views.parts.text import plain_in, quoted
 from views.sidebar import state as S
 
-CONVENTION = ("Acceptance conventions: alpha is per-token (position 1); tau counts the bonus token; vLLM's draft "
-              "acceptance rate is (tau-1)/K.")
+CONVENTION = N_("Acceptance conventions: alpha is per-token (position 1); tau counts the bonus token; vLLM's draft "
+                "acceptance rate is (tau-1)/K.")
 
 
-BILLINGS = {"autoscaled": "autoscaled (each hour's replicas)", "fixed": "fixed (sized for the peak hour)"}
+BILLINGS = {"autoscaled": N_("autoscaled (each hour's replicas)"), "fixed": N_("fixed (sized for the peak hour)")}
 
 
 def compute(req: PlanRequest | None = None) -> Plan:
@@ -46,10 +46,10 @@ def cpm_chart(p: Plan) -> go.Figure:
                            for m in rows],
                  "arrayminus": [max(0.0, m.usd_per_mtok - m.usd_per_mtok_high) if math.isfinite(m.usd_per_mtok_high)
                                 else 0 for m in rows]},
-        customdata=[[m.k, m.batch, m.acceptance_length, "meets the SLO" if m.feasible else m.reason] for m in rows],
+        customdata=[[m.k, m.batch, m.acceptance_length, tr("meets the SLO") if m.feasible else m.reason] for m in rows],
         hovertemplate="%{x}<br>$%{y:.3f}/Mtok<br>K=%{customdata[0]}, batch %{customdata[1]}<br>"
                       "tau=%{customdata[2]:.2f} tokens/step<br>%{customdata[3]}<extra></extra>")
-    layout = {"yaxis_title": "$ per million output tokens at full load", "height": 420,
+    layout = {"yaxis_title": tr("$ per million output tokens at full load"), "height": 420,
               "margin": {"t": 60, "b": 40}, "showlegend": False}
     if p.reference is not None:  # today's CPM as a dashed line across the chart (a layout shape: add_hline is slow)
         y = p.reference.usd_per_mtok
@@ -57,7 +57,7 @@ def cpm_chart(p: Plan) -> go.Figure:
                              "line": {"dash": "dash", "color": "#d62728"}}]
         layout["annotations"] = [{"xref": "paper", "x": 0, "yref": "y", "y": y, "xanchor": "left",
                                   "yanchor": "bottom", "showarrow": False,
-                                  "text": f"today ({p.reference.label}) {fmt_cpm(y)}/Mtok"}]
+                                  "text": tr("today ({label}) {cpm}/Mtok", label=p.reference.label, cpm=fmt_cpm(y))}]
     fig.update_layout(**layout)
     return fig
 
@@ -74,7 +74,7 @@ def _money(p: Plan, req: PlanRequest) -> None:
     e, tf, bf = p.economics, p.reference_fleet, p.best_fleet
     row = st.columns(3) + st.columns(3)  # two rows of three: six money figures do not fit side by side at 1280 px
     if tf is not None:
-        row[0].metric(tr("Bill today, {billing}", billing=tf.billing), fmt_per_month(tf.usd_per_month),
+        row[0].metric(tr("Bill today, {billing}", billing=tr_known(tf.billing)), fmt_per_month(tf.usd_per_month),
                       help=tr("Today: {reference_note}. The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by "
                            "hour, below).", reference_note=p.reference_note))
         row[0].caption(tr("{label}: {peak_gpus} GPUs at the peak ({per_replica}); TPOT {ms}"
@@ -121,15 +121,17 @@ def _saving_range(e) -> str:
     whose two ends are equal is said so, not printed as 'X to X'."""
     parts = []
     if e.saving_p05_usd is not None and e.saving_p95_usd is not None:
-        parts.append(f"Monte Carlo 5-95 %: {fmt_usd(e.saving_p05_usd)} to {fmt_usd(e.saving_p95_usd)}"
+        parts.append(tr("Monte Carlo 5-95 %: {low} to {high}", low=fmt_usd(e.saving_p05_usd),
+                        high=fmt_usd(e.saving_p95_usd))
                      if abs(e.saving_p95_usd - e.saving_p05_usd) >= 0.5 else
-                     f"the same {fmt_usd(e.saving_p05_usd)} in 90 % of the Monte Carlo's draws (whole replicas)")
+                     tr("the same {saving} in 90 % of the Monte Carlo's draws (whole replicas)",
+                        saving=fmt_usd(e.saving_p05_usd)))
     lo, hi = e.monthly_saving_low_usd, e.monthly_saving_high_usd
     if lo is not None and hi is not None and abs(hi - lo) >= 0.5:
-        parts.append(f"alpha range {fmt_usd(lo)} to {fmt_usd(hi)}")
+        parts.append(tr("alpha range {low} to {high}", low=fmt_usd(lo), high=fmt_usd(hi)))
     elif lo is not None:
-        parts.append("the same at both ends of the alpha range")
-    return "; ".join(parts)
+        parts.append(tr("the same at both ends of the alpha range"))
+    return tr("; ").join(parts)
 
 
 def _metrics(p: Plan, req: PlanRequest) -> None:
@@ -149,27 +151,29 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
         row[0].caption(tr("{label}, batch {batch}; effective CPM on the fleet (bill / output tokens) "
                        "{reference_effective_usd_per_mtok} /Mtok", label=ref.label, batch=f"{ref.batch:,}", reference_effective_usd_per_mtok=fmt_cpm(e.reference_effective_usd_per_mtok)))
     else:
-        row[0].metric(tr("CPM today"), "not feasible", help=p.reference_note)
+        row[0].metric(tr("CPM today"), tr("not feasible"), help=p.reference_note)
         row[0].caption(p.baseline.reason)
     if best is not None:
         worse = best.cpm_change_pct is not None and best.cpm_change_pct > 0
         delta = None if best.cpm_change_pct is None or abs(best.cpm_change_pct) < 0.05 else fmt_pct(best.cpm_change_pct)
-        title = "Cheapest-fleet method's CPM at full load" if worse else "Best method CPM at full load"
+        title = tr("Cheapest-fleet method's CPM at full load") if worse else tr("Best method CPM at full load")
         row[1].metric(title, f"{fmt_cpm(best.usd_per_mtok)} /Mtok", delta=delta, delta_color="inverse",
-                      help=f"{best.label} at K={best.k}, its own best batch ({best.batch:,}) under the same SLO. alpha "
-                           f"(per-token, position 1) {best.alpha_position_1:.2f}; tau {best.acceptance_length:.2f} "
-                           f"tokens/step; vLLM draft acceptance rate {best.draft_acceptance_rate * 100:.0f} % "
-                           f"({best.alpha_source})."
-                           + (" Its CPM at full load is above today's: it is not better per token." if worse else ""))
+                      help=tr("{label} at K={k}, its own best batch ({batch}) under the same SLO. alpha "
+                              "(per-token, position 1) {alpha}; tau {tau} tokens/step; vLLM draft acceptance rate "
+                              "{rate} % ({source}).", label=best.label, k=best.k, batch=f"{best.batch:,}",
+                              alpha=f"{best.alpha_position_1:.2f}", tau=f"{best.acceptance_length:.2f}",
+                              rate=f"{best.draft_acceptance_rate * 100:.0f}", source=best.alpha_source)
+                           + (tr(" Its CPM at full load is above today's: it is not better per token.") if worse else ""))
         row[1].caption(tr("{label}, K={k}; effective CPM on the fleet {new_effective_usd_per_mtok}"
                        " /Mtok; full load {min}-"
                        "{max} over its alpha range", label=best.label, k=best.k, new_effective_usd_per_mtok=fmt_cpm(e.new_effective_usd_per_mtok), min=fmt_cpm(min(best.usd_per_mtok_low, best.usd_per_mtok_high)), max=fmt_cpm(max(best.usd_per_mtok_low, best.usd_per_mtok_high))))
     else:
-        row[1].metric(tr("Method CPM"), "none feasible")
+        row[1].metric(tr("Method CPM"), tr("none feasible"))
     row[2].metric(tr("One-time cost"), fmt_usd(e.one_time_usd),
-                  help=f"Draft training GPU-hours at ${p.costs.training_usd_per_gpu_hour_low:,.2f}-"
-                       f"${p.costs.training_usd_per_gpu_hour_high:,.2f}/GPU-hour + engineering weeks at "
-                       f"{fmt_usd(p.costs.engineering_usd_per_week)}/week (sidebar: Cost assumptions)."
+                  help=tr("Draft training GPU-hours at {low}-{high}/GPU-hour + engineering weeks at {week}/week "
+                          "(sidebar: Cost assumptions).", low=fmt_usd(p.costs.training_usd_per_gpu_hour_low, 2),
+                          high=fmt_usd(p.costs.training_usd_per_gpu_hour_high, 2),
+                          week=fmt_usd(p.costs.engineering_usd_per_week))
                        + (f" {best.label}: {fmt_usd(best.one_time_usd_low)}-{fmt_usd(best.one_time_usd_high)}."
                           if best else ""))
     if fmt_usd(e.one_time_low_usd) != fmt_usd(e.one_time_high_usd):
@@ -194,8 +198,9 @@ def _own(text: str) -> str:
 def _per_replica(f) -> str:
     """A headline fleet's replica size: its TP, or each pool's where prefill and decode are disaggregated."""
     if not f.pools:
-        return f"{f.tp} per replica"
-    return "disaggregated: " + ", ".join(f"{q.role} {q.peak_gpus:,} GPUs at TP {q.tp}" for q in f.pools)
+        return tr("{tp} per replica", tp=f.tp)
+    return tr("disaggregated: ") + ", ".join(tr("{role} {n} GPUs at TP {tp}", role=tr_known(q.role), n=f"{q.peak_gpus:,}",
+                                                tp=q.tp) for q in f.pools)
 
 
 def pool_rows(p: Plan) -> list[dict]:
@@ -221,7 +226,8 @@ def render() -> None:
     req = S.page_header(tr("Plan: does speculative decoding pay for you?"))
     if req is None:
         return
-    st.radio(tr("Billing"), list(BILLINGS), key="billing", horizontal=True, format_func=lambda v: BILLINGS[v],
+    st.radio(tr("Billing"), list(BILLINGS), key="billing", horizontal=True,
+             format_func={k: tr(v) for k, v in BILLINGS.items()}.get,
              help=tr("The bill every saving, payback and NPV comes from: GPUs paid hour by hour (autoscaled) or a fleet "
                   "sized for the busiest hour all month (fixed)."))
     p = compute(req)
@@ -234,28 +240,28 @@ def render() -> None:
         st.caption(tr("Volume: {v}B output tokens/month, "
                    "{own}.", v=f"{p.request.monthly_output_tokens / 1e9:,.2f}", own=_own(p.spend.volume_source)))
     if not p.baseline.feasible:
-        msg = f"Without speculation, {p.baseline.reason}"
+        msg = tr("Without speculation, {reason}", reason=p.baseline.reason)
         if p.baseline.way_out:
             msg += f" ({p.baseline.way_out})"
         st.warning(msg + ". " + p.reference_note + ".")
     _metrics(p, req)
     if S.is_profile():
         cap = req.batch_cap
-        st.caption(f"Traffic profile {quoted(st.session_state[S.PROFILE_KEY].name)} drives the workload and language mix "
-                   f"({len(p.segments)} segments, weighted by output tokens)"
-                   + (f"; batch capped at {cap:,.0f} concurrent sequences (median minute, Little's law)"
-                      if cap is not None else "") + ".")
+        st.caption(tr("Traffic profile {name} drives the workload and language mix ({n} segments, weighted by "
+                      "output tokens)", name=quoted(st.session_state[S.PROFILE_KEY].name), n=len(p.segments))
+                   + (tr("; batch capped at {cap} concurrent sequences (median minute, Little's law)", cap=f"{cap:,.0f}")
+                      if cap is not None else "") + tr("."))
     widgets.glossary()
     st.subheader(tr("CPM at full load by method, each at its own best K and batch under the SLO"))
     st.plotly_chart(cpm_chart(p), key="plan_cpm_chart", width="stretch")
-    st.caption("Bars: the alpha range's midpoint; whiskers: the method's alpha range (low-high). Grey bars miss the "
-               "SLO. " + CONVENTION)
+    st.caption(tr("Bars: the alpha range's midpoint; whiskers: the method's alpha range (low-high). Grey bars miss the "
+                  "SLO. ") + tr(CONVENTION))
     st.dataframe(method_rows(p), key="plan_table", hide_index=True)
     _fleet(p)
     _hardware.section(p)
     if p.deploy is not None:
-        title = ("Deployment command" if p.recommendation is not None
-                 else f"Deployment command for the cheapest method ({p.best.label}; not recommended here)")
+        title = (tr("Deployment command") if p.recommendation is not None
+                 else tr("Deployment command for the cheapest method ({label}; not recommended here)", label=p.best.label))
         with st.expander(title):
             st.code(p.deploy["command"], language="bash")
             for n in p.deploy["notes"]:
@@ -290,31 +296,34 @@ def _fleet(p: Plan) -> None:
                          "busiest hour (Little's law: sequences in flight = arrivals x time in system), x TP "
                          "({tp}).", tp=today.tp))
     else:
-        c[0].metric(tr("Peak GPUs today"), "none meets the SLO", help=p.reference_note)
+        c[0].metric(tr("Peak GPUs today"), tr("none meets the SLO"), help=p.reference_note)
     if best is not None:
         gap = None if today is None else best.peak_gpus - today.peak_gpus
-        delta = None if not gap else f"{gap:+,} GPUs"
+        delta = None if not gap else tr("{gap} GPUs", gap=f"{gap:+,}")
         c[1].metric(tr("Peak GPUs with {label}", label=best.label), f"{best.peak_gpus:,}", delta=delta, delta_color="inverse")
-        c[2].metric(tr("Monthly bill, {billing}", billing=best.billing), fmt_per_month(best.usd_per_month),
+        c[2].metric(tr("Monthly bill, {billing}", billing=tr_known(best.billing)), fmt_per_month(best.usd_per_month),
                     delta=None if today is None else _delta_usd(best.usd_per_month - today.usd_per_month),
                     delta_color="inverse",
-                    help=f"GPUs per hour x {fmt_usd(best.usd_per_gpu_hour, 2)}/GPU-hour, summed over the month. A "
-                         f"fleet sized for the peak: {fmt_usd(best.usd_per_month_fixed)}/month with {best.label}"
-                         + ("" if today is None else f", {fmt_usd(today.usd_per_month_fixed)}/month today") + ".")
+                    help=tr("GPUs per hour x {price}/GPU-hour, summed over the month. A fleet sized for the peak: "
+                            "{fixed} with {label}", price=fmt_usd(best.usd_per_gpu_hour, 2),
+                            fixed=fmt_per_month(best.usd_per_month_fixed), label=best.label)
+                         + ("" if today is None else tr(", {fixed} today", fixed=fmt_per_month(today.usd_per_month_fixed)))
+                         + tr("."))
     fig = go.Figure()
-    for cfg, name in ((today, f"today ({today.label})" if today else ""), (best, best.label if best else "")):
+    for cfg, name in ((today, tr("today ({label})", label=today.label) if today else ""), (best, best.label if best else "")):
         if cfg is not None:
             fig.add_scatter(x=[h.hour for h in cfg.hours], y=[h.gpus for h in cfg.hours], mode="lines+markers",
                             line_shape="hv", name=name)
-    fig.update_layout(xaxis_title="hour of day", yaxis_title="GPUs", height=320, legend={"orientation": "h", "y": -0.3})
+    fig.update_layout(xaxis_title=tr("hour of day"), yaxis_title="GPUs", height=320, legend={"orientation": "h", "y": -0.3})
     st.plotly_chart(fig, key="plan_fleet_chart", width="stretch")
-    bill = ("" if today is None else f"Today's bill: {fmt_usd(today.usd_per_month_autoscaled)}/month autoscaled, "
-            f"{fmt_usd(today.usd_per_month_fixed)}/month for a fleet sized for the peak ({today.tp} GPUs per replica). ")
+    bill = ("" if today is None else tr("Today's bill: {auto} autoscaled, {fixed} for a fleet sized for the peak ({tp} "
+                                        "GPUs per replica). ", auto=fmt_per_month(today.usd_per_month_autoscaled),
+                                        fixed=fmt_per_month(today.usd_per_month_fixed), tp=today.tp))
     ttft = ", ".join(f"{cfg.label} {_ms(cfg.ttft_ms)}" for cfg in (today, best) if cfg is not None)
     split = [cfg for cfg in (today, best) if cfg is not None and cfg.pools]
-    shares = ("Prefill shares each replica's time with decoding" if not split else
-              "Disaggregated fleets prefill on their own pool and send the KV cache to the decode pool (its GPUs "
-              "above are both pools')")
+    shares = (tr("Prefill shares each replica's time with decoding") if not split else
+              tr("Disaggregated fleets prefill on their own pool and send the KV cache to the decode pool (its GPUs "
+                 "above are both pools')"))
     st.caption(tr("Hours: {own}. {bill}{shares}; at least one replica runs every hour. "
                "Mean TTFT over the day: {ttft}.", own=_own((today or best).hours_source), bill=bill, shares=shares, ttft=ttft))
     if split:
