@@ -30,14 +30,14 @@ def _waterfall(req, start: str, order: tuple[str, ...] | None, adopt: str | None
 def pays_back(months: float, applied: int) -> str:
     """'pays back at once', 'pays back in 1.7 months', 'does not pay back'; 'no step applied' for an empty set."""
     if not applied:
-        return "no step applied"
+        return tr("no step applied")
     if not math.isfinite(months):
-        return "does not pay back"
-    return "pays back at once" if months == 0 else f"pays back in {fmt_months(months)}"
+        return tr("does not pay back")
+    return tr("pays back at once") if months == 0 else tr("pays back in {months}", months=fmt_months(months))
 
 
 def waterfall_figure(steps: list[LeverStep], start_label: str, start_cpm: float, title: str) -> go.Figure:
-    x = [start_label] + [f"{s.number}. {s.label}" for s in steps] + ["end state"]  # step 0: adopt a draft
+    x = [start_label] + [f"{s.number}. {s.label}" for s in steps] + [tr("end state")]  # step 0: adopt a draft
     y = [start_cpm] + [s.usd_per_mtok_after - s.usd_per_mtok_before for s in steps] + [0]
     measure = ["absolute"] + ["relative"] * len(steps) + ["total"]
     text = [f"${start_cpm:.3f}"] + [
@@ -84,7 +84,7 @@ def render() -> None:
     p = S.plan(req)
     plan_today, adopt = plan_start(p.reference, p.recommendation, req.current_method)
     starts = [NO_SPEC] + [n for n in cat.methods]
-    label = {NO_SPEC: "no speculation", **{n: m.label for n, m in cat.methods.items()}}
+    label = {NO_SPEC: tr("no speculation"), **{n: m.label for n, m in cat.methods.items()}}
     if st.session_state.get("levers_start") not in starts:  # "auto": the Plan's today
         st.session_state["levers_start"] = plan_today if plan_today in starts else NO_SPEC
     adopt_label = label[adopt] if adopt is not None else label["eagle3"]
@@ -123,18 +123,17 @@ def render() -> None:
                    "{v} on {tp2} GPUs per replica, as you picked.", label=fleet.label, tp=fleet.tp, usd_per_month=fmt_usd(fleet.usd_per_month), billing=fleet.billing, peak_gpus=f"{fleet.peak_gpus:,}", v=label[start], tp2=req.tp))
     widgets.glossary()
     order = st.radio(tr("Order"), ["article", "return"], key="levers_order", horizontal=True,
-                     format_func=lambda v: "the article's order" if v == "article"
-                     else "by return on one-time cost")
+                     format_func={"article": tr("the article's order"), "return": tr("by return on one-time cost")}.get)
     steps = article if order == "article" else reordered
-    title = "Article order" if order == "article" else "Re-ordered by return on one-time cost"
-    st.plotly_chart(waterfall_figure(steps, f"today ({start_name})", start_cpm, title),
+    title = tr("Article order") if order == "article" else tr("Re-ordered by return on one-time cost")
+    st.plotly_chart(waterfall_figure(steps, tr("today ({label})", label=start_name), start_cpm, title),
                     key="levers_chart", width="stretch")
     widgets.table(step_rows(steps), key="levers_table", first=("#", "lever", "applied", "monthly saving", "payback",
                                                           "P(pays back)", "one-time $", "bill before -> after"),
             widths={"#": 40})
     if order == "return":
-        st.caption("Order by return: free levers first (largest CPM cut), then CPM cut per one-time dollar; "
-                   "levers that do not cut CPM here go last. Order: " + " -> ".join(by_return))
+        st.caption(tr("Order by return: free levers first (largest CPM cut), then CPM cut per one-time dollar; "
+                      "levers that do not cut CPM here go last. Order: ") + " -> ".join(by_return))
     vsd = next((s for s in article if s.lever == "vsd"), None)
     if vsd is not None:
         if vsd.applied and math.isfinite(vsd.breakeven_monthly_spend_usd):

@@ -73,8 +73,8 @@ def render() -> None:
     if req is None:
         return
     basis = st.radio(tr("Alpha basis"), ["default", "tuned"], key="methods_alpha", horizontal=True,
-                     format_func=lambda v: "default heads (seed's default range)" if v == "default"
-                     else "tuned heads (seed's tuned range)")
+                     format_func={"default": tr("default heads (seed's default range)"),
+                                  "tuned": tr("tuned heads (seed's tuned range)")}.get)
     p = S.plan(S.request(tuned=basis == "tuned"))
     ref = p.reference
     if ref is not None:

@@ -64,15 +64,15 @@ def render() -> None:
                          file_name=f"specplan-{day}.csv", mime="text/csv", key="report_csv")
     c[3].download_button(tr("Download the JSON appendix"), appendix_json(p).encode("utf-8"),
                          file_name=f"specplan-{day}.json", mime="application/json", key="report_json")
-    st.caption("The board report: the decision, the bills, the fleet by hour, what the probability depends on, "
-               + ("the GPU types compared, " if board.hardware else "")
-               + "and the assumptions with sources and dates, on one to three A4 pages. The CSV "
-               f"({len(csv_rows)} rows) and the JSON appendix hold every number behind it; CSV cells starting with "
-               "= + - @ (or tab / CR / LF) are prefixed with a single quote so spreadsheets do not run them as "
-               "formulas, and cells holding a line break, quote or comma are quoted.")
+    st.caption(tr("The board report: the decision, the bills, the fleet by hour, what the probability depends on, ")
+               + (tr("the GPU types compared, ") if board.hardware else "")
+               + tr("and the assumptions with sources and dates, on one to three A4 pages. The CSV "
+                    "({n} rows) and the JSON appendix hold every number behind it; CSV cells starting with "
+                    "= + - @ (or tab / CR / LF) are prefixed with a single quote so spreadsheets do not run them as "
+                    "formulas, and cells holding a line break, quote or comma are quoted.", n=len(csv_rows)))
     if p.deploy is not None:
-        title = ("Deployment command for the recommended method" if p.recommendation is not None
-                 else f"Deployment command for the cheapest method ({p.best.label}; not recommended here)")
+        title = (tr("Deployment command for the recommended method") if p.recommendation is not None
+                 else tr("Deployment command for the cheapest method ({label}; not recommended here)", label=p.best.label))
         st.subheader(title)
         st.code(p.deploy["command"], language="bash")
         for n in p.deploy["notes"]:

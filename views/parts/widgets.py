@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from i18n import tr
+from i18n import N_, tr, tr_known
 
 TEXT_COLUMN_PX = 200  # a column of long text is this wide (its cells show the start; hover shows the rest)
 LONG_TEXT_CHARS = 28  # a column whose longest cell is longer than this is long text
@@ -17,11 +17,11 @@ def table(rows: list[dict], *, key: str, first: tuple[str, ...] = (), widths: di
     px = {c: TEXT_COLUMN_PX for c in cols
           if max((len(str(r.get(c, ""))) for r in rows), default=0) > LONG_TEXT_CHARS}
     px.update({c: w for c, w in (widths or {}).items() if c in cols})
-    st.dataframe(rows, key=key, hide_index=True, column_order=order,
-                 column_config={c: st.column_config.Column(width=w) for c, w in px.items()})
+    st.dataframe(rows, key=key, hide_index=True, column_order=order,  # headers in the reader's language (tr_known)
+                 column_config={c: st.column_config.Column(label=tr_known(c), width=px.get(c)) for c in cols})
 
 
-GLOSSARY = (
+GLOSSARY = N_(
     "**alpha**: the probability that the target model accepts a drafted token (per token, at draft position 1; "
     "the seed article's ranges read that way). **tau** (acceptance length): tokens emitted per verifier step, "
     "bonus token included. **vLLM's draft acceptance rate** = (tau - 1) / K: a different number from alpha. "
@@ -35,4 +35,4 @@ GLOSSARY = (
 def glossary() -> None:
     """The jargon, explained where it first appears on each page."""
     with st.expander(tr("What the words mean")):
-        st.markdown(GLOSSARY)
+        st.markdown(tr(GLOSSARY))
