@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from i18n import tr
+from i18n import tr, tr_known
 from i18n.numbers import fmt_pct, fmt_usd
 from planner.price import gpu_price
 from planner.request import NO_SPEC
@@ -65,15 +65,15 @@ def _plan_risk(req, key: str, samples: int, seed: int, _reference, _best):
 
 
 def sweep_figure(sw: sweeps.BatchSweep, label: str, slo_ms: float) -> go.Figure:
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Speedup vs no speculation (same batch)",
-                                                        "CPM, $ per million output tokens"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("Speedup vs no speculation (same batch)"),
+                                                        tr("CPM, $ per million output tokens")))
     b = sw.batch
     fits = sw.fits_memory
-    fig.add_scatter(x=b[fits], y=sw.speedup[fits], mode="lines+markers", name=f"{label} speedup (best K)",
+    fig.add_scatter(x=b[fits], y=sw.speedup[fits], mode="lines+markers", name=tr("{label} speedup (best K)", label=label),
                     row=1, col=1)
     fig.add_hline(y=1.0, line_dash="dot", row=1, col=1)
     fig.add_scatter(x=b[fits], y=sw.usd_per_mtok[fits], mode="lines+markers", name=f"{label} CPM", row=1, col=2)
-    fig.add_scatter(x=b[fits], y=sw.baseline_usd_per_mtok[fits], mode="lines+markers", name="no speculation CPM",
+    fig.add_scatter(x=b[fits], y=sw.baseline_usd_per_mtok[fits], mode="lines+markers", name=tr("no speculation CPM"),
                     line={"dash": "dash"}, row=1, col=2)
     slow = b[fits & (sw.tpot_ms > slo_ms)]
     if slow.size:
@@ -83,9 +83,9 @@ def sweep_figure(sw: sweeps.BatchSweep, label: str, slo_ms: float) -> go.Figure:
     if sw.crossover_batch is not None:
         for col in (1, 2):
             fig.add_vline(x=sw.crossover_batch, line_color="#d62728", row=1, col=col)
-        fig.add_annotation(x=np.log10(sw.crossover_batch), y=1.0, text=f"crossover ~{sw.crossover_batch:.0f}",
+        fig.add_annotation(x=np.log10(sw.crossover_batch), y=1.0, text=tr("crossover ~{batch}", batch=f"{sw.crossover_batch:.0f}"),
                            row=1, col=1, showarrow=True)
-    fig.update_xaxes(type="log", title="batch (sequences per replica)")
+    fig.update_xaxes(type="log", title=tr("batch (sequences per replica)"))
     fig.update_layout(height=420, legend={"orientation": "h", "y": -0.25})
     return fig
 
@@ -106,8 +106,8 @@ def render() -> None:
     if st.session_state.get("sens_method") not in options:
         st.session_state["sens_method"] = "auto"
     st.selectbox(tr("Method"), options, key="sens_method",
-                 format_func=lambda n: f"best method ({cat.methods[auto].label})" if n == "auto"
-                 else cat.methods[n].label)
+                 format_func={"auto": tr("best method ({label})", label=cat.methods[auto].label),
+                              **{n: cat.methods[n].label for n in avail}}.get)
     method = auto if st.session_state["sens_method"] == "auto" else st.session_state["sens_method"]
     label = cat.methods[method].label
     pt = p.method(method)
@@ -116,8 +116,9 @@ def render() -> None:
     st.subheader(tr("Speedup and CPM over batch size"))
     sw = S.batch_sweep(req, method)
     seg = sw.segment
-    seg_note = (f"the largest traffic segment ({cat.workloads[seg.workload].label}, {cat.languages[seg.language].label}, "
-                f"{seg.share * 100:.0f} % of output tokens)" if S.is_profile()
+    seg_note = (tr("the largest traffic segment ({workload}, {language}, {share} % of output tokens)",
+                   workload=cat.workloads[seg.workload].label, language=cat.languages[seg.language].label,
+                   share=f"{seg.share * 100:.0f}") if S.is_profile()
                 else f"{cat.workloads[seg.workload].label}, {cat.languages[seg.language].label}")
     st.plotly_chart(sweep_figure(sw, label, req.tpot_slo_ms), key="sens_batch_chart", width="stretch")
     if sw.crossover_batch is not None:
@@ -141,12 +142,12 @@ def render() -> None:
         fig.add_scatter(x=tvc.batch[ok], y=tvc.tree_usd_per_mtok[ok], mode="lines+markers", name=f"{label}, {tvc.tree_label}")
         if tvc.crossover_batch is not None:
             fig.add_vline(x=tvc.crossover_batch, line_color="#d62728")
-        fig.update_xaxes(type="log", title="batch (sequences per replica)")
-        fig.update_layout(yaxis_title="$ per million output tokens", height=360, legend={"orientation": "h", "y": -0.3})
+        fig.update_xaxes(type="log", title=tr("batch (sequences per replica)"))
+        fig.update_layout(yaxis_title=tr("$ per million output tokens"), height=360, legend={"orientation": "h", "y": -0.3})
         st.plotly_chart(fig, key="sens_tree_chart", width="stretch")
-        st.markdown(f"**The tree beats the chain up to batch ~{tvc.crossover_batch:.0f}**, then its extra verify tokens "
-                    "cost more than they return." if tvc.crossover_batch is not None else
-                    "**No crossover in this range**: the tree stays ahead of the chain at every batch that fits.")
+        st.markdown(tr("**The tree beats the chain up to batch ~{batch}**, then its extra verify tokens cost more than "
+                       "they return.", batch=f"{tvc.crossover_batch:.0f}") if tvc.crossover_batch is not None else
+                    tr("**No crossover in this range**: the tree stays ahead of the chain at every batch that fits."))
         st.caption(tr("A token tree verifies many candidate tokens per sequence: nearly free while reading the weights "
                    "sets the step time (memory-bound), a real cost once arithmetic does (compute-bound). State your "
                    "own tree with `python -m planner ... --tree FILE` or SGLang's three flags."))
@@ -157,7 +158,7 @@ def render() -> None:
     fig = go.Figure(go.Heatmap(z=heat["speedup"], x=[str(k) for k in heat["ks"]], y=[f"{a:.2f}" for a in heat["alphas"]],
                                colorscale="RdYlGn", zmid=1.0, colorbar={"title": "speedup"},
                                text=np.round(heat["speedup"], 2), texttemplate="%{text}"))
-    fig.update_layout(xaxis_title="K (draft tokens per step)", yaxis_title="alpha (per-token, position 1)",
+    fig.update_layout(xaxis_title=tr("K (draft tokens per step)"), yaxis_title=tr("alpha (per-token, position 1)"),
                       height=460)
     st.plotly_chart(fig, key="sens_heatmap", width="stretch")
     st.caption(tr("{label} at batch {sens_batch}; the method's position decay applies "
@@ -167,35 +168,37 @@ def render() -> None:
     st.subheader(tr("Tornado: what moves the saving"))
     tor = _tornado(req, method)
     unit = st.radio(tr("Measure"), ["bill", "cpm"], key="sens_tornado_unit", horizontal=True,
-                    format_func=lambda v: "monthly bill saving, $/month" if v == "bill"
-                    else "CPM change at full load, %")
+                    format_func={"bill": tr("monthly bill saving, $/month"),
+                                 "cpm": tr("CPM change at full load, %")}.get)
     shift = today_offset_usd(p)  # 0 unless the Plan's today runs elsewhere (plain TP, another TP)
-    today_name = p.reference.label if shift else "no speculation"
+    today_name = p.reference.label if shift else tr("no speculation")
     if unit == "bill":  # the money number: today's fleet bill - the method's fleet bill (planner.money.bill)
         mid, lows, highs = (tor[0].mid_saving_usd - shift, [d.low_saving_usd - shift for d in tor],
                             [d.high_saving_usd - shift for d in tor])
-        xlab, mid_text = f"{label}: monthly saving vs {today_name}, $/month ({req.billing} fleet)", fmt_usd(mid)
-        side = "Right of 0: speculation saves"
+        xlab, mid_text = tr("{label}: monthly saving vs {today}, $/month ({billing} fleet)", label=label,
+                            today=today_name, billing=tr_known(req.billing)), fmt_usd(mid)
+        side = tr("Right of 0: speculation saves")
     else:
         mid, lows, highs = (tor[0].mid_cpm_change_pct, [d.low_cpm_change_pct for d in tor],
                             [d.high_cpm_change_pct for d in tor])
-        xlab, mid_text = f"{label}: CPM change vs no speculation, %", fmt_pct(mid)
-        side = "Left of 0: speculation saves"
+        xlab, mid_text = tr("{label}: CPM change vs no speculation, %", label=label), fmt_pct(mid)
+        side = tr("Left of 0: speculation saves")
     fig = go.Figure()
     ylab = [f"{d.driver} ({d.range})" for d in tor]
     fig.add_bar(y=ylab, x=[lo - mid for lo in lows], base=mid, orientation="h",
-                name="driver at its low end", marker_color="#1f77b4")
+                name=tr("driver at its low end"), marker_color="#1f77b4")
     fig.add_bar(y=ylab, x=[hi - mid for hi in highs], base=mid, orientation="h",
-                name="driver at its high end", marker_color="#ff7f0e")
+                name=tr("driver at its high end"), marker_color="#ff7f0e")
     fig.add_vline(x=0, line_dash="dot")
     fig.update_layout(barmode="overlay", xaxis_title=xlab, height=420, legend={"orientation": "h", "y": -0.25})
     st.plotly_chart(fig, key="sens_tornado", width="stretch")
-    st.caption(f"{label} against no speculation, both at their own best batch under the SLO, re-evaluated with one "
-               f"driver at its low and high end ({mid_text} with every driver at its middle). {side}. Ranges: "
-               f"{sens.UNCERTAINTY_SOURCE}." + (
-                   f" The Plan's today is {p.reference.label}, which costs {fmt_usd(shift)}/month less than no "
-                   f"speculation on this configuration: the bill savings are measured from that today (each bar less "
-                   f"that difference at the middle); the CPM changes stay against no speculation here."
+    st.caption(tr("{label} against no speculation, both at their own best batch under the SLO, re-evaluated with one "
+                  "driver at its low and high end ({mid} with every driver at its middle). {side}. Ranges: {ranges}.",
+                  label=label, mid=mid_text, side=side, ranges=sens.UNCERTAINTY_SOURCE) + (
+                   tr(" The Plan's today is {today}, which costs {shift}/month less than no speculation on this "
+                      "configuration: the bill savings are measured from that today (each bar less that difference at "
+                      "the middle); the CPM changes stay against no speculation here.", today=p.reference.label,
+                      shift=fmt_usd(shift))
                    if shift else ""))
 
     st.subheader(tr("Monte Carlo over acceptance, price, step time and speculation overheads"))
@@ -220,19 +223,20 @@ def render() -> None:
     fig.add_scatter(x=mc.months, y=mc.cumulative_p95, line={"width": 0}, showlegend=False)
     fig.add_scatter(x=mc.months, y=mc.cumulative_p05, fill="tonexty", line={"width": 0},
                     name="p5-p95", fillcolor="rgba(31,119,180,0.25)")
-    fig.add_scatter(x=mc.months, y=mc.cumulative_p50, name="median", line={"color": "#1f77b4"})
+    fig.add_scatter(x=mc.months, y=mc.cumulative_p50, name=tr("median"), line={"color": "#1f77b4"})
     fig.add_hline(y=0, line_dash="dot")
-    fig.update_layout(xaxis_title="months after switching", yaxis_title="cumulative net saving, $", height=380)
+    fig.update_layout(xaxis_title=tr("months after switching"), yaxis_title=tr("cumulative net saving, $"), height=380)
     st.plotly_chart(fig, key="sens_mc_band", width="stretch")
     fig = go.Figure()
     fig.add_histogram(x=mc.cpm_change_pct[np.isfinite(mc.cpm_change_pct)], nbinsx=40, marker_color="#1f77b4")
     fig.add_vline(x=0, line_dash="dot")
-    fig.update_layout(xaxis_title=f"{label}: CPM change vs no speculation, %", yaxis_title="samples", height=320)
+    fig.update_layout(xaxis_title=tr("{label}: CPM change vs no speculation, %", label=label), yaxis_title=tr("samples"),
+                      height=320)
     st.plotly_chart(fig, key="sens_mc_hist", width="stretch")
     price = gpu_price(S.catalog().hardware[req.hardware], req.usd_per_gpu_hour)
-    price_text = ("drawn from the list range" if mc.price_drawn else
-                  f"the entered ${price.usd_per_gpu_hour:.2f}, never drawn over" if price.entered else
-                  f"the list midpoint ${price.usd_per_gpu_hour:.2f} (tick the box above to draw it)")
+    price_text = (tr("drawn from the list range") if mc.price_drawn else
+                  tr("the entered {price}, never drawn over", price=fmt_usd(price.usd_per_gpu_hour, 2)) if price.entered else
+                  tr("the list midpoint {price} (tick the box above to draw it)", price=fmt_usd(price.usd_per_gpu_hour, 2)))
     st.caption(tr("Draws: {source}. Today's configuration and {label} at K={k} are both re-evaluated at their own "
                "best batch in every draw; the one-time cost is uniform within its range. $/GPU-hour: {price_text}.", source=mc.source, label=label, k=mc.k, price_text=price_text))
 

@@ -11,7 +11,7 @@ import dataclasses
 import plotly.graph_objects as go
 import streamlit as st
 
-from i18n import tr
+from i18n import tr, tr_known
 from i18n.numbers import fmt_per_month, fmt_usd
 from planner.answer import Plan
 from planner.request import PlanRequest
@@ -42,14 +42,14 @@ def chart(cmp) -> go.Figure:
     """Monthly bill of the cheapest fleet per GPU type, without and with speculation."""
     fig = go.Figure()
     labels = [c.label for c in cmp.choices]
-    for name, pick, colour in (("no speculation", lambda c: c.no_speculation, "#7f7f7f"),
-                               ("with speculation (cheapest method)", lambda c: c.speculation, "#2ca02c")):
+    for name, pick, colour in ((tr("no speculation"), lambda c: c.no_speculation, "#7f7f7f"),
+                               (tr("with speculation (cheapest method)"), lambda c: c.speculation, "#2ca02c")):
         opts = [pick(c) for c in cmp.choices]
         fig.add_bar(x=labels, y=[o.usd_per_month if o is not None else None for o in opts], name=name,
-                    marker_color=colour, customdata=[[o.description if o is not None else "no feasible fleet"]
+                    marker_color=colour, customdata=[[o.description if o is not None else tr("no feasible fleet")]
                                                      for o in opts],
                     hovertemplate="%{x}<br>$%{y:,.0f}/month<br>%{customdata[0]}<extra></extra>")
-    fig.update_layout(barmode="group", yaxis_title=f"$ per month ({cmp.billing} fleet)", height=380,
+    fig.update_layout(barmode="group", yaxis_title=tr("$ per month ({billing} fleet)", billing=tr_known(cmp.billing)), height=380,
                       margin={"t": 30, "b": 40}, legend={"orientation": "h", "y": -0.2})
     return fig
 
@@ -64,7 +64,7 @@ def rows(cmp) -> list[dict]:
     out = []
     for c in cmp.choices:
         off, on = c.no_speculation, c.speculation
-        why = c.note or "none meets the SLO"
+        why = c.note or tr("none meets the SLO")
         out.append({
             "GPU": c.label, "$/GPU-hour": fmt_usd(c.usd_per_gpu_hour, 2),
             "price": c.price_source,
@@ -114,7 +114,7 @@ def section(p: Plan) -> None:
                   widths={"GPU": 190, "without speculation": 135, "with speculation": 135, "fleet with": 230,
                           "fleet without": 230, "$/GPU-hour": 90})
     if changes := cmp.format_changes():
-        st.info("What the other weight formats changed:\n\n" + "\n".join(f"- {line}." for line in changes))
+        st.info(tr("What the other weight formats changed:") + "\n\n" + "\n".join(f"- {line}." for line in changes))
     best, own = cmp.cheapest, cmp.requested
     if best is not None:
         st.caption(f"Cheapest: {best.description} at {fmt_usd(best.usd_per_month)}/month"
