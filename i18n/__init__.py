@@ -4,7 +4,8 @@ read from navigator.language or an Accept-Language header (`from_browser`).
 
 A message's key is its English text (gettext's msgid convention), with named `{fields}` filled by str.format:
 `tr("Monthly saving {saving}", saving=fmt_usd(x))`. A key missing from the active language's catalogue comes back
-as `MISSING.format(key)`, a marker the tests look for (tests/i18n, tests/app/test_i18n_browser.py). The views and
+as its English text, or, with SPECPLAN_I18N_STRICT=1 (the tests: tests/app/test_i18n_pages.py,
+tests/app/test_i18n_browser.py), as `MISSING.format(key)`, a marker they look for on every page. The views and
 the board report translate; the planner stays English (its sentences reach a page as they are).
 
 Imports only the standard library and PyYAML: app.py, views/, report/ and cli/ read it; it reads none of them.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -23,7 +25,8 @@ import yaml
 
 LANGUAGES = {"en": "English", "zh-CN": "简体中文"}
 DEFAULT = "en"
-MISSING = "⟦{}⟧"  # what tr() returns for a key the catalogue lacks; no page may show it
+MISSING = "⟦{}⟧"  # what tr() returns, when strict, for a key the catalogue lacks; no page may show it
+STRICT_ENV = "SPECPLAN_I18N_STRICT"
 CATALOGUE_DIR = Path(__file__).resolve().parent
 
 _LANG: ContextVar[str] = ContextVar("specplan_language", default=DEFAULT)
@@ -73,7 +76,7 @@ def tr(key: str, /, **values: object) -> str:
     """`key` (its English text) in this run's language, its `{fields}` filled from `values`."""
     text = catalogue(_LANG.get()).get(key)
     if text is None:
-        text = MISSING.format(key)
+        text = MISSING.format(key) if os.environ.get(STRICT_ENV) == "1" else key
     return text.format(**values) if values else text
 
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with running_app(tmp_path_factory.mktemp("store") / "store.db") as (url, _pid):
+    with running_app(tmp_path_factory.mktemp("store") / "store.db", env={i18n.STRICT_ENV: "1"}) as (url, _pid):
         yield url
 
 
@@ -68,11 +68,13 @@ def test_the_switch_changes_the_language_and_the_link_carries_it(server):
         page.goto(server + "/", wait_until="domcontentloaded")
         _settled(page)
         assert "方案：投机解码对你划算吗？" in page.locator("[data-testid=stMain] h1").first.inner_text()
-        page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(has_text="Language / 语言").first.click()
+        switch = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(has_text="Language / 语言")
+        switch.first.click()
         page.get_by_role("option", name="English", exact=True).first.click()
         page.wait_for_function("() => /lang=en/.test(window.location.search)", timeout=60_000)
         _settled(page)
-        assert "Plan: does speculative decoding pay for you?" in page.locator("[data-testid=stMain] h1").first.inner_text()
+        title = page.locator("[data-testid=stMain] h1").first.inner_text()
+        assert "Plan: does speculative decoding pay for you?" in title
         link = page.url
         # the link opens in English in a Chinese browser: the pick travels with it
         other = browser.new_context(locale="zh-CN", viewport={"width": 1280, "height": 900}).new_page()

@@ -4,6 +4,8 @@ is tests/app/test_i18n_browser.py."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import i18n
@@ -11,6 +13,13 @@ import i18n
 PAGES = ["views/plan.py", "views/methods.py", "views/levers.py", "views/sensitivity.py", "views/traffic.py",
          "views/claims.py", "views/report.py", "views/calibrate.py", "views/history.py"]
 MARK = i18n.MISSING.split("{}")[0]
+
+
+@pytest.fixture(autouse=True)
+def strict(monkeypatch):
+    """A key missing from the catalogue shows its marker (i18n.STRICT_ENV), not its English text."""
+    monkeypatch.setenv(i18n.STRICT_ENV, "1")
+    assert os.environ[i18n.STRICT_ENV] == "1"
 
 
 def _texts(at) -> list[str]:

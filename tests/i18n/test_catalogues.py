@@ -114,8 +114,11 @@ def test_the_browsers_language_picks_the_catalogue(tags, want):
     assert i18n.from_browser(*tags) == want
 
 
-def test_a_missing_key_is_marked_not_hidden():
+def test_a_missing_key_reads_english_and_is_marked_when_strict(monkeypatch):
     with i18n.using("zh-CN"):
+        monkeypatch.delenv(i18n.STRICT_ENV, raising=False)
+        assert i18n.tr("no such key {x}", x=1) == "no such key 1"
+        monkeypatch.setenv(i18n.STRICT_ENV, "1")
         assert i18n.tr("no such key {x}", x=1) == i18n.MISSING.format("no such key 1")
         assert i18n.tr("Monthly saving") == "每月节省"
     assert i18n.tr("Monthly saving") == "Monthly saving"

@@ -37,7 +37,8 @@ def pdf_text(data: bytes) -> str:
     return "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(data)).pages)
 
 
-def test_the_chinese_pdf_opens_with_chinese_headings_and_the_plans_bill(cat, plan):
+def test_the_chinese_pdf_opens_with_chinese_headings_and_the_plans_bill(cat, plan, monkeypatch):
+    monkeypatch.setenv(i18n.STRICT_ENV, "1")
     r = board_report(plan, cat, generated="2026-12-05", lang="zh-CN")
     data = board_pdf(r)
     reader = PdfReader(io.BytesIO(data))
@@ -55,7 +56,8 @@ def test_the_chinese_pdf_opens_with_chinese_headings_and_the_plans_bill(cat, pla
     assert "⟦" not in text  # no key missing from the Chinese catalogue
 
 
-def test_the_chinese_html_is_marked_and_has_no_missing_string(cat, plan):
+def test_the_chinese_html_is_marked_and_has_no_missing_string(cat, plan, monkeypatch):
+    monkeypatch.setenv(i18n.STRICT_ENV, "1")
     html = board_html(board_report(plan, cat, generated="2026-12-05", lang="zh-CN"))
     assert "<html lang='zh-CN'>" in html
     assert "概率取决于什么" in html and "⟦" not in html
