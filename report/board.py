@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from i18n import N_, tr, tr_known, using
+from i18n import N_, language, tr, tr_known, using
 from i18n.numbers import fmt_acceptance, fmt_months, fmt_per_month, fmt_share, fmt_usd
 from i18n.numbers import fmt_gpus as _gpus
 from planner.answer import Plan
@@ -246,13 +246,35 @@ def _scenario(p: Plan, catalog) -> str:
               dtype=req.dtype, price=fmt_usd(p.usd_per_gpu_hour, 2), slo=f"{req.tpot_slo_ms:g}", volume=volume)
 
 
+def headline(p: Plan) -> str:
+    """The decision in the reader's language, from the plan's fields (the planner's verdict is English): switch to the
+    recommended method with the bills, saving, payback and probability, or stay with today and why not."""
+    e = p.economics
+    if p.reference is None and p.best is None:
+        return tr("No configuration meets the SLO: nothing can be recommended.")
+    if p.recommendation is not None:
+        return tr("Switch to {label} (K={k}): the monthly bill goes from {today} to {new}, a saving of {saving}; "
+                  "payback {payback}; P(saving > 0) {p}.", label=p.recommendation.label, k=p.recommendation.k,
+                  today=_per_month(e.reference_bill_usd_per_month), new=_per_month(e.new_bill_usd_per_month),
+                  saving=_per_month(e.monthly_saving_usd), payback=fmt_months(e.payback_months),
+                  p=_pct(e.p_saving_positive))
+    today = p.reference_fleet.label if p.reference_fleet is not None else tr("no speculation")
+    return tr("Stay with {today}: no method saves enough to recommend (the best, {best}, saves {saving}; P(saving > 0) "
+              "{p}).", today=today, best=p.best.label if p.best is not None else tr("none"),
+              saving=_per_month(e.monthly_saving_usd), p=_pct(e.p_saving_positive))
+
+
 def _decision(p: Plan, catalog) -> tuple[str, str]:
     """(the decision, the sentence on a cheaper GPU type): the plan's verdict, whose last sentence is the hardware
-    comparison's when it names a cheaper GPU type (planner.plan appends it)."""
+    comparison's when it names a cheaper GPU type (planner.plan appends it). In another language than English the
+    decision leads with `headline` and keeps the planner's sentence after it."""
     elsewhere = hardware_sentence(p.hardware_choice, p.request, catalog) if p.hardware_choice is not None else ""
+    verdict, other = p.verdict, ""
     if elsewhere and p.verdict.endswith(elsewhere):
-        return p.verdict[:-len(elsewhere)].rstrip(), elsewhere
-    return p.verdict, ""
+        verdict, other = p.verdict[:-len(elsewhere)].rstrip(), elsewhere
+    if language() != "en":
+        verdict = f"{headline(p)} {tr('(The planner, in English: {verdict})', verdict=verdict)}"
+    return verdict, other
 
 
 def board_report(p: Plan, catalog, *, generated: str, lang: str = "en") -> BoardReport:

@@ -11,15 +11,17 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
+import i18n
 from i18n import N_, tr, tr_known
 from i18n.numbers import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_per_month, fmt_usd
 from planner.answer import OperatingPoint, Plan, SloKnee
 from planner.checks.knee import knee_sentence, slo_knee
 from planner.decision.assumptions import CALIBRATED_PREFIX
 from planner.request import PlanRequest
+from report.board import headline
 from views.parts import hardware as _hardware
 from views.parts import widgets
-from views.parts.text import plain_in, quoted
+from views.parts.text import plain, plain_in, quoted
 from views.sidebar import state as S
 
 CONVENTION = N_("Acceptance conventions: alpha is per-token (position 1); tau counts the bonus token; vLLM's draft "
@@ -233,7 +235,11 @@ def render() -> None:
     p = compute(req)
     cat = S.catalog()
     hw = cat.hardware[req.hardware]
-    st.markdown(tr("**Recommendation:** {own}", own=_own(p.verdict)))
+    if i18n.language() == "en":
+        st.markdown(tr("**Recommendation:** {own}", own=_own(p.verdict)))
+    else:  # the decision from the plan's fields in the reader's language, the planner's English sentence below it
+        st.markdown(tr("**Recommendation:** {own}", own=plain(headline(p))))
+        st.caption(tr("The planner, in English: {verdict}", verdict=_own(p.verdict)))
     if p.economics.monthly_saving_usd is not None and (knee := knee_sentence(_knee(req))):
         st.warning(knee)
     if p.spend is not None:  # the volume line: how the spend became the volume (planner.money.spend.SpendVolume)
