@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import i18n
+from i18n import N_
 from profiles import traffic as tr
 from profiles.traffic.guards import size_text
 from profiles.uploads import inspect_traffic, traffic_column_values
@@ -27,11 +28,13 @@ MAX_MB = tr.MAX_UPLOAD_BYTES // 2**20
 UPLOADER_MB = math.ceil(tr.MAX_UPLOAD_BYTES / 1e6) + 1
 AUTO = "(automatic)"
 NONE = "(none)"
-SEPARATORS = {"": "sniff", ",": "comma ,", ";": "semicolon ;", "\t": "tab", "|": "pipe |"}
-DECIMALS = {"": "sniff", ".": "point 1.5", ",": "comma 1,5"}
-UNITS = {"auto": "by magnitude", "s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
-WL_MODES = {"auto": "from the file (its workload column, else one workload)", "fixed": "one workload for the whole file",
-            "map": "map a column's values to workloads", "rules": "rules on prompt text, model or endpoint"}
+SEPARATORS = {"": N_("sniff"), ",": N_("comma ,"), ";": N_("semicolon ;"), "\t": N_("tab"), "|": N_("pipe |")}
+DECIMALS = {"": N_("sniff"), ".": N_("point 1.5"), ",": N_("comma 1,5")}
+UNITS = {"auto": N_("by magnitude"), "s": N_("seconds"), "ms": N_("milliseconds"), "us": N_("microseconds"),
+         "ns": N_("nanoseconds")}
+WL_MODES = {"auto": N_("from the file (its workload column, else one workload)"),
+            "fixed": N_("one workload for the whole file"), "map": N_("map a column's values to workloads"),
+            "rules": N_("rules on prompt text, model or endpoint")}
 UPLOAD_TYPES = ["csv", "tsv", "txt", "jsonl", "ndjson", "json", "parquet", "pq", "xlsx"]
 
 
@@ -41,8 +44,8 @@ def _show_errors(name: str, err: tr.TrafficError) -> None:
     more = (f"\n- ... and {'at least ' if getattr(err, 'at_least', False) else ''}{rest:,} more"
             if rest > 0 else "")
     prev = st.session_state.get(S.PROFILE_KEY)
-    keep = (f"The previous profile {quoted(prev.name)} is still in use." if prev is not None
-            else "No profile is loaded; the pages use the sidebar's workload and language.")
+    keep = (i18n.tr("The previous profile {name} is still in use.", name=quoted(prev.name)) if prev is not None
+            else i18n.tr("No profile is loaded; the pages use the sidebar's workload and language."))
     st.error(i18n.tr("{name} was not loaded: {total}{v} "
              "problem{v2}.\n{lines}{more}\n\n{keep}", name=quoted(name), total=f"{err.total:,}", v='+' if getattr(err, 'at_least', False) else '', v2='s' if err.total != 1 else '', lines=lines, more=more, keep=keep))
 
@@ -114,11 +117,11 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
     needs = info is None or info.kind == "unknown" or (info.kind == "requests" and "workload" not in info.roles)
     with st.expander(i18n.tr("Reading options: separator, columns, workloads"), expanded=needs):
         c = st.columns(4)
-        c[0].selectbox(i18n.tr("Separator"), list(SEPARATORS), key="traffic_delimiter", format_func=SEPARATORS.get,
+        c[0].selectbox(i18n.tr("Separator"), list(SEPARATORS), key="traffic_delimiter", format_func={k: i18n.tr(v) for k, v in SEPARATORS.items()}.get,
                        disabled=fmt != "csv", help=i18n.tr("CSV only; 'sniff' picks the most frequent of , ; tab | in the header."))
-        c[1].selectbox(i18n.tr("Decimal mark"), list(DECIMALS), key="traffic_decimal", format_func=DECIMALS.get,
+        c[1].selectbox(i18n.tr("Decimal mark"), list(DECIMALS), key="traffic_decimal", format_func={k: i18n.tr(v) for k, v in DECIMALS.items()}.get,
                        disabled=fmt != "csv", help=i18n.tr("European Excel writes 1,5 with ';' as the separator."))
-        c[2].selectbox(i18n.tr("Numeric timestamps in"), list(UNITS), key="traffic_ts_unit", format_func=UNITS.get,
+        c[2].selectbox(i18n.tr("Numeric timestamps in"), list(UNITS), key="traffic_ts_unit", format_func={k: i18n.tr(v) for k, v in UNITS.items()}.get,
                        help=i18n.tr("Unix time: by magnitude, seconds (~1.7e9), milliseconds (~1.7e12), ... Numbers before "
                             "the year 2000 are read as seconds since the trace began."))
         c[3].text_input(i18n.tr("Sheet (xlsx)"), key="traffic_sheet", disabled=fmt != "xlsx",
@@ -132,8 +135,8 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
                           f"{DECIMALS.get(info.decimal, info.decimal)}" if info.fmt == "csv" else "") + "). Columns: "
                        + ", ".join(f"{tr.ROLE_LABELS.get(r, r)} = {quoted(col)}" for r, col in info.mapping) + ".")
         else:
-            st.warning("Columns not recognised: map the file's columns below (the file's columns: "
-                       + ", ".join(plain(c) for c in cols[:30]) + (" ..." if len(cols) > 30 else "") + ").")
+            st.warning(i18n.tr("Columns not recognised: map the file's columns below (the file's columns: {cols}).",
+                               cols=", ".join(plain(c) for c in cols[:30]) + (" ..." if len(cols) > 30 else "")))
         st.markdown(i18n.tr("**Columns** (automatic: matched by name; known exports and synonyms such as ContextTokens, "
                     "completion_tokens, 'Request tokens' are recognised)"))
         mapping = []
@@ -150,7 +153,7 @@ def _options_ui(up, data: bytes) -> tr.ParseOptions | None:
             elif choice != AUTO:
                 mapping.append((role, choice))
         st.markdown(i18n.tr("**Workloads**"))
-        mode = st.radio(i18n.tr("Workload of each request"), list(WL_MODES), key="traffic_wl_mode", format_func=WL_MODES.get,
+        mode = st.radio(i18n.tr("Workload of each request"), list(WL_MODES), key="traffic_wl_mode", format_func={k: i18n.tr(v) for k, v in WL_MODES.items()}.get,
                         horizontal=True)
         wl_names = list(cat.workloads)
         rule = tr.WorkloadRule()
@@ -263,10 +266,10 @@ def _summary(prof: tr.TrafficProfile) -> None:
     ci = prof.monthly_output_tokens_ci95
     c[2].metric(i18n.tr("Output tokens per month"), _fmt_tokens(prof.monthly_output_tokens)
                 if prof.monthly_output_tokens else "n/a",
-                delta=f"95 % interval {_fmt_tokens(ci[0])} to {_fmt_tokens(ci[1])}" if ci else None,
+                delta=i18n.tr("95 % interval {low} to {high}", low=_fmt_tokens(ci[0]), high=_fmt_tokens(ci[1])) if ci else None,
                 delta_color="off",
-                help="Output tokens in the file / its time span x 30.44 days (average month)"
-                if prof.kind == "requests" else "Sum of the mix table's monthly_output_tokens.")
+                help=i18n.tr("Output tokens in the file / its time span x 30.44 days (average month)")
+                if prof.kind == "requests" else i18n.tr("Sum of the mix table's monthly_output_tokens."))
     conc = prof.concurrency(slo_ms, 0)
     c[3].metric(i18n.tr("Concurrent sequences (median minute)"), f"{conc:,.1f}" if conc is not None else "n/a",
                 help=i18n.tr("Little's law: arrival rate x mean output tokens x TPOT SLO. Caps the batch the planner "
@@ -293,7 +296,8 @@ def _summary(prof: tr.TrafficProfile) -> None:
              "alpha shift (workload + language)": round(cat.workloads[s.workload].alpha_shift
                                                         + cat.languages[s.language].alpha_shift, 3)}
             for s in prof.segments]
-    st.dataframe(rows, key="traffic_mix_table", hide_index=True)
+    st.dataframe(rows, key="traffic_mix_table", hide_index=True,  # headers in the reader's language
+                 column_config={c: st.column_config.Column(label=i18n.tr_known(c)) for c in (rows[0] if rows else {})})
     st.caption(i18n.tr("Alpha shifts are per-token, added to each trained drafter's alpha (workloads.yaml, languages.yaml: "
                "long-context summarization -15 to -22 pp, a language without its own head -12 to -18 pp; seed "
                "article, 2026-04-15)."))
@@ -306,7 +310,7 @@ def _summary(prof: tr.TrafficProfile) -> None:
     col1.plotly_chart(fig, key="traffic_mix_chart", width="stretch")
     e = prof.context_hist_edges
     fig = go.Figure(go.Bar(x=[(e[i] * e[i + 1]) ** 0.5 for i in range(len(e) - 1)], y=prof.context_hist_counts))
-    fig.update_xaxes(type="log", title="context tokens per request (prompt + output)")
+    fig.update_xaxes(type="log", title=i18n.tr("context tokens per request (prompt + output)"))
     fig.update_layout(yaxis_title="requests", height=340)
     col2.plotly_chart(fig, key="traffic_context_chart", width="stretch")
     q = prof.context_tokens_quantiles
@@ -329,26 +333,26 @@ def _daily_shape(prof: tr.TrafficProfile) -> None:
         return
     fig = go.Figure(go.Bar(x=list(range(24)), y=list(arr.requests_per_s),
                            name="measured" if arr.source == "trace" else f"assumed: {arr.source}"))
-    fig.update_layout(xaxis_title="hour of day (UTC, or the file's clock)", yaxis_title="requests/s", height=300)
+    fig.update_layout(xaxis_title=i18n.tr("hour of day (UTC, or the file's clock)"), yaxis_title=i18n.tr("requests/s"), height=300)
     st.plotly_chart(fig, key="traffic_hour_chart", width="stretch")
     st.caption(i18n.tr("Requests/s by hour: {note}.", note=plain(arr.note)))
     if prof.minute_requests_per_s and len(prof.minute_requests_per_s) > 1:
         fig = go.Figure(go.Scatter(x=list(range(len(prof.minute_requests_per_s))), y=list(prof.minute_requests_per_s),
                                    mode="lines"))
-        fig.update_layout(xaxis_title="minute from the first request", yaxis_title="requests/s", height=260)
+        fig.update_layout(xaxis_title=i18n.tr("minute from the first request"), yaxis_title=i18n.tr("requests/s"), height=260)
         st.plotly_chart(fig, key="traffic_minute_chart", width="stretch")
 
 
 def render() -> None:
     st.title(i18n.tr("Traffic profile"))
     st.markdown(
-        "Upload what your gateway or cloud console exports. Recognised by their columns: **Azure LLM inference "
-        "traces**, **BurstGPT**, **LiteLLM spend logs**, **OpenAI usage exports**, per-request results of **vllm "
-        "bench serve** and **guidellm**, and this app's template (**timestamp, workload, prompt_tokens, "
-        "output_tokens** + optional **language**, **weight**). Anything else: map its columns below. Or a mix "
-        "table: **workload** and **share** or **monthly_output_tokens** (+ optional language, prompt_tokens, "
-        "output_tokens as means). Workloads: " + ", ".join(S.catalog().workloads) + ". Languages: "
-        + ", ".join(S.catalog().languages) + ".")
+        i18n.tr("Upload what your gateway or cloud console exports. Recognised by their columns: **Azure LLM "
+                "inference traces**, **BurstGPT**, **LiteLLM spend logs**, **OpenAI usage exports**, per-request "
+                "results of **vllm bench serve** and **guidellm**, and this app's template (**timestamp, workload, "
+                "prompt_tokens, output_tokens** + optional **language**, **weight**). Anything else: map its columns "
+                "below. Or a mix table: **workload** and **share** or **monthly_output_tokens** (+ optional language, "
+                "prompt_tokens, output_tokens as means). Workloads: {workloads}. Languages: {languages}.",
+                workloads=", ".join(S.catalog().workloads), languages=", ".join(S.catalog().languages)))
     c = st.columns(5)
     for i, (name, (label, _fname)) in enumerate(S.SAMPLES.items()):
         if c[i].button(i18n.tr("Sample: {label}", label=label), key=f"traffic_sample_{name}"):
