@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from i18n import N_, language, tr, tr_known, using
+from i18n import N_, tr, tr_known, using
 from i18n.numbers import fmt_acceptance, fmt_months, fmt_per_month, fmt_share, fmt_usd
 from i18n.numbers import fmt_gpus as _gpus
 from planner.answer import Plan
@@ -99,6 +99,7 @@ class BoardReport:
     assumptions: tuple[AssumptionLine, ...]
     appendix_note: str
     lang: str = "en"  # the language the record is written in (i18n.LANGUAGES); the renderers label it in the same
+    decision_note: str = ""  # in another language than English: the planner's own (English) sentence, in small type
 
 
 def _per_month(x: float | None) -> str:
@@ -125,7 +126,7 @@ def _money(p: Plan) -> tuple[Figure, ...]:
     today, best = p.reference_fleet, p.best_fleet
     switching = p.best is not None and p.reference is not None and p.best.method != p.reference.method
     out = [Figure(tr("Today's monthly bill"), _per_month(e.reference_bill_usd_per_month),
-                  tr("{label}: {gpus} at the peak ({tp} per replica), {billing} fleet", label=today.label,
+                  tr("{label}: {gpus} at the peak ({tp} per replica), {billing} fleet", label=tr_known(today.label),
                      gpus=_gpus(today.peak_gpus), tp=today.tp, billing=tr_known(e.billing))
                   if today is not None else tr("no configuration serves the traffic under the SLO today"))]
     if best is not None and (today is None or (best.method, best.tp) != (today.method, today.tp)):
@@ -168,8 +169,8 @@ def _hours(p: Plan) -> tuple[tuple[HourBar, ...], str, str, int]:
     other = {h.hour: h.gpus for h in best.hours} if best is not None and today is not None else {}
     bars = tuple(HourBar(h.hour, h.gpus, other.get(h.hour) if other else None) for h in one.hours)
     top = max([b.today_gpus for b in bars] + [b.recommended_gpus or 0 for b in bars], default=0)
-    return bars, one.label if today is not None else "", best.label if best is not None and today is not None \
-        else "", top
+    return bars, tr_known(one.label) if today is not None else "", best.label if best is not None and \
+        today is not None else "", top
 
 
 def _drivers(p: Plan, catalog) -> tuple[tuple[DriverBar, ...], float, str]:
@@ -178,8 +179,8 @@ def _drivers(p: Plan, catalog) -> tuple[tuple[DriverBar, ...], float, str]:
     bars = [b for b in tornado(at_volume(p.request), catalog, p.best.method)
             if math.isfinite(b.low_saving_usd) and math.isfinite(b.high_saving_usd)]
     bars.sort(key=lambda b: -abs(b.high_saving_usd - b.low_saving_usd))
-    out = tuple(DriverBar(b.driver, b.range, b.low_saving_usd, b.high_saving_usd, _per_month(b.low_saving_usd),
-                          _per_month(b.high_saving_usd)) for b in bars[:MAX_DRIVERS])
+    out = tuple(DriverBar(tr_known(b.driver), b.range, b.low_saving_usd, b.high_saving_usd,
+                          _per_month(b.low_saving_usd), _per_month(b.high_saving_usd)) for b in bars[:MAX_DRIVERS])
     mid = bars[0].mid_saving_usd if bars else math.nan
     return out, mid, _per_month(mid)
 
@@ -258,7 +259,7 @@ def headline(p: Plan) -> str:
                   today=_per_month(e.reference_bill_usd_per_month), new=_per_month(e.new_bill_usd_per_month),
                   saving=_per_month(e.monthly_saving_usd), payback=fmt_months(e.payback_months),
                   p=_pct(e.p_saving_positive))
-    today = p.reference_fleet.label if p.reference_fleet is not None else tr("no speculation")
+    today = tr_known(p.reference_fleet.label) if p.reference_fleet is not None else tr("no speculation")
     return tr("Stay with {today}: no method saves enough to recommend (the best, {best}, saves {saving}; P(saving > 0) "
               "{p}).", today=today, best=p.best.label if p.best is not None else tr("none"),
               saving=_per_month(e.monthly_saving_usd), p=_pct(e.p_saving_positive))
@@ -267,13 +268,11 @@ def headline(p: Plan) -> str:
 def _decision(p: Plan, catalog) -> tuple[str, str]:
     """(the decision, the sentence on a cheaper GPU type): the plan's verdict, whose last sentence is the hardware
     comparison's when it names a cheaper GPU type (planner.plan appends it). In another language than English the
-    decision leads with `headline` and keeps the planner's sentence after it."""
+    report leads with `headline` and keeps this as a note (BoardReport.decision_note)."""
     elsewhere = hardware_sentence(p.hardware_choice, p.request, catalog) if p.hardware_choice is not None else ""
     verdict, other = p.verdict, ""
     if elsewhere and p.verdict.endswith(elsewhere):
         verdict, other = p.verdict[:-len(elsewhere)].rstrip(), elsewhere
-    if language() != "en":
-        verdict = f"{headline(p)} {tr('(The planner, in English: {verdict})', verdict=verdict)}"
     return verdict, other
 
 
@@ -286,6 +285,9 @@ def board_report(p: Plan, catalog, *, generated: str, lang: str = "en") -> Board
 
 def _board_report(p: Plan, catalog, *, generated: str, lang: str) -> BoardReport:
     decision, elsewhere = _decision(p, catalog)
+    note = ""
+    if lang != "en":  # the decision from the plan's fields in the reader's language; the planner's sentence below
+        decision, note = headline(p), tr("The planner, in English: {verdict}", verdict=decision)
     hours, today_label, rec_label, top = _hours(p)
     drivers, mid, mid_text = _drivers(p, catalog)
     hw, hw_note = _hardware(p)
@@ -321,6 +323,7 @@ def _board_report(p: Plan, catalog, *, generated: str, lang: str) -> BoardReport
         appendix_note=tr("Every number behind these pages, field by field, is in the CSV and the JSON appendix "
                          "downloaded with this report."),
         lang=lang,
+        decision_note=note,
     )
 
 

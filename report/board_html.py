@@ -105,6 +105,8 @@ def _board_html(r: BoardReport) -> str:
            f"<style>{CSS}</style></head><body>",
            f"<h1>{_e(r.title)}</h1><p class='small'>{_e(r.generated)}. {_e(r.scenario)}</p>",
            f"<p class='decision'>{_e(r.decision)}</p>"]
+    if r.decision_note:
+        out.append(f"<p class='small'>{_e(r.decision_note)}</p>")
     if r.elsewhere:
         out.append(f"<p>{_e(r.elsewhere)}</p>")
     if r.knee:

@@ -200,6 +200,8 @@ def _board_pdf(r: BoardReport) -> bytes:
     pdf.cell(0, 8, latin1(r.title), new_x="LMARGIN", new_y="NEXT")
     _para(pdf, f"{r.generated}. {r.scenario}", size=8)
     _para(pdf, r.decision, size=10.5, style="B")
+    if r.decision_note:
+        _para(pdf, r.decision_note, size=7.5)
     if r.elsewhere:
         _para(pdf, r.elsewhere, size=9)
     if r.knee:

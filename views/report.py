@@ -44,6 +44,8 @@ def render() -> None:
     board, pdf_doc, html_doc = _documents(req, day, i18n.language())
     # the planner's sentences as text: their dollar signs would otherwise open LaTeX (views.parts.text)
     st.markdown(tr("**Recommendation:** {decision}", decision=plain(board.decision)))
+    if board.decision_note:
+        st.caption(plain(board.decision_note))
     if board.elsewhere:
         st.markdown(plain(board.elsewhere))
     if board.knee:

@@ -45,6 +45,7 @@ def test_the_chinese_pdf_opens_with_chinese_headings_and_the_plans_bill(cat, pla
     assert 1 <= len(reader.pages) <= 3
     text = pdf_text(data)
     assert r.decision.startswith("建议"), r.decision  # the decision in Chinese, from the plan's fields
+    assert r.decision_note.startswith("规划器英文原文") and plan.verdict in r.decision_note
     for heading in ("投机解码：决策与资金", "资金", "假设", "当前月度账单", "每月节省", "建议"):
         assert heading in text, heading
     with i18n.using("zh-CN"):
