@@ -36,9 +36,9 @@ def history_figure(rows: list[dict]) -> go.Figure:
         bad = [r for r in pts if r["regression"]]
         if bad:
             fig.add_scatter(x=[dt.datetime.fromtimestamp(r["created_at"], tz=dt.UTC) for r in bad],
-                            y=[r["acceptance_length"] for r in bad], mode="markers", name=f"{w}: regression",
+                            y=[r["acceptance_length"] for r in bad], mode="markers", name=tr("{workload}: regression", workload=w),
                             marker={"symbol": "x", "size": 14, "color": "red"})
-    fig.update_layout(xaxis_title="run time (UTC)", yaxis_title="acceptance length tau (95 % interval)",
+    fig.update_layout(xaxis_title=tr("run time (UTC)"), yaxis_title=tr("acceptance length tau (95 % interval)"),
                       height=420, margin={"t": 30})
     return fig
 
