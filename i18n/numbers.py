@@ -89,6 +89,20 @@ def fmt_share(x: float | None, digits: int = 0) -> str:
     return f"{x * 100:.{digits}f}{sep}%"
 
 
+def fmt_tokens(x: float | None, digits: int = 2, *, en_spec: str = "") -> str:
+    """A token count: '10.00B' (billions; `en_spec` formats them otherwise) in English; in Chinese in 亿 (10^8) or
+    万 (10^4): '100.00 亿'."""
+    if not _finite(x):
+        return na()
+    if language() == "en":
+        return f"{x / 1e9:{en_spec or f',.{digits}f'}}B"
+    if abs(x) >= 1e8:
+        return f"{x / 1e8:,.{digits}f} 亿"
+    if abs(x) >= 1e4:
+        return f"{x / 1e4:,.{digits}f} 万"
+    return f"{x:,.0f}"
+
+
 def fmt_gpus(n: int) -> str:
     """'1 GPU', '44 GPUs' / '44 块 GPU'."""
     return tr("{n} GPU", n=f"{n:,}") if n == 1 else tr("{n} GPUs", n=f"{n:,}")

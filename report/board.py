@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from i18n import N_, tr, tr_known, using
-from i18n.numbers import fmt_acceptance, fmt_months, fmt_per_month, fmt_share, fmt_usd
+from i18n.numbers import fmt_acceptance, fmt_months, fmt_per_month, fmt_share, fmt_tokens, fmt_usd
 from i18n.numbers import fmt_gpus as _gpus
 from planner.answer import Plan
 from planner.checks.knee import knee_sentence, slo_knee
@@ -239,7 +239,7 @@ def _assumptions(p: Plan, catalog) -> tuple[AssumptionLine, ...]:
 
 def _scenario(p: Plan, catalog) -> str:
     req = p.request
-    volume = tr("{volume}B output tokens/month", volume=f"{req.monthly_output_tokens / 1e9:,.1f}")
+    volume = tr("{volume} output tokens/month", volume=fmt_tokens(req.monthly_output_tokens, 1))
     if p.spend is not None:
         volume += tr(" (what a spend of {spend}/month buys)", spend=fmt_usd(p.spend.spend_usd_per_month))
     return tr("{model} on {tp} x {gpu} ({dtype}) at {price}/GPU-hour, TPOT SLO {slo} ms, {volume}.",

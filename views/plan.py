@@ -13,7 +13,7 @@ import streamlit as st
 
 import i18n
 from i18n import N_, tr, tr_known
-from i18n.numbers import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_per_month, fmt_usd
+from i18n.numbers import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_per_month, fmt_tokens, fmt_usd
 from planner.answer import OperatingPoint, Plan, SloKnee
 from planner.checks.knee import knee_sentence, slo_knee
 from planner.decision.assumptions import CALIBRATED_PREFIX
@@ -96,7 +96,7 @@ def _money(p: Plan, req: PlanRequest) -> None:
     sav = e.monthly_saving_usd
     row[2].metric(tr("Monthly saving"), "n/a" if sav is None else fmt_per_month(sav),
                   help=tr("Today's fleet bill - the best method's fleet bill ({billing}) for "
-                       "{v}B output tokens/month ({own}).", billing=e.billing, v=f"{e.monthly_output_tokens / 1e9:,.2f}", own=_own(p.request.volume_source)))
+                       "{v} output tokens/month ({own}).", billing=e.billing, v=fmt_tokens(e.monthly_output_tokens), own=_own(p.request.volume_source)))
     if sav is not None:
         row[2].caption(_saving_range(e))
     row[3].metric(tr("Payback"), fmt_months(e.payback_months), help=tr("One-time cost / monthly saving."))
@@ -243,8 +243,8 @@ def render() -> None:
     if p.economics.monthly_saving_usd is not None and (knee := knee_sentence(_knee(req))):
         st.warning(knee)
     if p.spend is not None:  # the volume line: how the spend became the volume (planner.money.spend.SpendVolume)
-        st.caption(tr("Volume: {v}B output tokens/month, "
-                   "{own}.", v=f"{p.request.monthly_output_tokens / 1e9:,.2f}", own=_own(p.spend.volume_source)))
+        st.caption(tr("Volume: {v} output tokens/month, "
+                   "{own}.", v=fmt_tokens(p.request.monthly_output_tokens), own=_own(p.spend.volume_source)))
     if not p.baseline.feasible:
         msg = tr("Without speculation, {reason}", reason=p.baseline.reason)
         if p.baseline.way_out:

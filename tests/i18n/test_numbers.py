@@ -48,3 +48,11 @@ def test_wan_and_yi_only_when_asked_and_only_in_chinese():
         assert N.fmt_usd(12_857.49) == "$12,857"
     with i18n.using("zh-CN"):
         assert N.fmt_usd(2.5e8) == "US$250,000,000"
+
+
+def test_token_volumes_in_billions_or_in_yi_and_wan():
+    assert N.fmt_tokens(1e10) == "10.00B" and N.fmt_tokens(1.234e9, en_spec=",.3g") == "1.23B"
+    with i18n.using("zh-CN"):
+        assert N.fmt_tokens(1e10) == "100.00 亿"
+        assert N.fmt_tokens(3.5e5, 1) == "35.0 万"
+        assert N.fmt_tokens(None) == "不适用"

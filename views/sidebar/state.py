@@ -282,8 +282,8 @@ def sidebar() -> None:
                             help=tr("The fleet's GPUs at the peak: the volume is also limited to what they serve."))
             st.caption(tr("The plan derives the volume this spend buys (Plan page)."))
         elif ss["volume_source"] == "profile" and has_volume:
-            st.caption(tr("Using the trace's own {v}B output tokens/month "
-                       "({name}); pick 'the number I type' to plan another volume.", v=f"{prof.monthly_output_tokens / 1e9:,.3g}", name=quoted(prof.name)))
+            st.caption(tr("Using the trace's own {v} output tokens/month "
+                       "({name}); pick 'the number I type' to plan another volume.", v=_num.fmt_tokens(prof.monthly_output_tokens, en_spec=",.3g"), name=quoted(prof.name)))
         elif ss["volume_source"] == "profile":
             st.caption(tr("No traffic profile with a monthly volume is loaded (Traffic page): the number below "
                        "is used."))
@@ -410,8 +410,8 @@ def scenario_caption(req: P.PlanRequest) -> str:
         gpus = tr(" on at most {n} GPUs", n=f"{req.spend_gpus:,}") if req.spend_gpus is not None else ""
         return head + slo_box.ttft_phrase(req) + tr(", the volume a spend of {spend}/month{gpus} serves (derived by the "
                                                     "plan).", spend=_num.fmt_usd(req.spend_usd_per_month), gpus=gpus)
-    return head + slo_box.ttft_phrase(req) + tr(", {volume}B output tokens/month ({source}).",
-                                                volume=f"{req.monthly_output_tokens / 1e9:,.2f}",
+    return head + slo_box.ttft_phrase(req) + tr(", {volume} output tokens/month ({source}).",
+                                                volume=_num.fmt_tokens(req.monthly_output_tokens),
                                                 source=plain_in(req.volume_source, getattr(st.session_state.get(PROFILE_KEY), 'name', None)))
 
 
