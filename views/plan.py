@@ -59,7 +59,7 @@ def cpm_chart(p: Plan) -> go.Figure:
                              "line": {"dash": "dash", "color": "#d62728"}}]
         layout["annotations"] = [{"xref": "paper", "x": 0, "yref": "y", "y": y, "xanchor": "left",
                                   "yanchor": "bottom", "showarrow": False,
-                                  "text": tr("today ({label}) {cpm}/Mtok", label=p.reference.label, cpm=fmt_cpm(y))}]
+                                  "text": tr("today ({label}) {cpm}/Mtok", label=tr_known(p.reference.label), cpm=fmt_cpm(y))}]
     fig.update_layout(**layout)
     return fig
 
@@ -80,7 +80,7 @@ def _money(p: Plan, req: PlanRequest) -> None:
                       help=tr("Today: {reference_note}. The month's GPU-hours of today's fleet x $/GPU-hour (Fleet by "
                            "hour, below).", reference_note=p.reference_note))
         row[0].caption(tr("{label}: {peak_gpus} GPUs at the peak ({per_replica}); TPOT {ms}"
-                       ", TTFT {ms2}", label=tf.label, peak_gpus=f"{tf.peak_gpus:,}", per_replica=_per_replica(tf), ms=_ms(tf.tpot_ms), ms2=_ms(tf.ttft_ms)))
+                       ", TTFT {ms2}", label=tr_known(tf.label), peak_gpus=f"{tf.peak_gpus:,}", per_replica=_per_replica(tf), ms=_ms(tf.tpot_ms), ms2=_ms(tf.ttft_ms)))
     else:
         row[0].metric(tr("Bill today"), "n/a", help=p.reference_note)
         row[0].caption(tr("no configuration without speculation meets the SLO"))
@@ -96,7 +96,7 @@ def _money(p: Plan, req: PlanRequest) -> None:
     sav = e.monthly_saving_usd
     row[2].metric(tr("Monthly saving"), "n/a" if sav is None else fmt_per_month(sav),
                   help=tr("Today's fleet bill - the best method's fleet bill ({billing}) for "
-                       "{v} output tokens/month ({own}).", billing=e.billing, v=fmt_tokens(e.monthly_output_tokens), own=_own(p.request.volume_source)))
+                       "{v} output tokens/month ({own}).", billing=e.billing, v=fmt_tokens(e.monthly_output_tokens), own=_own(tr_known(p.request.volume_source))))
     if sav is not None:
         row[2].caption(_saving_range(e))
     row[3].metric(tr("Payback"), fmt_months(e.payback_months), help=tr("One-time cost / monthly saving."))
@@ -146,12 +146,12 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
     _money(p, req)
     row = st.columns(3)
     if ref is not None:
-        row[0].metric(tr("CPM today at full load"), f"{fmt_cpm(ref.usd_per_mtok)} /Mtok",
+        row[0].metric(tr("CPM today at full load"), tr("{cpm} /Mtok", cpm=fmt_cpm(ref.usd_per_mtok)),
                       help=tr("{label} at its best batch under the SLO ({reference_note}): one replica kept "
                            "full, prefill sharing its time; $ per million output tokens. Price "
-                           "${usd_per_gpu_hour}/GPU-hour ({source}, {date}).", label=ref.label, reference_note=p.reference_note, usd_per_gpu_hour=f"{p.usd_per_gpu_hour:,.2f}", source=hw.price.source, date=hw.price.date))
+                           "${usd_per_gpu_hour}/GPU-hour ({source}, {date}).", label=tr_known(ref.label), reference_note=p.reference_note, usd_per_gpu_hour=f"{p.usd_per_gpu_hour:,.2f}", source=hw.price.source, date=hw.price.date))
         row[0].caption(tr("{label}, batch {batch}; effective CPM on the fleet (bill / output tokens) "
-                       "{reference_effective_usd_per_mtok} /Mtok", label=ref.label, batch=f"{ref.batch:,}", reference_effective_usd_per_mtok=fmt_cpm(e.reference_effective_usd_per_mtok)))
+                       "{reference_effective_usd_per_mtok} /Mtok", label=tr_known(ref.label), batch=f"{ref.batch:,}", reference_effective_usd_per_mtok=fmt_cpm(e.reference_effective_usd_per_mtok)))
     else:
         row[0].metric(tr("CPM today"), tr("not feasible"), help=p.reference_note)
         row[0].caption(p.baseline.reason)
@@ -159,7 +159,7 @@ def _metrics(p: Plan, req: PlanRequest) -> None:
         worse = best.cpm_change_pct is not None and best.cpm_change_pct > 0
         delta = None if best.cpm_change_pct is None or abs(best.cpm_change_pct) < 0.05 else fmt_pct(best.cpm_change_pct)
         title = tr("Cheapest-fleet method's CPM at full load") if worse else tr("Best method CPM at full load")
-        row[1].metric(title, f"{fmt_cpm(best.usd_per_mtok)} /Mtok", delta=delta, delta_color="inverse",
+        row[1].metric(title, tr("{cpm} /Mtok", cpm=fmt_cpm(best.usd_per_mtok)), delta=delta, delta_color="inverse",
                       help=tr("{label} at K={k}, its own best batch ({batch}) under the same SLO. alpha "
                               "(per-token, position 1) {alpha}; tau {tau} tokens/step; vLLM draft acceptance rate "
                               "{rate} % ({source}).", label=best.label, k=best.k, batch=f"{best.batch:,}",
@@ -296,7 +296,7 @@ def _fleet(p: Plan) -> None:
         best = None  # today's configuration is the best one
     c = st.columns(3)
     if today is not None:
-        c[0].metric(tr("Peak GPUs today ({label})", label=today.label), f"{today.peak_gpus:,}",
+        c[0].metric(tr("Peak GPUs today ({label})", label=tr_known(today.label)), f"{today.peak_gpus:,}",
                     help=tr("The fewest replicas that keep every user's TPOT (and mean TTFT, where a TTFT SLO is "
                          "stated) under the SLO and the batch in memory at the "
                          "busiest hour (Little's law: sequences in flight = arrivals x time in system), x TP "
@@ -316,7 +316,7 @@ def _fleet(p: Plan) -> None:
                          + ("" if today is None else tr(", {fixed} today", fixed=fmt_per_month(today.usd_per_month_fixed)))
                          + tr("."))
     fig = go.Figure()
-    for cfg, name in ((today, tr("today ({label})", label=today.label) if today else ""), (best, best.label if best else "")):
+    for cfg, name in ((today, tr("today ({label})", label=tr_known(today.label)) if today else ""), (best, best.label if best else "")):
         if cfg is not None:
             fig.add_scatter(x=[h.hour for h in cfg.hours], y=[h.gpus for h in cfg.hours], mode="lines+markers",
                             line_shape="hv", name=name)

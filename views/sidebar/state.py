@@ -21,7 +21,7 @@ import streamlit as st
 from calibration.storage import kept_traffic
 from calibration.storage.calibrated_catalog import calibrated_files, with_calibrated
 from calibration.storage.store import default_url
-from i18n import N_, tr
+from i18n import N_, tr, tr_known
 from i18n import numbers as _num
 from i18n.errors import error_text
 from planner import plan as P
@@ -412,7 +412,7 @@ def scenario_caption(req: P.PlanRequest) -> str:
                                                     "plan).", spend=_num.fmt_usd(req.spend_usd_per_month), gpus=gpus)
     return head + slo_box.ttft_phrase(req) + tr(", {volume} output tokens/month ({source}).",
                                                 volume=_num.fmt_tokens(req.monthly_output_tokens),
-                                                source=plain_in(req.volume_source, getattr(st.session_state.get(PROFILE_KEY), 'name', None)))
+                                                source=plain_in(tr_known(req.volume_source), getattr(st.session_state.get(PROFILE_KEY), 'name', None)))
 
 
 # ---------------------------------------------------------------------------------------------------
