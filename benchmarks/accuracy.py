@@ -20,9 +20,10 @@ and every MoE batch curve in it: does the model's speedup fall with batch as the
 
 Acceptance library: leave-one-model-out error of the family fit per method (profiles/data/acceptance).
 
-TTFT (planner.physics.ttft, closed loop planner.search.ttft_scenario): published TTFT with and without speculation
-(profiles/data/published/published_ttft.csv); rows on a catalogue model are predicted at their concurrency and
-lengths, the others print the measured ratio (speculation / none) only.
+TTFT (planner.physics.ttft; planner.search.ttft_scenario's closed loop at a concurrency, open loop at a request rate):
+published TTFT with and without speculation (profiles/data/published/published_ttft.csv); rows on a catalogue model
+are predicted at their load and lengths, each error printed, the MAPE over the rows held out of the engines'
+front-end fit ("check") apart from the fitting rows; the others print the measured ratio (speculation / none) only.
 
     python benchmarks/accuracy.py [ACCEPTANCE_DIR]
 """
@@ -115,47 +116,58 @@ TTFT_CSV = ROOT / "profiles" / "data" / "published" / "published_ttft.csv"
 
 
 def ttft_section(cat) -> None:
-    """Published TTFT rows against the closed-loop model (planner.search.ttft_scenario.closed_loop_pair): each pair (the
-    same source and setup without and with speculation) predicted where its model is in the catalogue."""
+    """Published TTFT rows against the model (planner.search.ttft_scenario.published_ttft_s: a closed loop at the row's
+    concurrency, or an open loop at its request rate): every row on a catalogue model and GPU predicted on its own,
+    its error printed; the engines' front-end times refitted on the rows marked "fit" and compared with the constants
+    the planner ships (planner.physics.ttft.ENGINE_OVERHEAD_S); the MAPE over the rows marked "check" (held out of
+    every fit), with and without speculation; each with/without pair's measured and modelled ratio."""
     import csv
 
-    from planner.search.ttft_scenario import closed_loop_pair
-    from planner.types import Scenario
+    from planner.physics.ttft import ENGINE_OVERHEAD_S
+    from planner.search.ttft_scenario import fitted_overhead_s, published_ttft_s
 
     with TTFT_CSV.open(newline="") as f:
         rows = list(csv.DictReader(f))
+    print(f"== TTFT: {len(rows)} published rows ({TTFT_CSV.name}), "
+          f"{sum(r['role'] == 'fit' for r in rows)} fitting, {sum(r['role'] == 'check' for r in rows)} checking")
+    refit = fitted_overhead_s(rows, cat)
+    print("engine front-end time, fitted on the 'fit' rows / shipped: "
+          + ", ".join(f"{e} {1e3 * v:.2f} / {1e3 * ENGINE_OVERHEAD_S.get(e, float('nan')):.2f} ms"
+                      for e, v in sorted(refit.items())))
+    print(f"{'id':20} {'role':5} {'model':16} {'gpu':9} {'load':>10} {'in/out':>9} | TTFT ms measured / ours (error)")
+    ours: dict[str, float] = {}
+    errs: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        load = f"c={r['concurrency']}" if r["concurrency"] else f"{r['request_rate']}/s"
+        lengths = f"{r['input_tokens'] and round(float(r['input_tokens'])) or '?'}/" \
+                  f"{r['output_tokens'] and round(float(r['output_tokens'])) or '?'}"
+        head = f"{r['id']:20} {r['role'] or '-':5} {r['model'][:16]:16} {r['gpu'][:9]:9} {load:>10} {lengths:>9} |"
+        if not r["role"]:
+            print(f"{head} {float(r['ttft_ms']):,.1f} / not predicted (model, GPU or K not in the catalogue or not "
+                  "stated)")
+            continue
+        ours[r["id"]] = o = published_ttft_s(r, cat) * 1e3
+        e = o / float(r["ttft_ms"]) - 1.0
+        errs[r["role"]].append(e)
+        if r["role"] == "check":
+            errs["check, speculation" if r["catalog_method"] != "none" else "check, none"].append(e)
+        print(f"{head} {float(r['ttft_ms']):,.1f} / {o:,.1f} ({100 * e:+.0f} %)")
     pairs: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         pairs[r["pair"]].append(r)
-    print(f"TTFT: {len(rows)} published rows ({TTFT_CSV.name}), {len(pairs)} with/without-speculation pairs")
-    print(f"{'id':18} {'model':24} {'gpu':9} {'conc':>4} {'in/out':>11} | TTFT ms measured / ours (error)")
-    errs = []
-    for group in pairs.values():
+    print("with / without speculation, per pair (measured; ours where both rows are predicted):")
+    for name, group in pairs.items():
         base = next(r for r in group if r["catalog_method"] == "none")
         spec = next(r for r in group if r["catalog_method"] != "none")
         ratio = float(spec["ttft_ms"]) / float(base["ttft_ms"])
-        if not (base["catalog_model"] and base["catalog_hardware"] and spec["k"]):
-            for r in group:
-                print(f"{r['id']:18} {r['model'][:24]:24} {r['gpu'][:9]:9} {r['concurrency']:>4} "
-                      f"{r['input_tokens'] or '?':>5}/{r['output_tokens'] or '?':<5} | {float(r['ttft_ms']):,.1f} / "
-                      "not predicted (model, GPU or K not in the catalogue or not stated)")
-            print(f"{'':18} measured TTFT with / without speculation: {ratio:.2f}x")
-            continue
-        s = Scenario(model=base["catalog_model"], hardware=base["catalog_hardware"], method=spec["catalog_method"],
-                     k=int(spec["k"]), tp=int(base["tp"]), dtype="bf16" if base["dtype"] in ("fp16", "bf16", "") else
-                     base["dtype"], engine=base["engine"], prompt_tokens=round(float(base["input_tokens"])),
-                     output_tokens=round(float(base["output_tokens"])), batch=1)
-        pair = closed_loop_pair(s, cat, concurrency=float(base["concurrency"]))
-        for r, ours in ((base, pair.baseline.ttft_s * 1e3), (spec, pair.speculative.ttft_s * 1e3)):
-            e = ours / float(r["ttft_ms"]) - 1.0
-            errs.append(e)
-            print(f"{r['id']:18} {r['model'][:24]:24} {r['gpu'][:9]:9} {r['concurrency']:>4} "
-                  f"{round(float(r['input_tokens'])):>5}/{round(float(r['output_tokens'])):<5} | "
-                  f"{float(r['ttft_ms']):,.1f} / {ours:,.1f} ({100 * e:+.0f} %)")
-        ours_ratio = pair.speculative.ttft_s / pair.baseline.ttft_s
-        print(f"{'':18} TTFT with / without speculation: measured {ratio:.2f}x, ours {ours_ratio:.2f}x")
-    if errs:
-        print(f"TTFT MAPE over {len(errs)} predicted rows: {100 * np.mean(np.abs(errs)):.0f} %")
+        modelled = (f", ours {ours[spec['id']] / ours[base['id']]:.2f}x" if base["id"] in ours and spec["id"] in ours
+                    else "")
+        print(f"  {name:12} measured {ratio:.2f}x{modelled}")
+    labels = {"fit": "fitting rows (in sample)", "check": "held-out rows", "check, none": "held out, no speculation",
+              "check, speculation": "held out, speculation"}
+    for key, label in labels.items():
+        if errs[key]:
+            print(f"TTFT MAPE, {label:26} {100 * np.mean(np.abs(errs[key])):5.1f} % over {len(errs[key])} rows")
 
 
 def acceptance_library(directory: str | None = None) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
+from planner.request import BILLINGS, DEFAULT_MONTHLY_OUTPUT_TOKENS, PlanRequest
+from planner.types import KV_CACHE_DTYPES, WEIGHT_DTYPES
 
 
 def acceptance_file(path: str):
@@ -65,23 +66,23 @@ def add_scenario(p: argparse.ArgumentParser, *, method_required: bool) -> None:
     p.add_argument("--context-tokens", type=int)
     p.add_argument("--prompt-tokens", type=int)
     p.add_argument("--output-tokens", type=int)
-    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--tp", type=int, default=PlanRequest.tp)
     p.add_argument("--attention-dp", action="store_true",
                    help="MoE models: attention data parallel over the --tp GPUs with expert-parallel MoE (vLLM "
                         "--data-parallel-size N --enable-expert-parallel) instead of tensor parallel")
-    p.add_argument("--dtype", choices=["bf16", "fp8", "nvfp4", "mxfp4"], default=None,
+    p.add_argument("--dtype", choices=WEIGHT_DTYPES, default=None,
                    help="weight format (default: a --model-config checkpoint's own, else bf16)")
-    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default=None,
+    p.add_argument("--kv-dtype", choices=KV_CACHE_DTYPES, default=None,
                    help="KV-cache format (default: fp8 with fp8 weights, else bf16)")
     p.add_argument("--usd-per-gpu-hour", type=float)
-    p.add_argument("--engine", default="vllm",
+    p.add_argument("--engine", default=PlanRequest.engine,
                    help="serving engine: vllm (default, the version the calibration pins), sglang or trtllm; its "
                         "own per-step and per-draft-pass speculation overheads (planner.physics.engines)")
     p.add_argument("--engine-version", default=None, help="the engine's version, shown with the plan")
-    p.add_argument("--tpot-slo-ms", type=float, default=50.0)
+    p.add_argument("--tpot-slo-ms", type=float, default=PlanRequest.tpot_slo_ms)
     p.add_argument("--draft-cost-ratio", type=float, help="override c = draft pass time / target step time")
     p.add_argument("--tuned", action="store_true", help="use the method's tuned alpha range")
-    p.add_argument("--temperature", type=float, default=0.0,
+    p.add_argument("--temperature", type=float, default=PlanRequest.temperature,
                    help="sampling temperature of the requests, 0 (greedy, default) to 2: library rows measured at it "
                         "where there are any, else acceptance scaled down as stated in the assumptions")
     p.add_argument("--tree", nargs="?", const="default", default=None, metavar="FILE",
@@ -102,10 +103,10 @@ def add_plan_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engineering-usd-per-week", type=float, help="engineering cost (default: prices.yaml)")
     p.add_argument("--discount-rate", type=float, help="annual discount rate for NPV, e.g. 0.10")
     p.add_argument("--horizon-months", type=int, help="NPV / payback horizon in months")
-    p.add_argument("--billing", choices=["autoscaled", "fixed"], default="autoscaled",
+    p.add_argument("--billing", choices=BILLINGS, default=PlanRequest.billing,
                    help="the bill every saving comes from: each hour's replicas (autoscaled, default) or a fleet "
                         "sized for the peak hour all month (fixed)")
-    p.add_argument("--confidence", type=float, default=0.8,
+    p.add_argument("--confidence", type=float, default=PlanRequest.confidence,
                    help="the P(saving > 0) a recommendation to deploy requires (default 0.8)")
     p.add_argument("--price-range", action="store_true",
                    help="let the uncertainty draw $/GPU-hour from the hardware's list range (never over a "
@@ -116,7 +117,7 @@ def add_plan_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttft-slo-ms", type=float, default=None, metavar="MS",
                    help="mean time to first token a user may wait, ms (default: none stated; TTFT is reported, "
                         "not a constraint): the search and the fleet honour it beside --tpot-slo-ms")
-    p.add_argument("--serving", default="colocated", metavar="HOW",
+    p.add_argument("--serving", default=PlanRequest.serving, metavar="HOW",
                    help="colocated (default: prefill and decode on the same replicas), disaggregated (a prefill pool "
                         "sized for the TTFT SLO and a decode pool for the TPOT SLO, each at its own TP, the KV cache "
                         "sent between them) or best (the cheaper of the two that meets both SLOs)")

@@ -26,7 +26,7 @@ from typing import Any
 from cli import flags
 from planner.acceptance import rates as acc
 from planner.formatting import json_text, jsonable, plan_dict
-from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS
+from planner.request import DEFAULT_MONTHLY_OUTPUT_TOKENS, PlanRequest
 from planner.types import Acceptance, Scenario
 
 
@@ -138,7 +138,7 @@ def _scenario(args, catalog) -> Scenario:
         draft_cost_ratio=args.draft_cost_ratio, tuned=args.tuned, tree=args.tree is not None or shape is not None,
         tree_shape=shape,
         monthly_output_tokens=args.monthly_output_tokens, temperature=args.temperature,
-        engine=getattr(args, "engine", "vllm"), engine_version=getattr(args, "engine_version", None),
+        engine=getattr(args, "engine", PlanRequest.engine), engine_version=getattr(args, "engine_version", None),
     )
 
 
@@ -253,9 +253,9 @@ def _plan_request(args, cat, *, levers: bool = False, prof=None):
         acceptance_method=method if acceptance is not None else None, acceptance_k=k_meas,
         acceptance_source=(f"measured: {args.acceptance_file.describe()}"
                            if getattr(args, "acceptance_file", None) is not None else ""),
-        levers_start="auto" if levers else None, billing=getattr(args, "billing", "autoscaled"),
-        confidence=getattr(args, "confidence", 0.8), price_range=getattr(args, "price_range", False),
-        engine=getattr(args, "engine", "vllm"), engine_version=getattr(args, "engine_version", None),
+        levers_start="auto" if levers else None, billing=getattr(args, "billing", PlanRequest.billing),
+        confidence=getattr(args, "confidence", PlanRequest.confidence), price_range=getattr(args, "price_range", False),
+        engine=getattr(args, "engine", PlanRequest.engine), engine_version=getattr(args, "engine_version", None),
         prefix_cache_share=getattr(args, "prefix_cache_share", None),
         prefix_cache_label="entered (--prefix-cache-share)",
         temperature=args.temperature, ttft_slo_ms=getattr(args, "ttft_slo_ms", None))
@@ -270,7 +270,7 @@ def with_spend_and_hardware(req, args):
                                billing=args.billing, compare_hardware=args.compare_hardware,
                                compare_other_formats=args.compare_other_formats,
                                hardware_prices=tuple(args.gpu_price or ()),
-                               serving=getattr(args, "serving", "colocated"))
+                               serving=getattr(args, "serving", PlanRequest.serving))
 
 
 def cmd_plan(args) -> Any:

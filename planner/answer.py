@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from planner.fleet import FleetHour
+from planner.fleet import Fleet, FleetHour
 from planner.request import CostAssumptions, PlanRequest, TrafficSegment
 
 
@@ -242,6 +242,51 @@ class Assumption:
 
 
 @dataclass(frozen=True)
+class Bill:
+    """planner.money.bill: one configuration's month on its fleet under one billing."""
+
+    method: str
+    label: str
+    k: int
+    billing: str  # "autoscaled" or "fixed"
+    usd_per_month: float  # the bill (inf when the configuration cannot serve the traffic under the SLO)
+    gpu_hours_per_month: float
+    peak_gpus: int
+    gpus_per_replica: int
+    usd_per_gpu_hour: float
+    monthly_output_tokens: float
+    effective_usd_per_mtok: float  # bill / output tokens (nan without a volume)
+    feasible: bool
+    tpot_ms: float = math.nan  # TPOT users see over the day, weighted by output tokens (prefill sharing included)
+    ttft_ms: float = math.nan  # mean time to first token over the day, weighted by requests (planner.physics.ttft)
+
+
+@dataclass(frozen=True)
+class SpendVolume:
+    """planner.money.spend: the volume a monthly spend buys, and how it was derived."""
+
+    spend_usd_per_month: float
+    hardware: str
+    tp: int
+    dtype: str
+    gpus: int | None  # the stated fleet size (None: not stated)
+    billing: str  # "autoscaled" or "fixed"
+    usd_per_gpu_hour: float
+    price_source: str
+    method: str  # the configuration the fleet runs (today's)
+    label: str
+    k: int
+    monthly_output_tokens: float
+    peak_gpus: int
+    bill_usd_per_month: float  # the fleet's bill at that volume: at most the spend
+    replica_usd_per_month: float  # one replica all month: the bill's granularity
+    binding: str  # what limits the volume: "spend" or "gpus"
+    how: str  # one sentence
+    price_listed: bool = False  # the price is the GPU's list midpoint (neither entered nor implied by the spend)
+    volume_source: str = ""  # where the volume comes from, in words (the request's volume_source)
+
+
+@dataclass(frozen=True)
 class Plan:
     request: PlanRequest
     segments: tuple[TrafficSegment, ...]
@@ -259,18 +304,21 @@ class Plan:
     assumptions: tuple[Assumption, ...]
     costs: CostAssumptions
     alternatives: tuple[OperatingPoint, ...] = ()  # no speculation at other TP (the way out of an infeasible baseline)
-    fleet: Any = None  # planner.fleet.Fleet: GPUs by hour with and without speculation, the month's bills
+    fleet: Fleet | None = None  # planner.fleet.Fleet: GPUs by hour with and without speculation, the month's bills
     # planner.money.spend.SpendVolume: how a stated spend became the volume (None: a volume was given)
-    spend: Any = None
+    spend: SpendVolume | None = None
     hardware_choice: Any = None  # planner.decision.hardware_choice.HardwareComparison (None: not asked for)
-    bills: tuple[Any, ...] = ()  # planner.money.bill.Bill per fleet configuration under the request's billing
+    bills: tuple[Bill, ...] = ()  # planner.money.bill.Bill per fleet configuration under the request's billing
     # The two fleets the headline compares (None: no feasible one): today's (the reference's, at its own TP) and the
     # best method's. `fleet` above holds every configuration at the requested TP; these are what "today" and "with
     # the best method" mean everywhere.
     reference_fleet: PlanFleet | None = None
     best_fleet: PlanFleet | None = None
+    # served "best" or "disaggregated" (planner.money.disagg.choose_serving): the fleets weighed for today and the best
+    # method, co-located ("best" only) and disaggregated, feasible or not; the headline's two are among them
+    serving_options: tuple[PlanFleet, ...] = ()
 
-    def bill(self, method: str) -> Any:
+    def bill(self, method: str) -> Bill:
         """The month's bill of one configuration's fleet (planner.money.bill.Bill) under the request's billing."""
         for b in self.bills:
             if b.method == method:

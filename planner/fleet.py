@@ -40,7 +40,9 @@ SERVING_ASSUMPTIONS = (
     "2026-12-04)",
     f"disaggregated without a TTFT SLO: a prefill replica is kept at most {PREFILL_BUSY_CAP:.0%} busy (planner "
     "assumption, 2026-12-04)",
-    "disaggregated: the decode pool runs the method's one K at every hour (no K per batch size)",
+    "disaggregated: the best method's decode pool runs, each hour, the K its own deployment's schedule (K per batch "
+    "size at the decode pool's TP, its CPM crossings from the co-located step model) gives at that hour's batch per "
+    "decode replica (planner assumption, 2026-12-05)",
     "disaggregated: the saving has no Monte Carlo or alpha-range band (both draw co-located fleets)",
 )
 

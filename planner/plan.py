@@ -45,7 +45,7 @@ from planner.decision.levers import levers, order_by_return, plan_levers
 from planner.decision.verdict import choose_reference, decide, ttft_fleet_sentence, ttft_sentence
 from planner.formatting import fmt_cpm, fmt_months, fmt_pct, fmt_usd
 from planner.money.bill import band_bills, bills, headline_fleet
-from planner.money.disagg import ServingChoice, choose_serving
+from planner.money.disagg import ServingChoice, choose_serving, decode_context, decode_point
 from planner.money.economics import plan_economics
 from planner.money.kday import Schedule, deploy_schedule, scheduled_fleet
 from planner.money.sizing import plan_fleet
@@ -115,9 +115,7 @@ def plan(req: PlanRequest, catalog: Catalog) -> Plan:
         verdict=verdict,
         economics=econ,
         levers=plan_levers(ctx, reference=reference, recommendation=rec),
-        deploy=deployment(ctx, next(p for p in methods if p.method == deploy_for),
-                          schedule=h.schedule if best is not None and deploy_for == best.method else None)
-        if deploy_for else None,
+        deploy=_deploy(h, deploy_for) if deploy_for else None,
         assumptions=tuple(assumptions(ctx)),
         costs=ctx.costs,
         alternatives=alts,
@@ -125,6 +123,7 @@ def plan(req: PlanRequest, catalog: Catalog) -> Plan:
         hardware_choice=hw_cmp,
         reference_fleet=ref_fleet,
         best_fleet=best_fleet,
+        serving_options=h.serving_options,
     )
 
 
@@ -151,11 +150,13 @@ class _Headline:
     switching: bool
     schedule: Schedule | None  # the best method's K per batch size: its fleet's and its deploy command's
     ttft_note: str = ""  # what the TTFT SLO costs speculation's fleet (planner.decision.verdict.ttft_fleet_sentence)
+    serving_options: tuple = ()  # planner.money.disagg.ServingChoice.options (served "best" or "disaggregated")
 
 
 def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     """Steps 1-5 of the module docstring up to the economics; band: each method's band over its alpha range and the
-    saving's band too (False: the middle only; today, the best method and the saving are the same)."""
+    saving's band too, and the verdict's TTFT fleet sentence (False: the middle only, no sentence; today, the best
+    method and the saving are the same)."""
     segs = validate(req, catalog)
     spent = volume_for_spend(req, catalog) if req.spend_usd_per_month is not None else None
     if spent is not None:  # the plan answers for the volume the spend buys
@@ -182,7 +183,8 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     )
     fleet = plan_fleet(ctx, [baseline, *methods])
     by_bill = bills(fleet, billing=req.billing, monthly_output_tokens=req.monthly_output_tokens) if fleet else {}
-    ttft_note = ttft_fleet_sentence(ctx, [baseline, *methods], fleet)
+    # the verdict's sentence (plan() only: monthly_saving, the SLO knee's two calls, has no verdict to say it in)
+    ttft_note = ttft_fleet_sentence(ctx, [baseline, *methods], fleet) if band else ""
     feasible = [p for p in methods if p.feasible and p.method in by_bill and by_bill[p.method].feasible]
     # the best method is the one whose fleet costs least a month (the full-load CPM breaks ties)
     best = min(feasible, key=lambda p: (by_bill[p.method].usd_per_month, p.usd_per_mtok)) if feasible else None
@@ -195,11 +197,12 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
     # the two fleets the headline compares, each at its own TP: every number "today" and "with the best method"
     ref_fleet, ref_bill = headline_fleet(ctx, reference, fleet, role="today")
     best_fleet, best_bill = headline_fleet(ctx, best, fleet, role="best")
+    options: tuple = ()
     if req.serving != "colocated":  # disaggregated prefill/decode fleets (planner.money.disagg)
         served = choose_serving(ctx, reference=reference, methods=methods, colocated=ServingChoice(
-            ref_fleet, ref_bill, best, best_fleet, best_bill))
-        if served.best_fleet is not None and served.best_fleet.serving != "colocated":
-            schedule = None  # the decode pool runs the method's one K
+            ref_fleet, ref_bill, best, best_fleet, best_bill, schedule))
+        schedule = served.schedule  # served disaggregated: the decode pool's (planner.money.disagg.schedule_decode)
+        options = served.options
         ref_fleet, ref_bill, best, best_fleet, best_bill = (served.reference_fleet, served.reference_bill, served.best,
                                                             served.best_fleet, served.best_bill)
     # economics of switching from the reference to the best method
@@ -210,7 +213,26 @@ def _headline(req: PlanRequest, catalog: Catalog, *, band: bool) -> _Headline:
                           best_bill=best_bill, band_bills=band_bills(ctx, best, billing=req.billing)
                           if band and (best_fleet is None or best_fleet.serving == "colocated") else ())
     return _Headline(req, ctx, segs, spent, baseline, methods, reference, note, tuple(alts + plain), fleet, by_bill,
-                     best, ref_fleet, best_fleet, econ, switching, schedule, ttft_note)
+                     best, ref_fleet, best_fleet, econ, switching, schedule, ttft_note, options)
+
+
+def _deploy(h: _Headline, method: str) -> dict:
+    """The deployment of `method` (the recommended, else the best): the best method's carries the schedule its fleet
+    billed; served disaggregated, it is the decode pool's deployment (its TP, its batch), the prefill pool named."""
+    pt = next(p for p in h.methods if p.method == method)
+    f = h.best_fleet
+    if h.best is None or method != h.best.method:
+        return deployment(h.ctx, pt)
+    if f is None or f.serving == "colocated" or len(f.pools) != 2:
+        return deployment(h.ctx, pt, schedule=h.schedule)
+    prefill, decode = f.pools
+    dctx, _ = decode_context(h.ctx, decode)
+    dep = deployment(dctx, decode_point(pt, decode), schedule=h.schedule)
+    dep["notes"].append(f"disaggregated: this is the decode pool's command (TP {decode.tp}, up to "
+                        f"{decode.peak_gpus:,} GPUs); the prefill pool runs the same model at TP {prefill.tp} (up to "
+                        f"{prefill.peak_gpus:,} GPUs) and sends the KV cache to it (your engine's prefill/decode "
+                        "disaggregation: Dynamo, llm-d, SGLang PD)")
+    return dep
 
 
 def monthly_saving(req: PlanRequest, catalog: Catalog) -> float | None:

@@ -11,7 +11,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar, get_args
 
 import numpy as np
 
@@ -25,13 +25,7 @@ NO_SPEC = "none"  # "current method": no speculative decoding today
 # and PlanRequest all start from this one number.
 DEFAULT_MONTHLY_OUTPUT_TOKENS = 1e10
 MAX_BATCH = 4096  # sequences per replica the search considers (vLLM's max_num_seqs is far below this)
-TP_OPTIONS = (1, 2, 4, 8)
 MAX_K = 32  # draft tokens per step a single-point evaluation accepts
-# a fleet paid per GPU-hour used, or sized for the peak all month (planner.money.bill)
-BILLINGS = ("autoscaled", "fixed")
-# How prefill and decode are served (planner.money.disagg): one pool of replicas doing both (co-located, chunked
-# prefill), separate prefill and decode pools, or the cheaper of the two that meets both SLOs.
-SERVINGS = ("colocated", "disaggregated", "best")
 # upper bounds of the request's numbers, declared once: validate() checks them, the app's URL schema reads them
 MAX_USD_PER_GPU_HOUR = 1000.0
 MAX_TPOT_SLO_MS = 60_000.0
@@ -111,77 +105,81 @@ def default_costs(catalog: Catalog) -> CostAssumptions:
     )
 
 
+# The choices of the request, declared once as types: validate() checks them, the CLI's flags and the app's sidebar
+# and URL schema read the tuples below (typing.get_args of the Literal).
+Billing = Literal["autoscaled", "fixed"]
+Serving = Literal["colocated", "disaggregated", "best"]
+TensorParallel = Literal[1, 2, 4, 8]
+WeightDtype = Literal["bf16", "fp8", "nvfp4", "mxfp4"]  # planner.types.WEIGHT_DTYPES
+KvDtype = Literal["bf16", "fp8"]  # planner.types.KV_CACHE_DTYPES
+Engine = Literal["vllm", "sglang", "trtllm"]  # planner.physics.engines.ENGINES
+BILLINGS: tuple[str, ...] = get_args(Billing)
+SERVINGS: tuple[str, ...] = get_args(Serving)
+TP_OPTIONS: tuple[int, ...] = get_args(TensorParallel)
+assert get_args(WeightDtype) == WEIGHT_DTYPES and get_args(KvDtype) == KV_CACHE_DTYPES
+assert get_args(Engine) == tuple(ENGINES)
+
+
 @dataclass(frozen=True)
-class PlanRequest:
-    """The question: model M on hardware H (TP, weights dtype, price) for traffic T under a TPOT SLO."""
+class Deployment:
+    """What runs, and how it is served: model M on hardware H at a TP, weights and KV formats, engine, method today."""
 
     model: str
     hardware: str
-    tp: int = 1
+    tp: TensorParallel = 1
     # True: the tp GPUs run attention data parallel and the routed experts expert parallel (MoE models; vLLM
     # --data-parallel-size tp --enable-expert-parallel; planner.physics.roofline.step_time_terms); False: tensor
     # parallel
     attention_dp: bool = False
-    dtype: str = "bf16"  # weights: bf16, fp8, nvfp4, mxfp4 (planner.types.WEIGHT_DTYPES)
-    kv_dtype: str | None = None  # KV cache: bf16 or fp8; None: fp8 with fp8 weights, else bf16
-    usd_per_gpu_hour: float | None = None  # None: the hardware's list-price midpoint
+    dtype: WeightDtype = "bf16"  # weights (planner.types.WEIGHT_DTYPES)
+    kv_dtype: KvDtype | None = None  # KV cache; None: fp8 with fp8 weights, else bf16
+    current_method: str = NO_SPEC
+    # the token tree deployed (or to deploy): tree-capable methods are verified with it
+    # (planner.acceptance.trees.TreeShape); None: chains (lever 4 then prices the planner's default tree)
+    tree_shape: Any = None
+    # Prefill and decode on the same replicas ("colocated", today's fleet), on separate pools ("disaggregated": a
+    # prefill pool sized for the TTFT SLO, a decode pool for the TPOT SLO, planner.money.disagg), or "best": the
+    # cheaper of the two that meets both SLOs, with and without speculation
+    serving: Serving = "colocated"
+    # the serving engine (planner.physics.engines.ENGINES): its own speculation overheads, fitted to its published rows,
+    # and its deploy command; engine_version None: the version the calibration pins (vLLM) or not stated
+    engine: Engine = DEFAULT_ENGINE
+    engine_version: str | None = None
+
+
+@dataclass(frozen=True)
+class ServiceLevel:
+    """The latency users are promised."""
+
     tpot_slo_ms: float = 50.0
     # Mean time to first token a user may wait, ms (planner.physics.ttft): None = not stated (TTFT is reported, not a
     # constraint); stated, the search and the fleet honour it beside the TPOT SLO.
     ttft_slo_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The traffic: its volume, mix, day and what the requests are like (acceptance, prefix cache, temperature)."""
+
     monthly_output_tokens: float = DEFAULT_MONTHLY_OUTPUT_TOKENS
     volume_source: str = "entered"  # where the monthly volume comes from (shown beside it)
     segments: tuple[TrafficSegment, ...] = ()  # empty: one segment of `workload` / `language`
     workload: str = "chat"
     language: str = "english"
-    current_method: str = NO_SPEC
     tuned: bool = False  # the methods' tuned alpha ranges (draft heads fine-tuned on the domain)
     batch_cap: float | None = None  # most concurrent sequences the traffic offers (Little's law)
-    costs: CostAssumptions | None = None  # None: profiles/data/prices.yaml
     # A measured acceptance for one method (measured at K = acceptance_k); other methods keep the profiles'.
     acceptance: Acceptance | None = None
     acceptance_method: str | None = None
     acceptance_k: int | None = None
     # where that measurement comes from (an uploaded file's description); empty: entered by the user
     acceptance_source: str = ""
-    methods: tuple[str, ...] | None = None  # None: every method in the catalogue
-    efficiency: Efficiency | None = None  # None: the hardware's (or a calibrated profile's)
     # Fleet by hour (planner.fleet), always sized: None = the default shape (planner.money.sizing.DEFAULT_SHAPE); else
     # the day's shape. `hours` from a traffic trace wins over
     # `daily_shape` (planner.fleet.SHAPES: 'flat', 'business_hours', 'consumer_evening') on the monthly volume.
     daily_shape: str | None = None
     hours: tuple = ()  # planner.fleet.HourLoad per hour of the day (a trace's own shape)
     hours_source: str = ""
-    # the token tree deployed (or to deploy): tree-capable methods are verified with it
-    # (planner.acceptance.trees.TreeShape); None: chains (lever 4 then prices the planner's default tree)
-    tree_shape: Any = None
-    # the levers' starting method: "auto" = today's method (EAGLE-3 when today has no draft); None = no levers
-    levers_start: str | None = None
-    # The money: "autoscaled" pays each hour's replicas, "fixed" a fleet sized for the peak (planner.money.bill)
-    billing: str = "autoscaled"
-    # Prefill and decode on the same replicas ("colocated", today's fleet), on separate pools ("disaggregated": a
-    # prefill pool sized for the TTFT SLO, a decode pool for the TPOT SLO, planner.money.disagg), or "best": the
-    # cheaper of the two that meets both SLOs, with and without speculation
-    serving: str = "colocated"
-    # the probability of a positive saving (Monte Carlo) a recommendation to deploy requires
-    confidence: float = 0.8
-    # True: the Monte Carlo and the tornado draw $/GPU-hour from the hardware's list range (never over an entered price)
-    price_range: bool = False
-    # Spend as an input (planner.money.spend): a monthly spend on the request's GPU type and TP replaces the volume by
-    # the volume that fleet serves under the SLO; spend_gpus: the fleet's GPUs at the peak (None: not stated)
-    spend_usd_per_month: float | None = None
-    spend_gpus: int | None = None
-    # the cheapest fleet over the catalogue's GPU types and TPs (planner.decision.hardware_choice), at these
-    # prices ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price);
-    # compare_other_formats False: every GPU type runs the request's weight format (like for like); True: every
-    # weight format too (the comparison then says what the format changed)
-    compare_hardware: bool = False
-    hardware_prices: tuple[tuple[str, float], ...] = ()
-    compare_other_formats: bool = False
-    # the serving engine (planner.physics.engines.ENGINES): its own speculation overheads, fitted to its published rows,
-    # and its deploy command; engine_version None: the version the calibration pins (vLLM) or not stated
-    engine: str = DEFAULT_ENGINE
-    engine_version: str | None = None
     # The share of prompt tokens served from the prefix cache, 0..1 (planner.physics.serving.prefill_time_s): those
     # tokens are not recomputed. None: 0, every prompt prefilled in full. prefix_cache_source: where the share comes
     # from (entered, a trace's block hashes), shown in the assumptions.
@@ -190,6 +188,161 @@ class PlanRequest:
     # sampling temperature of the requests (0: greedy, vLLM's temperature=0); acceptance falls as it rises
     # (planner.acceptance.tiers)
     temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class Money:
+    """The price, the billing, the one-time costs, and how sure a recommendation must be."""
+
+    usd_per_gpu_hour: float | None = None  # None: the hardware's list-price midpoint
+    # "autoscaled" pays each hour's replicas, "fixed" a fleet sized for the peak (planner.money.bill)
+    billing: Billing = "autoscaled"
+    costs: CostAssumptions | None = None  # None: profiles/data/prices.yaml
+    # the probability of a positive saving (Monte Carlo) a recommendation to deploy requires
+    confidence: float = 0.8
+    # True: the Monte Carlo and the tornado draw $/GPU-hour from the hardware's list range (never over an entered price)
+    price_range: bool = False
+    # Spend as an input (planner.money.spend): a monthly spend on the request's GPU type and TP replaces the volume by
+    # the volume that fleet serves under the SLO; spend_gpus: the fleet's GPUs at the peak (None: not stated)
+    spend_usd_per_month: float | None = None
+    spend_gpus: int | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to search and show beyond the one deployment: the methods, the levers, other GPU types."""
+
+    methods: tuple[str, ...] | None = None  # None: every method in the catalogue
+    efficiency: Efficiency | None = None  # None: the hardware's (or a calibrated profile's)
+    # the levers' starting method: "auto" = today's method (EAGLE-3 when today has no draft); None = no levers
+    levers_start: str | None = None
+    # the cheapest fleet over the catalogue's GPU types and TPs (planner.decision.hardware_choice), at these
+    # prices ((hardware, $/GPU-hour) pairs; the others at their list midpoint, the request's own at its price);
+    # compare_other_formats False: every GPU type runs the request's weight format (like for like); True: every
+    # weight format too (the comparison then says what the format changed)
+    compare_hardware: bool = False
+    hardware_prices: tuple[tuple[str, float], ...] = ()
+    compare_other_formats: bool = False
+
+
+PARTS: dict[str, type] = {"deployment": Deployment, "slo": ServiceLevel, "traffic": Traffic, "money": Money,
+                          "options": Options}
+# each flat field name -> the part that holds it
+PART_OF: dict[str, str] = {f.name: part for part, cls in PARTS.items() for f in dataclasses.fields(cls)}
+T = TypeVar("T")
+
+
+class Flat(Generic[T]):
+    """A part's field read by its flat name: `req.tp` is `req.deployment.tp` (typed by T); on the class,
+    `PlanRequest.tp` is the field's default, as a dataclass field's would be."""
+
+    def __init__(self, part: str):
+        self.part = part
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        assert PART_OF[name] == self.part, (name, self.part)
+        self.name = name
+
+    def __get__(self, obj: PlanRequest | None, owner: type | None = None) -> T:
+        if obj is None:
+            default = {f.name: f.default for f in dataclasses.fields(PARTS[self.part])}[self.name]
+            if default is dataclasses.MISSING:
+                raise AttributeError(f"PlanRequest.{self.name} has no default")
+            return default
+        return getattr(getattr(obj, self.part), self.name)
+
+
+@dataclass(frozen=True, init=False)
+class PlanRequest:
+    """The question: model M on hardware H (TP, weights dtype, price) for traffic T under a TPOT SLO, as five typed
+    parts (deployment, slo, traffic, money, options).
+
+    Built from the parts, from flat field names (`PlanRequest(model=..., hardware=..., tp=4)`: each name goes to its
+    part, PART_OF) or both (flat names override the given parts); `dataclasses.replace(req, tp=8)` works the same way.
+    Every part's field reads by its flat name too (`req.tp`)."""
+
+    deployment: Deployment
+    slo: ServiceLevel
+    traffic: Traffic
+    money: Money
+    options: Options
+
+    def __init__(self, model: str | None = None, hardware: str | None = None, *, deployment: Deployment | None = None,
+                 slo: ServiceLevel | None = None, traffic: Traffic | None = None, money: Money | None = None,
+                 options: Options | None = None, **flat: Any):
+        if model is not None:
+            flat["model"] = model
+        if hardware is not None:
+            flat["hardware"] = hardware
+        unknown = sorted(set(flat) - set(PART_OF))
+        if unknown:
+            raise TypeError(f"PlanRequest got unknown field(s) {', '.join(unknown)}; the fields are "
+                            + ", ".join(PART_OF))
+        given = {"deployment": deployment, "slo": slo, "traffic": traffic, "money": money, "options": options}
+        for part, cls in PARTS.items():
+            own = {k: v for k, v in flat.items() if PART_OF[k] == part}
+            value = given[part]
+            if value is None:
+                if part == "deployment" and not {"model", "hardware"} <= set(own):
+                    raise TypeError("PlanRequest needs model and hardware (or a deployment)")
+                value = cls(**own)
+            elif own:
+                value = dataclasses.replace(value, **own)
+            object.__setattr__(self, part, value)
+
+    def flat(self) -> dict[str, Any]:
+        """Every part's fields by flat name (values as they are: segments stay records): PlanRequest(**req.flat())
+        == req."""
+        return {f.name: getattr(getattr(self, part), f.name)
+                for part, cls in PARTS.items() for f in dataclasses.fields(cls)}
+
+    # flat reads of the parts' fields
+    model = Flat[str]("deployment")
+    hardware = Flat[str]("deployment")
+    tp = Flat[int]("deployment")
+    attention_dp = Flat[bool]("deployment")
+    dtype = Flat[str]("deployment")
+    kv_dtype = Flat["str | None"]("deployment")
+    current_method = Flat[str]("deployment")
+    tree_shape = Flat[Any]("deployment")
+    serving = Flat[str]("deployment")
+    engine = Flat[str]("deployment")
+    engine_version = Flat["str | None"]("deployment")
+    tpot_slo_ms = Flat[float]("slo")
+    ttft_slo_ms = Flat["float | None"]("slo")
+    monthly_output_tokens = Flat[float]("traffic")
+    volume_source = Flat[str]("traffic")
+    segments = Flat["tuple[TrafficSegment, ...]"]("traffic")
+    workload = Flat[str]("traffic")
+    language = Flat[str]("traffic")
+    tuned = Flat[bool]("traffic")
+    batch_cap = Flat["float | None"]("traffic")
+    acceptance = Flat["Acceptance | None"]("traffic")
+    acceptance_method = Flat["str | None"]("traffic")
+    acceptance_k = Flat["int | None"]("traffic")
+    acceptance_source = Flat[str]("traffic")
+    daily_shape = Flat["str | None"]("traffic")
+    hours = Flat[tuple]("traffic")
+    hours_source = Flat[str]("traffic")
+    prefix_cache_share = Flat["float | None"]("traffic")
+    prefix_cache_source = Flat[str]("traffic")
+    temperature = Flat[float]("traffic")
+    usd_per_gpu_hour = Flat["float | None"]("money")
+    billing = Flat[str]("money")
+    costs = Flat["CostAssumptions | None"]("money")
+    confidence = Flat[float]("money")
+    price_range = Flat[bool]("money")
+    spend_usd_per_month = Flat["float | None"]("money")
+    spend_gpus = Flat["int | None"]("money")
+    methods = Flat["tuple[str, ...] | None"]("options")
+    efficiency = Flat["Efficiency | None"]("options")
+    levers_start = Flat["str | None"]("options")
+    compare_hardware = Flat[bool]("options")
+    hardware_prices = Flat["tuple[tuple[str, float], ...]"]("options")
+    compare_other_formats = Flat[bool]("options")
+
+
+assert {n for n, v in vars(PlanRequest).items() if isinstance(v, Flat)} == set(PART_OF), "a part's field lacks a read"
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -75,6 +75,11 @@ class Efficiency:
     # squared coefficient of variation of expert popularity under the router (0: uniform routing); the experts
     # m tokens touch saturate more slowly as it grows (planner.physics.roofline.touched_experts)
     moe_routing_skew: float = 0.0
+    # MLA attention block (planner.physics.roofline.mla_kernel_time_s), beyond its roofline: per MLA layer per step
+    # (the block's ~10 kernel launches and syncs), and per query head per token in the step (the per-head W_UK / W_UV
+    # batched matmuls, rotary, latent writes)
+    t_mla_layer_s: float = 0.0
+    t_mla_head_token_s: float = 0.0
     eta_bw_tokens_scale: float = 0.0  # 1 / tokens at which weight streaming falls to half its efficiency
     flops_tokens_half: float = 0.0  # tokens per step at which GEMMs reach half their peak efficiency
     eta_kv_bw: float = 0.0  # attention KV streaming efficiency; 0: same as eta_bw

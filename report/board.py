@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from i18n import N_, tr, tr_known, using
-from i18n.numbers import fmt_acceptance, fmt_months, fmt_per_month, fmt_share, fmt_tokens, fmt_usd
+from i18n.numbers import fmt_acceptance, fmt_months, fmt_per_month, fmt_share, fmt_tokens, fmt_usd, na
 from i18n.numbers import fmt_gpus as _gpus
 from planner.answer import Plan
 from planner.checks.knee import knee_sentence, slo_knee
@@ -68,6 +68,17 @@ class HardwareRow:
 
 
 @dataclass(frozen=True)
+class ServingRow:
+    """One fleet the serving choice weighed (Plan.serving_options): served "best" or "disaggregated"."""
+
+    fleet: str  # 'today (no speculation)' or 'with the best method (EAGLE-3 K=2)'
+    serving: str  # 'co-located' or 'disaggregated: prefill 2 GPUs at TP 1, decode 12 at TP 1'
+    bill: str  # '$44,999/month' or 'misses an SLO'
+    latency: str  # 'TPOT 19.9 ms, TTFT 166.0 ms'
+    picked: bool  # the headline's
+
+
+@dataclass(frozen=True)
 class AssumptionLine:
     what: str
     value: str
@@ -98,6 +109,8 @@ class BoardReport:
     acceptance: str  # the acceptance convention and the tier the plan used
     assumptions: tuple[AssumptionLine, ...]
     appendix_note: str
+    serving_note: str = ""
+    serving: tuple[ServingRow, ...] = ()  # empty: served co-located only
     lang: str = "en"  # the language the record is written in (i18n.LANGUAGES); the renderers label it in the same
     decision_note: str = ""  # in another language than English: the planner's own (English) sentence, in small type
 
@@ -213,16 +226,54 @@ def _hardware(p: Plan) -> tuple[tuple[HardwareRow, ...], str]:
     def opt(o) -> str:
         return f"{_per_month(o.usd_per_month)}: {o.short}" if o is not None else tr("no fleet meets the SLO")
 
-    rows = tuple(HardwareRow(c.label, tr("{price}/GPU-hour ({source})", price=fmt_usd(c.usd_per_gpu_hour, 2),
-                                         source=c.price_source.split(' (')[0]),
-                             opt(c.no_speculation), opt(c.speculation),
-                             best is not None and c.hardware == best.hardware) for c in hc.choices)
+    def row(c, serving: str, off, on) -> HardwareRow:
+        return HardwareRow(c.label + ("" if not hc.disaggregated else f", {tr_known(serving)}"),
+                           tr("{price}/GPU-hour ({source})", price=fmt_usd(c.usd_per_gpu_hour, 2),
+                              source=c.price_source.split(' (')[0]), opt(off), opt(on),
+                           best is not None and c.hardware == best.hardware and best.serving == serving)
+
+    # served disaggregated or best: two rows per GPU type, co-located and disaggregated (hardware_choice's four fleets)
+    rows = tuple(r for c in hc.choices for r in (
+        row(c, "colocated", c.no_speculation, c.speculation),
+        *((row(c, "disaggregated", c.disaggregated_no_speculation, c.disaggregated_speculation),)
+          if hc.disaggregated else ())))
     note = (tr("The cheapest fleet for the same traffic and SLO on each GPU type ({billing} bills). ",
                billing=tr_known(hc.billing))
             + (tr("Cheapest overall: {what}, {bill}. ", what=best.description, bill=_per_month(best.usd_per_month))
                if best else "")
             + hc.note)
     return rows, note
+
+
+def _serving(p: Plan) -> tuple[tuple[ServingRow, ...], str]:
+    """The fleets the serving choice weighed, co-located and disaggregated, with and without speculation, and which the
+    headline shows (none when served co-located)."""
+    shown = {"today": p.reference_fleet, "best": p.best_fleet}
+
+    def ms(v: float) -> str:
+        return f"{v:.1f} ms" if math.isfinite(v) else na()
+
+    rows = []
+    for f in p.serving_options:
+        head = shown.get(f.role)
+        how = tr("co-located") if f.serving == "colocated" else tr("disaggregated: ") + ", ".join(
+            tr("{role} {gpus} at TP {tp}", role=tr_known(q.role), gpus=_gpus(q.peak_gpus), tp=q.tp) for q in f.pools)
+        spec = "" if f.method == NO_SPEC else f" K={f.k}"
+        who = tr("today ({label})", label=f"{tr_known(f.label)}{spec}") if f.role == "today" else \
+            tr("with the best method ({label})", label=f"{f.label}{spec}")
+        rows.append(ServingRow(who, how, _per_month(f.usd_per_month) if f.feasible else tr("misses an SLO"),
+                               f"TPOT {ms(f.tpot_ms)}, TTFT {ms(f.ttft_ms)}",
+                               head is not None and (head.serving, head.method, head.usd_per_month) == (
+                                   f.serving, f.method, f.usd_per_month)))
+    if not rows:
+        return (), ""
+    req = p.request
+    ttft = tr(", TTFT SLO {ms} ms", ms=f"{req.ttft_slo_ms:g}") if req.ttft_slo_ms is not None else \
+        tr(", no TTFT SLO stated")
+    return tuple(rows), tr("Served '{serving}': the fleets weighed for today and the best method ({billing} bills; "
+                           "TPOT SLO {slo} ms{ttft}); the headline shows the cheaper that meets both SLOs (marked).",
+                           serving=tr_known(req.serving), billing=tr_known(req.billing), slo=f"{req.tpot_slo_ms:g}",
+                           ttft=ttft)
 
 
 def _assumptions(p: Plan, catalog) -> tuple[AssumptionLine, ...]:
@@ -291,6 +342,7 @@ def _board_report(p: Plan, catalog, *, generated: str, lang: str) -> BoardReport
     hours, today_label, rec_label, top = _hours(p)
     drivers, mid, mid_text = _drivers(p, catalog)
     hw, hw_note = _hardware(p)
+    serving, serving_note = _serving(p)
     knee = knee_sentence(slo_knee(p, catalog)) if p.economics.monthly_saving_usd is not None else ""
     one = p.reference_fleet or p.best_fleet
     cur = catalog.methods[p.request.current_method].label if p.request.current_method != NO_SPEC else \
@@ -320,6 +372,8 @@ def _board_report(p: Plan, catalog, *, generated: str, lang: str) -> BoardReport
         hardware=hw,
         acceptance=" ".join(x for x in (tier, tr(ACCEPTANCE_CONVENTION)) if x),
         assumptions=_assumptions(p, catalog),
+        serving_note=serving_note,
+        serving=serving,
         appendix_note=tr("Every number behind these pages, field by field, is in the CSV and the JSON appendix "
                          "downloaded with this report."),
         lang=lang,

@@ -126,6 +126,14 @@ def _board_html(r: BoardReport) -> str:
                f"<span style='color:{LOW_COLOUR}'>&#9632;</span> {_e(tr('low end'))}, "
                f"<span style='color:{HIGH_COLOUR}'>&#9632;</span> {_e(tr('high end'))}.</p>"
                + drivers_svg(r))
+    if r.serving:
+        out.append(f"<h2>{_e(tr('Co-located or disaggregated'))}</h2><p class='small'>{_e(r.serving_note)}</p>"
+                   f"<table><tr><th>{_e(tr('fleet'))}</th><th>{_e(tr('serving'))}</th><th>{_e(tr('bill'))}</th>"
+                   f"<th>{_e(tr('latency'))}</th></tr>")
+        headline = _e(tr(" (the headline)"))
+        out += [f"<tr{' class=best' if s.picked else ''}><td>{_e(s.fleet)}{headline if s.picked else ''}"
+                f"</td><td>{_e(s.serving)}</td><td>{_e(s.bill)}</td><td>{_e(s.latency)}</td></tr>" for s in r.serving]
+        out.append("</table>")
     if r.hardware:
         out.append(f"<h2>{_e(tr('Which GPU type'))}</h2><p class='small'>{_e(r.hardware_note)}</p>"
                    "<table><tr><th>GPU</th>"

@@ -214,6 +214,13 @@ def _board_pdf(r: BoardReport) -> bytes:
     _heading(pdf, tr("What the probability depends on"))
     _para(pdf, r.drivers_note + tr(" Red: the driver's low end; blue: its high end."), size=7.5)
     _drivers_chart(pdf, r)
+    if r.serving:
+        _heading(pdf, tr("Co-located or disaggregated"))
+        _para(pdf, r.serving_note, size=7.5)
+        _table(pdf, (tr("fleet"), tr("serving"), tr("bill"), tr("latency")),
+               [(s.fleet + (tr(" (the headline)") if s.picked else ""), s.serving, s.bill, s.latency)
+                for s in r.serving],
+               (52, 62, 30, 38), size=7, highlight={i for i, s in enumerate(r.serving) if s.picked})
     if r.hardware:
         _heading(pdf, tr("Which GPU type"))
         _para(pdf, r.hardware_note, size=7.5)

@@ -5,9 +5,10 @@ without aiconfigurator installed:
 
 - ``ops``: measured per-kernel rows of aiconfigurator-core's database (vLLM backend) for H100, H200, B200
   (vLLM 0.24.0), A100 (the only vLLM version it has for A100: 0.14.0) and L40S (0.24.0; its all-reduce
-  0.22.0): decode GEMMs, decode attention, MLA decode, custom all-reduce and fused MoE (op
-  ``moe:hidden:inter:experts:topk:tp:distribution``, every token-to-expert distribution measured), filtered
-  to the shapes of the catalogue's models.
+  0.22.0): decode GEMMs, decode attention, custom all-reduce, all-to-all, the MLA decode module (op ``mla:<gemm
+  dtype>``) and fused MoE (op ``moe:hidden:inter:experts:topk:tp:distribution``: the catalogue's shapes on every
+  token-to-expert distribution measured, every other measured shape at MoE TP 1 on aiconfigurator's own routing
+  for it), filtered to decode sizes.
 - ``tpot``: aiconfigurator's static decode TPOT estimate (its op-level composition of those kernels) on
   a grid of model x GPU x TP x batch x context, the reference the fitted step time is checked against.
 
@@ -114,6 +115,29 @@ MOE_SHAPES = ((7168, 2048, 256, 8, "fp8_block", 8), (2048, 768, 128, 8, "bfloat1
 # power laws over the experts (aiconfigurator's decode estimates use power_law_1.01 for DeepSeek-style models
 # and power_law_1.2 for the generic MoE family: sdk/models/deepseek.py, sdk/models/moe.py `_power_law_alpha`).
 MOE_DISTRIBUTIONS = ("balanced", "power_law_1.01", "power_law_1.2")
+# Every other fused-MoE shape the database measured (the shapes of models beyond the catalogue: Mixtral, GPT-OSS,
+# Qwen3-MoE sizes, Kimi-K2, GLM, ...), at MoE TP 1, in the kernel dtypes the fit uses, on the distribution
+# aiconfigurator's own decode estimate would route that shape with (MOE_ROUTING_DEFAULT), so a model held out of the
+# fit finds its MoE priced from other models' kernels (calibration/fitting/steptime_cv.py).
+MOE_EXTRA_DTYPES = ("bfloat16", "fp8_block")
+MOE_EXTRA_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+
+
+def moe_routing_default(hidden: int) -> str:
+    """aiconfigurator-core 0.12's decode routing for a shape: power_law_1.01 for DeepSeek-style models (hidden 7168:
+    DeepSeek-V3/R1, Kimi-K2; sdk/models/deepseek.py), power_law_1.2 for the generic MoE family (sdk/models/moe.py)."""
+    return "power_law_1.01" if hidden == 7168 else "power_law_1.2"
+
+
+# MLA decode module (vLLM's whole MLA attention block: q/kv down- and up-projections, the per-head W_UK / W_UV batched
+# matmuls, rotary, the latent KV write and the MLA decode kernel, the output projection; aiconfigurator's
+# mla_generation_module table, DeepSeek-V3's MLA at 1-128 heads per GPU). op mla:<gemm dtype>, dtype = KV cache dtype,
+# m = batch, n = heads per GPU, k = context tokens (step). Hopper FlashMLA (FP8 cache) / FlashAttention-MLA (BF16),
+# Blackwell FlashInfer-MLA, Ada Triton-MLA; A100's vLLM 0.14 database has none.
+MLA_HEADS = (16, 32, 64, 128)
+MLA_BATCHES = (1, 4, 16, 64, 256)
+MLA_STEPS = (128, 1024, 8192, 32768)
+MLA_GEMMS = ("bfloat16", "fp8_block")
 
 
 def _data_root() -> Path:
@@ -168,6 +192,28 @@ def extract_ops(out: Path | None = None) -> Path:
             best = sel.groupby("num_tokens", as_index=False).latency.min()
             frames.append(pd.DataFrame(dict(op=f"moe:{hidden}:{inter}:{experts}:{topk}:{tp}:{dist}", hardware=hw,
                                             dtype=dtype, m=best.num_tokens, n=hidden, k=inter,
+                                            latency_ms=best.latency)))
+        known = {(h, i, e, k) for h, i, e, k, _, _ in MOE_SHAPES}
+        extra = mo[(mo.moe_tp_size == 1) & (mo.moe_ep_size == 1) & mo.moe_dtype.isin(MOE_EXTRA_DTYPES)
+                   & mo.num_tokens.isin(MOE_EXTRA_TOKENS)]
+        for (hidden, inter, experts, topk, dtype), sel in extra.groupby(
+                ["hidden_size", "inter_size", "num_experts", "topk", "moe_dtype"]):
+            if (hidden, inter, experts, topk) in known:
+                continue
+            dist = moe_routing_default(int(hidden))
+            best = sel[sel.distribution == dist].groupby("num_tokens", as_index=False).latency.min()
+            frames.append(pd.DataFrame(dict(op=f"moe:{hidden}:{inter}:{experts}:{topk}:1:{dist}", hardware=hw,
+                                            dtype=dtype, m=best.num_tokens, n=hidden, k=inter,
+                                            latency_ms=best.latency)))
+        mla_file = base / "mla" / "vllm" / version / "mla_generation_module_perf.parquet"
+        if mla_file.is_file():
+            ml = pd.read_parquet(mla_file)
+            ml = ml[ml.num_heads.isin(MLA_HEADS) & ml.batch_size.isin(MLA_BATCHES) & ml.step.isin(MLA_STEPS)
+                    & ml.gemm_type.isin(MLA_GEMMS)]
+            best = ml.groupby(["gemm_type", "kv_cache_dtype", "batch_size", "num_heads", "step"],
+                              as_index=False).latency.min()
+            frames.append(pd.DataFrame(dict(op="mla:" + best.gemm_type, hardware=hw, dtype=best.kv_cache_dtype,
+                                            m=best.batch_size, n=best.num_heads, k=best.step,
                                             latency_ms=best.latency)))
         for f in frames[first:]:
             f["source"] = f"aiconfigurator-core 0.12.0 systems/data vllm {version}"

@@ -220,6 +220,23 @@ def pool_rows(p: Plan) -> list[dict]:
     return rows
 
 
+def serving_rows(p: Plan) -> list[dict]:
+    """The fleets the serving choice weighed (Plan.serving_options): today and the best method, co-located and
+    disaggregated, each's bill and latencies, whether it meets both SLOs and which the headline shows."""
+    shown = {"today": p.reference_fleet, "best": p.best_fleet}
+    rows = []
+    for f in p.serving_options:
+        head = shown.get(f.role)
+        rows.append({"fleet": "today" if f.role == "today" else "with the best method", "configuration": f.label,
+                     "serving": "co-located" if f.serving == "colocated" else "disaggregated",
+                     "peak GPUs": f.peak_gpus if f.feasible else None,
+                     f"$/month ({f.billing})": fmt_usd(f.usd_per_month) if f.feasible else "misses an SLO",
+                     "TPOT": _ms(f.tpot_ms), "TTFT": _ms(f.ttft_ms), "meets both SLOs": f.feasible,
+                     "in the headline": head is not None and (head.serving, head.method, head.usd_per_month) == (
+                         f.serving, f.method, f.usd_per_month)})
+    return rows
+
+
 def _ms(v: float | None) -> str:
     return f"{v:.1f} ms" if v is not None and math.isfinite(v) else "n/a"
 
@@ -335,6 +352,9 @@ def _fleet(p: Plan) -> None:
     if split:
         st.markdown(tr("**Prefill and decode pools**"))
         st.dataframe(pool_rows(p), key="plan_pool_table", hide_index=True)
+    if p.serving_options:
+        st.markdown(tr("**Co-located or disaggregated: the fleets weighed**"))
+        st.dataframe(serving_rows(p), key="plan_serving_table", hide_index=True)
     if f is None:
         return
     ttft_of = {b.method: b.ttft_ms for b in p.bills if math.isfinite(b.ttft_ms)}

@@ -40,34 +40,33 @@ TARGETS: dict[str, tuple[str, str, int, int, str]] = {
             "TP 1 assumed (not stated): the smallest TP its BF16 weights fit (16 GB); TP_RULE keeps it"),
     "L70B": ("llama-3.3-70b", "bf16", 4, 8,
              "TP 4 (not stated; TP_RULE): at TP 2, where its BF16 weights (141 GB) would fit, the planner's decode "
-             "step at batch 8 (20.5 ms; 70.5 GB of weights per GPU, 14.7 ms at the whole 4.8 TB/s) exceeds the "
+             "step at batch 8 (20.4 ms; 70.5 GB of weights per GPU, 14.7 ms at the whole 4.8 TB/s) exceeds the "
              "source's own no-speculation whole-run time per step, 8 / 540.5 tok/s = 14.8 ms (MT-Bench), prefill "
-             "included; at TP 4: 12.2 ms"),
+             "included; at TP 4: 12.1 ms"),
     "SCOUT": ("llama-4-scout", "bf16", 2, 8,
               "TP 2 assumed (not stated): the smallest TP its BF16 text weights (215 GB) fit; TP_RULE keeps it"),
     "Q30A3": ("qwen3-30b-a3b", "bf16", 4, 8,
               "Qwen3-30B-A3B-Instruct-2507 planned as qwen3-30b-a3b: the same architecture (config.json: 48 layers, "
               "hidden 2048, 32/4 heads, 128 experts top-8, moe_intermediate 768; 2507 changes the weights and the "
               "context length only); TP 4 (not stated; TP_RULE): at TP 1 (its BF16 weights, 61 GB, fit one H200) and "
-              "TP 2 the planner's decode step at batch 8 (8.8, 6.8 ms) exceeds the source's no-speculation whole-run "
-              "time per step on MT-Bench, 8 / 1341.4 tok/s = 5.96 ms; at TP 4: 5.6 ms"),
-    "QC30A3": ("qwen3-30b-a3b", "bf16", 8, 8,
+              "TP 2 the planner's decode step at batch 8 (8.4, 6.2 ms) exceeds the source's no-speculation whole-run "
+              "time per step on MT-Bench, 8 / 1341.4 tok/s = 5.96 ms; at TP 4: 4.9 ms"),
+    "QC30A3": ("qwen3-30b-a3b", "bf16", 4, 8,
                "Qwen3-Coder-30B-A3B-Instruct planned as qwen3-30b-a3b: the same architecture (config.json: 48 layers, "
-               "hidden 2048, 32/4 heads, 128 experts top-8, moe_intermediate 768); TP 8 (not stated; TP_RULE): at TP "
-               "1, 2 and 4 the planner's decode step at batch 8 (9.0, 6.9, 5.7 ms) exceeds the source's "
-               "no-speculation whole-run time per step on LiveCodeBench, 8 / 1506.3 tok/s = 5.31 ms; at TP 8: 5.1 "
-               "ms (the same architecture as Q30A3, whose rows allow TP 4: the kernel fit's MoE step may be "
-               "pessimistic here, TP_RULE takes it as it is)"),
+               "hidden 2048, 32/4 heads, 128 experts top-8, moe_intermediate 768); TP 4 (not stated; TP_RULE): at TP "
+               "1 and 2 the planner's decode step at batch 8 (8.6, 6.3 ms) exceeds the source's no-speculation "
+               "whole-run time per step on LiveCodeBench, 8 / 1506.3 tok/s = 5.31 ms; at TP 4: 4.9 ms (TP 8 until "
+               "2026-12-05, when the kernel fit's MoE step, then fitted on two shapes, put TP 4 at 5.7 ms)"),
     "Q235": ("qwen3-235b-a22b", "bf16", 8, 8,
              "Qwen3-235B-A22B-Instruct-2507 planned as qwen3-235b-a22b: the same architecture (94 layers, hidden "
              "4096, 128 experts top-8); TP 8 (not stated; TP_RULE): at TP 4, where its BF16 weights (470 GB) "
-             "would fit, the planner's decode step at batch 8 (17.9 ms) exceeds the source's no-speculation whole-run "
-             "time per step, 8 / 529.9 tok/s = 15.1 ms (MT-Bench); at TP 8: 13.3 ms"),
+             "would fit, the planner's decode step at batch 8 (17.0 ms) exceeds the source's no-speculation whole-run "
+             "time per step, 8 / 529.9 tok/s = 15.1 ms (MT-Bench); at TP 8: 12.0 ms"),
     "KIMI": ("kimi-k2", "fp8", 8, 8,
              "FP8 (the only checkpoint Moonshot ships); TP 8 assumed (not stated): one 8 x H200 node, as SGLang's "
              "Kimi-K2 cookbook states ('Requires 8 GPUs with >=140GB each (H200/B200)'); the planner's 90 %-of-HBM "
              "rule would need 16 GPUs (1026 GB of weights against 985 GB usable on 8), 8 H200s (1128 GB) hold them; "
-             "TP_RULE: its decode step at TP 8 (18.8 ms) is 1 % over the MT-Bench whole-run 8 / 430.9 tok/s = 18.6 ms "
+             "TP_RULE: its decode step at TP 8 (18.7 ms) is 1 % over the MT-Bench whole-run 8 / 430.9 tok/s = 18.6 ms "
              "and under the GSM8K 23.7 ms; 8 is one node's most"),
 }
 # Mean context per decoded token (prompt + half the answer), assumptions from each benchmarker's prompt: MT-Bench a

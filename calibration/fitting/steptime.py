@@ -2,7 +2,8 @@
 
 Data (pinned, extracted by tools/extract_aiconfigurator.py from NVIDIA aiconfigurator-core 0.12.0, its
 vLLM 0.24.0 database; for A100 its only vLLM database, 0.14.0; no aiconfigurator needed here):
-    profiles/data/fitted/aiconfigurator_ops.csv   measured decode kernels: GEMM, attention, all-reduce, MoE
+    profiles/data/fitted/aiconfigurator_ops.csv   measured decode kernels: GEMM, attention, all-reduce, all-to-all,
+                                                  fused MoE (every measured shape), MLA decode module
     profiles/data/fitted/aiconfigurator_tpot.csv  aiconfigurator's static-decode TPOT on a model grid
 
 Two stages, each a scipy least-squares fit on relative (log) residuals, each returning a FitResult:
@@ -19,9 +20,13 @@ Two stages, each a scipy least-squares fit on relative (log) residuals, each ret
                    no such rows: their entries keep hardware.yaml's assumed all-to-all)
      moe        t = max(touched * expert bytes / tp / (BW eta_bw), FLOPs / (F eta_f)) + touched t_expert + t_moe
                     + m k t_moe_token ,   touched = E (1 - (1 + s m q)^(-1/s)), q = -ln(1 - k/E)
-                -> t_expert_s, t_moe_layer_s, t_moe_token_s, moe_routing_skew (s) (eta_* from the GEMM fit),
-                   on the token-to-expert distribution aiconfigurator's own decode estimate uses for that model
-                   (MOE_ROUTING)
+                -> t_expert_s, t_moe_layer_s, t_moe_token_s, moe_routing_skew (s) (eta_*(m_e) from the GEMM fit at
+                   each expert's rows m_e = m k / touched, as the planner runs them), over every measured shape,
+                   each on the token-to-expert distribution aiconfigurator's own decode estimate uses for it
+                   (moe_routing)
+     mla        t = mla_roofline_s(batch, heads, ctx) + t_mla_layer + batch heads t_mla_head_token
+                -> t_mla_layer_s, t_mla_head_token_s (the measured MLA decode module, DeepSeek-V3's block at 16-128
+                   heads per GPU, beyond what the planner's core terms charge for it; A100 has no rows)
   B. end to end, on the TPOT grid's training cells: with the stage-A terms fixed, the remaining per-layer
      kernel cost (norms, activations, rotary, launch gaps), its per-token part and the per-step cost (cells of
      one model depth: the per-step cost held at the same GPU's bf16 fit's, the rest per layer):
@@ -75,6 +80,15 @@ GEMM_MIN_WEIGHTS = 4 * 2**20  # n * k of the smallest decoder-layer GEMM in the 
 # power_law_1.2). Real routing is skewed, not balanced: under the balanced rows a fused MoE stops growing once
 # every expert is touched, under a power law its most-loaded experts keep adding row tiles with every token.
 MOE_ROUTING = {"7168:2048:256:8:8": "power_law_1.01", "2048:768:128:8:1": "power_law_1.2"}
+
+
+def moe_routing(shape: str) -> str:
+    """The distribution a fused-MoE shape hidden:inter:E:k:tp is fitted on: MOE_ROUTING's for the catalogue's shapes,
+    else aiconfigurator-core 0.12's own decode routing for it (the only one tools/extract_aiconfigurator.py extracts
+    for the other shapes): power_law_1.01 for DeepSeek-style models (hidden 7168), power_law_1.2 otherwise."""
+    if shape in MOE_ROUTING:
+        return MOE_ROUTING[shape]
+    return "power_law_1.01" if shape.split(":")[0] == "7168" else "power_law_1.2"
 HELD_OUT_CONTEXT = 8000
 HELD_OUT_BATCHES = (16, 256)
 MS = 1e-3
@@ -88,8 +102,11 @@ ALLREDUCE_BYTES_PER_ELEMENT = 2.0  # aiconfigurator's message_size counts bf16 e
 
 
 # Terms added to a step (seconds): the data cannot tell them from 0 -> dropped (0, the single roofline's value).
+# t_fixed_s too: hardware.yaml's assumed 1.5 ms step floor is the first planner's, not a measurement; where the TPOT
+# cells cannot tell a per-step cost from the per-layer ones (a refit with a model held out, steptime_cv) the per-layer
+# terms carry it, so no assumed floor is added to every step of every model.
 ADDITIVE = ("t_gemm_s", "t_attn_s", "allreduce_latency_s", "alltoall_latency_s", "t_expert_s", "t_moe_layer_s",
-            "t_moe_token_s", "t_layer_s", "t_layer_token_s")
+            "t_moe_token_s", "t_mla_layer_s", "t_mla_head_token_s", "t_layer_s", "t_layer_token_s", "t_fixed_s")
 # Shapes whose 0 is Efficiency's default: no token dependence, uniform routing.
 SHAPES = {"eta_bw_tokens_scale": "no fall of weight streaming with tokens", "flops_tokens_half": "GEMMs at full "
           "compute efficiency from the first token", "moe_routing_skew": "uniform routing"}
@@ -232,17 +249,23 @@ def moe_time_s(p: np.ndarray, tokens, hidden, inter, experts, topk, tp, bytes_pp
     touched = touched_experts(Net(0.0, 0.0, experts, topk, 0.0, 0.0, 0.0, 0.0, 0.0), tokens, skew)
     w = touched * 3.0 * hidden * inter * bytes_pp / tp
     flops = 2.0 * tokens * topk * 3.0 * hidden * inter / tp
-    t_mem = w / (bw_bytes_s * gemm.value("eta_bw"))
-    t_cmp = flops / (peak_flops_s * gemm.value("eta_flops"))
+    # each expert's GEMM at its own rows, as the planner streams and multiplies experts (roofline
+    # weight_stream_time_s, gemm_compute_time_s: eta_bw(m_e), eta_f(m_e), m_e = m k / touched)
+    rows = tokens * topk / np.maximum(touched, 1e-12)
+    eta_bw = gemm.value("eta_bw") / (1.0 + rows * gemm.value("eta_bw_tokens_scale"))
+    eta_f = gemm.value("eta_flops") * rows / (rows + gemm.value("flops_tokens_half"))
+    t_mem = w / (bw_bytes_s * eta_bw)
+    t_cmp = flops / (peak_flops_s * eta_f)
     return np.maximum(t_mem, t_cmp) + touched * t_expert + t0 + tokens * topk * t_token
 
 
 def moe_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The fused-MoE rows on each shape's MOE_ROUTING distribution (op moe:hidden:inter:E:k:tp:distribution)."""
+    """The fused-MoE rows of every measured shape on its routing distribution (moe_routing; op
+    moe:hidden:inter:E:k:tp:distribution)."""
     out = []
     for r in rows:
         parts = r["op"].split(":")
-        if parts[0] == "moe" and MOE_ROUTING.get(":".join(parts[1:6])) == parts[6]:
+        if parts[0] == "moe" and moe_routing(":".join(parts[1:6])) == parts[6]:
             out.append(r)
     return out
 
@@ -258,6 +281,44 @@ def fit_moe(rows: list[dict[str, str]], hw: Hardware, gemm: FitResult) -> FitRes
                              gemm, f, bw),
         lat * MS, hw, names=("t_expert_s", "t_moe_layer_s", "t_moe_token_s", "moe_routing_skew"),
         p0=(1e-7, 2e-5, 2e-8, 0.5), bounds=((0.0, 0.0, 0.0, 0.0), (1e-4, 1e-3, 1e-5, 50.0)))
+
+
+# The MLA block the mla_generation_module table measures: DeepSeek-V3's (config.json: hidden_size, q_lora_rank,
+# kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim) at 1-128 heads per GPU.
+MLA_HIDDEN, MLA_Q_LORA, MLA_KV_LORA, MLA_ROPE, MLA_NOPE, MLA_V = 7168, 1536, 512, 64, 128, 128
+
+
+def mla_roofline_s(gemm: FitResult, attention: FitResult, batch, heads, ctx, bytes_pp, kv_bytes, peak_flops_s,
+                   bw_bytes_s) -> np.ndarray:
+    """What the planner's core terms charge for one MLA block (per-op roofline, as the fitted sets run): its
+    projection weights (down-projections whole, up- and output projections for `heads` heads) at the GEMM fit's
+    eta_bw(m) / eta_f(m), its latent KV reads at eta_kv_bw and its absorbed attention FLOPs (planner.physics.networks
+    .mla_decode_attn_flop_factor) at eta_attn_flops, both on the weight dtype's peak as the planner applies them."""
+    params = (MLA_HIDDEN * (MLA_Q_LORA + MLA_KV_LORA + MLA_ROPE) + MLA_Q_LORA * heads * (MLA_NOPE + MLA_ROPE)
+              + MLA_KV_LORA * heads * (MLA_NOPE + MLA_V) + heads * MLA_V * MLA_HIDDEN)
+    eta_bw = gemm.value("eta_bw") / (1.0 + batch * gemm.value("eta_bw_tokens_scale"))
+    eta_f = gemm.value("eta_flops") * batch / (batch + gemm.value("flops_tokens_half"))
+    t_w = params * bytes_pp / (bw_bytes_s * eta_bw)
+    t_g = 2.0 * params * batch / (peak_flops_s * eta_f)
+    t_kv = batch * ctx * (MLA_KV_LORA + MLA_ROPE) * kv_bytes / (bw_bytes_s * attention.value("eta_kv_bw"))
+    t_a = (batch * ctx * heads * (2.0 * (MLA_KV_LORA + MLA_ROPE) + 2.0 * MLA_KV_LORA)
+           / (peak_flops_s * attention.value("eta_attn_flops")))
+    return np.maximum(t_w, t_g) + np.maximum(t_kv, t_a)
+
+
+def fit_mla(rows: list[dict[str, str]], hw: Hardware, gemm: FitResult, attention: FitResult,
+            dtype: str) -> FitResult:
+    """t_mla_layer_s, t_mla_head_token_s (planner.physics.roofline.mla_kernel_time_s) on the measured MLA decode
+    module rows (op mla:<gemm dtype>, m batch, n heads per GPU, k context):
+        t = mla_roofline_s(...) + t_mla_layer_s + batch * heads * t_mla_head_token_s"""
+    batch, heads, ctx, lat = _cols(rows, "m", "n", "k", "latency_ms")
+    gemm_dtype = rows[0]["op"].split(":")[1]
+    kvb = np.array([KV_BYTES[r["dtype"]] for r in rows])
+    bw = hw.hbm_bandwidth_gb_s * 1e9
+    roof = mla_roofline_s(gemm, attention, batch, heads, ctx, GEMM_BYTES[gemm_dtype], kvb,
+                          hw.peak_tflops(dtype) * 1e12, bw)
+    return _fit(lambda p: roof + p[0] + batch * heads * p[1], lat * MS, hw,
+                names=("t_mla_layer_s", "t_mla_head_token_s"), p0=(5e-5, 1e-8), bounds=((0.0, 0.0), (1e-3, 1e-5)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -346,6 +407,7 @@ class HardwareFit:
     tpot_residuals_held_out: np.ndarray
     # the catalogue models of its TPOT cells (planner.physics.step_scope: what its terms hold for)
     models: tuple[str, ...] = ()
+    mla: FitResult | None = None  # None: no MLA decode-module rows for this GPU (A100)
 
     @property
     def key(self) -> str:
@@ -355,13 +417,14 @@ class HardwareFit:
     def stages(self) -> tuple[tuple[str, FitResult], ...]:
         return tuple((n, s) for n, s in (("gemm", self.gemm), ("attention", self.attention),
                                          ("allreduce", self.allreduce), ("alltoall", self.alltoall),
-                                         ("moe", self.moe), ("end_to_end", self.end_to_end)) if s is not None)
+                                         ("moe", self.moe), ("mla", self.mla), ("end_to_end", self.end_to_end))
+                     if s is not None)
 
 
 STAGE_B_FIELDS = ("t_layer_s", "t_fixed_s", "t_layer_token_s")  # fit_end_to_end's
 FITTED_FIELDS = ("eta_bw", "eta_bw_tokens_scale", "eta_flops", "flops_tokens_half", "eta_kv_bw", "eta_attn_flops",
                  "allreduce_latency_s", "eta_allreduce", "alltoall_latency_s", "eta_alltoall", "t_expert_s",
-                 "t_moe_layer_s", "t_moe_token_s",
+                 "t_moe_layer_s", "t_moe_token_s", "t_mla_layer_s", "t_mla_head_token_s",
                  "moe_routing_skew", "t_layer_s", "t_layer_token_s", "t_fixed_s")
 
 
@@ -388,9 +451,12 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
     mine_moe = moe_rows(mine)
     moe_fit_rows = [r for r in mine_moe if r["dtype"] in kernels] or mine_moe
     moe = fit_moe(moe_fit_rows, hw, gemm) if moe_fit_rows else None
+    mla_fit_rows = [r for r in mine if r["op"] in {f"mla:{k}" for k in kernels}]
+    mla = fit_mla(mla_fit_rows, hw, gemm, attention, dtype) if mla_fit_rows else None
     src = Sourced(f"fitted to {data_source(engine_version)} (tools/fit_steptime.py)", date)
     a2a = _stage_fields(alltoall) if alltoall is not None else {}
     moe_fields = _stage_fields(moe) if moe is not None else {}
+    moe_fields.update(_stage_fields(mla) if mla is not None else {})
     eff0 = replace(hw.efficiency, **_stage_fields(gemm), **_stage_fields(attention), **_stage_fields(allreduce),
                    **a2a, **moe_fields, per_op_roofline=1.0, t_layer_s=0.0,
                    t_fixed_s=0.0, source=src)
@@ -402,7 +468,7 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
         eff = replace(eff0, **{n: getattr(bf16.efficiency, n) for n in STAGE_B_FIELDS})
         empty = np.zeros(0)
         return HardwareFit(name, dtype, engine_version, gemm, attention, allreduce, alltoall, moe, None, eff,
-                           empty, empty, ())
+                           empty, empty, (), mla)
     t_fixed_prior = None if bf16 is None or bf16.end_to_end is None else (
         bf16.end_to_end.value("t_fixed_s"), f"the {name} bf16 fit's t_fixed_s (per-step costs do not depend on the "
                                             "weight dtype; one model depth cannot tell them from per-layer ones)")
@@ -416,7 +482,7 @@ def fit_hardware(name: str, dtype: str, ops: list[dict[str, str]], cells: Sequen
                   f"{100 * np.mean(np.abs(res[held])):.1f} % on held-out cells", date)
     return HardwareFit(name, dtype, engine_version, gemm, attention, allreduce, alltoall, moe, e2e,
                        replace(eff, source=src),
-                       res[~held], res[held], tuple(sorted({c.model for c in hw_cells})))
+                       res[~held], res[held], tuple(sorted({c.model for c in hw_cells})), mla)
 
 
 def to_yaml_doc(fits: Sequence[HardwareFit], date: str) -> dict:

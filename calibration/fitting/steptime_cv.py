@@ -5,7 +5,10 @@ grid (training and held-out cells alike), as a relative error predicted / aiconf
 
 - leave one model out (LOMO): for each model of the grid, every fit refitted without it: its TPOT cells out of every
   end-to-end fit on every GPU, and its fused-MoE kernel shape (steptime.MOE_ROUTING) out of every kernel fit (a GPU
-  then fits its fused-MoE terms on its other measured MoE shapes, in any kernel dtype, or keeps none). Its cells are
+  then fits its fused-MoE terms on the other measured MoE shapes: the extract holds every shape aiconfigurator
+  measured, in any kernel dtype, or keeps none). Kernel rows are measurements, not TPOT cells: the MLA decode-module
+  rows (DeepSeek-V3's block, the only MLA shape measured) stay in, so a held-out MLA model's attention blocks are
+  looked up in the kernel table, never fitted from its own cells. Its cells are
   priced as the planner prices a model no fit saw: each (GPU, dtype)'s own refit, a (GPU, dtype) left with no cells on
   its kernel fit plus the same GPU's bf16 per-step and per-layer terms, both scoped to the model's architecture family
   as planner.physics.step_scope.scoped does (a family no refit covers keeps the GPU's own terms).

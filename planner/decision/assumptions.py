@@ -133,18 +133,20 @@ def assumptions(ctx: Context) -> list[Assumption]:
 
 def ttft_assumption(ctx: Context) -> Assumption:
     """How TTFT is computed (planner.physics.ttft) and whether the request states a TTFT SLO."""
-    from planner.physics.ttft import DEFAULT_BATCHED_TOKENS, SERVICE_SCV
+    from planner.physics.ttft import DEFAULT_BATCHED_TOKENS, DEFAULT_OVERHEAD_S, SERVICE_SCV
 
     slo = ctx.req.ttft_slo_ms
     use = (f"SLO {slo:g} ms: a batch or a fleet that breaks it is not feasible (more replicas until both SLOs hold)"
            if slo is not None else "no TTFT SLO stated: reported, not a constraint")
     return Assumption("time to first token (TTFT)",
-                      f"M/G/1 wait for the chunked-prefill lane (service cv^2 = {SERVICE_SCV:g}) + the prompt's own "
-                      f"prefill (target, and the draft's with speculation) riding decode steps of a "
-                      f"{DEFAULT_BATCHED_TOKENS:,}-token budget; {use}",
+                      f"M/G/1 wait for the chunked-prefill lane (service cv^2 = {SERVICE_SCV:g}) + half a decode step "
+                      f"in flight at arrival + the prompt's own prefill (target, and the draft's with speculation) "
+                      f"riding decode steps of a {DEFAULT_BATCHED_TOKENS:,}-token budget + the engine's front-end "
+                      f"time {1e3 * DEFAULT_OVERHEAD_S:.2f} ms; {use}",
                       "planner model (planner.physics.ttft; budget: vLLM max_num_batched_tokens, SGLang "
-                      "chunked_prefill_size)",
-                      "2026-12-04")
+                      "chunked_prefill_size; front-end time fitted to a published vLLM 0.17.1 row, "
+                      "profiles/data/published/published_ttft.csv)",
+                      "2026-12-05")
 
 
 def prefix_cache_assumption(ctx: Context) -> Assumption:

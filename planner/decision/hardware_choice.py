@@ -12,6 +12,13 @@ speculation, cannot win and is not searched (configurations go from the lowest f
 kind (no speculation, or the methods) has beaten is searched for the other kind only. Within one, a point is sized
 only when CPM_BOUND x its full-load CPM x the volume is below the best of its kind. Weights that do not fit
 the replica's memory are skipped before any search.
+
+Serving: where the request's serving is "disaggregated" or "best", every GPU type also gets its cheapest disaggregated
+fleet without and with speculation (planner.money.disagg: a prefill pool for the TTFT SLO and a decode pool for the TPOT
+SLO, each at its own TP; the speculative one's decode pool at its K schedule, as plan() bills it), from the points of
+the request's TP on its own GPU type (plan()'s) and of the smallest TP with a feasible point elsewhere. Four fleets per
+GPU type; the cheapest is picked among those the serving allows ("disaggregated": the disaggregated two; "best": all
+four), each meeting both SLOs (TPOT and a stated TTFT: an infeasible fleet is never an option).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from planner.answer import OperatingPoint
 from planner.context import BASELINE, make_context
 from planner.fleet import monthly_bill_usd
 from planner.formatting import fmt_usd
+from planner.money.disagg import cheapest_disaggregated, disaggregated
 from planner.money.sizing import traffic_hours
 from planner.money.spend import FleetBill, fleet_bills
 from planner.physics.roofline import replica_weight_bytes, usable_memory_bytes
@@ -53,16 +61,26 @@ class HardwareOption:
     usd_per_gpu_hour: float
     usd_per_month: float  # the fleet's monthly bill under `billing`
     billing: str
+    # "colocated", or "disaggregated" (planner.money.disagg): then `tp` is the decode pool's, `peak_gpus` both pools'
+    serving: str = "colocated"
+    prefill_tp: int = 0  # disaggregated: the prefill pool's TP and peak GPUs (0: co-located)
+    prefill_gpus: int = 0
+
+    @property
+    def _tp(self) -> str:
+        if self.serving == "colocated":
+            return f"TP {self.tp}"
+        return f"disaggregated: prefill {self.prefill_gpus:,} at TP {self.prefill_tp}, decode TP {self.tp}"
 
     @property
     def short(self) -> str:
         spec = "" if self.method == NO_SPEC else f", {self.method_label} K={self.k}"
-        return f"{self.peak_gpus:,} GPU{'' if self.peak_gpus == 1 else 's'}, TP {self.tp}, {self.dtype}{spec}"
+        return f"{self.peak_gpus:,} GPU{'' if self.peak_gpus == 1 else 's'}, {self._tp}, {self.dtype}{spec}"
 
     @property
     def description(self) -> str:
         spec = "no speculation" if self.method == NO_SPEC else f"{self.method_label} K={self.k}"
-        return f"{self.peak_gpus:,} x {self.hardware_label} (TP {self.tp}, {self.dtype} weights, {spec})"
+        return f"{self.peak_gpus:,} x {self.hardware_label} ({self._tp}, {self.dtype} weights, {spec})"
 
 
 @dataclass(frozen=True)
@@ -82,10 +100,22 @@ class HardwareChoice:
     # are compared (None: that format cannot run here; then `own_format_note` says why)
     own_format: HardwareOption | None = None
     own_format_note: str = ""
+    # the cheapest disaggregated fleets (module docstring; None: not compared, or none meets both SLOs)
+    disaggregated_no_speculation: HardwareOption | None = None
+    disaggregated_speculation: HardwareOption | None = None
+    serving: str = "colocated"  # the request's: which fleets `cheapest` may pick
+
+    @property
+    def options(self) -> tuple[HardwareOption, ...]:
+        """The fleets the request's serving allows: co-located unless "disaggregated", disaggregated unless
+        "colocated"."""
+        co = (self.no_speculation, self.speculation) if self.serving != "disaggregated" else ()
+        dis = (self.disaggregated_no_speculation, self.disaggregated_speculation) if self.serving != "colocated" else ()
+        return tuple(o for o in (*co, *dis) if o is not None)
 
     @property
     def cheapest(self) -> HardwareOption | None:
-        opts = [o for o in (self.no_speculation, self.speculation) if o is not None]
+        opts = self.options
         return min(opts, key=_cost) if opts else None
 
 
@@ -99,6 +129,12 @@ class HardwareComparison:
     note: str  # what the comparison leaves out
     dtype: str = "bf16"  # the request's own weight format
     other_formats: bool = False  # True: every weight format compared; False: the request's own only (like for like)
+    serving: str = "colocated"  # the request's: "disaggregated" or "best" compare disaggregated fleets too
+
+    @property
+    def disaggregated(self) -> bool:
+        """Whether disaggregated fleets are compared (the request's serving is not co-located only)."""
+        return self.serving != "colocated"
 
     def choice(self, hardware: str) -> HardwareChoice:
         for c in self.choices:
@@ -207,12 +243,71 @@ def compare_hardware(req: PlanRequest, catalog: Catalog, *, prices: Mapping[str,
     requested = [_option(own_req, own_ctx.hw.label, b) for b in fleet_bills(own_ctx, own_pts, billing=billing).values()]
     choices = [_gpu_choice(req, catalog, segs, names, name, priced[name], billing, requested)
                for name in catalog.hardware]
-    every = [o for c in choices for o in (c.no_speculation, c.speculation) if o is not None]
+    if req.serving != "colocated":
+        choices = [_with_disaggregated(c, req, catalog, segs, names, billing, own=(own_ctx, own_pts))
+                   for c in choices]
+    every = [o for c in choices for o in c.options]
     cheapest = min(every, key=_cost) if every else None
-    own = min(requested, key=_cost) if requested else None
+    mine = list(requested) if req.serving != "disaggregated" else []
+    if req.serving != "colocated":
+        c = next(c for c in choices if c.hardware == req.hardware)
+        mine += [o for o in (c.disaggregated_no_speculation, c.disaggregated_speculation)
+                 if o is not None and o.dtype == req.dtype]
+    own = min(mine, key=_cost) if mine else None
     note = NOTE if req.compare_other_formats else LIKE_FOR_LIKE_NOTE.format(dtype=req.dtype)
+    if req.serving != "colocated":
+        note += " " + SERVING_NOTE[req.serving]
     return HardwareComparison(tuple(choices), cheapest, own, billing, req.monthly_output_tokens, note, req.dtype,
-                              bool(req.compare_other_formats))
+                              bool(req.compare_other_formats), req.serving)
+
+
+SERVING_NOTE = {
+    "disaggregated": ("Disaggregated fleets (a prefill pool for the TTFT SLO, a decode pool for the TPOT SLO) are the "
+                      "ones picked, as asked; the co-located fleets are shown beside them."),
+    "best": ("Co-located and disaggregated fleets, with and without speculation: the cheapest that meets both SLOs is "
+             "picked."),
+}
+
+
+def _with_disaggregated(c: HardwareChoice, req: PlanRequest, catalog: Catalog, segs, names, billing: str, *,
+                        own: tuple) -> HardwareChoice:
+    """GPU type c with its cheapest disaggregated fleets without and with speculation (module docstring), at every
+    weight format compared; the request's own GPU type and format from plan()'s points (`own`: its context and
+    points at the request's TP)."""
+    hw = catalog.hardware[c.hardware]
+    best: dict[bool, HardwareOption] = {}
+    for dt in WEIGHT_DTYPES if req.compare_other_formats else (req.dtype,):
+        found = None
+        if (c.hardware, dt) == (req.hardware, req.dtype) and own[1]:
+            ctx0, pts0 = own
+            found = (make_context(dataclasses.replace(ctx0.req, billing=billing), catalog, segs), pts0)
+        for tp in (t for t in TP_OPTIONS if t <= hw.max_tp) if found is None else ():
+            r = dataclasses.replace(req, hardware=c.hardware, tp=tp, dtype=dt, usd_per_gpu_hour=c.usd_per_gpu_hour,
+                                    billing=billing)
+            ctx, pts = _search(r, catalog, segs, names)
+            if pts:
+                found = (ctx, pts)
+                break
+        if found is None:
+            continue
+        ctx, pts = found
+        fleets = disaggregated(ctx, pts, role="best")
+        base = next((fleets[p.method] for p in pts if p.method == NO_SPEC), None)
+        if base is not None and base[0].feasible:
+            _keep(best, _disagg_option(ctx, hw.label, dt, base[0], base[1]))
+        spec = cheapest_disaggregated(ctx, [(fleets[p.method], p) for p in pts if p.method != NO_SPEC])
+        if spec is not None:
+            _keep(best, _disagg_option(ctx, hw.label, dt, *spec[0]))
+    return dataclasses.replace(c, disaggregated_no_speculation=best.get(False),
+                               disaggregated_speculation=best.get(True), serving=req.serving)
+
+
+def _disagg_option(ctx, label: str, dtype: str, f, b) -> HardwareOption:
+    pre, dec = f.pools
+    return HardwareOption(hardware=ctx.req.hardware, hardware_label=label, tp=dec.tp, dtype=dtype, method=f.method,
+                          method_label=f.label, k=f.k, peak_gpus=f.peak_gpus, usd_per_gpu_hour=ctx.price,
+                          usd_per_month=b.usd_per_month, billing=b.billing, serving="disaggregated",
+                          prefill_tp=pre.tp, prefill_gpus=pre.peak_gpus)
 
 
 def _compute_floor(req: PlanRequest, catalog: Catalog, segs, hardware: str, dtype: str, price: float) -> float:
@@ -321,9 +416,10 @@ def format_change(c: HardwareChoice, dtype: str, *, own_hardware: str | None = N
             f"your {dtype} weights, {c.own_format.short})")
 
 
-def _cost(o: HardwareOption) -> tuple[float, bool]:
-    """Cheapest first; at the same bill (to the cent), no speculation first: it needs no setup."""
-    return round(o.usd_per_month, 2), o.method != NO_SPEC
+def _cost(o: HardwareOption) -> tuple[float, bool, bool]:
+    """Cheapest first; at the same bill (to the cent), no speculation first: it needs no setup; then co-located (one
+    pool is the simpler deployment)."""
+    return round(o.usd_per_month, 2), o.method != NO_SPEC, o.serving != "colocated"
 
 
 def _keep(best: dict[bool, HardwareOption], o: HardwareOption) -> None:

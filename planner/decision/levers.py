@@ -1,5 +1,6 @@
 """The seven levers as a waterfall over the whole mix, from today's configuration: each step at its own best batch
-under the SLO, priced by its fleet's bill (planner.money.bill, the request's billing). A step is applied only when the
+under the SLO, priced by its fleet's bill (planner.money.bill, the request's billing; served disaggregated or best, the
+fleet as the request serves it: planner.money.disagg.served_bill). A step is applied only when the
 bill it saves pays back its one-time cost within the horizon with a positive NPV, and it pays back within the horizon
 with at least the request's confidence over the plan's seeded draws (planner.uncertainty.payback_draws); otherwise it is
 skipped and says why.
@@ -21,7 +22,8 @@ from planner.acceptance.tiers import one_time_usd
 from planner.answer import LeverStep, OperatingPoint
 from planner.context import BASELINE, Candidate, Context, make_context
 from planner.formatting import fmt_cpm, fmt_months, fmt_usd
-from planner.money.bill import point_bill, point_context
+from planner.money.bill import point_context
+from planner.money.disagg import served_bill
 from planner.money.economics import annuity_factor, breakeven_monthly_spend_usd
 from planner.physics.serving import TOKENS_PER_MTOK
 from planner.request import NO_SPEC, PlanError, PlanRequest
@@ -53,14 +55,14 @@ def lever_waterfall(ctx: Context, start: str, order: Sequence[str] | None = None
         elsewhere = (today is not None and today.method == start and today.feasible
                      and point_context(ctx, today) is not ctx)
         pt = today if elsewhere else one_point(ctx, now)  # the Plan's today in its own context, else the request's
-        bill = point_bill(ctx, pt, billing=ctx.req.billing, cand=now).usd_per_month
+        bill = served_bill(ctx, pt, cand=now).usd_per_month
         step0, cur, pt, bill = _adopt(ctx, now, pt, bill, method=adopt if adopt not in (None, start) else ADOPT,
                                       elsewhere=elsewhere)
         steps.append(step0)
     else:
         cur = _candidate(ctx, start)  # the plan's operating point
         pt = one_point(ctx, cur)
-        bill = point_bill(ctx, pt, billing=ctx.req.billing, cand=cur).usd_per_month
+        bill = served_bill(ctx, pt, cand=cur).usd_per_month
     eng = ctx.costs.engineering_usd_per_week
     n_segs = len({(s.workload, s.language) for s in ctx.segs})
     for name in names:
@@ -192,7 +194,7 @@ def _judge(ctx: Context, name: str, number: int, label: str, why: str, new: Cand
     back within the horizon over the plan's seeded draws (planner.uncertainty.payback_draws) is at least the request's
     confidence."""
     costs = ctx.costs
-    after_bill = point_bill(ctx, after, billing=ctx.req.billing, cand=new).usd_per_month
+    after_bill = served_bill(ctx, after, cand=new).usd_per_month
     saving = bill - after_bill if math.isfinite(bill) else (math.inf if math.isfinite(after_bill) else 0.0)
     annuity = annuity_factor(costs.horizon_months, costs.annual_discount_rate)
     payback = high / saving if saving > 0 else math.inf

@@ -238,7 +238,7 @@ def ttft_fleet_sentence(ctx: Context, points: Sequence[OperatingPoint], fleet) -
     if req.ttft_slo_ms is None or fleet is None:
         return ""
     loose = make_context(dataclasses.replace(req, ttft_slo_ms=None), ctx.catalog, ctx.segs, tp=ctx.tp)
-    free = plan_fleet(loose, points)
+    free = plan_fleet(loose, [p for p in points if p.method != NO_SPEC])  # only the methods' bills are read
     if free is None:
         return ""
     kw = dict(billing=req.billing, monthly_output_tokens=req.monthly_output_tokens)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
-from planner.answer import OperatingPoint, PlanFleet
+from planner.answer import Bill, OperatingPoint, PlanFleet
 from planner.fleet import Fleet, FleetPlan
 from planner.physics.serving import TOKENS_PER_MTOK
 from planner.request import BILLINGS, NO_SPEC, PlanError, PlanRequest
@@ -20,26 +19,6 @@ from planner.types import Catalog
 
 __all__ = ["BILLINGS", "Bill", "bill_of", "bills", "fleet_bill", "point_bill", "point_fleet", "headline_fleet",
            "band_bills"]
-
-
-@dataclass(frozen=True)
-class Bill:
-    """One configuration's month on its fleet under one billing."""
-
-    method: str
-    label: str
-    k: int
-    billing: str  # "autoscaled" or "fixed"
-    usd_per_month: float  # the bill (inf when the configuration cannot serve the traffic under the SLO)
-    gpu_hours_per_month: float
-    peak_gpus: int
-    gpus_per_replica: int
-    usd_per_gpu_hour: float
-    monthly_output_tokens: float
-    effective_usd_per_mtok: float  # bill / output tokens (nan without a volume)
-    feasible: bool
-    tpot_ms: float = math.nan  # TPOT users see over the day, weighted by output tokens (prefill sharing included)
-    ttft_ms: float = math.nan  # mean time to first token over the day, weighted by requests (planner.physics.ttft)
 
 
 def bill_of(config: FleetPlan, *, billing: str, monthly_output_tokens: float, gpus_per_replica: int,

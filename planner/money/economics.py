@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.answer import OperatingPoint, PlanEconomics
-from planner.money.bill import Bill
+from planner.answer import Bill, OperatingPoint, PlanEconomics
 from planner.physics.serving import TOKENS_PER_MTOK
 from planner.request import CostAssumptions
 

@@ -62,9 +62,10 @@ def switching_overhead(ctx: Context, measured: SwitchingOverhead | None = None) 
 
 
 def scheduled_fleet(ctx: Context, fleet: Fleet, pt: OperatingPoint, schedule: Schedule | None, *,
-                    measured: SwitchingOverhead | None = None) -> Fleet:
+                    measured: SwitchingOverhead | None = None, decode_only: bool = False) -> Fleet:
     """`fleet` with `pt`'s configuration billed hour by hour at the K `schedule` gives at each hour's batch (the
-    module docstring); unchanged without a schedule of more than one K or without `pt` in it."""
+    module docstring); unchanged without a schedule of more than one K or without `pt` in it. decode_only: `fleet` is
+    a disaggregated fleet's decode pool (planner.money.sizing.plan_fleet's decode_only), sized again the same way."""
     ks = sorted({int(k) for _, _, k in schedule or ()})
     if len(ks) < 2 or not any(c.method == pt.method for c in fleet.configs):
         return fleet
@@ -78,7 +79,7 @@ def scheduled_fleet(ctx: Context, fleet: Fleet, pt: OperatingPoint, schedule: Sc
            dataclasses.replace(pt, k=k, acceptance_length=taus[k]) for k in ks]
     cands = [Candidate(NO_SPEC if k == 0 else pt.method, (max(k, 1),)) for k in ks]  # as plan_fleet's own
     added = [over.fraction if (k == 0 and over is not None) else None for k in ks]
-    at_k = plan_fleet(ctx, pts, cands, added_tpot=added)
+    at_k = plan_fleet(ctx, pts, cands, added_tpot=added, decode_only=decode_only)
     if at_k is None or len(at_k.configs) != len(ks):
         return fleet  # a K of the schedule cannot be sized here: the plan's one K stands
     by_k = dict(zip(ks, at_k.configs, strict=True))

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from planner.answer import OperatingPoint
+from planner.answer import OperatingPoint, SpendVolume
 from planner.context import BASELINE, Context, make_context
 from planner.fleet import DAYS_PER_MONTH, HOURS_PER_DAY, Fleet, FleetPlan, monthly_bill_usd
 from planner.formatting import fmt_usd
@@ -81,34 +81,6 @@ def _bills(ctx: Context, fleet: Fleet, billing: str) -> dict[str, FleetBill]:
                     usd_per_gpu_hour=fleet.usd_per_gpu_hour)
         out[c.method] = FleetBill(c.method, c.label, c.k, float(b.usd_per_month), int(b.peak_gpus), billing, c)
     return out
-
-
-@dataclass(frozen=True)
-class SpendVolume:
-    """The volume a monthly spend buys, and how it was derived."""
-
-    spend_usd_per_month: float
-    hardware: str
-    tp: int
-    dtype: str
-    gpus: int | None  # the stated fleet size (None: not stated)
-    billing: str  # "autoscaled" or "fixed"
-    usd_per_gpu_hour: float
-    price_source: str
-    method: str  # the configuration the fleet runs (today's)
-    label: str
-    k: int
-    monthly_output_tokens: float
-    peak_gpus: int
-    bill_usd_per_month: float  # the fleet's bill at that volume: at most the spend
-    replica_usd_per_month: float  # one replica all month: the bill's granularity
-    binding: str  # what limits the volume: "spend" or "gpus"
-    how: str  # one sentence
-    price_listed: bool = False  # the price is the GPU's list midpoint (neither entered nor implied by the spend)
-
-    @property
-    def volume_source(self) -> str:
-        return f"derived from a spend of {fmt_usd(self.spend_usd_per_month)}/month: {self.how}"
 
 
 def spend_price(req: PlanRequest, catalog: Catalog) -> tuple[float, str]:
@@ -217,7 +189,8 @@ def volume_for_spend(req: PlanRequest, catalog: Catalog) -> SpendVolume:
                        gpus=req.spend_gpus, billing=req.billing, usd_per_gpu_hour=price, price_source=price_source,
                        method=pt.method, label=pt.label, k=pt.k, monthly_output_tokens=lo, peak_gpus=b_lo.peak_gpus,
                        bill_usd_per_month=b_lo.usd_per_month, replica_usd_per_month=replica, binding=binding, how=how,
-                       price_listed=spend_price_listed(req, catalog))
+                       price_listed=spend_price_listed(req, catalog),
+                       volume_source=f"derived from a spend of {fmt_usd(spend)}/month: {how}")
 
 
 def request_for_spend(req: PlanRequest, sv: SpendVolume) -> PlanRequest:

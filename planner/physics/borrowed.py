@@ -31,7 +31,7 @@ from planner.types import Efficiency, Hardware, Sourced
 
 # Seconds-valued terms that scale with the software stack's overheads (launch gaps, scheduling, kernel floors).
 TIME_TERMS = ("t_fixed_s", "t_layer_s", "t_layer_token_s", "t_expert_s", "t_moe_layer_s", "t_moe_token_s",
-              "allreduce_latency_s", "alltoall_latency_s")
+              "t_mla_layer_s", "t_mla_head_token_s", "allreduce_latency_s", "alltoall_latency_s")
 # Dimensionless terms of the kernel fit that describe the workload or kernel shape rather than the GPU's speed.
 SHAPE_TERMS = ("moe_routing_skew", "eta_bw_tokens_scale", "flops_tokens_half", "per_op_roofline", "eta_allreduce",
                "eta_alltoall")

@@ -50,6 +50,10 @@ class Net:
     # itself for those layers (kv_cache_bytes_per_sequence).
     state_bytes_per_sequence: np.ndarray | float = 0.0
     state_layer_share: np.ndarray | float = 0.0
+    # Layers whose attention is an MLA block and their query heads (planner.physics.roofline.mla_kernel_time_s: the
+    # block's kernel costs beyond its roofline, timed from the measured MLA decode module); 0 for GQA.
+    mla_layers: np.ndarray | float = 0.0
+    mla_heads: np.ndarray | float = 0.0
 
     def scaled(self, factor: np.ndarray | float) -> Net:
         """The same network repeated `factor` times (MEDUSA: one head per draft position)."""
@@ -157,6 +161,8 @@ def target_net(model: ModelSpec, dtype: str = "bf16", *, kv_dtype: str | None = 
         vocab_size=float(model.vocab_size),
         state_bytes_per_sequence=float(model.state_bytes_per_sequence),
         state_layer_share=model.state_window_layers / model.layers if model.sliding_window_tokens else 0.0,
+        mla_layers=float(model.layers) if model.attention == "mla" else 0.0,
+        mla_heads=float(model.heads) if model.attention == "mla" else 0.0,
     )
 
 
@@ -183,6 +189,7 @@ def head_net(method: Method, model: ModelSpec, dtype: str = "bf16", *, kv_dtype:
     lm_head_params = vocab * h if method.draft_reads_lm_head else 0.0
     kv_layers = method.draft_kv_layers
     fusion_params = float(method.draft_fusion_inputs) * h * h
+    mla_module = method.drafting == "native_module" and model.attention == "mla"
     if method.drafting == "native_module":
         emb = model.embedding_params_b * 1e9
         tables = 1.0 if model.tied_embeddings else 2.0
@@ -228,6 +235,9 @@ def head_net(method: Method, model: ModelSpec, dtype: str = "bf16", *, kv_dtype:
         expert_params=expert_params,
         fusion_weight_bytes=fusion_bytes,
         fusion_params=fusion_params,
+        # a native module is a decoder layer of the model itself, MLA block included; heads are GQA-style layers
+        mla_layers=float(method.draft_layers) if mla_module else 0.0,
+        mla_heads=float(model.heads) if mla_module else 0.0,
     )
 
 

@@ -8,10 +8,11 @@ tensor-parallel group of `tp`:
     t_attn     = attention FLOPs / tp / (F * eta_attn)                (absorbed MLA: ~2.8x GQA's 4 h d)
     core       = (1 - p) * max(t_weights + t_kv, t_gemm + t_attn) + p * (max(t_weights, t_gemm)
                  + max(t_kv, t_attn))                                 p = per_op_roofline in [0, 1]
-    T = core + t_experts + t_moe_tokens + t_allreduce + layers * (t_layer + m * t_layer_token) + t_fixed
+    T = core + t_experts + t_moe_tokens + t_allreduce + t_mla + layers * (t_layer + m * t_layer_token) + t_fixed
 with m = batch * n tokens in the step (n = K+1 for a chain, N nodes for a tree),
 t_experts = MoE layers * (touched experts per layer * t_expert + t_moe_layer) (one grouped-GEMM problem
 per touched expert, plus routing and permutation per layer),
+t_mla = MLA layers * (t_mla_layer + m * heads / tp * t_mla_head_token) (mla_kernel_time_s),
 t_moe_tokens = MoE layers * m * k * t_moe_token (per routed token: permutation and the row tiles of the
 experts that skewed routing loads most; grows with m after every expert is touched) and
 t_allreduce = 2 per layer * (latency + 2 (tp-1)/tp * m * hidden * 2 B / (interconnect * eta_allreduce)).
@@ -79,6 +80,8 @@ class HwParams:
     t_moe_layer_s: np.ndarray | float = 0.0
     t_moe_token_s: np.ndarray | float = 0.0
     moe_routing_skew: np.ndarray | float = 0.0
+    t_mla_layer_s: np.ndarray | float = 0.0
+    t_mla_head_token_s: np.ndarray | float = 0.0
     t_layer_token_s: np.ndarray | float = 0.0
     eta_bw_tokens_scale: np.ndarray | float = 0.0
     flops_tokens_half: np.ndarray | float = 0.0
@@ -112,6 +115,8 @@ def hw_params(hw: Hardware, dtype: str = "bf16", efficiency: Efficiency | None =
         t_moe_layer_s=eff.t_moe_layer_s,
         t_moe_token_s=eff.t_moe_token_s,
         moe_routing_skew=eff.moe_routing_skew,
+        t_mla_layer_s=eff.t_mla_layer_s,
+        t_mla_head_token_s=eff.t_mla_head_token_s,
         t_layer_token_s=eff.t_layer_token_s,
         eta_bw_tokens_scale=eff.eta_bw_tokens_scale,
         flops_tokens_half=eff.flops_tokens_half,
@@ -386,6 +391,24 @@ def fusion_time_s(net: Net, hw: HwParams, *, batch, tokens_per_seq, tp=1) -> np.
     return np.where(params > 0, np.maximum(t_mem, t_cmp), 0.0)
 
 
+def mla_kernel_time_s(net: Net, hw: HwParams, *, tokens_in_step, tp=1) -> np.ndarray:
+    """Kernel costs of the MLA attention blocks beyond their roofline (their weights, latent KV reads and attention
+    FLOPs are in the core terms), seconds:
+        mla_layers * (t_mla_layer_s + m * heads / tp * t_mla_head_token_s)
+    An absorbed-MLA decode block is ~10 kernels (q/kv down-projections, q_a/kv_a norms, q up-projection, the per-head
+    W_UK batched matmul, rotary and the latent write, the MLA decode kernel, the per-head W_UV batched matmul, the
+    output projection): aiconfigurator-core 0.12 measures vLLM 0.24's whole block (mla_generation_module) at
+    ~0.11 ms per layer for DeepSeek-V3 at 16 heads per GPU on H200 at batch 1, where its bytes say ~10 us, growing
+    with tokens x heads per GPU. Both terms are fitted per (hardware, dtype) to that table (tools/fit_steptime.py,
+    fit_mla), so a held-out MLA model is priced from the measured kernels, not from its own TPOT cells. 0 for GQA."""
+    layers = np.asarray(net.mla_layers, float)
+    if not np.any(layers > 0):  # no MLA layers on the grid
+        return np.zeros(())
+    heads = np.asarray(net.mla_heads, float) / np.asarray(tp, float)
+    return layers * (np.asarray(hw.t_mla_layer_s, float)
+                     + np.asarray(tokens_in_step, float) * heads * np.asarray(hw.t_mla_head_token_s, float))
+
+
 def layer_kernel_time_s(net: Net, hw: HwParams) -> np.ndarray:
     """Per-layer kernel floor: layers * t_layer (norms, rotary, activations, quantisation, launch gaps:
     the time a decoder layer costs at any size beyond its GEMMs and attention)."""
@@ -423,6 +446,7 @@ class StepTerms:
     compute_bound: np.ndarray
     moe_tokens_s: np.ndarray | float = 0.0  # moe_token_time_s
     layer_tokens_s: np.ndarray | float = 0.0  # layer_token_time_s
+    mla_s: np.ndarray | float = 0.0  # mla_kernel_time_s
 
 
 def step_time_terms(
@@ -472,6 +496,8 @@ def step_time_terms(
     if np.any(dp > 0):  # expert parallel where attention is data parallel: all-to-all there instead
         t_c = np.where(dp > 0, alltoall_time_s(net, hw, tokens_per_gpu=m_d, gpus=tp), t_c)
     t_l = layer_kernel_time_s(net, hw)
+    has_mla = not _is_scalar(net.mla_layers, 0.0) and bool(np.any(np.asarray(net.mla_layers, float) > 0))
+    t_mla = mla_kernel_time_s(net, hw, tokens_in_step=m_d, tp=tp_d) if has_mla else np.zeros(())
     per_token = not _is_scalar(hw.t_layer_token_s, 0.0)
     t_lt = layer_token_time_s(net, hw, tokens_in_step=m_d) if per_token else np.zeros(())
     fixed = np.asarray(hw.t_fixed_s if t_fixed_s is None else t_fixed_s, float)
@@ -482,12 +508,14 @@ def step_time_terms(
     if _has_experts(net):
         total = total + t_e + t_mt
     total = total + t_c + t_l
+    if has_mla:
+        total = total + t_mla
     if per_token:
         total = total + t_lt
     total = total + fixed
     total = total if active.ndim == 0 and active else np.where(active, total, 0.0)
     return StepTerms(t_w, t_kv, t_g, t_a, core, t_e, t_c, t_l, fixed, total, t_cmp > t_mem, moe_tokens_s=t_mt,
-                     layer_tokens_s=t_lt)
+                     layer_tokens_s=t_lt, mla_s=t_mla)
 
 
 def step_time_s(

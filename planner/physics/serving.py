@@ -35,6 +35,7 @@ from planner.physics.roofline import (
     max_batch,
     replica_weight_bytes,
     step_time_s,
+    step_time_terms,
 )
 
 SECONDS_PER_HOUR = 3600.0
@@ -116,18 +117,51 @@ def speculation_overhead_s(hw: HwParams, *, mode, batch, drafted_tokens, vocab_s
             + sampler_time_s(hw, batch=b, drafted_tokens=drafted_tokens, vocab_size=vocab_size) + ngram)
 
 
-def prefill_time_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1, cached_share=0.0) -> np.ndarray:
+def prefill_time_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1, cached_share=0.0,
+                   chunk_tokens=None) -> np.ndarray:
     """GPU-seconds to prefill one prompt of P tokens, compute-bound (module docstring), of which a share s is served
     from the prefix cache: the P s cached tokens are not recomputed; the P (1 - s) new ones (the prompt's tail) run
     the GEMMs and attend over the whole context before them, cached part included (their attention still reads the
     cached KV):
         flops = 2 * active_params * P (1 - s) + 4 * attn_dim * sum_{j = Ps..P} j
               = P (1 - s) * (2 * active_params + 2 * attn_dim * P (1 + s))
-    s = 0 is the full prompt exactly (the same floating-point operations as before the share existed)."""
+    s = 0 is the full prompt exactly (the same floating-point operations as before the share existed).
+
+    chunk_tokens = C (the engine's step token budget): the prompt as the engine runs it instead
+    (prefill_chunk_steps_s): ceil(P (1 - s) / C) steps of the step model, each at its own GEMM efficiency, with its
+    all-reduces, per-layer kernel time and weight stream; None keeps the compute-only figure above (the fleet's
+    per-token cost)."""
+    if chunk_tokens is not None:
+        return prefill_chunk_steps_s(target, hw, prompt_tokens=prompt_tokens, tp=tp, cached_share=cached_share,
+                                     chunk_tokens=chunk_tokens)
     p = np.asarray(prompt_tokens, float)
     s = np.asarray(cached_share, float)
     flops = p * (1.0 - s) * (2.0 * np.asarray(target.active_params) + 2.0 * np.asarray(target.attn_dim) * p * (1.0 + s))
     return flops / (np.asarray(hw.peak_flops_s) * np.asarray(hw.eta_flops) * np.asarray(tp, float))
+
+
+def prefill_chunk_steps_s(target: Net, hw: HwParams, *, prompt_tokens, tp=1, cached_share=0.0,
+                          chunk_tokens) -> np.ndarray:
+    """Seconds to prefill one prompt alone as a chunked-prefill engine runs it: its q = P (1 - s) new tokens in
+    n = floor(q / C) full chunks of C tokens and a remainder r = q - n C, each chunk one forward step of the step
+    model (planner.physics.roofline.step_time_terms at one sequence of C, resp. r, tokens), so each chunk pays what a
+    real prefill GEMM at that M pays: the GEMM efficiency at M tokens (eta_flops_at), the TP all-reduces of its
+    activations, the per-layer kernel time, the weight stream and the fixed step time, not the peak-FLOP figure.
+    A chunk's attention reads the context before it: the full chunks' mean context is P s + n C / 2 (exact where every
+    full chunk's step is bound by the same terms: attention FLOPs and KV reads are linear in the context), the
+    remainder's P s + n C + r / 2. (MLA targets keep the step model's absorbed attention factor.) A fully cached
+    prompt still computes its last token (q >= 1)."""
+    p = np.asarray(prompt_tokens, float)
+    s = np.asarray(cached_share, float)
+    c = np.asarray(chunk_tokens, float)
+    q = np.maximum(p * (1.0 - s), 1.0)
+    n = np.floor(q / c + 1e-9)
+    r = np.maximum(q - n * c, 0.0)
+    cached = p * s
+    full = step_time_terms(target, hw, batch=1.0, tokens_per_seq=c, context_tokens=cached + n * c / 2.0, tp=tp).total_s
+    rest = step_time_terms(target, hw, batch=1.0, tokens_per_seq=np.maximum(r, 1.0),
+                           context_tokens=cached + n * c + r / 2.0, tp=tp).total_s
+    return n * full + np.where(r > 0.0, rest, 0.0)
 
 
 def usd_per_mtok(*, gpus, usd_per_gpu_hour, output_tokens_per_s) -> np.ndarray:

@@ -76,3 +76,26 @@ def test_a_comparison_price_typed_back_to_the_list_midpoint_stays_entered(app, c
     row = _table(at).set_index("GPU").loc[cat.hardware["h200"].label]
     assert row["price"] == "entered" and row["$/GPU-hour"] == fmt_usd(mid, 2)
     assert dict(at.query_params)["gpu_prices_set"] == "h200"
+
+
+def test_served_best_the_table_and_chart_show_disaggregated_fleets_beside_co_located(app, cat):
+    """Issue 33: with serving "best" every GPU type shows its disaggregated fleets with and without speculation
+    beside the co-located ones, the planner's numbers; co-located serving shows none."""
+    from tests.app.test_pages import chart
+
+    at = app({"hw_compare": "true", "serving": "best"})
+    assert not at.exception, at.exception
+    table = _table(at).set_index("GPU")
+    for col in ("disaggregated without", "disaggregated with", "disaggregated fleet with"):
+        assert col in table.columns
+    own = cat.hardware[S.DEFAULTS["hardware"]].label
+    expect = compare_hardware(dataclasses.replace(_default_request(cat), serving="best"), cat).choice(
+        S.DEFAULTS["hardware"])
+    d = expect.disaggregated_speculation
+    assert d is not None and table.loc[own, "disaggregated with"] == f"{fmt_usd(d.usd_per_month)}/month"
+    assert "disaggregated: prefill" in table.loc[own, "disaggregated fleet with"]
+    names = [s["name"] for s in chart(at, "plan_hardware_chart")["data"]]
+    assert names[2:] == ["disaggregated, no speculation", "disaggregated, with speculation"]
+    plain = app({"hw_compare": "true"})
+    assert "disaggregated with" not in _table(plain).columns
+    assert len(chart(plain, "plan_hardware_chart")["data"]) == 2

@@ -177,3 +177,27 @@ def test_the_drivers_say_what_they_are_drawn_against(cat):
     stay = board_report(planned(cat, current_method="eagle3"), cat, generated="2026-12-04")
     assert [f.label for f in stay.money][:2] == ["Today's monthly bill", "Monthly saving"]
     assert stay.money[1].value == "none: no switch"
+
+
+def test_served_best_the_report_shows_the_fleets_weighed_co_located_and_disaggregated(cat):
+    """Issue 33: the board report (HTML and PDF) shows today's and the best method's fleets co-located and
+    disaggregated, with their bills, and marks the headline's; served co-located it has no such section."""
+    one_k = (P.TrafficSegment("chat", "english", 1.0, 1000, 1000),)
+    p = P.plan(P.PlanRequest(model="llama-3.1-8b", hardware="h100-sxm", tpot_slo_ms=20.0, ttft_slo_ms=200.0,
+                             segments=one_k, monthly_output_tokens=100 * 1000 * 86400 * 30.4375, serving="best",
+                             methods=("eagle3",)), cat)
+    r = board_report(p, cat, generated="2026-12-05")
+    assert [s.serving.split(":")[0] for s in r.serving] == ["co-located", "co-located", "disaggregated",
+                                                           "disaggregated"]
+    assert [s.bill for s in r.serving] == [fmt_usd(f.usd_per_month) + "/month" if f.feasible else "misses an SLO"
+                                           for f in p.serving_options]
+    picked = [f for f, s in zip(p.serving_options, r.serving, strict=True) if s.picked]
+    assert sorted(f.usd_per_month for f in picked) == pytest.approx(
+        sorted([p.reference_fleet.usd_per_month, p.best_fleet.usd_per_month]))
+    assert "TTFT SLO 200 ms" in r.serving_note
+    html = board_html(r)
+    assert "Co-located or disaggregated" in html and html.count("(the headline)") == len(picked)
+    text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(board_pdf(r))).pages)
+    assert "Co-located or disaggregated" in text and "prefill" in text
+    plain = board_report(planned(cat), cat, generated="2026-12-05")
+    assert plain.serving == () and "Co-located or disaggregated" not in board_html(plain)

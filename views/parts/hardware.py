@@ -11,7 +11,7 @@ import dataclasses
 import plotly.graph_objects as go
 import streamlit as st
 
-from i18n import tr, tr_known
+from i18n import N_, tr, tr_known
 from i18n.numbers import fmt_per_month, fmt_usd
 from planner.answer import Plan
 from planner.request import PlanRequest
@@ -38,14 +38,21 @@ def with_comparison(req: PlanRequest) -> PlanRequest:
                                compare_other_formats=bool(ss.get(OTHER_FORMATS, False)))
 
 
+SERIES = ((N_("no speculation"), lambda c: c.no_speculation, "#7f7f7f"),
+          (N_("with speculation (cheapest method)"), lambda c: c.speculation, "#2ca02c"))
+# where the request's serving is disaggregated or best (planner.decision.hardware_choice): two more bars per GPU type
+DISAGG_SERIES = ((N_("disaggregated, no speculation"), lambda c: c.disaggregated_no_speculation, "#c7c7c7"),
+                 (N_("disaggregated, with speculation"), lambda c: c.disaggregated_speculation, "#98df8a"))
+
+
 def chart(cmp) -> go.Figure:
-    """Monthly bill of the cheapest fleet per GPU type, without and with speculation."""
+    """Monthly bill of the cheapest fleet per GPU type, without and with speculation (co-located and, compared,
+    disaggregated)."""
     fig = go.Figure()
     labels = [c.label for c in cmp.choices]
-    for name, pick, colour in ((tr("no speculation"), lambda c: c.no_speculation, "#7f7f7f"),
-                               (tr("with speculation (cheapest method)"), lambda c: c.speculation, "#2ca02c")):
+    for name, pick, colour in SERIES + (DISAGG_SERIES if cmp.disaggregated else ()):
         opts = [pick(c) for c in cmp.choices]
-        fig.add_bar(x=labels, y=[o.usd_per_month if o is not None else None for o in opts], name=name,
+        fig.add_bar(x=labels, y=[o.usd_per_month if o is not None else None for o in opts], name=tr(name),
                     marker_color=colour, customdata=[[o.description if o is not None else tr("no feasible fleet")]
                                                      for o in opts],
                     hovertemplate="%{x}<br>$%{y:,.0f}/month<br>%{customdata[0]}<extra></extra>")
@@ -72,6 +79,12 @@ def rows(cmp) -> list[dict]:
             "fleet without": _fleet(off, why),
             "with speculation": fmt_per_month(on.usd_per_month) if on else "-",
             "fleet with": _fleet(on, why)})
+        if cmp.disaggregated:
+            d_off, d_on = c.disaggregated_no_speculation, c.disaggregated_speculation
+            out[-1].update({
+                "disaggregated without": fmt_per_month(d_off.usd_per_month) if d_off else "-",
+                "disaggregated with": fmt_per_month(d_on.usd_per_month) if d_on else "-",
+                "disaggregated fleet with": _fleet(d_on, tr("none meets both SLOs"))})
     return out
 
 

@@ -127,11 +127,26 @@ def bill_rows(p: Plan) -> list[dict]:
         add("bill", f"{role}: fixed at the peak", cfg.usd_per_month_fixed, "$/month",
             f"{basis}; {cfg.gpu_hours_per_month_fixed:,.0f} GPU-hours/month")
         add("bill", f"{role}: peak GPUs", cfg.peak_gpus, "GPUs", basis)
+        add("latency", f"{role}: TPOT", cfg.tpot_ms, "ms", f"{basis}; SLO {p.request.tpot_slo_ms:g} ms")
+        add("latency", f"{role}: TTFT", cfg.ttft_ms, "ms", f"{basis}; SLO " + (
+            "none stated" if p.request.ttft_slo_ms is None else f"{p.request.ttft_slo_ms:g} ms"))
+        for q in cfg.pools:  # served disaggregated: each pool's share of the bill (planner.money.disagg)
+            pool = f"{role}: {q.role} pool"
+            add("bill", f"{pool}: {cfg.billing}", q.usd_per_month, "$/month", f"TP={q.tp}; peak {q.peak_gpus} GPUs")
+            add("bill", f"{pool}: autoscaled", q.usd_per_month_autoscaled, "$/month", f"TP={q.tp}")
+            add("bill", f"{pool}: fixed at the peak", q.usd_per_month_fixed, "$/month", f"TP={q.tp}")
         for h in cfg.hours:
             add(f"fleet by hour, {role}", f"hour {h.hour:02d}", h.gpus, "GPUs",
                 f"{basis}; {h.replicas} replicas, {h.requests_per_s:.4g} requests/s, batch {h.batch:.1f}, "
                 f"TPOT {h.tpot_ms:.1f} ms, prefill {h.prefill_share * 100:.0f} % of the time"
                 + ("" if h.feasible else "; misses the SLO"))
+            if cfg.k:  # the K the hour runs (planner.money.kday: the deployment's K per batch size at its batch)
+                add(f"K by hour, {role}", f"hour {h.hour:02d}", cfg.k if h.k is None else h.k, "draft tokens",
+                    f"{basis}; batch {h.batch:.1f}")
+    sched = (p.deploy or {}).get("speculative_config", {}).get("num_speculative_tokens_per_batch_size")
+    if sched:
+        add("deploy", "K per batch size", "; ".join(f"{a}-{b}: K={k}" for a, b, k in sched), "batch: K",
+            "num_speculative_tokens_per_batch_size, the schedule the fleet by hour bills")
     for cfg in f.configs if f is not None else ():
         add("bills by configuration", cfg.label, cfg.usd_per_month_autoscaled, "$/month autoscaled",
             f"fixed at the peak {cfg.usd_per_month_fixed:.2f} $/month; peak {cfg.peak_gpus} GPUs")
@@ -176,7 +191,8 @@ def hardware_rows(p: Plan) -> list[dict]:
                               f"({getattr(opt, 'dtype', '?')}), {getattr(opt, 'method_label', '?')}"
                               + (f" K={k}" if k else "") + f", peak {getattr(opt, 'peak_gpus', '?')} GPUs at "
                               f"${getattr(opt, 'usd_per_gpu_hour', math.nan):.2f}/GPU-hour, "
-                              f"{getattr(opt, 'billing', '')}"})
+                              f"{getattr(opt, 'billing', '')}"
+                              + ("" if getattr(opt, "serving", "colocated") == "colocated" else f"; {opt.short}")})
 
     for ch in getattr(hc, "choices", ()):
         label = getattr(ch, "label", getattr(ch, "hardware", "?"))
@@ -184,6 +200,11 @@ def hardware_rows(p: Plan) -> list[dict]:
                getattr(ch, "note", ""))
         option("hardware comparison", f"{label}: with speculation", getattr(ch, "speculation", None),
                getattr(ch, "note", ""))
+        if getattr(hc, "disaggregated", False):  # served disaggregated or best: the disaggregated fleets too
+            option("hardware comparison", f"{label}: disaggregated, no speculation",
+                   getattr(ch, "disaggregated_no_speculation", None), "none meets both SLOs")
+            option("hardware comparison", f"{label}: disaggregated, with speculation",
+                   getattr(ch, "disaggregated_speculation", None), "none meets both SLOs")
     option("hardware comparison", "cheapest", getattr(hc, "cheapest", None), getattr(hc, "note", ""))
     option("hardware comparison", "requested hardware", getattr(hc, "requested", None))
     return rows
@@ -232,7 +253,8 @@ def scenario_rows(p: Plan, levers: list[LeverStep], mc=None) -> list[dict]:
         rows.append({"section": section, "item": item, "value": value, "unit": unit, "basis": basis})
 
     req = p.request
-    for k in ("model", "hardware", "tp", "dtype", "tpot_slo_ms", "monthly_output_tokens", "current_method", "tuned"):
+    for k in ("model", "hardware", "tp", "dtype", "tpot_slo_ms", "ttft_slo_ms", "serving", "monthly_output_tokens",
+              "current_method", "tuned"):
         add("inputs", k, getattr(req, k), "", "entered")
     add("inputs", "usd_per_gpu_hour", p.usd_per_gpu_hour, "$/GPU-hour", "entered or list midpoint")
     for seg in p.segments:

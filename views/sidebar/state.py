@@ -146,7 +146,7 @@ def _params() -> dict[str, Param]:
         "profile": Param("", str, lambda v: v == "" or (len(v) == 64 and all(c in "0123456789abcdef" for c in v))),
         "fleet_shape": Param("flat", str, lambda v: v in SHAPES),
         # how the fleet is paid (planner.money.bill): every page's bills, savings and paybacks use it
-        "billing": Param("autoscaled", str, lambda v: v in BILLINGS),
+        "billing": Param(P.PlanRequest.billing, str, lambda v: v in BILLINGS),
         # the serving engine (planner.physics.engines): its own speculation overheads and deploy command
         "engine": Param("vllm", str, lambda v: v in ENGINES),
         "sens_tornado_unit": Param("bill", str, lambda v: v in ("bill", "cpm")),
@@ -371,7 +371,7 @@ def request(**changes) -> P.PlanRequest:
         usd_per_gpu_hour=_price.entered_price(),  # typed: entered, whatever its value
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
         costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)),
-        billing=ss.get("billing", "autoscaled"), engine=ss.get("engine", "vllm"),
+        billing=ss.get("billing", P.PlanRequest.billing), engine=ss.get("engine", P.PlanRequest.engine),
         prefix_cache_share=float(ss["prefix_pct"]) / 100.0 if ss.get("prefix_set") else None,
         prefix_cache_label="entered in the sidebar",
         temperature=float(ss.get("temperature", 0.0)), **acceptance_box.request_fields())

@@ -191,3 +191,27 @@ def test_per_op_roofline_sums_each_operation_maximum():
 def test_network_without_parameters_costs_nothing():
     t, _ = rf.step_time_s(null_net(), hwp(t_layer_s=1e-4), batch=8, tokens_per_seq=1, context_tokens=100)
     assert float(t) == 0.0
+
+
+def test_mla_block_cost_is_per_mla_layer_and_per_head_token_on_each_gpu():
+    hw = hwp(t_mla_layer_s=1e-4, t_mla_head_token_s=5e-9)
+    mla = net(mla_layers=61.0, mla_heads=128.0)
+    # 61 x (100 us + 32 tokens x 128 / 8 heads per GPU x 5 ns)
+    assert float(rf.mla_kernel_time_s(mla, hw, tokens_in_step=32, tp=8)) == pytest.approx(61 * (1e-4 + 32 * 16 * 5e-9))
+    assert float(rf.mla_kernel_time_s(net(), hw, tokens_in_step=32, tp=8)) == 0.0  # GQA: no MLA blocks
+    with_mla = rf.step_time_terms(mla, hw, batch=8, tokens_per_seq=4, context_tokens=1000, tp=8)
+    without = rf.step_time_terms(mla, hwp(), batch=8, tokens_per_seq=4, context_tokens=1000, tp=8)
+    assert float(with_mla.mla_s) == pytest.approx(61 * (1e-4 + 32 * 16 * 5e-9))
+    assert float(with_mla.total_s - without.total_s) == pytest.approx(float(with_mla.mla_s))
+
+
+def test_mla_models_and_their_mtp_module_carry_mla_blocks_gqa_heads_do_not(catalog):
+    from planner.physics.roofline import head_net
+
+    ds = catalog.models["deepseek-v3"]
+    assert float(target_net(ds, "fp8").mla_layers) == 61 and float(target_net(ds, "fp8").mla_heads) == 128
+    assert float(target_net(catalog.models["llama-3.1-8b"]).mla_layers) == 0
+    mtp = next(m for m in catalog.methods.values() if m.drafting == "native_module")
+    assert float(head_net(mtp, ds, "fp8").mla_layers) == mtp.draft_layers
+    eagle = next(m for m in catalog.methods.values() if m.drafting == "sequential_head")
+    assert float(head_net(eagle, ds, "fp8").mla_layers) == 0
