@@ -227,10 +227,11 @@ def serving_rows(p: Plan) -> list[dict]:
     rows = []
     for f in p.serving_options:
         head = shown.get(f.role)
-        rows.append({"fleet": "today" if f.role == "today" else "with the best method", "configuration": f.label,
-                     "serving": "co-located" if f.serving == "colocated" else "disaggregated",
+        rows.append({"fleet": tr("today") if f.role == "today" else tr("with the best method"),
+                     "configuration": tr_known(f.label),
+                     "serving": tr("co-located") if f.serving == "colocated" else tr("disaggregated"),
                      "peak GPUs": f.peak_gpus if f.feasible else None,
-                     f"$/month ({f.billing})": fmt_usd(f.usd_per_month) if f.feasible else "misses an SLO",
+                     f"$/month ({f.billing})": fmt_usd(f.usd_per_month) if f.feasible else tr("misses an SLO"),
                      "TPOT": _ms(f.tpot_ms), "TTFT": _ms(f.ttft_ms), "meets both SLOs": f.feasible,
                      "in the headline": head is not None and (head.serving, head.method, head.usd_per_month) == (
                          f.serving, f.method, f.usd_per_month)})
@@ -279,7 +280,8 @@ def render() -> None:
     st.plotly_chart(cpm_chart(p), key="plan_cpm_chart", width="stretch")
     st.caption(tr("Bars: the alpha range's midpoint; whiskers: the method's alpha range (low-high). Grey bars miss the "
                   "SLO. ") + tr(CONVENTION))
-    st.dataframe(method_rows(p), key="plan_table", hide_index=True)
+    rows = method_rows(p)
+    st.dataframe(rows, key="plan_table", hide_index=True, column_config=widgets.headers(rows))
     _fleet(p)
     _hardware.section(p)
     if p.deploy is not None:
@@ -351,10 +353,11 @@ def _fleet(p: Plan) -> None:
                "Mean TTFT over the day: {ttft}.", own=_own((today or best).hours_source), bill=bill, shares=shares, ttft=ttft))
     if split:
         st.markdown(tr("**Prefill and decode pools**"))
-        st.dataframe(pool_rows(p), key="plan_pool_table", hide_index=True)
+        st.dataframe(pool_rows(p), key="plan_pool_table", hide_index=True, column_config=widgets.headers(pool_rows(p)))
     if p.serving_options:
         st.markdown(tr("**Co-located or disaggregated: the fleets weighed**"))
-        st.dataframe(serving_rows(p), key="plan_serving_table", hide_index=True)
+        st.dataframe(serving_rows(p), key="plan_serving_table", hide_index=True,
+                     column_config=widgets.headers(serving_rows(p)))
     if f is None:
         return
     ttft_of = {b.method: b.ttft_ms for b in p.bills if math.isfinite(b.ttft_ms)}
@@ -365,7 +368,10 @@ def _fleet(p: Plan) -> None:
                        "$/month fixed at peak": fmt_usd(cfg.usd_per_month_fixed),
                        "mean TTFT, ms": round(ttft_of[cfg.method], 1) if cfg.method in ttft_of else None}
                       for cfg in f.configs],
-                     key="plan_fleet_table", hide_index=True)
+                     key="plan_fleet_table", hide_index=True,
+                     column_config=widgets.headers(columns=("configuration", "K", "peak GPUs",
+                                                            "GPU-hours/month (autoscaled)", "$/month autoscaled",
+                                                            "$/month fixed at peak", "mean TTFT, ms")))
 
 
 def method_rows(p: Plan) -> list[dict]:

@@ -81,7 +81,8 @@ def render() -> None:
             st.caption(n)
     widgets.glossary()
     with st.expander(tr("Assumptions (sources and dates)")):
-        st.dataframe([a.__dict__ for a in p.assumptions], key="report_assumptions", hide_index=True)
+        st.dataframe([a.__dict__ for a in p.assumptions], key="report_assumptions", hide_index=True,
+                     column_config=widgets.headers(columns=("what", "value", "source", "date")))
 
 
 if __name__ == "__main__":

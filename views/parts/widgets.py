@@ -21,6 +21,12 @@ def table(rows: list[dict], *, key: str, first: tuple[str, ...] = (), widths: di
                  column_config={c: st.column_config.Column(label=tr_known(c), width=px.get(c)) for c in cols})
 
 
+def headers(rows: list[dict] | None = None, *, columns: tuple[str, ...] = ()) -> dict:
+    """st.dataframe's column_config naming each column (a row key, English) in the reader's language (tr_known)."""
+    cols = list(dict.fromkeys([*columns, *(k for r in rows or [] for k in r)]))
+    return {c: st.column_config.Column(label=tr_known(c)) for c in cols}
+
+
 GLOSSARY = N_(
     "**alpha**: the probability that the target model accepts a drafted token (per token, at draft position 1; "
     "the seed article's ranges read that way). **tau** (acceptance length): tokens emitted per verifier step, "
