@@ -41,13 +41,13 @@ def waterfall_figure(steps: list[LeverStep], start_label: str, start_cpm: float,
     y = [start_cpm] + [s.usd_per_mtok_after - s.usd_per_mtok_before for s in steps] + [0]
     measure = ["absolute"] + ["relative"] * len(steps) + ["total"]
     text = [f"${start_cpm:.3f}"] + [
-        (f"{(s.usd_per_mtok_after - s.usd_per_mtok_before):+.3f}" if s.applied else "not applied")
+        (f"{(s.usd_per_mtok_after - s.usd_per_mtok_before):+.3f}" if s.applied else tr("not applied"))
         for s in steps] + [f"${steps[-1].usd_per_mtok_after:.3f}" if steps else ""]
     fig = go.Figure(go.Waterfall(x=x, y=y, measure=measure, text=text, textposition="outside",
                                  decreasing={"marker": {"color": "#2ca02c"}},
                                  increasing={"marker": {"color": "#d62728"}},
                                  totals={"marker": {"color": "#1f77b4"}}))
-    fig.update_layout(title=title, yaxis_title="$ per million output tokens", height=430, showlegend=False,
+    fig.update_layout(title=title, yaxis_title=tr("$ per million output tokens"), height=430, showlegend=False,
                       margin={"t": 50, "b": 120})
     return fig
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from i18n import tr
+from i18n import tr, tr_known
 from i18n.numbers import fmt_cpm, fmt_pct, fmt_usd
 from planner.answer import Plan
 from views.parts import widgets
@@ -55,14 +55,14 @@ def methods_figure(avail: list, ref: object | None) -> go.Figure:
     as a dotted line on the CPM axis."""
     fig = go.Figure()
     fig.add_bar(x=[m.label for m in avail], y=[m.output_tokens_per_s for m in avail],
-                name="tokens/s per replica", marker_color="#1f77b4", yaxis="y")
-    fig.add_scatter(x=[m.label for m in avail], y=[m.usd_per_mtok for m in avail], name="CPM $/Mtok",
+                name=tr("tokens/s per replica"), marker_color="#1f77b4", yaxis="y")
+    fig.add_scatter(x=[m.label for m in avail], y=[m.usd_per_mtok for m in avail], name=tr("CPM $/Mtok"),
                     mode="markers+lines", marker={"size": 12, "color": "#d62728"}, yaxis="y2")
     if ref is not None:
         fig.add_scatter(x=[m.label for m in avail], y=[ref.usd_per_mtok] * len(avail), mode="lines", yaxis="y2",
-                        name=f"today's CPM ({ref.label})", line={"dash": "dot", "color": "#7f7f7f"})
-    fig.update_layout(yaxis={"title": "decode tokens/s per replica", "rangemode": "tozero"},
-                      yaxis2={"title": "$ per million output tokens", "overlaying": "y", "side": "right",
+                        name=tr("today's CPM ({label})", label=tr_known(ref.label)), line={"dash": "dot", "color": "#7f7f7f"})
+    fig.update_layout(yaxis={"title": tr("decode tokens/s per replica"), "rangemode": "tozero"},
+                      yaxis2={"title": tr("$ per million output tokens"), "overlaying": "y", "side": "right",
                               "rangemode": "tozero"},
                       height=400, legend={"orientation": "h", "y": -0.2})
     return fig
@@ -101,7 +101,8 @@ def render() -> None:
                              "share of output tokens": f"{s.share * 100:.1f} %", "K": m.k, "batch": s.batch,
                              "alpha (pos. 1)": round(s.alpha_position_1, 3), "tau": round(s.acceptance_length, 3),
                              "CPM $/Mtok": round(s.usd_per_mtok, 4)} for m in avail for s in m.segments]
-                st.dataframe(seg_rows, key="methods_segments", hide_index=True)
+                st.dataframe(seg_rows, key="methods_segments", hide_index=True,
+                             column_config=widgets.headers(seg_rows))
 
 
 if __name__ == "__main__":
