@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from i18n import N_, tr, tr_known, using
+from i18n import N_, language, tr, tr_known, using
 from i18n.numbers import fmt_acceptance, fmt_months, fmt_per_month, fmt_share, fmt_tokens, fmt_usd, na
 from i18n.numbers import fmt_gpus as _gpus
 from planner.answer import Plan
@@ -298,6 +298,21 @@ def _scenario(p: Plan, catalog) -> str:
               dtype=req.dtype, price=fmt_usd(p.usd_per_gpu_hour, 2), slo=f"{req.tpot_slo_ms:g}", volume=volume)
 
 
+def knee_text(k) -> str:
+    """planner.checks.knee.knee_sentence in the reader's language ('' when the saving is steady within +-20 % of the
+    SLO), from the SloKnee's fields."""
+    if language() == "en" or not k.on_knee:
+        return knee_sentence(k)
+
+    def usd(v: float | None) -> str:
+        return tr("no saving computed") if v is None else _per_month(v)
+
+    return tr("This answer sits on a knee of the SLO: the saving is {saving} at {slo} ms TPOT, {low} at {low_slo} ms "
+              "and {high} at {high_slo} ms; state the SLO you really need before you act on it.",
+              saving=usd(k.saving_usd), slo=f"{k.slo_ms:g}", low=usd(k.low_saving_usd), low_slo=f"{k.low_slo_ms:g}",
+              high=usd(k.high_saving_usd), high_slo=f"{k.high_slo_ms:g}")
+
+
 def headline(p: Plan) -> str:
     """The decision in the reader's language, from the plan's fields (the planner's verdict is English): switch to the
     recommended method with the bills, saving, payback and probability, or stay with today and why not."""
@@ -343,7 +358,7 @@ def _board_report(p: Plan, catalog, *, generated: str, lang: str) -> BoardReport
     drivers, mid, mid_text = _drivers(p, catalog)
     hw, hw_note = _hardware(p)
     serving, serving_note = _serving(p)
-    knee = knee_sentence(slo_knee(p, catalog)) if p.economics.monthly_saving_usd is not None else ""
+    knee = knee_text(slo_knee(p, catalog)) if p.economics.monthly_saving_usd is not None else ""
     one = p.reference_fleet or p.best_fleet
     cur = catalog.methods[p.request.current_method].label if p.request.current_method != NO_SPEC else \
         tr("no speculation")

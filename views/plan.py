@@ -15,10 +15,10 @@ import i18n
 from i18n import N_, tr, tr_known
 from i18n.numbers import fmt_acceptance, fmt_cpm, fmt_months, fmt_pct, fmt_per_month, fmt_tokens, fmt_usd
 from planner.answer import OperatingPoint, Plan, SloKnee
-from planner.checks.knee import knee_sentence, slo_knee
+from planner.checks.knee import slo_knee
 from planner.decision.assumptions import CALIBRATED_PREFIX
 from planner.request import PlanRequest
-from report.board import headline
+from report.board import headline, knee_text
 from views.parts import hardware as _hardware
 from views.parts import widgets
 from views.parts.text import plain, plain_in, quoted
@@ -258,7 +258,7 @@ def render() -> None:
     else:  # the decision from the plan's fields in the reader's language, the planner's English sentence below it
         st.markdown(tr("**Recommendation:** {own}", own=plain(headline(p))))
         st.caption(tr("The planner, in English: {verdict}", verdict=_own(p.verdict)))
-    if p.economics.monthly_saving_usd is not None and (knee := knee_sentence(_knee(req))):
+    if p.economics.monthly_saving_usd is not None and (knee := knee_text(_knee(req))):
         st.warning(knee)
     if p.spend is not None:  # the volume line: how the spend became the volume (planner.money.spend.SpendVolume)
         st.caption(tr("Volume: {v} output tokens/month, "

@@ -79,3 +79,15 @@ def test_the_cli_writes_the_report_in_chinese(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "资金" in pdf_text(out.read_bytes())
+
+
+def test_the_knee_sentence_in_chinese_names_the_three_savings():
+    from planner.answer import SloKnee
+    from report.board import knee_text
+
+    k = SloKnee(slo_ms=30.0, saving_usd=29_000.0, low_slo_ms=24.0, low_saving_usd=None, high_slo_ms=36.0,
+                high_saving_usd=0.0, on_knee=True)
+    with i18n.using("zh-CN"):
+        text = knee_text(k)
+    assert text.startswith("这个结论处在 SLO 的拐点上") and "US$29,000/月" in text and "未计算节省" in text
+    assert "knee of the SLO" in knee_text(k)  # English: the planner's own sentence
