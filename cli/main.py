@@ -312,7 +312,7 @@ def cmd_report(args) -> Any:
     cat = _catalog(args)
     prof = _traffic(args, cat)
     p = plan(with_spend_and_hardware(_plan_request(args, cat, levers=not args.no_levers, prof=prof), args), cat)
-    r = board_report(p, cat, generated=dt.date.today().isoformat())
+    r = board_report(p, cat, generated=dt.date.today().isoformat(), lang=args.lang)
     data = board_pdf(r) if args.format == "pdf" else board_html(r).encode("utf-8")
     out = Path(args.out)
     try:
@@ -386,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="the board report (PDF or HTML) of the plan for the same flags as `plan`")
     rp.add_argument("--format", choices=["pdf", "html"], default="pdf", help="the report's format (default pdf)")
     rp.add_argument("--out", required=True, help="the file to write the report to")
+    rp.add_argument("--lang", choices=["en", "zh-CN"], default="en",
+                    help="the report's language (default en; zh-CN: Simplified Chinese, the planner's sentences stay "
+                         "English)")
     rp.set_defaults(func=cmd_report)
     for parser in (pl, rp):  # `report` takes the flags of `plan`
         flags.add_plan_command_flags(parser)

@@ -39,6 +39,7 @@ class PlanError(ValueError):
     def __init__(self, field_name: str, value: Any, allowed: str):
         self.field = field_name
         self.value = value
+        self.allowed = allowed  # the reader's language is the view's job (i18n.errors.error_text)
         super().__init__(f"{field_name}={value!r} is not allowed: {allowed}")
 
 

@@ -2,13 +2,19 @@
 computes no figure (the charts scale the record's numbers to millimetres).
 
 fpdf2's built-in Helvetica covers Latin-1 only (the PDF standard 14 fonts); the few other characters the plan's
-sentences use are written as their ASCII equivalents (`latin1`)."""
+sentences use are written as their ASCII equivalents (`latin1`). A report in Chinese embeds (a subset of) WenQuanYi
+Micro Hei, a TrueType collection with Latin and CJK glyphs (Debian's fonts-wqy-microhei, installed by ./dev setup;
+SPECPLAN_CJK_FONT names another font file), in place of Helvetica, and keeps every character."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from fpdf import FPDF
 from fpdf.fonts import FontFace
 
+from i18n import language, tr, using
 from report.board import BoardReport
 
 GREY, GREEN, RED, BLUE = (127, 127, 127), (44, 160, 44), (214, 39, 40), (31, 119, 180)
@@ -16,10 +22,26 @@ ASCII_FOR = {"\u2013": "-", "\u2014": "-", "\u2212": "-", "\u2026": "...", "\u20
              "\u201c": '"', "\u201d": '"', "\u2248": "~", "\u2265": ">=", "\u2264": "<=", "\u2192": "->",
              "\u03b1": "alpha", "\u03c4": "tau", "\u03c3": "sigma", "\u2060": "", "\u00a0": " ", "\u2009": " "}
 HEAD = FontFace(emphasis="BOLD", fill_color=(235, 235, 235))
+CJK_FONT_ENV = "SPECPLAN_CJK_FONT"
+CJK_FONTS = (Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),)  # Debian: fonts-wqy-microhei
+CJK = "cjk"  # the family name the Chinese font is registered under
+
+
+def cjk_font() -> Path:
+    """The font file a Chinese report embeds: $SPECPLAN_CJK_FONT, else WenQuanYi Micro Hei where Debian puts it."""
+    named = os.environ.get(CJK_FONT_ENV)
+    for path in ([Path(named)] if named else []) + list(CJK_FONTS):
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"{CJK_FONT_ENV}={named!r}: a report in Chinese needs a TrueType font with CJK glyphs: "
+                            "install Debian's fonts-wqy-microhei (./dev setup does) or name a .ttf/.ttc file")
 
 
 def latin1(text: str) -> str:
-    """`text` in the characters Helvetica has: the ones above as ASCII, any other as '?'."""
+    """`text` in the characters Helvetica has: the ones above as ASCII, any other as '?' (a report in Chinese keeps
+    every character: its font has them)."""
+    if language() != "en":
+        return str(text)
     return "".join(ASCII_FOR.get(c, c) for c in str(text)).encode("latin-1", "replace").decode("latin-1")
 
 
@@ -27,16 +49,28 @@ class _Pdf(FPDF):
     def __init__(self, r: BoardReport):
         super().__init__(format="A4")
         self._r = r
+        self._cjk = r.lang != "en"
+        if self._cjk:
+            path = cjk_font()
+            for style in ("", "B"):  # one weight: bold text is drawn in the regular face
+                self.add_font(CJK, style, str(path))
         self.set_margins(14, 12, 14)
         self.set_auto_page_break(True, margin=14)
         self.set_title(latin1(r.title))
         self.set_creator("specplan")
 
+    def set_font(self, family: str | None = None, style: str = "", size: float = 0) -> None:
+        """Helvetica, or the Chinese font in its place."""
+        if self._cjk and family is not None and family.lower() == "helvetica":
+            family = CJK
+        super().set_font(family, style, size)
+
     def footer(self) -> None:
         self.set_y(-10)
         self.set_font("Helvetica", size=7)
         self.set_text_color(*GREY)
-        self.cell(0, 4, latin1(f"{self._r.title}, {self._r.generated}. Page {self.page_no()}"), align="C")
+        self.cell(0, 4, latin1(tr("{title}, {date}. Page {page}", title=self._r.title, date=self._r.generated,
+                                  page=self.page_no())), align="C")
         self.set_text_color(0, 0, 0)
 
 
@@ -132,7 +166,7 @@ def _drivers_chart(pdf: FPDF, r: BoardReport) -> None:
     pdf.set_draw_color(50, 50, 50)
     pdf.line(mx, top, mx, top + row * len(r.drivers))
     pdf.set_xy(mx - 30, top + row * len(r.drivers))
-    pdf.cell(60, 4, latin1(f"middle {r.drivers_mid_text}"), align="C")
+    pdf.cell(60, 4, latin1(tr("middle {value}", value=r.drivers_mid_text)), align="C")
     pdf.set_xy(pdf.l_margin, top + height)
 
 
@@ -154,41 +188,49 @@ def _table(pdf: FPDF, header: tuple[str, ...] | None, rows: list[tuple[str, ...]
 
 
 def board_pdf(r: BoardReport) -> bytes:
-    """The report as PDF bytes."""
+    """The report as PDF bytes, labelled in the record's language."""
+    with using(r.lang):
+        return _board_pdf(r)
+
+
+def _board_pdf(r: BoardReport) -> bytes:
     pdf = _Pdf(r)
     pdf.add_page()
     pdf.set_font("Helvetica", "B", 15)
     pdf.cell(0, 8, latin1(r.title), new_x="LMARGIN", new_y="NEXT")
     _para(pdf, f"{r.generated}. {r.scenario}", size=8)
     _para(pdf, r.decision, size=10.5, style="B")
+    if r.decision_note:
+        _para(pdf, r.decision_note, size=7.5)
     if r.elsewhere:
         _para(pdf, r.elsewhere, size=9)
     if r.knee:
         _para(pdf, r.knee, size=9, style="B")
-    _heading(pdf, "The money")
+    _heading(pdf, tr("The money"))
     _table(pdf, None, [(f.label, f.value, f.note) for f in r.money], (40, 34, 108), size=8.5, bold_col=1)
-    _heading(pdf, "The fleet by hour: GPUs today and with the change")
+    _heading(pdf, tr("The fleet by hour: GPUs today and with the change"))
     _para(pdf, r.fleet_note, size=7.5)
     _hours_chart(pdf, r)
-    _heading(pdf, "What the probability depends on")
-    _para(pdf, r.drivers_note + " Red: the driver's low end; blue: its high end.", size=7.5)
+    _heading(pdf, tr("What the probability depends on"))
+    _para(pdf, r.drivers_note + tr(" Red: the driver's low end; blue: its high end."), size=7.5)
     _drivers_chart(pdf, r)
     if r.serving:
-        _heading(pdf, "Co-located or disaggregated")
+        _heading(pdf, tr("Co-located or disaggregated"))
         _para(pdf, r.serving_note, size=7.5)
-        _table(pdf, ("fleet", "serving", "bill", "latency"),
-               [(s.fleet + (" (the headline)" if s.picked else ""), s.serving, s.bill, s.latency) for s in r.serving],
+        _table(pdf, (tr("fleet"), tr("serving"), tr("bill"), tr("latency")),
+               [(s.fleet + (tr(" (the headline)") if s.picked else ""), s.serving, s.bill, s.latency)
+                for s in r.serving],
                (52, 62, 30, 38), size=7, highlight={i for i, s in enumerate(r.serving) if s.picked})
     if r.hardware:
-        _heading(pdf, "Which GPU type")
+        _heading(pdf, tr("Which GPU type"))
         _para(pdf, r.hardware_note, size=7.5)
-        _table(pdf, ("GPU", "price", "without speculation", "with speculation"),
-               [(h.gpu + (" (cheapest)" if h.cheapest else ""), h.price, h.without, h.with_speculation)
+        _table(pdf, ("GPU", tr("price"), tr("without speculation"), tr("with speculation")),
+               [(h.gpu + (tr(" (cheapest)") if h.cheapest else ""), h.price, h.without, h.with_speculation)
                 for h in r.hardware], (30, 42, 55, 55), size=7,
                highlight={i for i, h in enumerate(r.hardware) if h.cheapest})
-    _heading(pdf, "Assumptions")
+    _heading(pdf, tr("Assumptions"))
     _para(pdf, r.acceptance, size=7)
-    _table(pdf, ("assumption", "value", "source, date"),
+    _table(pdf, (tr("assumption"), tr("value"), tr("source, date")),
            [(a.what, a.value, f"{a.source}, {a.date}") for a in r.assumptions], (38, 82, 62), size=6.5)
     _para(pdf, r.appendix_note, size=7.5)
     return bytes(pdf.output())

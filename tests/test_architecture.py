@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names)
-PACKAGES = ("planner", "profiles", "calibration", "views", "cli", "report")
+PACKAGES = ("planner", "profiles", "calibration", "views", "cli", "report", "i18n")
 MAX_FILE_LINES = 600
 MAX_PLAN_LINES = 300  # planner/plan.py orchestrates; the formulas live in the files named after them
 
@@ -63,6 +63,14 @@ def test_torch_and_vllm_are_never_imported_at_module_level():
 def test_profiles_do_not_import_calibration_or_views():
     for f in _files("profiles"):
         assert not set(_imports(f, top_level_only=False)) & {"calibration", "views", "streamlit"}
+
+
+def test_the_translations_read_the_planner_and_no_page():
+    """i18n (the catalogues, tr, the reader's number formats) sits under views/ and report/: it reads the standard
+    library, PyYAML and the planner only."""
+    for f in _files("i18n"):
+        bad = set(_imports(f, top_level_only=False)) - (STDLIB | {"yaml", "planner", "i18n"})
+        assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}"
 
 
 # --- import cycles between files ------------------------------------------------------------------------------

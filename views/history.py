@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from calibration.storage.store import Store, StoreError, default_url
+from i18n import tr
 
 
 @st.cache_resource
@@ -35,38 +36,38 @@ def history_figure(rows: list[dict]) -> go.Figure:
         bad = [r for r in pts if r["regression"]]
         if bad:
             fig.add_scatter(x=[dt.datetime.fromtimestamp(r["created_at"], tz=dt.UTC) for r in bad],
-                            y=[r["acceptance_length"] for r in bad], mode="markers", name=f"{w}: regression",
+                            y=[r["acceptance_length"] for r in bad], mode="markers", name=tr("{workload}: regression", workload=w),
                             marker={"symbol": "x", "size": 14, "color": "red"})
-    fig.update_layout(xaxis_title="run time (UTC)", yaxis_title="acceptance length tau (95 % interval)",
+    fig.update_layout(xaxis_title=tr("run time (UTC)"), yaxis_title=tr("acceptance length tau (95 % interval)"),
                       height=420, margin={"t": 30})
     return fig
 
 
 def render() -> None:
-    st.title("Nightly acceptance history")
-    st.caption("Each point is one nightly run of `python -m calibration regress`: the mean acceptance length "
+    st.title(tr("Nightly acceptance history"))
+    st.caption(tr("Each point is one nightly run of `python -m calibration regress`: the mean acceptance length "
                "(tokens per verifier step, bonus token included) per workload with its 95 % interval. A red x "
-               "marks a regression: the recent level (median of the previous runs) lies above today's interval.")
+               "marks a regression: the recent level (median of the previous runs) lies above today's interval."))
     try:
         rows = store().history()
     except StoreError as e:
-        st.error(f"{e}. Check $SPECPLAN_STORE_URL; the CLI shows the same: `python -m calibration list history`.")
+        st.error(tr("{e}. Check $SPECPLAN_STORE_URL; the CLI shows the same: `python -m calibration list history`.", e=e))
         return
     if not rows:
-        st.info("No nightly history yet. Add `python -m calibration regress` to cron or CI; it appends here "
-                "and exits non-zero on a regression.")
+        st.info(tr("No nightly history yet. Add `python -m calibration regress` to cron or CI; it appends here "
+                "and exits non-zero on a regression."))
         return
     series = sorted({r["series"] for r in rows})
-    chosen = st.selectbox("Series (model / configuration)", series, key="hist_series")
+    chosen = st.selectbox(tr("Series (model / configuration)"), series, key="hist_series")
     sel = [r for r in rows if r["series"] == chosen]
     st.plotly_chart(history_figure(sel), key="hist_chart")
     n_bad = sum(r["regression"] for r in sel)
     if n_bad:
-        st.error(f"{n_bad} regression(s) in this series.")
+        st.error(tr("{n_bad} regression(s) in this series.", n_bad=n_bad))
         for r in sel:
             if r["regression"]:
                 st.write(r["message"])
-    with st.expander("All points", expanded=False):
+    with st.expander(tr("All points"), expanded=False):
         st.dataframe([{k: r[k] for k in ("workload", "run_id", "acceptance_length", "low", "high", "regression")}
                       for r in sel], key="hist_table", hide_index=True)
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from i18n import tr, tr_known
+from i18n.numbers import fmt_cpm, fmt_pct, fmt_usd
 from planner.answer import Plan
-from planner.formatting import fmt_cpm, fmt_pct, fmt_usd
 from views.parts import widgets
 from views.plan import CONVENTION
 from views.sidebar import state as S
@@ -54,53 +55,54 @@ def methods_figure(avail: list, ref: object | None) -> go.Figure:
     as a dotted line on the CPM axis."""
     fig = go.Figure()
     fig.add_bar(x=[m.label for m in avail], y=[m.output_tokens_per_s for m in avail],
-                name="tokens/s per replica", marker_color="#1f77b4", yaxis="y")
-    fig.add_scatter(x=[m.label for m in avail], y=[m.usd_per_mtok for m in avail], name="CPM $/Mtok",
+                name=tr("tokens/s per replica"), marker_color="#1f77b4", yaxis="y")
+    fig.add_scatter(x=[m.label for m in avail], y=[m.usd_per_mtok for m in avail], name=tr("CPM $/Mtok"),
                     mode="markers+lines", marker={"size": 12, "color": "#d62728"}, yaxis="y2")
     if ref is not None:
         fig.add_scatter(x=[m.label for m in avail], y=[ref.usd_per_mtok] * len(avail), mode="lines", yaxis="y2",
-                        name=f"today's CPM ({ref.label})", line={"dash": "dot", "color": "#7f7f7f"})
-    fig.update_layout(yaxis={"title": "decode tokens/s per replica", "rangemode": "tozero"},
-                      yaxis2={"title": "$ per million output tokens", "overlaying": "y", "side": "right",
+                        name=tr("today's CPM ({label})", label=tr_known(ref.label)), line={"dash": "dot", "color": "#7f7f7f"})
+    fig.update_layout(yaxis={"title": tr("decode tokens/s per replica"), "rangemode": "tozero"},
+                      yaxis2={"title": tr("$ per million output tokens"), "overlaying": "y", "side": "right",
                               "rangemode": "tozero"},
                       height=400, legend={"orientation": "h", "y": -0.2})
     return fig
 
 
 def render() -> None:
-    req = S.page_header("Methods side by side")
+    req = S.page_header(tr("Methods side by side"))
     if req is None:
         return
-    basis = st.radio("Alpha basis", ["default", "tuned"], key="methods_alpha", horizontal=True,
-                     format_func=lambda v: "default heads (seed's default range)" if v == "default"
-                     else "tuned heads (seed's tuned range)")
+    basis = st.radio(tr("Alpha basis"), ["default", "tuned"], key="methods_alpha", horizontal=True,
+                     format_func={"default": tr("default heads (seed's default range)"),
+                                  "tuned": tr("tuned heads (seed's tuned range)")}.get)
     p = S.plan(S.request(tuned=basis == "tuned"))
     ref = p.reference
     if ref is not None:
-        st.markdown(f"**Today ({ref.label}):** {fmt_cpm(ref.usd_per_mtok)} per million output tokens at its own "
-                    f"best batch ({ref.batch}) under the {req.tpot_slo_ms:g} ms TPOT SLO.")
+        st.markdown(tr("**Today ({label}):** {usd_per_mtok} per million output tokens at its own "
+                    "best batch ({batch}) under the {tpot_slo_ms} ms TPOT SLO.", label=ref.label, usd_per_mtok=fmt_cpm(ref.usd_per_mtok), batch=ref.batch, tpot_slo_ms=f"{req.tpot_slo_ms:g}"))
     else:
         st.warning(p.reference_note)
     for m in p.methods:
         if not m.available:
-            st.info(f"{m.label} is {m.reason}.")
+            st.info(tr("{label} is {reason}.", label=m.label, reason=m.reason))
     widgets.table(table_rows(p), key="methods_table", first=FIRST_COLUMNS, widths={"method": 170})
-    st.caption(CONVENTION + " Speedup (same batch): against no speculation at the same batch; CPM compares each method at "
-               "its own best batch (the honest comparison). "
-               + ("Numbers are blended over the traffic profile's workload and language mix, weighted by output "
-                  "tokens." if S.is_profile() else ""))
+    st.caption(tr(CONVENTION) + tr(" Speedup (same batch): against no speculation at the same batch; CPM compares each method at "
+                                   "its own best batch (the honest comparison). ")
+               + (tr("Numbers are blended over the traffic profile's workload and language mix, weighted by output "
+                     "tokens.") if S.is_profile() else ""))
     widgets.glossary()
     avail = [m for m in p.methods if m.available and m.fits_memory]
     if avail:
         fig = methods_figure(avail, ref)
         st.plotly_chart(fig, key="methods_chart", width="stretch")
         if S.is_profile():
-            with st.expander("Per workload and language"):
+            with st.expander(tr("Per workload and language")):
                 seg_rows = [{"method": m.label, "workload": s.workload, "language": s.language,
                              "share of output tokens": f"{s.share * 100:.1f} %", "K": m.k, "batch": s.batch,
                              "alpha (pos. 1)": round(s.alpha_position_1, 3), "tau": round(s.acceptance_length, 3),
                              "CPM $/Mtok": round(s.usd_per_mtok, 4)} for m in avail for s in m.segments]
-                st.dataframe(seg_rows, key="methods_segments", hide_index=True)
+                st.dataframe(seg_rows, key="methods_segments", hide_index=True,
+                             column_config=widgets.headers(seg_rows))
 
 
 if __name__ == "__main__":

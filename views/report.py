@@ -9,8 +9,10 @@ import datetime as dt
 
 import streamlit as st
 
+import i18n
+from i18n import tr
+from i18n.numbers import fmt_usd
 from planner import plan as P
-from planner.formatting import fmt_usd
 from report.board import BoardReport, appendix_json, board_report
 from report.board_html import board_html
 from report.board_pdf import board_pdf
@@ -22,15 +24,15 @@ from views.sidebar import state as S
 
 
 @st.cache_resource(max_entries=16, show_spinner=False, hash_funcs={P.PlanRequest: repr})
-def _documents(req: P.PlanRequest, day: str) -> tuple[BoardReport, bytes, str]:
+def _documents(req: P.PlanRequest, day: str, lang: str = "en") -> tuple[BoardReport, bytes, str]:
     """(the board report's record, its PDF, its HTML) for the plan of `req` (S.plan's, levers included), dated
-    `day`; cached as the plan is (the record is immutable, the documents are bytes and text)."""
-    r = board_report(S.plan(req, levers=True), S.catalog(), generated=day)
+    `day`, written in `lang`; cached as the plan is (the record is immutable, the documents are bytes and text)."""
+    r = board_report(S.plan(req, levers=True), S.catalog(), generated=day, lang=lang)
     return r, board_pdf(r), board_html(r)
 
 
 def render() -> None:
-    req = S.page_header("Report")
+    req = S.page_header(tr("Report"))
     if req is None:
         return
     cat = S.catalog()
@@ -39,9 +41,11 @@ def render() -> None:
     # the Monte Carlo takes the volume a stated spend buys, as the plan and the Sensitivity page do
     mc = S.monte_carlo(S.at_spend_volume(req), p.best.method, p.best.k) if p.best is not None else None
     day = dt.date.today().isoformat()
-    board, pdf_doc, html_doc = _documents(req, day)
+    board, pdf_doc, html_doc = _documents(req, day, i18n.language())
     # the planner's sentences as text: their dollar signs would otherwise open LaTeX (views.parts.text)
-    st.markdown(f"**Recommendation:** {plain(board.decision)}")
+    st.markdown(tr("**Recommendation:** {decision}", decision=plain(board.decision)))
+    if board.decision_note:
+        st.caption(plain(board.decision_note))
     if board.elsewhere:
         st.markdown(plain(board.elsewhere))
     if board.knee:
@@ -49,35 +53,36 @@ def render() -> None:
     st.markdown("\n".join(f"- {plain(f.label)}: **{plain(f.value)}**" + (f" ({plain(f.note)})" if f.note else "")
                            for f in board.money))
     if mc is not None:
-        st.markdown(f"**How sure:** {cat.methods[mc.method].label} (K={mc.k}) saves money in {mc.p_saves * 100:.0f} % "
-                    f"of {mc.samples} draws (monthly saving p5 {fmt_usd(mc.saving_p05)}, median "
-                    f"{fmt_usd(mc.saving_p50)}, p95 {fmt_usd(mc.saving_p95)}; the Sensitivity page's Monte Carlo).")
+        st.markdown(tr("**How sure:** {label} (K={k}) saves money in {v} % "
+                    "of {samples} draws (monthly saving p5 {saving_p05}, median "
+                    "{saving_p50}, p95 {saving_p95}; the Sensitivity page's Monte Carlo).", label=cat.methods[mc.method].label, k=mc.k, v=f"{mc.p_saves * 100:.0f}", samples=mc.samples, saving_p05=fmt_usd(mc.saving_p05), saving_p50=fmt_usd(mc.saving_p50), saving_p95=fmt_usd(mc.saving_p95)))
     csv_rows = rep.scenario_rows(p, list(p.levers), mc)
     c = st.columns(2) + st.columns(2)  # two rows of two: the labels whole at 1280 px
-    c[0].download_button("Download the board report (PDF)", pdf_doc, file_name=f"specplan-{day}.pdf",
+    c[0].download_button(tr("Download the board report (PDF)"), pdf_doc, file_name=f"specplan-{day}.pdf",
                          mime="application/pdf", key="report_pdf")
-    c[1].download_button("Download the board report (HTML)", html_doc.encode("utf-8"),
+    c[1].download_button(tr("Download the board report (HTML)"), html_doc.encode("utf-8"),
                          file_name=f"specplan-{day}.html", mime="text/html", key="report_html")
-    c[2].download_button("Download all numbers (CSV)", rep.to_csv(csv_rows).encode("utf-8"),
+    c[2].download_button(tr("Download all numbers (CSV)"), rep.to_csv(csv_rows).encode("utf-8"),
                          file_name=f"specplan-{day}.csv", mime="text/csv", key="report_csv")
-    c[3].download_button("Download the JSON appendix", appendix_json(p).encode("utf-8"),
+    c[3].download_button(tr("Download the JSON appendix"), appendix_json(p).encode("utf-8"),
                          file_name=f"specplan-{day}.json", mime="application/json", key="report_json")
-    st.caption("The board report: the decision, the bills, the fleet by hour, what the probability depends on, "
-               + ("the GPU types compared, " if board.hardware else "")
-               + "and the assumptions with sources and dates, on one to three A4 pages. The CSV "
-               f"({len(csv_rows)} rows) and the JSON appendix hold every number behind it; CSV cells starting with "
-               "= + - @ (or tab / CR / LF) are prefixed with a single quote so spreadsheets do not run them as "
-               "formulas, and cells holding a line break, quote or comma are quoted.")
+    st.caption(tr("The board report: the decision, the bills, the fleet by hour, what the probability depends on, ")
+               + (tr("the GPU types compared, ") if board.hardware else "")
+               + tr("and the assumptions with sources and dates, on one to three A4 pages. The CSV "
+                    "({n} rows) and the JSON appendix hold every number behind it; CSV cells starting with "
+                    "= + - @ (or tab / CR / LF) are prefixed with a single quote so spreadsheets do not run them as "
+                    "formulas, and cells holding a line break, quote or comma are quoted.", n=len(csv_rows)))
     if p.deploy is not None:
-        title = ("Deployment command for the recommended method" if p.recommendation is not None
-                 else f"Deployment command for the cheapest method ({p.best.label}; not recommended here)")
+        title = (tr("Deployment command for the recommended method") if p.recommendation is not None
+                 else tr("Deployment command for the cheapest method ({label}; not recommended here)", label=p.best.label))
         st.subheader(title)
         st.code(p.deploy["command"], language="bash")
         for n in p.deploy["notes"]:
             st.caption(n)
     widgets.glossary()
-    with st.expander("Assumptions (sources and dates)"):
-        st.dataframe([a.__dict__ for a in p.assumptions], key="report_assumptions", hide_index=True)
+    with st.expander(tr("Assumptions (sources and dates)")):
+        st.dataframe([a.__dict__ for a in p.assumptions], key="report_assumptions", hide_index=True,
+                     column_config=widgets.headers(columns=("what", "value", "source", "date")))
 
 
 if __name__ == "__main__":

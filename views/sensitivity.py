@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from planner.formatting import fmt_pct, fmt_usd
+from i18n import tr, tr_known
+from i18n.numbers import fmt_pct, fmt_usd
 from planner.price import gpu_price
 from planner.request import NO_SPEC
 from planner.search import batch_sweeps as sweeps
@@ -64,15 +65,15 @@ def _plan_risk(req, key: str, samples: int, seed: int, _reference, _best):
 
 
 def sweep_figure(sw: sweeps.BatchSweep, label: str, slo_ms: float) -> go.Figure:
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Speedup vs no speculation (same batch)",
-                                                        "CPM, $ per million output tokens"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("Speedup vs no speculation (same batch)"),
+                                                        tr("CPM, $ per million output tokens")))
     b = sw.batch
     fits = sw.fits_memory
-    fig.add_scatter(x=b[fits], y=sw.speedup[fits], mode="lines+markers", name=f"{label} speedup (best K)",
+    fig.add_scatter(x=b[fits], y=sw.speedup[fits], mode="lines+markers", name=tr("{label} speedup (best K)", label=label),
                     row=1, col=1)
     fig.add_hline(y=1.0, line_dash="dot", row=1, col=1)
     fig.add_scatter(x=b[fits], y=sw.usd_per_mtok[fits], mode="lines+markers", name=f"{label} CPM", row=1, col=2)
-    fig.add_scatter(x=b[fits], y=sw.baseline_usd_per_mtok[fits], mode="lines+markers", name="no speculation CPM",
+    fig.add_scatter(x=b[fits], y=sw.baseline_usd_per_mtok[fits], mode="lines+markers", name=tr("no speculation CPM"),
                     line={"dash": "dash"}, row=1, col=2)
     slow = b[fits & (sw.tpot_ms > slo_ms)]
     if slow.size:
@@ -82,15 +83,15 @@ def sweep_figure(sw: sweeps.BatchSweep, label: str, slo_ms: float) -> go.Figure:
     if sw.crossover_batch is not None:
         for col in (1, 2):
             fig.add_vline(x=sw.crossover_batch, line_color="#d62728", row=1, col=col)
-        fig.add_annotation(x=np.log10(sw.crossover_batch), y=1.0, text=f"crossover ~{sw.crossover_batch:.0f}",
+        fig.add_annotation(x=np.log10(sw.crossover_batch), y=1.0, text=tr("crossover ~{batch}", batch=f"{sw.crossover_batch:.0f}"),
                            row=1, col=1, showarrow=True)
-    fig.update_xaxes(type="log", title="batch (sequences per replica)")
+    fig.update_xaxes(type="log", title=tr("batch (sequences per replica)"))
     fig.update_layout(height=420, legend={"orientation": "h", "y": -0.25})
     return fig
 
 
 def render() -> None:
-    req = S.page_header("Sensitivity")
+    req = S.page_header(tr("Sensitivity"))
     if req is None:
         return
     req = S.at_spend_volume(req)  # the tornado and the Monte Carlo take the volume a stated spend buys
@@ -98,41 +99,42 @@ def render() -> None:
     p = S.plan(req)
     avail = [m.method for m in p.methods if m.available]
     if not avail:
-        st.warning("No speculative-decoding method is available for this model.")
+        st.warning(tr("No speculative-decoding method is available for this model."))
         return
     auto = p.best.method if p.best is not None else avail[0]
     options = ["auto"] + avail
     if st.session_state.get("sens_method") not in options:
         st.session_state["sens_method"] = "auto"
-    st.selectbox("Method", options, key="sens_method",
-                 format_func=lambda n: f"best method ({cat.methods[auto].label})" if n == "auto"
-                 else cat.methods[n].label)
+    st.selectbox(tr("Method"), options, key="sens_method",
+                 format_func={"auto": tr("best method ({label})", label=cat.methods[auto].label),
+                              **{n: cat.methods[n].label for n in avail}}.get)
     method = auto if st.session_state["sens_method"] == "auto" else st.session_state["sens_method"]
     label = cat.methods[method].label
     pt = p.method(method)
 
     widgets.glossary()
-    st.subheader("Speedup and CPM over batch size")
+    st.subheader(tr("Speedup and CPM over batch size"))
     sw = S.batch_sweep(req, method)
     seg = sw.segment
-    seg_note = (f"the largest traffic segment ({cat.workloads[seg.workload].label}, {cat.languages[seg.language].label}, "
-                f"{seg.share * 100:.0f} % of output tokens)" if S.is_profile()
+    seg_note = (tr("the largest traffic segment ({workload}, {language}, {share} % of output tokens)",
+                   workload=cat.workloads[seg.workload].label, language=cat.languages[seg.language].label,
+                   share=f"{seg.share * 100:.0f}") if S.is_profile()
                 else f"{cat.workloads[seg.workload].label}, {cat.languages[seg.language].label}")
     st.plotly_chart(sweep_figure(sw, label, req.tpot_slo_ms), key="sens_batch_chart", width="stretch")
     if sw.crossover_batch is not None:
-        st.markdown(f"**Crossover: speculation stops paying at batch ~{sw.crossover_batch:.0f}** "
-                    f"({label} at its best K per batch vs no speculation at the same batch; {seg_note}).")
+        st.markdown(tr("**Crossover: speculation stops paying at batch ~{crossover_batch}** "
+                    "({label} at its best K per batch vs no speculation at the same batch; {seg_note}).", crossover_batch=f"{sw.crossover_batch:.0f}", label=label, seg_note=seg_note))
     elif sw.fits_memory.any():
-        st.markdown(f"**No crossover up to batch {int(sw.batch[sw.fits_memory].max())}**: {label} still cuts CPM at "
-                    f"every batch that fits in memory ({seg_note}).")
-    st.caption(f"At the plan's operating point (batch {pt.batch}) the verifier is {pt.verifier_bound}-bound: "
+        st.markdown(tr("**No crossover up to batch {max}**: {label} still cuts CPM at "
+                    "every batch that fits in memory ({seg_note}).", max=int(sw.batch[sw.fits_memory].max()), label=label, seg_note=seg_note))
+    st.caption(tr("At the plan's operating point (batch {batch}) the verifier is {verifier_bound}-bound: "
                "memory-bound means the step time is set by reading the weights, so extra draft tokens are nearly "
                "free; compute-bound means they cost arithmetic time. "
-               f"Grey: batches whose TPOT misses the {req.tpot_slo_ms:g} ms SLO. Batches beyond "
-               f"{sw.max_batch:.0f} sequences do not fit in memory and are not drawn.")
+               "Grey: batches whose TPOT misses the {tpot_slo_ms} ms SLO. Batches beyond "
+               "{max_batch} sequences do not fit in memory and are not drawn.", batch=pt.batch, verifier_bound=pt.verifier_bound, tpot_slo_ms=f"{req.tpot_slo_ms:g}", max_batch=f"{sw.max_batch:.0f}"))
 
     if cat.methods[method].tree:
-        st.subheader("Tree or chain: where the tree's extra verify tokens stop paying")
+        st.subheader(tr("Tree or chain: where the tree's extra verify tokens stop paying"))
         tvc = _tree_vs_chain(req, method)
         fig = go.Figure()
         ok = tvc.fits_memory
@@ -140,100 +142,103 @@ def render() -> None:
         fig.add_scatter(x=tvc.batch[ok], y=tvc.tree_usd_per_mtok[ok], mode="lines+markers", name=f"{label}, {tvc.tree_label}")
         if tvc.crossover_batch is not None:
             fig.add_vline(x=tvc.crossover_batch, line_color="#d62728")
-        fig.update_xaxes(type="log", title="batch (sequences per replica)")
-        fig.update_layout(yaxis_title="$ per million output tokens", height=360, legend={"orientation": "h", "y": -0.3})
+        fig.update_xaxes(type="log", title=tr("batch (sequences per replica)"))
+        fig.update_layout(yaxis_title=tr("$ per million output tokens"), height=360, legend={"orientation": "h", "y": -0.3})
         st.plotly_chart(fig, key="sens_tree_chart", width="stretch")
-        st.markdown(f"**The tree beats the chain up to batch ~{tvc.crossover_batch:.0f}**, then its extra verify tokens "
-                    "cost more than they return." if tvc.crossover_batch is not None else
-                    "**No crossover in this range**: the tree stays ahead of the chain at every batch that fits.")
-        st.caption("A token tree verifies many candidate tokens per sequence: nearly free while reading the weights "
+        st.markdown(tr("**The tree beats the chain up to batch ~{batch}**, then its extra verify tokens cost more than "
+                       "they return.", batch=f"{tvc.crossover_batch:.0f}") if tvc.crossover_batch is not None else
+                    tr("**No crossover in this range**: the tree stays ahead of the chain at every batch that fits."))
+        st.caption(tr("A token tree verifies many candidate tokens per sequence: nearly free while reading the weights "
                    "sets the step time (memory-bound), a real cost once arithmetic does (compute-bound). State your "
-                   "own tree with `python -m planner ... --tree FILE` or SGLang's three flags.")
+                   "own tree with `python -m planner ... --tree FILE` or SGLang's three flags."))
 
-    st.subheader("Speedup over alpha x K")
-    st.number_input("Batch for the heatmap", min_value=1, max_value=4096, step=1, key="sens_batch")
+    st.subheader(tr("Speedup over alpha x K"))
+    st.number_input(tr("Batch for the heatmap"), min_value=1, max_value=4096, step=1, key="sens_batch")
     heat = _heat(req, method, int(st.session_state["sens_batch"]))
     fig = go.Figure(go.Heatmap(z=heat["speedup"], x=[str(k) for k in heat["ks"]], y=[f"{a:.2f}" for a in heat["alphas"]],
                                colorscale="RdYlGn", zmid=1.0, colorbar={"title": "speedup"},
                                text=np.round(heat["speedup"], 2), texttemplate="%{text}"))
-    fig.update_layout(xaxis_title="K (draft tokens per step)", yaxis_title="alpha (per-token, position 1)",
+    fig.update_layout(xaxis_title=tr("K (draft tokens per step)"), yaxis_title=tr("alpha (per-token, position 1)"),
                       height=460)
     st.plotly_chart(fig, key="sens_heatmap", width="stretch")
-    st.caption(f"{label} at batch {int(st.session_state['sens_batch'])}; the method's position decay applies "
-               f"after position 1. Your alpha now: {heat['alpha_now']:.2f} (per-token, position 1). Speedup = TPOT "
-               "without speculation / TPOT with it, at the same batch.")
+    st.caption(tr("{label} at batch {sens_batch}; the method's position decay applies "
+               "after position 1. Your alpha now: {alpha_now} (per-token, position 1). Speedup = TPOT "
+               "without speculation / TPOT with it, at the same batch.", label=label, sens_batch=int(st.session_state['sens_batch']), alpha_now=f"{heat['alpha_now']:.2f}"))
 
-    st.subheader("Tornado: what moves the saving")
+    st.subheader(tr("Tornado: what moves the saving"))
     tor = _tornado(req, method)
-    unit = st.radio("Measure", ["bill", "cpm"], key="sens_tornado_unit", horizontal=True,
-                    format_func=lambda v: "monthly bill saving, $/month" if v == "bill"
-                    else "CPM change at full load, %")
+    unit = st.radio(tr("Measure"), ["bill", "cpm"], key="sens_tornado_unit", horizontal=True,
+                    format_func={"bill": tr("monthly bill saving, $/month"),
+                                 "cpm": tr("CPM change at full load, %")}.get)
     shift = today_offset_usd(p)  # 0 unless the Plan's today runs elsewhere (plain TP, another TP)
-    today_name = p.reference.label if shift else "no speculation"
+    today_name = p.reference.label if shift else tr("no speculation")
     if unit == "bill":  # the money number: today's fleet bill - the method's fleet bill (planner.money.bill)
         mid, lows, highs = (tor[0].mid_saving_usd - shift, [d.low_saving_usd - shift for d in tor],
                             [d.high_saving_usd - shift for d in tor])
-        xlab, mid_text = f"{label}: monthly saving vs {today_name}, $/month ({req.billing} fleet)", fmt_usd(mid)
-        side = "Right of 0: speculation saves"
+        xlab, mid_text = tr("{label}: monthly saving vs {today}, $/month ({billing} fleet)", label=label,
+                            today=today_name, billing=tr_known(req.billing)), fmt_usd(mid)
+        side = tr("Right of 0: speculation saves")
     else:
         mid, lows, highs = (tor[0].mid_cpm_change_pct, [d.low_cpm_change_pct for d in tor],
                             [d.high_cpm_change_pct for d in tor])
-        xlab, mid_text = f"{label}: CPM change vs no speculation, %", fmt_pct(mid)
-        side = "Left of 0: speculation saves"
+        xlab, mid_text = tr("{label}: CPM change vs no speculation, %", label=label), fmt_pct(mid)
+        side = tr("Left of 0: speculation saves")
     fig = go.Figure()
     ylab = [f"{d.driver} ({d.range})" for d in tor]
     fig.add_bar(y=ylab, x=[lo - mid for lo in lows], base=mid, orientation="h",
-                name="driver at its low end", marker_color="#1f77b4")
+                name=tr("driver at its low end"), marker_color="#1f77b4")
     fig.add_bar(y=ylab, x=[hi - mid for hi in highs], base=mid, orientation="h",
-                name="driver at its high end", marker_color="#ff7f0e")
+                name=tr("driver at its high end"), marker_color="#ff7f0e")
     fig.add_vline(x=0, line_dash="dot")
     fig.update_layout(barmode="overlay", xaxis_title=xlab, height=420, legend={"orientation": "h", "y": -0.25})
     st.plotly_chart(fig, key="sens_tornado", width="stretch")
-    st.caption(f"{label} against no speculation, both at their own best batch under the SLO, re-evaluated with one "
-               f"driver at its low and high end ({mid_text} with every driver at its middle). {side}. Ranges: "
-               f"{sens.UNCERTAINTY_SOURCE}." + (
-                   f" The Plan's today is {p.reference.label}, which costs {fmt_usd(shift)}/month less than no "
-                   f"speculation on this configuration: the bill savings are measured from that today (each bar less "
-                   f"that difference at the middle); the CPM changes stay against no speculation here."
+    st.caption(tr("{label} against no speculation, both at their own best batch under the SLO, re-evaluated with one "
+                  "driver at its low and high end ({mid} with every driver at its middle). {side}. Ranges: {ranges}.",
+                  label=label, mid=mid_text, side=side, ranges=sens.UNCERTAINTY_SOURCE) + (
+                   tr(" The Plan's today is {today}, which costs {shift}/month less than no speculation on this "
+                      "configuration: the bill savings are measured from that today (each bar less that difference at "
+                      "the middle); the CPM changes stay against no speculation here.", today=p.reference.label,
+                      shift=fmt_usd(shift))
                    if shift else ""))
 
-    st.subheader("Monte Carlo over acceptance, price, step time and speculation overheads")
+    st.subheader(tr("Monte Carlo over acceptance, price, step time and speculation overheads"))
     c = st.columns(4)
-    c[0].number_input("Samples", min_value=50, max_value=5000, step=50, key="mc_samples")
-    c[1].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="mc_seed")
-    c[2].checkbox("Sample $/GPU-hour within the list range", key="mc_price")
-    c[3].checkbox("Sample step time and speculation overheads from their fits", key="mc_hw")
+    c[0].number_input(tr("Samples"), min_value=50, max_value=5000, step=50, key="mc_samples")
+    c[1].number_input(tr("Seed"), min_value=0, max_value=2**31 - 1, step=1, key="mc_seed")
+    c[2].checkbox(tr("Sample $/GPU-hour within the list range"), key="mc_price")
+    c[3].checkbox(tr("Sample step time and speculation overheads from their fits"), key="mc_hw")
     if not pt.feasible:
-        st.info(f"{label} {pt.reason}: no Monte Carlo.")
+        st.info(tr("{label} {reason}: no Monte Carlo.", label=label, reason=pt.reason))
         return
     if today_elsewhere(p) and method != p.reference.method:
         _plan_today_risk(p, req, pt, label)
         return
     mc = S.monte_carlo(req, method, pt.k)
     st.markdown(
-        f"**{label} (K={mc.k}): monthly saving p5 {fmt_usd(mc.saving_p05)}, median {fmt_usd(mc.saving_p50)}, "
-        f"p95 {fmt_usd(mc.saving_p95)}; saves money in {mc.p_saves * 100:.0f} % and pays back within "
-        f"{mc.horizon_months} months in {mc.p_payback_within_horizon * 100:.0f} % of {mc.samples} samples** "
-        f"(seed {mc.seed}).")
+        tr("**{label} (K={k}): monthly saving p5 {saving_p05}, median {saving_p50}, "
+        "p95 {saving_p95}; saves money in {v} % and pays back within "
+        "{horizon_months} months in {v2} % of {samples} samples** "
+        "(seed {seed}).", label=label, k=mc.k, saving_p05=fmt_usd(mc.saving_p05), saving_p50=fmt_usd(mc.saving_p50), saving_p95=fmt_usd(mc.saving_p95), v=f"{mc.p_saves * 100:.0f}", horizon_months=mc.horizon_months, v2=f"{mc.p_payback_within_horizon * 100:.0f}", samples=mc.samples, seed=mc.seed))
     fig = go.Figure()
     fig.add_scatter(x=mc.months, y=mc.cumulative_p95, line={"width": 0}, showlegend=False)
     fig.add_scatter(x=mc.months, y=mc.cumulative_p05, fill="tonexty", line={"width": 0},
                     name="p5-p95", fillcolor="rgba(31,119,180,0.25)")
-    fig.add_scatter(x=mc.months, y=mc.cumulative_p50, name="median", line={"color": "#1f77b4"})
+    fig.add_scatter(x=mc.months, y=mc.cumulative_p50, name=tr("median"), line={"color": "#1f77b4"})
     fig.add_hline(y=0, line_dash="dot")
-    fig.update_layout(xaxis_title="months after switching", yaxis_title="cumulative net saving, $", height=380)
+    fig.update_layout(xaxis_title=tr("months after switching"), yaxis_title=tr("cumulative net saving, $"), height=380)
     st.plotly_chart(fig, key="sens_mc_band", width="stretch")
     fig = go.Figure()
     fig.add_histogram(x=mc.cpm_change_pct[np.isfinite(mc.cpm_change_pct)], nbinsx=40, marker_color="#1f77b4")
     fig.add_vline(x=0, line_dash="dot")
-    fig.update_layout(xaxis_title=f"{label}: CPM change vs no speculation, %", yaxis_title="samples", height=320)
+    fig.update_layout(xaxis_title=tr("{label}: CPM change vs no speculation, %", label=label), yaxis_title=tr("samples"),
+                      height=320)
     st.plotly_chart(fig, key="sens_mc_hist", width="stretch")
     price = gpu_price(S.catalog().hardware[req.hardware], req.usd_per_gpu_hour)
-    price_text = ("drawn from the list range" if mc.price_drawn else
-                  f"the entered ${price.usd_per_gpu_hour:.2f}, never drawn over" if price.entered else
-                  f"the list midpoint ${price.usd_per_gpu_hour:.2f} (tick the box above to draw it)")
-    st.caption(f"Draws: {mc.source}. Today's configuration and {label} at K={mc.k} are both re-evaluated at their own "
-               f"best batch in every draw; the one-time cost is uniform within its range. $/GPU-hour: {price_text}.")
+    price_text = (tr("drawn from the list range") if mc.price_drawn else
+                  tr("the entered {price}, never drawn over", price=fmt_usd(price.usd_per_gpu_hour, 2)) if price.entered else
+                  tr("the list midpoint {price} (tick the box above to draw it)", price=fmt_usd(price.usd_per_gpu_hour, 2)))
+    st.caption(tr("Draws: {source}. Today's configuration and {label} at K={k} are both re-evaluated at their own "
+               "best batch in every draw; the one-time cost is uniform within its range. $/GPU-hour: {price_text}.", source=mc.source, label=label, k=mc.k, price_text=price_text))
 
 
 def _plan_today_risk(p, req, pt, label: str) -> None:
@@ -242,24 +247,24 @@ def _plan_today_risk(p, req, pt, label: str) -> None:
     n, seed = int(st.session_state["mc_samples"]), int(st.session_state["mc_seed"])
     risk = _plan_risk(req, repr((p.reference, pt)), n, seed, p.reference, pt)
     if risk is None:
-        st.info(f"{label} is today's configuration: nothing to switch.")
+        st.info(tr("{label} is today's configuration: nothing to switch.", label=label))
         return
     sv = risk.saving_usd
     st.markdown(
-        f"**{label} (K={pt.k}) against the Plan's today, {p.reference.label}: monthly saving p5 "
-        f"{fmt_usd(risk.saving_p05_usd)}, median {fmt_usd(float(np.percentile(sv, 50)))}, p95 "
-        f"{fmt_usd(risk.saving_p95_usd)}; saves money in {risk.p_saving_positive * 100:.0f} % and pays back within "
-        f"{p.costs.horizon_months} months in {risk.p_payback_within_horizon * 100:.0f} % of {sv.size} samples** "
-        f"(seed {seed}).")
+        tr("**{label} (K={k}) against the Plan's today, {label2}: monthly saving p5 "
+        "{saving_p05_usd}, median {percentile}, p95 "
+        "{saving_p95_usd}; saves money in {v} % and pays back within "
+        "{horizon_months} months in {v2} % of {size} samples** "
+        "(seed {seed}).", label=label, k=pt.k, label2=p.reference.label, saving_p05_usd=fmt_usd(risk.saving_p05_usd), percentile=fmt_usd(float(np.percentile(sv, 50))), saving_p95_usd=fmt_usd(risk.saving_p95_usd), v=f"{risk.p_saving_positive * 100:.0f}", horizon_months=p.costs.horizon_months, v2=f"{risk.p_payback_within_horizon * 100:.0f}", size=sv.size, seed=seed))
     fig = go.Figure()
     fig.add_histogram(x=sv[np.isfinite(sv)], nbinsx=40, marker_color="#1f77b4")
     fig.add_vline(x=0, line_dash="dot")
     fig.update_layout(xaxis_title=f"{label}: monthly saving vs {p.reference.label}, $/month ({req.billing} fleet)",
                       yaxis_title="samples", height=320)
     st.plotly_chart(fig, key="sens_mc_hist", width="stretch")
-    st.caption(f"The Plan's today runs {p.reference.label}, not this page's configuration: both fleets are drawn each "
+    st.caption(tr("The Plan's today runs {label}, not this page's configuration: both fleets are drawn each "
                "in its own context from the same seeded samples (acceptance, step time, speculation overheads), the "
-               "numbers the Plan's probability comes from. The samples and seed above apply.")
+               "numbers the Plan's probability comes from. The samples and seed above apply.", label=p.reference.label))
 
 
 if __name__ == "__main__":

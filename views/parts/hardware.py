@@ -11,8 +11,9 @@ import dataclasses
 import plotly.graph_objects as go
 import streamlit as st
 
+from i18n import N_, tr, tr_known
+from i18n.numbers import fmt_per_month, fmt_usd
 from planner.answer import Plan
-from planner.formatting import fmt_usd
 from planner.request import PlanRequest
 from views.parts import widgets
 from views.sidebar import price as _price
@@ -37,11 +38,11 @@ def with_comparison(req: PlanRequest) -> PlanRequest:
                                compare_other_formats=bool(ss.get(OTHER_FORMATS, False)))
 
 
-SERIES = (("no speculation", lambda c: c.no_speculation, "#7f7f7f"),
-          ("with speculation (cheapest method)", lambda c: c.speculation, "#2ca02c"))
+SERIES = ((N_("no speculation"), lambda c: c.no_speculation, "#7f7f7f"),
+          (N_("with speculation (cheapest method)"), lambda c: c.speculation, "#2ca02c"))
 # where the request's serving is disaggregated or best (planner.decision.hardware_choice): two more bars per GPU type
-DISAGG_SERIES = (("disaggregated, no speculation", lambda c: c.disaggregated_no_speculation, "#c7c7c7"),
-                 ("disaggregated, with speculation", lambda c: c.disaggregated_speculation, "#98df8a"))
+DISAGG_SERIES = ((N_("disaggregated, no speculation"), lambda c: c.disaggregated_no_speculation, "#c7c7c7"),
+                 (N_("disaggregated, with speculation"), lambda c: c.disaggregated_speculation, "#98df8a"))
 
 
 def chart(cmp) -> go.Figure:
@@ -51,11 +52,11 @@ def chart(cmp) -> go.Figure:
     labels = [c.label for c in cmp.choices]
     for name, pick, colour in SERIES + (DISAGG_SERIES if cmp.disaggregated else ()):
         opts = [pick(c) for c in cmp.choices]
-        fig.add_bar(x=labels, y=[o.usd_per_month if o is not None else None for o in opts], name=name,
-                    marker_color=colour, customdata=[[o.description if o is not None else "no feasible fleet"]
+        fig.add_bar(x=labels, y=[o.usd_per_month if o is not None else None for o in opts], name=tr(name),
+                    marker_color=colour, customdata=[[o.description if o is not None else tr("no feasible fleet")]
                                                      for o in opts],
                     hovertemplate="%{x}<br>$%{y:,.0f}/month<br>%{customdata[0]}<extra></extra>")
-    fig.update_layout(barmode="group", yaxis_title=f"$ per month ({cmp.billing} fleet)", height=380,
+    fig.update_layout(barmode="group", yaxis_title=tr("$ per month ({billing} fleet)", billing=tr_known(cmp.billing)), height=380,
                       margin={"t": 30, "b": 40}, legend={"orientation": "h", "y": -0.2})
     return fig
 
@@ -70,51 +71,51 @@ def rows(cmp) -> list[dict]:
     out = []
     for c in cmp.choices:
         off, on = c.no_speculation, c.speculation
-        why = c.note or "none meets the SLO"
+        why = c.note or tr("none meets the SLO")
         out.append({
             "GPU": c.label, "$/GPU-hour": fmt_usd(c.usd_per_gpu_hour, 2),
             "price": c.price_source,
-            "without speculation": f"{fmt_usd(off.usd_per_month)}/month" if off else "-",
+            "without speculation": fmt_per_month(off.usd_per_month) if off else "-",
             "fleet without": _fleet(off, why),
-            "with speculation": f"{fmt_usd(on.usd_per_month)}/month" if on else "-",
+            "with speculation": fmt_per_month(on.usd_per_month) if on else "-",
             "fleet with": _fleet(on, why)})
         if cmp.disaggregated:
             d_off, d_on = c.disaggregated_no_speculation, c.disaggregated_speculation
             out[-1].update({
-                "disaggregated without": f"{fmt_usd(d_off.usd_per_month)}/month" if d_off else "-",
-                "disaggregated with": f"{fmt_usd(d_on.usd_per_month)}/month" if d_on else "-",
-                "disaggregated fleet with": _fleet(d_on, "none meets both SLOs")})
+                "disaggregated without": fmt_per_month(d_off.usd_per_month) if d_off else "-",
+                "disaggregated with": fmt_per_month(d_on.usd_per_month) if d_on else "-",
+                "disaggregated fleet with": _fleet(d_on, tr("none meets both SLOs"))})
     return out
 
 
 def _prices(req: PlanRequest) -> None:
     cat = S.catalog()
-    with st.expander("Prices per GPU type, $/GPU-hour (defaults: list prices, the midpoints of their ranges)"):
+    with st.expander(tr("Prices per GPU type, $/GPU-hour (defaults: list prices, the midpoints of their ranges)")):
         cols = st.columns(3)
         for i, (name, hw) in enumerate(cat.hardware.items()):
             col = cols[i % 3]
             if name == req.hardware:
-                col.caption(f"{hw.label}: ${_price.price_of(req, hw):.2f} (the sidebar's "
-                            "price, the plan's GPU)")
+                col.caption(tr("{label}: ${price_of} (the sidebar's "
+                            "price, the plan's GPU)", label=hw.label, price_of=f"{_price.price_of(req, hw):.2f}"))
                 continue
             col.number_input(hw.label, min_value=0.01, max_value=1000.0, step=0.1, key=PRICE_PREFIX + name,
                              on_change=_price.mark_gpu_price_entered, args=(name,),
-                             help=f"Default: midpoint of ${hw.usd_per_gpu_hour_low:.2f}-${hw.usd_per_gpu_hour_high:.2f} "
-                                  f"({hw.price.source}, {hw.price.date}).")
+                             help=tr("Default: midpoint of ${usd_per_gpu_hour_low}-${usd_per_gpu_hour_high} "
+                                  "({source}, {date}).", usd_per_gpu_hour_low=f"{hw.usd_per_gpu_hour_low:.2f}", usd_per_gpu_hour_high=f"{hw.usd_per_gpu_hour_high:.2f}", source=hw.price.source, date=hw.price.date))
 
 
 def section(p: Plan) -> None:
     """The section: the toggle, the prices, then the comparison's table and chart."""
-    st.subheader("Which hardware for this traffic")
-    st.toggle("Compare every GPU type: the cheapest fleet for this traffic and SLO", key=TOGGLE,
-              help="Every GPU type at each TP that fits and meets the SLO, at your weight format, without speculation "
-                   "and with each method at its best K; the fleet sized by hour and billed as above.")
+    st.subheader(tr("Which hardware for this traffic"))
+    st.toggle(tr("Compare every GPU type: the cheapest fleet for this traffic and SLO"), key=TOGGLE,
+              help=tr("Every GPU type at each TP that fits and meets the SLO, at your weight format, without speculation "
+                   "and with each method at its best K; the fleet sized by hour and billed as above."))
     if not st.session_state.get(TOGGLE):
         return
-    st.checkbox(f"Compare other weight formats too (your weights: {p.request.dtype})", key=OTHER_FORMATS,
-                help="Off: every GPU type runs your weight format, like for like. On: each GPU type may pick fp8 or "
+    st.checkbox(tr("Compare other weight formats too (your weights: {dtype})", dtype=p.request.dtype), key=OTHER_FORMATS,
+                help=tr("Off: every GPU type runs your weight format, like for like. On: each GPU type may pick fp8 or "
                      "4-bit weights, which may cost quality the planner does not price; the section then says where "
-                     "cheaper weights, not only a cheaper GPU, made the saving.")
+                     "cheaper weights, not only a cheaper GPU, made the saving."))
     _prices(p.request)
     cmp = p.hardware_choice
     if cmp is None:
@@ -126,7 +127,7 @@ def section(p: Plan) -> None:
                   widths={"GPU": 190, "without speculation": 135, "with speculation": 135, "fleet with": 230,
                           "fleet without": 230, "$/GPU-hour": 90})
     if changes := cmp.format_changes:
-        st.info("What the other weight formats changed:\n\n" + "\n".join(f"- {line}." for line in changes))
+        st.info(tr("What the other weight formats changed:") + "\n\n" + "\n".join(f"- {line}." for line in changes))
     best, own = cmp.cheapest, cmp.requested
     if best is not None:
         st.caption(f"Cheapest: {best.description} at {fmt_usd(best.usd_per_month)}/month"

@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from i18n import N_, tr, tr_known
+
 TEXT_COLUMN_PX = 200  # a column of long text is this wide (its cells show the start; hover shows the rest)
 LONG_TEXT_CHARS = 28  # a column whose longest cell is longer than this is long text
 
@@ -15,11 +17,17 @@ def table(rows: list[dict], *, key: str, first: tuple[str, ...] = (), widths: di
     px = {c: TEXT_COLUMN_PX for c in cols
           if max((len(str(r.get(c, ""))) for r in rows), default=0) > LONG_TEXT_CHARS}
     px.update({c: w for c, w in (widths or {}).items() if c in cols})
-    st.dataframe(rows, key=key, hide_index=True, column_order=order,
-                 column_config={c: st.column_config.Column(width=w) for c, w in px.items()})
+    st.dataframe(rows, key=key, hide_index=True, column_order=order,  # headers in the reader's language (tr_known)
+                 column_config={c: st.column_config.Column(label=tr_known(c), width=px.get(c)) for c in cols})
 
 
-GLOSSARY = (
+def headers(rows: list[dict] | None = None, *, columns: tuple[str, ...] = ()) -> dict:
+    """st.dataframe's column_config naming each column (a row key, English) in the reader's language (tr_known)."""
+    cols = list(dict.fromkeys([*columns, *(k for r in rows or [] for k in r)]))
+    return {c: st.column_config.Column(label=tr_known(c)) for c in cols}
+
+
+GLOSSARY = N_(
     "**alpha**: the probability that the target model accepts a drafted token (per token, at draft position 1; "
     "the seed article's ranges read that way). **tau** (acceptance length): tokens emitted per verifier step, "
     "bonus token included. **vLLM's draft acceptance rate** = (tau - 1) / K: a different number from alpha. "
@@ -32,5 +40,5 @@ GLOSSARY = (
 
 def glossary() -> None:
     """The jargon, explained where it first appears on each page."""
-    with st.expander("What the words mean"):
-        st.markdown(GLOSSARY)
+    with st.expander(tr("What the words mean")):
+        st.markdown(tr(GLOSSARY))

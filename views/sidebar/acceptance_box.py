@@ -12,6 +12,7 @@ from typing import Any
 
 import streamlit as st
 
+from i18n import tr
 from profiles.measured_acceptance import MeasuredAcceptanceError
 from profiles.uploads import read_acceptance_file
 
@@ -59,20 +60,21 @@ def acceptance_box(cat) -> None:
     """Draw the box (inside the sidebar)."""
     ss = st.session_state
     kind, text = ss.get(MESSAGE_KEY) or ("", "")
-    with st.expander("Your measured acceptance", expanded=kind == "error"):
-        st.caption("From your own engine: vLLM's /metrics text, a `vllm bench serve --save-result` JSON, or a CSV of "
-                   "per-position rates (position,rate), of verifier steps by accepted drafts (accepted,count), or one "
-                   "row per request (accepted_tokens,steps[,num_spec_tokens]: vLLM's per-request spec-decode metrics; "
-                   "its spread over requests sets the TPOT percentiles). It replaces the library and the priors for "
-                   "that method; K is the file's (a per-request file without num_spec_tokens: the method's default).")
-        st.selectbox("Method it was measured with", list(cat.methods), key=METHOD_KEY,
+    with st.expander(tr("Your measured acceptance"), expanded=kind == "error"):
+        st.caption(tr("From your own engine: vLLM's /metrics text, a `vllm bench serve --save-result` JSON, or a CSV of "
+                      "per-position rates (position,rate), of verifier steps by accepted drafts (accepted,count), or "
+                      "one row per request (accepted_tokens,steps[,num_spec_tokens]: vLLM's per-request spec-decode "
+                      "metrics; its spread over requests sets the TPOT percentiles). It replaces the library and the "
+                      "priors for that method; K is the file's (a per-request file without num_spec_tokens: the "
+                      "method's default)."))
+        st.selectbox(tr("Method it was measured with"), list(cat.methods), key=METHOD_KEY,
                      format_func=lambda n: cat.methods[n].label)
-        st.file_uploader("Upload the measurement", type=["txt", "prom", "json", "csv"], key=UPLOAD_KEY)
+        st.file_uploader(tr("Upload the measurement"), type=["txt", "prom", "json", "csv"], key=UPLOAD_KEY)
         c1, c2 = st.columns(2)
-        c1.button("Use it", key="acceptance_box_use", on_click=_use, args=(cat,))
+        c1.button(tr("Use it"), key="acceptance_box_use", on_click=_use, args=(cat,))
         if ss.get(KEY):
-            c2.button("Stop using it", key="acceptance_box_clear", on_click=_clear)
+            c2.button(tr("Stop using it"), key="acceptance_box_clear", on_click=_clear)
         if kind == "error":
-            st.error("This file was not used:")
+            st.error(tr("This file was not used:"))
         if kind:
             st.text(text)

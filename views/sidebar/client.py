@@ -106,6 +106,8 @@ def client_address() -> str:
     """The key of the client of the running session (Streamlit glue for client_key)."""
     import streamlit as st
 
+    from i18n import tr
+
     try:
         ip = st.context.ip_address
         headers = st.context.headers
@@ -123,5 +125,5 @@ def client_address() -> str:
         return client_key(peer=peer, forwarded_for=forwarded,
                           trusted_proxies=parse_proxies(os.environ.get(TRUSTED_PROXIES_ENV, "")))
     except ValueError as e:  # a broken server setting: every client shares one key until it is fixed
-        st.error(f"Server setting: {e}")
+        st.error(tr("Server setting: {e}", e=e))
         return UNKNOWN

@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from calibration.storage import kept_hardware
+from i18n import tr
 from profiles.hardware_spec import MAX_SPEC_BYTES, HardwareSpecError, is_spec_name, with_hardware_spec
 from profiles.uploads import read_gpu_spec
 from views.sidebar import price as _price
@@ -83,14 +84,14 @@ def hardware_box() -> None:
     """Draw the box (inside the sidebar)."""
     ss = st.session_state
     kind, text = ss.get(MESSAGE_KEY) or ("", "")
-    with st.expander("Your GPU (spec)", expanded=kind == "error"):
-        st.caption("A GPU the list does not hold: the fields of a hardware.yaml entry (label, hbm_gb, "
+    with st.expander(tr("Your GPU (spec)"), expanded=kind == "error"):
+        st.caption(tr("A GPU the list does not hold: the fields of a hardware.yaml entry (label, hbm_gb, "
                    "hbm_bandwidth_gb_s, bf16_tflops, fp8_tflops, interconnect_gb_s, max_tp, usd_per_gpu_hour, price, "
-                   "specs), YAML or JSON; profiles/samples/my_gpu.yaml is one.")
-        st.file_uploader("Upload a spec", type=["yaml", "yml", "json"], key=UPLOAD_KEY)
-        st.text_area("or paste it", key=PASTE_KEY, height=100, max_chars=MAX_SPEC_BYTES)
-        st.button("Use this GPU", key="hw_box_use", on_click=_use)
+                   "specs), YAML or JSON; profiles/samples/my_gpu.yaml is one."))
+        st.file_uploader(tr("Upload a spec"), type=["yaml", "yml", "json"], key=UPLOAD_KEY)
+        st.text_area(tr("or paste it"), key=PASTE_KEY, height=100, max_chars=MAX_SPEC_BYTES)
+        st.button(tr("Use this GPU"), key="hw_box_use", on_click=_use)
         if kind == "error":
-            st.error("This GPU spec was not used:")
+            st.error(tr("This GPU spec was not used:"))
         if kind:
             st.text(text)  # plain text: the message quotes the visitor's names and values

@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from calibration.storage import kept_models
+from i18n import tr
 from profiles.model_config import MAX_CONFIG_BYTES, ModelConfigError, is_config_name
 from profiles.uploads import read_model_config
 from views.sidebar.client import client_address
@@ -99,13 +100,13 @@ def model_box(cat) -> None:
     """Draw the box (inside the sidebar)."""
     ss = st.session_state
     kind, text = ss.get(MESSAGE_KEY) or ("", "")
-    with st.expander("Your model (config.json)", expanded=kind == "error"):
-        st.caption("A Hugging Face config.json: dense or MoE, GQA or MLA, sliding-window or linear-attention layers, "
-                   "native MTP. Parameters, KV cache and experts are counted from it.")
-        st.file_uploader("Upload config.json", type=["json"], key=UPLOAD_KEY)
-        st.text_area("or paste it", key=PASTE_KEY, height=100, max_chars=MAX_CONFIG_BYTES)
-        st.button("Use this model", key="model_box_use", on_click=_use)
+    with st.expander(tr("Your model (config.json)"), expanded=kind == "error"):
+        st.caption(tr("A Hugging Face config.json: dense or MoE, GQA or MLA, sliding-window or linear-attention layers, "
+                   "native MTP. Parameters, KV cache and experts are counted from it."))
+        st.file_uploader(tr("Upload config.json"), type=["json"], key=UPLOAD_KEY)
+        st.text_area(tr("or paste it"), key=PASTE_KEY, height=100, max_chars=MAX_CONFIG_BYTES)
+        st.button(tr("Use this model"), key="model_box_use", on_click=_use)
         if kind == "error":
-            st.error("This config.json was not used:")
+            st.error(tr("This config.json was not used:"))
         if kind:
             st.text(text)  # plain text: the message quotes the visitor's names and values

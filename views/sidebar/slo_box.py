@@ -11,6 +11,7 @@ from typing import Any
 
 import streamlit as st
 
+from i18n import N_, tr
 from planner.physics.ttft import MAX_TTFT_SLO_MS
 from planner.request import SERVINGS, SLO_PERCENTILES, PlanRequest
 
@@ -35,39 +36,43 @@ PARAMS: dict[str, tuple] = {
     "tpot_pct": (PlanRequest.tpot_percentile, str, lambda v: v in SLO_PERCENTILES),
     "ttft_pct": (PlanRequest.ttft_percentile, str, lambda v: v in SLO_PERCENTILES),
 }
-PERCENTILE_LABELS = {"mean": "mean (default)", "p50": "p50 (median)", "p90": "p90", "p99": "p99"}
-SERVING_LABELS = {"colocated": "co-located", "disaggregated": "disaggregated prefill/decode",
-                  "best": "the cheaper of the two"}
+PERCENTILE_LABELS = {"mean": N_("mean (default)"), "p50": N_("p50 (median)"), "p90": N_("p90"), "p99": N_("p99")}
+SERVING_LABELS = {"colocated": N_("co-located"), "disaggregated": N_("disaggregated prefill/decode"),
+                  "best": N_("the cheaper of the two")}
 
 
 def slo_inputs() -> None:
     """The TPOT SLO, then the TTFT SLO (off: none stated, TTFT reported only)."""
     ss = st.session_state
-    st.number_input("TPOT SLO, ms per output token", min_value=1.0, max_value=60000.0, step=5.0, key="slo",
-                    help="TPOT (time per output token) is the latency each user sees between tokens. Every "
-                         "method is compared at its own best batch under this target.")
-    st.selectbox("TPOT SLO holds at", list(SLO_PERCENTILES), key="tpot_pct", format_func=PERCENTILE_LABELS.get,
-                 help="The statistic over requests the TPOT SLO holds. Mean (default): the mean TPOT, as the planner "
-                      "has always read it. p90 / p99: 90 % / 99 % of requests see at most the SLO; under speculation a "
-                      "request's TPOT varies with the tokens each verifier step accepts (from the per-position "
-                      "acceptance, or your per-request measurement), so fewer sequences per replica meet it. Without "
-                      "speculation a step emits one token: no spread is modelled (nor from a changing batch).")
-    st.checkbox("Set a TTFT SLO", key="ttft_set",
-                help="TTFT (time to first token): the mean wait for a request's first token, its queue for the "
+    st.number_input(tr("TPOT SLO, ms per output token"), min_value=1.0, max_value=60000.0, step=5.0, key="slo",
+                    help=tr("TPOT (time per output token) is the latency each user sees between tokens. Every "
+                            "method is compared at its own best batch under this target."))
+    st.selectbox(tr("TPOT SLO holds at"), list(SLO_PERCENTILES), key="tpot_pct",
+                 format_func={k: tr(v) for k, v in PERCENTILE_LABELS.items()}.get,
+                 help=tr("The statistic over requests the TPOT SLO holds. Mean (default): the mean TPOT, as the "
+                         "planner has always read it. p90 / p99: 90 % / 99 % of requests see at most the SLO; under "
+                         "speculation a request's TPOT varies with the tokens each verifier step accepts (from the "
+                         "per-position acceptance, or your per-request measurement), so fewer sequences per replica "
+                         "meet it. Without speculation a step emits one token: no spread is modelled (nor from a "
+                         "changing batch)."))
+    st.checkbox(tr("Set a TTFT SLO"), key="ttft_set",
+                help=tr("TTFT (time to first token): the mean wait for a request's first token, its queue for the "
                      "prefill lane and its own chunked prefill (the draft's too, with speculation). Off: TTFT is "
                      "shown, not a constraint. On: a batch or a fleet that breaks it is not feasible; the fleet adds "
-                     "replicas until both SLOs hold.")
-    st.number_input("TTFT SLO, ms to the first token", min_value=1.0, max_value=float(MAX_TTFT_SLO_MS), step=100.0,
+                     "replicas until both SLOs hold."))
+    st.number_input(tr("TTFT SLO, ms to the first token"), min_value=1.0, max_value=float(MAX_TTFT_SLO_MS), step=100.0,
                     key="ttft_slo", disabled=not ss.get("ttft_set", False))
-    st.selectbox("TTFT SLO holds at", list(SLO_PERCENTILES), key="ttft_pct", format_func=PERCENTILE_LABELS.get,
+    st.selectbox(tr("TTFT SLO holds at"), list(SLO_PERCENTILES), key="ttft_pct",
+                 format_func={k: tr(v) for k, v in PERCENTILE_LABELS.items()}.get,
                  disabled=not ss.get("ttft_set", False),
-                 help="The statistic over requests the TTFT SLO holds: the mean (default), or p50 / p90 / p99 from the "
-                      "exponential tail of the wait for the prefill lane (exact for an M/M/1 lane).")
-    st.radio("Prefill and decode", list(SERVINGS), key="serving", format_func=SERVING_LABELS.get,
-             help="Co-located: every replica prefills and decodes (chunked prefill shares its steps). Disaggregated: "
+                 help=tr("The statistic over requests the TTFT SLO holds: the mean (default), or p50 / p90 / p99 from "
+                         "the exponential tail of the wait for the prefill lane (exact for an M/M/1 lane)."))
+    st.radio(tr("Prefill and decode"), list(SERVINGS), key="serving",
+             format_func={k: tr(v) for k, v in SERVING_LABELS.items()}.get,
+             help=tr("Co-located: every replica prefills and decodes (chunked prefill shares its steps). Disaggregated: "
                   "a prefill pool sized for the TTFT SLO and a decode pool for the TPOT SLO, each at its own TP, "
                   "the prompt's KV cache sent between them over the GPU's interconnect; the bill is both pools'. "
-                  "The cheaper of the two: the plan compares both, with and without speculation.")
+                  "The cheaper of the two: the plan compares both, with and without speculation."))
 
 
 def request_fields() -> dict[str, Any]:
@@ -82,9 +87,10 @@ def request_fields() -> dict[str, Any]:
 
 def tpot_phrase(req) -> str:
     """"TPOT SLO N ms (mean)" for the scenario caption: the SLO and the statistic it holds."""
-    return f"TPOT SLO {req.tpot_slo_ms:g} ms ({req.tpot_percentile})"
+    return tr("TPOT SLO {ms} ms ({stat})", ms=f"{req.tpot_slo_ms:g}", stat=req.tpot_percentile)
 
 
 def ttft_phrase(req) -> str:
     """", TTFT SLO N ms (p90)" for the scenario caption where the request states one, else ""."""
-    return f", TTFT SLO {req.ttft_slo_ms:g} ms ({req.ttft_percentile})" if req.ttft_slo_ms is not None else ""
+    return (tr(", TTFT SLO {ms} ms ({stat})", ms=f"{req.ttft_slo_ms:g}", stat=req.ttft_percentile)
+            if req.ttft_slo_ms is not None else "")

@@ -21,6 +21,9 @@ import streamlit as st
 from calibration.storage import kept_traffic
 from calibration.storage.calibrated_catalog import calibrated_files, with_calibrated
 from calibration.storage.store import default_url
+from i18n import N_, tr, tr_known
+from i18n import numbers as _num
+from i18n.errors import error_text
 from planner import plan as P
 from planner.fleet import SHAPES
 from planner.money import spend
@@ -43,7 +46,7 @@ from profiles.request import request_from_traffic
 from profiles.traffic import ParseOptions, TrafficError, TrafficProfile
 from profiles.uploads import read_traffic
 from views.parts.text import cut_value, plain, plain_in, quoted
-from views.sidebar import acceptance_box, hardware_box, model_box, slo_box
+from views.sidebar import acceptance_box, hardware_box, language, model_box, slo_box
 from views.sidebar import price as _price
 from views.sidebar.client import client_address
 
@@ -92,7 +95,8 @@ def _finite(lo: float, hi: float) -> Callable[[Any], bool]:
 # The sidebar's volume with no trace loaded is the CLI's default (planner.request.DEFAULT_MONTHLY_OUTPUT_TOKENS).
 DEFAULTS = {"model": "llama-3.3-70b", "hardware": "h100-sxm", "tp": 4, "dtype": "bf16", "slo": 50.0,
             "volume_b": DEFAULT_MONTHLY_OUTPUT_TOKENS / 1e9, "workload": "chat", "language": "english"}
-VOLUME_SOURCES = {"profile": "the trace's own", "manual": "the number I type", "spend": "what we spend a month"}
+VOLUME_SOURCES = {"profile": N_("the trace's own"), "manual": N_("the number I type"),
+                  "spend": N_("what we spend a month")}
 
 
 def _params() -> dict[str, Param]:
@@ -158,6 +162,7 @@ def _params() -> dict[str, Param]:
     for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views.parts.hardware)
         params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
     params[_price.GPU_PRICES_SET] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
+    params |= {key: Param(*p) for key, p in language.PARAMS.items()}  # lang, wan (views.sidebar.language)
     return params | {key: Param(*p) for key, p in slo_box.PARAMS.items()}  # the TTFT SLO (views.sidebar.slo_box)
 
 
@@ -177,10 +182,12 @@ def init() -> list[str]:
             try:
                 val = p.parse(raw)
             except (TypeError, ValueError):
-                problems.append(f"URL parameter {key}={plain(cut_value(raw))} is not a valid value; using {p.default!r}")
+                problems.append(tr("URL parameter {key}={value} is not a valid value; using {default}", key=key,
+                                            value=plain(cut_value(raw)), default=repr(p.default)))
                 continue
             if not p.valid(val):
-                problems.append(f"URL parameter {key}={plain(cut_value(raw))} is out of range or unknown; using {p.default!r}")
+                problems.append(tr("URL parameter {key}={value} is out of range or unknown; using {default}", key=key,
+                                            value=plain(cut_value(raw)), default=repr(p.default)))
                 continue
             ss[key] = val
             _price.from_link(key)
@@ -225,87 +232,90 @@ def sidebar() -> None:
     cat = catalog()
     ss = st.session_state
     with st.sidebar:
-        st.subheader("Scenario (all pages)")
-        st.selectbox("Model", model_box.model_options(cat), key="model", format_func=lambda n: model_box.label(cat, n))
+        language.language_switch()
+        st.subheader(tr("Scenario (all pages)"))
+        st.selectbox(tr("Model"), model_box.model_options(cat), key="model", format_func=lambda n: model_box.label(cat, n))
         model_box.model_box(cat)
         acceptance_box.acceptance_box(cat)
-        st.selectbox("Hardware", list(cat.hardware), key="hardware", format_func=lambda n: hardware_box.label(cat, n),
+        st.selectbox(tr("Hardware"), list(cat.hardware), key="hardware", format_func=lambda n: hardware_box.label(cat, n),
                      on_change=_price.on_hardware_change, args=(cat,))
         hardware_box.hardware_box()
         hw = cat.hardware[ss["hardware"]]
-        st.number_input("Price, $/GPU-hour", min_value=0.01, max_value=1000.0, step=0.1, key="price", on_change=_price.typed,
-                        help=f"Default: midpoint of the {hw.label} list range ${hw.usd_per_gpu_hour_low:.2f}-"
-                             f"${hw.usd_per_gpu_hour_high:.2f} ({hw.price.source}, {hw.price.date}).")
+        st.number_input(tr("Price, $/GPU-hour"), min_value=0.01, max_value=1000.0, step=0.1, key="price", on_change=_price.typed,
+                        help=tr("Default: midpoint of the {label} list range ${usd_per_gpu_hour_low}-"
+                             "${usd_per_gpu_hour_high} ({source}, {date}).", label=hw.label, usd_per_gpu_hour_low=f"{hw.usd_per_gpu_hour_low:.2f}", usd_per_gpu_hour_high=f"{hw.usd_per_gpu_hour_high:.2f}", source=hw.price.source, date=hw.price.date))
         c1, c2 = st.columns(2)
-        c1.selectbox("GPUs per replica (TP)", [1, 2, 4, 8], key="tp",
-                     help="Tensor parallel: the model's weights are split over this many GPUs, which serve as one "
-                          "replica.")
-        c2.selectbox("Weights", list(WEIGHT_DTYPES), key="dtype",
-                     help="Weight format. nvfp4 / mxfp4: 4-bit checkpoints (GPT-OSS ships MXFP4 experts).")
+        c1.selectbox(tr("GPUs per replica (TP)"), [1, 2, 4, 8], key="tp",
+                     help=tr("Tensor parallel: the model's weights are split over this many GPUs, which serve as one "
+                          "replica."))
+        c2.selectbox(tr("Weights"), list(WEIGHT_DTYPES), key="dtype",
+                     help=tr("Weight format. nvfp4 / mxfp4: 4-bit checkpoints (GPT-OSS ships MXFP4 experts)."))
         if cat.models[ss["model"]].experts:
-            st.checkbox("Data-parallel attention, expert-parallel MoE", key="attn_dp",
-                        help="MoE models: each of the replica's GPUs runs attention for its own sequences (all "
+            st.checkbox(tr("Data-parallel attention, expert-parallel MoE"), key="attn_dp",
+                        help=tr("MoE models: each of the replica's GPUs runs attention for its own sequences (all "
                              "heads, so an MLA latent is stored once, not on every GPU) and holds 1/N of the "
                              "experts; tokens reach their experts by all-to-all (vLLM --data-parallel-size N "
-                             "--enable-expert-parallel). Off: tensor parallel.")
-        st.selectbox("Serving engine", list(ENGINES), key="engine", format_func=lambda v: ENGINES[v],
-                     help="Its own per-step and per-draft-pass speculation overheads, fitted to its published rows "
+                             "--enable-expert-parallel). Off: tensor parallel."))
+        st.selectbox(tr("Serving engine"), list(ENGINES), key="engine", format_func=lambda v: ENGINES[v],
+                     help=tr("Its own per-step and per-draft-pass speculation overheads, fitted to its published rows "
                           "(held at the pooled fit where they do not identify them), its deploy command, and the "
-                          "speedup error measured for its class. vLLM: the version the calibration pins (0.32.0).")
-        st.selectbox("KV cache", ["auto", *KV_CACHE_DTYPES], key="kv",
-                     format_func=lambda v: "auto (fp8 with fp8 weights, else bf16)" if v == "auto" else v,
-                     help="The KV cache's own format: it sets how many sequences fit and how long attention "
-                          "reads take; the deploy command sets --kv-cache-dtype from it.")
+                          "speedup error measured for its class. vLLM: the version the calibration pins (0.32.0)."))
+        kv_auto = tr("auto (fp8 with fp8 weights, else bf16)")  # formatted in this run's language, whatever thread asks
+        st.selectbox(tr("KV cache"), ["auto", *KV_CACHE_DTYPES], key="kv",
+                     format_func=lambda v: kv_auto if v == "auto" else v,
+                     help=tr("The KV cache's own format: it sets how many sequences fit and how long attention "
+                          "reads take; the deploy command sets --kv-cache-dtype from it."))
         slo_box.slo_inputs()
         prof: TrafficProfile | None = ss.get(PROFILE_KEY)
         has_volume = prof is not None and prof.monthly_output_tokens is not None
-        st.radio("Monthly output-token volume", list(VOLUME_SOURCES), key="volume_source", horizontal=True,
-                 format_func=VOLUME_SOURCES.get,
-                 help="A loaded trace's own volume is used unless you pick 'the number I type'; with no trace "
+        st.radio(tr("Monthly output-token volume"), list(VOLUME_SOURCES), key="volume_source", horizontal=True,
+                 format_func={k: tr(v) for k, v in VOLUME_SOURCES.items()}.get,
+                 help=tr("A loaded trace's own volume is used unless you pick 'the number I type'; with no trace "
                       "(or one without a volume) the number below is used. 'What we spend a month': the volume "
                       "that a fleet of this GPU type and TP costing that much serves under the SLO (today's method, "
-                      "the trace's mix and hourly shape).")
+                      "the trace's mix and hourly shape)."))
         if ss["volume_source"] == "spend":
             s1, s2 = st.columns(2)
-            s1.number_input("Spend, $/month", min_value=0.0, max_value=MAX_SPEND_USD_PER_MONTH, step=10_000.0,
-                            key="spend_usd", help="What the fleet costs a month today, at the price above.")
-            s2.number_input("GPUs (0: not stated)", min_value=0, max_value=MAX_SPEND_GPUS, step=8, key="spend_gpus",
-                            help="The fleet's GPUs at the peak: the volume is also limited to what they serve.")
-            st.caption("The plan derives the volume this spend buys (Plan page).")
+            s1.number_input(tr("Spend, $/month"), min_value=0.0, max_value=MAX_SPEND_USD_PER_MONTH, step=10_000.0,
+                            key="spend_usd", help=tr("What the fleet costs a month today, at the price above."))
+            s2.number_input(tr("GPUs (0: not stated)"), min_value=0, max_value=MAX_SPEND_GPUS, step=8, key="spend_gpus",
+                            help=tr("The fleet's GPUs at the peak: the volume is also limited to what they serve."))
+            st.caption(tr("The plan derives the volume this spend buys (Plan page)."))
         elif ss["volume_source"] == "profile" and has_volume:
-            st.caption(f"Using the trace's own {prof.monthly_output_tokens / 1e9:,.3g}B output tokens/month "
-                       f"({quoted(prof.name)}); pick 'the number I type' to plan another volume.")
+            st.caption(tr("Using the trace's own {v} output tokens/month "
+                       "({name}); pick 'the number I type' to plan another volume.", v=_num.fmt_tokens(prof.monthly_output_tokens, en_spec=",.3g"), name=quoted(prof.name)))
         elif ss["volume_source"] == "profile":
-            st.caption("No traffic profile with a monthly volume is loaded (Traffic page): the number below "
-                       "is used.")
-        st.number_input("Output tokens per month, billions", min_value=0.0, max_value=1e7, step=1.0,
+            st.caption(tr("No traffic profile with a monthly volume is loaded (Traffic page): the number below "
+                       "is used."))
+        st.number_input(tr("Output tokens per month, billions"), min_value=0.0, max_value=1e7, step=1.0,
                         key="volume_b", disabled=(ss["volume_source"] == "profile" and has_volume)
                         or ss["volume_source"] == "spend")
         methods = [P.NO_SPEC] + list(cat.methods)
-        st.selectbox("Current method (today)", methods, key="current",
-                     format_func=lambda n: "none (no speculation)" if n == P.NO_SPEC else cat.methods[n].label)
+        no_spec = tr("none (no speculation)")
+        st.selectbox(tr("Current method (today)"), methods, key="current",
+                     format_func=lambda n: no_spec if n == P.NO_SPEC else cat.methods[n].label)
         disabled = prof is not None
-        st.selectbox("Workload", list(cat.workloads), key="workload", disabled=disabled,
+        st.selectbox(tr("Workload"), list(cat.workloads), key="workload", disabled=disabled,
                      format_func=lambda n: cat.workloads[n].label)
-        st.selectbox("Language", list(cat.languages), key="language", disabled=disabled,
+        st.selectbox(tr("Traffic language"), list(cat.languages), key="language", disabled=disabled,
                      format_func=lambda n: cat.languages[n].label)
         if disabled:
-            st.caption(f"Workload and language come from the traffic profile {quoted(prof.name)}.")
+            st.caption(tr("Workload and language come from the traffic profile {name}.", name=quoted(prof.name)))
         _prefix_cache_inputs(prof)
-        st.checkbox("Draft heads tuned on my domain (tuned alpha range)", key="tuned",
-                    help="alpha: the probability that a drafted token is accepted by the target model (per token, "
-                         "at draft position 1). Tuned heads use the seed article's tuned range.")
-        st.number_input("Sampling temperature", min_value=0.0, max_value=2.0, step=0.1, key="temperature",
-                        help="0 = greedy. Sampled requests accept fewer drafts: library measurements at this "
-                             "temperature where there are any, else the assumption the plan states.")
-        with st.expander("Cost assumptions"):
-            st.number_input("Engineering cost, $ per engineer-week", min_value=0.0, max_value=1e6, step=500.0,
+        st.checkbox(tr("Draft heads tuned on my domain (tuned alpha range)"), key="tuned",
+                    help=tr("alpha: the probability that a drafted token is accepted by the target model (per token, "
+                         "at draft position 1). Tuned heads use the seed article's tuned range."))
+        st.number_input(tr("Sampling temperature"), min_value=0.0, max_value=2.0, step=0.1, key="temperature",
+                        help=tr("0 = greedy. Sampled requests accept fewer drafts: library measurements at this "
+                             "temperature where there are any, else the assumption the plan states."))
+        with st.expander(tr("Cost assumptions")):
+            st.number_input(tr("Engineering cost, $ per engineer-week"), min_value=0.0, max_value=1e6, step=500.0,
                             key="eng_week", help=_src(cat, "engineering_usd_per_week"))
-            st.number_input("Discount rate, % per year", min_value=-49.0, max_value=100.0, step=1.0, key="disc_pct",
+            st.number_input(tr("Discount rate, % per year"), min_value=-49.0, max_value=100.0, step=1.0, key="disc_pct",
                             help=_src(cat, "annual_discount_rate"))
-            st.number_input("Horizon, months", min_value=1, max_value=240, step=6, key="horizon",
+            st.number_input(tr("Horizon, months"), min_value=1, max_value=240, step=6, key="horizon",
                             help=_src(cat, "horizon_months"))
-            st.caption("Draft-training GPU-hours per method (at the training GPU's list price):")
+            st.caption(tr("Draft-training GPU-hours per method (at the training GPU's list price):"))
             for name, m in cat.methods.items():
                 st.number_input(f"{m.label}", min_value=0.0, max_value=1e6, step=8.0, key=f"gpuh_{name}",
                                 help=f"{m.setup_note} ({m.source.source}, {m.source.date})")
@@ -315,25 +325,25 @@ def _prefix_cache_inputs(prof: TrafficProfile | None) -> None:
     """The prefix-cache share: the trace's own (a Mooncake trace's hash_ids) or 0, unless the user sets one."""
     ss = st.session_state
     reuse = None if prof is None else prof.prefix_reuse
-    st.checkbox("Set the prefix-cache share myself", key="prefix_set",
-                help="The share of prompt tokens served from the prefix cache (vLLM's automatic prefix caching): "
+    st.checkbox(tr("Set the prefix-cache share myself"), key="prefix_set",
+                help=tr("The share of prompt tokens served from the prefix cache (vLLM's automatic prefix caching): "
                      "they are not prefilled again, so prefill costs less GPU time. Off: a Mooncake trace's own "
-                     "share (from its hash_ids), else 0 (every prompt prefilled in full).")
-    st.number_input("Prefix-cache share, % of prompt tokens", min_value=0.0, max_value=100.0, step=5.0,
+                     "share (from its hash_ids), else 0 (every prompt prefilled in full)."))
+    st.number_input(tr("Prefix-cache share, % of prompt tokens"), min_value=0.0, max_value=100.0, step=5.0,
                     key="prefix_pct", disabled=not ss["prefix_set"])
     if ss["prefix_set"]:
-        st.caption(f"Using {float(ss['prefix_pct']):g} % (entered)"
-                   + (f"; it replaces the trace's {reuse.share * 100:.1f} %." if reuse is not None else "."))
+        st.caption(tr("Using {pct} % (entered)", pct=f"{float(ss['prefix_pct']):g}")
+                   + (tr("; it replaces the trace's {pct} %.", pct=f"{reuse.share * 100:.1f}") if reuse is not None else "."))
     elif reuse is not None:
-        st.caption(f"Using the trace's {reuse.share * 100:.1f} % ({plain(reuse.source)}; an upper bound: a cache "
-                   "that keeps every earlier block).")
+        st.caption(tr("Using the trace's {v} % ({source}; an upper bound: a cache "
+                   "that keeps every earlier block).", v=f"{reuse.share * 100:.1f}", source=plain(reuse.source)))
     else:
-        st.caption("Using 0 %: no share entered and the traffic gives none.")
+        st.caption(tr("Using 0 %: no share entered and the traffic gives none."))
 
 
 def _src(cat, key: str) -> str:
     src = cat.price_sources[key]
-    return f"Default {cat.prices[key]} ({src.source}, {src.date})."
+    return tr("Default {value} ({source}, {date}).", value=cat.prices[key], source=src.source, date=src.date)
 
 
 def costs() -> P.CostAssumptions:
@@ -394,15 +404,15 @@ def scenario_caption(req: P.PlanRequest) -> str:
     cat = catalog()
     hw = cat.hardware[req.hardware]
     price = _price.price_of(req, hw)
+    head = tr("{model} on {tp} x {gpu} ({dtype}) at {price}/GPU-hour, {slo}", model=cat.models[req.model].label,
+              tp=req.tp, gpu=hw.label, dtype=req.dtype, price=_num.fmt_usd(price, 2), slo=slo_box.tpot_phrase(req))
     if req.spend_usd_per_month is not None:
-        gpus = f" on at most {req.spend_gpus:,} GPUs" if req.spend_gpus is not None else ""
-        return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
-                f"{slo_box.tpot_phrase(req)}{slo_box.ttft_phrase(req)}, the volume a spend of "
-                f"{P.fmt_usd(req.spend_usd_per_month)}/month{gpus} serves (derived by the plan).")
-    return (f"{cat.models[req.model].label} on {req.tp} x {hw.label} ({req.dtype}) at ${price:.2f}/GPU-hour, "
-            f"{slo_box.tpot_phrase(req)}{slo_box.ttft_phrase(req)}, {req.monthly_output_tokens / 1e9:,.2f}B "
-            "output tokens/month "
-            f"({plain_in(req.volume_source, getattr(st.session_state.get(PROFILE_KEY), 'name', None))}).")
+        gpus = tr(" on at most {n} GPUs", n=f"{req.spend_gpus:,}") if req.spend_gpus is not None else ""
+        return head + slo_box.ttft_phrase(req) + tr(", the volume a spend of {spend}/month{gpus} serves (derived by the "
+                                                    "plan).", spend=_num.fmt_usd(req.spend_usd_per_month), gpus=gpus)
+    return head + slo_box.ttft_phrase(req) + tr(", {volume} output tokens/month ({source}).",
+                                                volume=_num.fmt_tokens(req.monthly_output_tokens),
+                                                source=plain_in(tr_known(req.volume_source), getattr(st.session_state.get(PROFILE_KEY), 'name', None)))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -552,10 +562,10 @@ def batch_sweep(req: P.PlanRequest, method: str) -> sweeps.BatchSweep:
     return sweeps.batch_sweep(req, catalog(), method)
 
 
-fmt_usd = P.fmt_usd
-fmt_cpm = P.fmt_cpm
-fmt_months = P.fmt_months
-fmt_pct = P.fmt_pct
+fmt_usd = _num.fmt_usd  # in the reader's language (i18n.numbers)
+fmt_cpm = _num.fmt_cpm
+fmt_months = _num.fmt_months
+fmt_pct = _num.fmt_pct
 
 
 def page_header(title: str) -> P.PlanRequest | None:
@@ -568,7 +578,7 @@ def page_header(title: str) -> P.PlanRequest | None:
         if req.spend_usd_per_month is not None:  # a spend that buys no fleet is an input error too
             _spend_volume(req)
     except (ValueError, KeyError) as exc:
-        st.error(f"Check the inputs: {plain(exc)}")
+        st.error(tr("Check the inputs: {problem}", problem=plain(error_text(exc))))
         return None
     st.caption(scenario_caption(req))
     return req
