@@ -227,7 +227,8 @@ def _hardware(p: Plan) -> tuple[tuple[HardwareRow, ...], str]:
         return f"{_per_month(o.usd_per_month)}: {o.short}" if o is not None else tr("no fleet meets the SLO")
 
     def row(c, serving: str, off, on) -> HardwareRow:
-        return HardwareRow(c.label + ("" if not hc.disaggregated else f", {tr_known(serving)}"),
+        how = tr("co-located") if serving == "colocated" else tr("disaggregated")
+        return HardwareRow(c.label + ("" if not hc.disaggregated else f", {how}"),
                            tr("{price}/GPU-hour ({source})", price=fmt_usd(c.usd_per_gpu_hour, 2),
                               source=c.price_source.split(' (')[0]), opt(off), opt(on),
                            best is not None and c.hardware == best.hardware and best.serving == serving)
