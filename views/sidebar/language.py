@@ -5,30 +5,20 @@ the browser's (st.context.locale, navigator.language; else the Accept-Language h
 
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
 import i18n
 from i18n import tr
+from views.sidebar.url_values import url_bool
 
 AUTO = ""  # no language picked: the browser's
 
-
-def _bool(text: Any) -> bool:
-    if isinstance(text, bool):
-        return text
-    if str(text).lower() in ("true", "1"):
-        return True
-    if str(text).lower() in ("false", "0"):
-        return False
-    raise ValueError(text)
 
 
 # URL parameters: (default, parser, check), turned into views.sidebar.state.Param by views.sidebar.state._params
 PARAMS: dict[str, tuple] = {
     "lang": (AUTO, str, lambda v: v == AUTO or v in i18n.LANGUAGES),
-    "wan": (False, _bool, lambda v: isinstance(v, bool)),
+    "wan": (False, url_bool, lambda v: isinstance(v, bool)),
 }
 
 
@@ -57,7 +47,7 @@ def _wan_on() -> bool:
     if ss.get("_url_loaded"):
         return bool(ss.get("wan", False))
     try:
-        return _bool(st.query_params.get("wan", "false"))
+        return url_bool(st.query_params.get("wan", "false"))
     except ValueError:
         return False
 

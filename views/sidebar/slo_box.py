@@ -14,23 +14,15 @@ import streamlit as st
 from i18n import N_, tr
 from planner.physics.ttft import MAX_TTFT_SLO_MS
 from planner.request import SERVINGS, SLO_PERCENTILES, PlanRequest
+from views.sidebar.url_values import url_bool
 
 TTFT_DEFAULT_MS = 2000.0  # the value the input starts at when the user turns the TTFT SLO on
 
 
-def _bool(text: Any) -> bool:
-    if isinstance(text, bool):
-        return text
-    if str(text).lower() in ("true", "1"):
-        return True
-    if str(text).lower() in ("false", "0"):
-        return False
-    raise ValueError(text)
-
 
 # URL parameters: (default, parser, check), turned into views.sidebar.state.Param by views.sidebar.state._params
 PARAMS: dict[str, tuple] = {
-    "ttft_set": (False, _bool, lambda v: isinstance(v, bool)),
+    "ttft_set": (False, url_bool, lambda v: isinstance(v, bool)),
     "ttft_slo": (TTFT_DEFAULT_MS, float, lambda v: math.isfinite(v) and 0.0 < v <= MAX_TTFT_SLO_MS),
     "serving": (SERVINGS[0], str, lambda v: v in SERVINGS),
     "tpot_pct": (PlanRequest.tpot_percentile, str, lambda v: v in SLO_PERCENTILES),

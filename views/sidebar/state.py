@@ -49,6 +49,7 @@ from views.parts.text import cut_value, plain, plain_in, quoted
 from views.sidebar import acceptance_box, hardware_box, language, model_box, slo_box
 from views.sidebar import price as _price
 from views.sidebar.client import client_address
+from views.sidebar.url_values import url_bool
 
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "profiles" / "samples"
 SAMPLES = {
@@ -80,13 +81,6 @@ class Param:
     valid: Callable[[Any], bool] = lambda v: True
 
 
-def _bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(text)
-
 
 def _finite(lo: float, hi: float) -> Callable[[Any], bool]:
     return lambda v: math.isfinite(v) and lo <= v <= hi
@@ -108,9 +102,9 @@ def _params() -> dict[str, Param]:
         "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware or hardware_box.known(v)),
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
         "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, MAX_USD_PER_GPU_HOUR)),
-        _price.PRICE_SET: Param(False, _bool, lambda v: isinstance(v, bool)),  # typed: entered (views.sidebar.price)
+        _price.PRICE_SET: Param(False, url_bool, lambda v: isinstance(v, bool)),  # typed: entered (views.sidebar.price)
         "tp": Param(DEFAULTS["tp"], int, lambda v: v in TP_OPTIONS),
-        "attn_dp": Param(False, _bool, lambda v: isinstance(v, bool)),
+        "attn_dp": Param(False, url_bool, lambda v: isinstance(v, bool)),
         "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in WEIGHT_DTYPES),
         "kv": Param("auto", str, lambda v: v == "auto" or v in KV_CACHE_DTYPES),
         "slo": Param(DEFAULTS["slo"], float, _finite(1.0, MAX_TPOT_SLO_MS)),
@@ -124,7 +118,7 @@ def _params() -> dict[str, Param]:
         "current": Param(P.NO_SPEC, str, lambda v: v == P.NO_SPEC or v in cat.methods),
         "workload": Param(DEFAULTS["workload"], str, lambda v: v in cat.workloads),
         "language": Param(DEFAULTS["language"], str, lambda v: v in cat.languages),
-        "tuned": Param(False, _bool, lambda v: isinstance(v, bool)),
+        "tuned": Param(False, url_bool, lambda v: isinstance(v, bool)),
         # sampling temperature of the requests (planner.request.check_temperature): 0 greedy .. 2
         "temperature": Param(0.0, float, _finite(0.0, MAX_TEMPERATURE)),
         "eng_week": Param(costs.engineering_usd_per_week, float, _finite(0.0, 1e6)),
@@ -139,9 +133,9 @@ def _params() -> dict[str, Param]:
         "mc_samples": Param(sens.PLAN_MC_SAMPLES, int, lambda v: 50 <= v <= 5000),
         "mc_seed": Param(sens.PLAN_MC_SEED, int, lambda v: 0 <= v <= 2**31 - 1),
         # $/GPU-hour drawn from the list range only when asked (the request's price_range), never over an entered one
-        "mc_price": Param(False, _bool, lambda v: isinstance(v, bool)),
-        "mc_hw": Param(True, _bool, lambda v: isinstance(v, bool)),
-        "traffic_cap": Param(True, _bool, lambda v: isinstance(v, bool)),
+        "mc_price": Param(False, url_bool, lambda v: isinstance(v, bool)),
+        "mc_hw": Param(True, url_bool, lambda v: isinstance(v, bool)),
+        "traffic_cap": Param(True, url_bool, lambda v: isinstance(v, bool)),
         "traffic": Param("", str, lambda v: v == "" or v in SAMPLES),
         "profile": Param("", str, lambda v: v == "" or (len(v) == 64 and all(c in "0123456789abcdef" for c in v))),
         "fleet_shape": Param("flat", str, lambda v: v in SHAPES),
@@ -152,13 +146,13 @@ def _params() -> dict[str, Param]:
         "sens_tornado_unit": Param("bill", str, lambda v: v in ("bill", "cpm")),
         # the share of prompt tokens served from the prefix cache (PlanRequest.prefix_cache_share): off = the trace's
         # own (a Mooncake trace's hash_ids), else 0; on = prefix_pct, which then overrides the trace's
-        "prefix_set": Param(False, _bool, lambda v: isinstance(v, bool)),
+        "prefix_set": Param(False, url_bool, lambda v: isinstance(v, bool)),
         "prefix_pct": Param(0.0, float, _finite(0.0, 100.0)),
     }
     for name, m in cat.methods.items():  # setup GPU-hours per method (draft training)
         params[f"gpuh_{name}"] = Param(float(m.setup_gpu_hours), float, _finite(0.0, 1e6))
-    params["hw_compare"] = Param(False, _bool, lambda v: isinstance(v, bool))  # Plan page: compare GPU types
-    params["hw_other_formats"] = Param(False, _bool, lambda v: isinstance(v, bool))  # ... at other weight formats too
+    params["hw_compare"] = Param(False, url_bool, lambda v: isinstance(v, bool))  # Plan page: compare GPU types
+    params["hw_other_formats"] = Param(False, url_bool, lambda v: isinstance(v, bool))  # ... at other weight formats too
     for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views.parts.hardware)
         params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
     params[_price.GPU_PRICES_SET] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
