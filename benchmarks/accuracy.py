@@ -227,7 +227,7 @@ def speculation():
 
 
 def engine_classes(res) -> None:
-    """Issue 19: the engine model's leave-one-source-out MAPE per method, engine and dense/MoE class, the side-of-1.0
+    """The engine model's leave-one-source-out MAPE per method, engine and dense/MoE class, the side-of-1.0
     agreement and whether each measured batch curve moves in the model as in the data."""
     from calibration.fitting import engines as fe  # noqa: PLC0415
 

@@ -5,16 +5,17 @@
    (the Report and the CLI ask for it).
 1b. The same with a TTFT SLO and a business-hours day, so the fleet holds both SLOs and the best method's fleet runs
    the K schedule hour by hour (planner.money.kday; the figure says how many K's its hours run): target < 60 ms
-   (issue 33); then served "best" (co-located or disaggregated, planner.money.disagg), for information.
+   (docs/targets.md); then served "best" (co-located or disaggregated, planner.money.disagg), for information.
 2. Plan-page rerun with a 100,000-request profile loaded, in streamlit.testing.v1.AppTest (router, sidebar,
    plan(), charts); each rerun changes the TPOT SLO so the st.cache_data entry misses (target < 150 ms); then
-   the same with the TTFT SLO set and the business-hours day (target < 150 ms, issue 33).
+   the same with the TTFT SLO set and the business-hours day (target < 150 ms, docs/targets.md).
 3. The 10^6-scenario grid (benchmarks/bench_planner_grid.py; target < 100 ms).
 --compare REV: benchmarks 1 and 2 again through REV's code (REV's own bench_plan and bench_page, in a temporary git
 worktree), measured in the same run, so the two figures share the machine's load; then plan() for the six methods
-issue 19 started with (SIX_METHODS), the same request in both trees, and for every method of each tree's catalogue,
-in ROUNDS interleaved rounds: one worker process per tree, each round CALLS calls in one, then in the other (order
-alternating), so slow spells of the machine fall on both; printed as median CPU ms per call and the ratio now / REV.
+the per-engine speculation overheads were added to (SIX_METHODS), the same request in both trees, and for every method
+of each tree's catalogue, in ROUNDS interleaved rounds: one worker process per tree, each round CALLS calls in one,
+then in the other (order alternating), so slow spells of the machine fall on both; printed as median CPU ms per call
+and the ratio now / REV.
 `--compare REV --quick`: only the interleaved comparison.
 """
 
@@ -139,7 +140,7 @@ def bench_rev(rev: str) -> None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], capture_output=True)
 
 
-# The methods the catalogue had when issue 19 started (41370db): plan()'s speed is compared on the same work.
+# The methods the catalogue had before the per-engine overheads (41370db): plan()'s speed is compared on the same work.
 SIX_METHODS = ("eagle3", "medusa", "mtp", "p_eagle", "draft_model", "ngram")
 ROUNDS, CALLS = 10, 6
 

@@ -1,4 +1,4 @@
-"""Reader bombs of issue 34, one per traffic reader (prints figures; no assertions):
+"""Reader bombs (upload files built to exhaust memory or CPU), one per traffic reader (prints figures; no assertions):
 `python benchmarks/bench_reader_bombs.py [--small]`.
 
 Each file is opened through parse_traffic and inspect_upload in one fresh child process (`measure_many`; `--root
@@ -183,7 +183,7 @@ def measure_many(files: dict[str, Path], fns: tuple[str, ...] = ("parse", "inspe
 def main() -> None:
     small = "--small" in sys.argv
     with tempfile.TemporaryDirectory() as tmp:
-        print("Reader bombs (issue 34), each opened in a fresh process: outcome, CPU, peak RSS growth in the call")
+        print("Reader bombs, each opened in a fresh process: outcome, CPU, peak RSS growth in the call")
         root = Path(sys.argv[sys.argv.index("--root") + 1]) if "--root" in sys.argv else ROOT
         files = make_reader_bombs(Path(tmp), small)
         results = measure_many(files, root=root)

@@ -12,7 +12,7 @@ comparison alone: `--limits`).
    the parse over the file size (target <= 3x; the file's own bytes are already in memory before the parse,
    as they are in the app, and are not counted; the absolute peak is printed too), then the same rows as Parquet.
 3. OS limits (profiles.sandbox, through profiles.uploads): the same CSV parsed in this process and in a child under
-   the limits, alternated (target: < 10 % slower), and each bomb plus the nested-XML xlsx of issue 34 through the
+   the limits, alternated (target: < 10 % slower), and each bomb plus the nested-XML xlsx through the
    limited path: this process's peak RSS added (target < 300 MB), the child's peak RSS and CPU.
 
 tests/profiles/test_traffic_bombs.py imports `make_bombs` and `measure_all` and asserts the refusals, the memory
@@ -415,7 +415,7 @@ def print_compare_bounded(data: bytes, name: str, runs: int = 5) -> None:
 def make_nested_xlsx(path: Path, depth: int = 10_000_000) -> Path:
     """An .xlsx whose sheet is `<worksheet><sheetData>` and `depth` nested `<a>` elements, then a 768 KiB base64
     comment (random, so it does not deflate): ~825 KB on disk; an XML parser that builds the tree or counts its
-    depth in memory holds ~1.4 GB before it finds the header (issue 34)."""
+    depth in memory holds ~1.4 GB before it finds the header."""
     import base64
     import random
 
@@ -469,7 +469,7 @@ def main() -> None:
         print("OS limits: bombs through profiles.uploads (parse; the nested-XML xlsx also inspect): this process's "
               "peak RSS added (target < 300 MB), the child's peak RSS and CPU")
         bombs = make_bombs(d / "bombs2")
-        bombs["xlsx: 10,000,000 nested <a> (issue 34)"] = make_nested_xlsx(d / "nested.xlsx")
+        bombs["xlsx: 10,000,000 nested <a>"] = make_nested_xlsx(d / "nested.xlsx")
         for label, path in bombs.items():
             for fn in ("inspect", "parse") if path.suffix == ".xlsx" else ("parse",):
                 r = measure_bounded(path, fn)

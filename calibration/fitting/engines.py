@@ -1,4 +1,4 @@
-"""Per-engine speculation overheads (issue 19): each serving engine's per-step term (t_spec_s) and per-draft-pass
+"""Per-engine speculation overheads: each serving engine's per-step term (t_spec_s) and per-draft-pass
 term (t_fixed_draft_s), fitted to that engine's published rows with the other speculation terms at the pooled fit
 (calibration/fitting/speculation.py), and the engine model's leave-one-source-out error per class.
 
