@@ -43,7 +43,7 @@ def _cpu_s(pid: int) -> float:
 
 @pytest.fixture(scope="module")
 def bombs(tmp_path_factory) -> dict[str, Path]:
-    return every_upload_bomb(tmp_path_factory.mktemp("bombs"))
+    return every_upload_bomb(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

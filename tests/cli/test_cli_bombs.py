@@ -15,7 +15,7 @@ from tests.upload_bombs import every_upload_bomb
 
 @pytest.fixture(scope="module")
 def bombs(tmp_path_factory):
-    return every_upload_bomb(tmp_path_factory.mktemp("cli-bombs"))
+    return every_upload_bomb(tmp_path_factory)
 
 
 def _hwm_kib() -> int:
