@@ -1,4 +1,4 @@
-"""The reader bombs of issue 34 (benchmarks/bench_reader_bombs.py builds them, at the small sizes): each is refused
+"""The reader bombs (benchmarks/bench_reader_bombs.py builds them, at the small sizes): each is refused
 with a TrafficError in product words by its own reader, in a fresh Python process, through parse_traffic and
 inspect_upload, growing the process by under PEAK_GROWTH_MB and using under CPU_S of CPU (`measure_many`: all the
 files in one child process, the peak reset before each call). Ordinary files of each kind still parse."""
