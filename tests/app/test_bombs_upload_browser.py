@@ -22,7 +22,7 @@ from tests.app.live_app import ARGS, CHROMIUM, running_app
 from tests.upload_bombs import every_upload_bomb
 
 PEAK_RSS_MB = 300
-SERVER_CPU_S = 5.0  # per upload, the transfer and the page's rerun included (issue 34)
+SERVER_CPU_S = 5.0  # per upload, the transfer and the page's rerun included
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="server RSS from /proc (Linux)")]
@@ -43,7 +43,7 @@ def _cpu_s(pid: int) -> float:
 
 @pytest.fixture(scope="module")
 def bombs(tmp_path_factory) -> dict[str, Path]:
-    return every_upload_bomb(tmp_path_factory.mktemp("bombs"))
+    return every_upload_bomb(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ def test_plan_headline_matches_the_planner(app, cat):
 
 def test_plan_leads_with_money_and_draws_no_arrow_for_no_change(app, cat):
     """The first row is today's bill, the bill with the best method, the saving, payback, NPV and P(saving > 0), in
-    that order; the CPMs come after; a zero change of GPUs or dollars has no delta arrow (issue 32)."""
+    that order; the CPMs come after; a zero change of GPUs or dollars has no delta arrow."""
     at = app()
     labels = [m.label for m in at.metric]
     firsts = ("Bill today", "Bill with", "Monthly saving", "Payback", "NPV over", "P(saving > 0)")
@@ -651,7 +651,7 @@ def test_billing_in_the_link_prices_every_page_and_the_tornado_shows_the_bill_sa
 
 def test_plan_fleet_today_at_another_tp_is_the_headline_fleet(app, cat):
     """4 x H100 misses a 10 ms TPOT without speculation, so today is no speculation at TP=8: the Fleet section shows
-    that fleet's GPUs and bill (the headline's), not the best method's under today's name (issue 30 / 32)."""
+    that fleet's GPUs and bill (the headline's), not the best method's under today's name."""
     at = app({"slo": "10", "volume_b": "20"})
     p = planned(cat, tpot_slo_ms=10.0, monthly_output_tokens=2e10)
     today, best = p.reference_fleet, p.best_fleet

@@ -1,6 +1,6 @@
 """The Report page's board report (PDF) for a spend-mode link and a hardware-comparison link says what the Plan
-page, the Sensitivity page and the CLI's plan JSON say (issue 32: the report's Monte Carlo ran at another volume
-than a spend's plan, and the report left the hardware comparison out)."""
+page, the Sensitivity page and the CLI's plan JSON say (the report's Monte Carlo once ran at another volume than a
+spend's plan, and the report left the hardware comparison out)."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def test_every_physical_line_starting_with_a_formula_is_inside_a_quoted_cell():
 
 def test_the_bill_today_in_the_csv_is_the_headline_when_today_is_another_tp(cat):
     """4 x H100 misses a 10 ms TPOT without speculation, so today is no speculation at TP=8: the CSV's fleet rows
-    carry the headline's GPUs and bill, not the best method's fleet under today's name (issue 30 / 32)."""
+    carry the headline's GPUs and bill, not the best method's fleet under today's name."""
     from planner import plan as P
 
     p = P.plan(P.PlanRequest(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=10.0,

@@ -89,7 +89,7 @@ def test_plan_prices_the_bill_it_is_asked_for_and_always_sizes_the_fleet(catalog
 
 def test_plan_json_today_at_another_tp_matches_the_headline():
     """4 x H100 misses a 10 ms TPOT without speculation: today is no speculation at TP=8, and the JSON's two fleets
-    carry the headline's GPUs and bills (issue 30 / 32)."""
+    carry the headline's GPUs and bills."""
     r = run("plan", "--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4", "--tpot-slo-ms", "10",
             "--monthly-output-tokens", "2e10", "--no-levers")
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,4 @@
-"""Issue 34: every traffic bomb the running app refuses (tests/app/test_bombs_upload_browser.py) is refused by the CLI
+"""Every traffic bomb the running app refuses (tests/app/test_bombs_upload_browser.py) is refused by the CLI
 too: `plan --traffic FILE` exits 2 with one `error:` line and no traceback, the file read in a child process under
 the OS limits (profiles/sandbox.py), so the CLI process itself stays small."""
 
@@ -15,7 +15,7 @@ from tests.upload_bombs import every_upload_bomb
 
 @pytest.fixture(scope="module")
 def bombs(tmp_path_factory):
-    return every_upload_bomb(tmp_path_factory.mktemp("cli-bombs"))
+    return every_upload_bomb(tmp_path_factory)
 
 
 def _hwm_kib() -> int:

@@ -1,4 +1,4 @@
-"""The GPUs users buy now (hardware.yaml, issue 31) and a user's own GPU (--hardware-spec, profiles.hardware_spec):
+"""The GPUs users buy now (profiles/data/hardware.yaml) and a user's own GPU (--hardware-spec, profiles.hardware_spec):
 each plans on step-time terms borrowed from a kernel-fitted GPU with a stated band (planner.physics.borrowed)."""
 
 from __future__ import annotations

@@ -298,7 +298,7 @@ def test_gpt_oss_120b_in_mxfp4_is_served_by_one_h100(catalog):
 
 
 # The headline's "today" at another TP: 4 x H100 misses a 10 ms TPOT without speculation, so the reference is no
-# speculation at TP=8 and the fleet at the requested TP holds no "today" configuration (issue 30 / 32).
+# speculation at TP=8 and the fleet at the requested TP holds no "today" configuration.
 TODAY_AT_TP8 = dict(model="llama-3.3-70b", hardware="h100-sxm", tp=4, tpot_slo_ms=10.0, monthly_output_tokens=2e10)
 
 

@@ -155,7 +155,7 @@ NAS_BLOCK = {"attention": {"n_heads_in_group": 2}, "ffn": {"ffn_mult": 1.0}}
 
 
 @pytest.mark.parametrize("change,pattern", [
-    # issue 34 item 6: these escaped as ZeroDivisionError, TypeError, or a 0-byte KV cache
+    # these once escaped as ZeroDivisionError, TypeError, or a 0-byte KV cache
     ({"head_dim": 0, "hidden_size": 4, **LINEAR}, r"field 'head_dim' = 0: expected an integer in \[1,"),
     ({"head_dim": 0}, r"field 'head_dim' = 0: expected an integer in \[1,"),
     ({"quantization_config": {"quant_method": "compressed-tensors",

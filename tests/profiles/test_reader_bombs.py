@@ -1,4 +1,4 @@
-"""The reader bombs of issue 34 (benchmarks/bench_reader_bombs.py builds them, at the small sizes): each is refused
+"""The reader bombs (benchmarks/bench_reader_bombs.py builds them, at the small sizes): each is refused
 with a TrafficError in product words by its own reader, in a fresh Python process, through parse_traffic and
 inspect_upload, growing the process by under PEAK_GROWTH_MB and using under CPU_S of CPU (`measure_many`: all the
 files in one child process, the peak reset before each call). Ordinary files of each kind still parse."""
@@ -12,11 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from benchmarks.bench_reader_bombs import CSV_ROWS, make_reader_bombs, measure_many, mooncake_trace
+from benchmarks.bench_reader_bombs import CSV_ROWS, measure_many, mooncake_trace
 from benchmarks.bench_xlsx_ingest import MAIN, Part, cells, workbook
 from profiles import load_catalog
 from profiles.traffic import TrafficError, inspect_upload, parse_traffic
 from profiles.traffic.guards import check_json_tokens
+from tests.upload_bombs import reader_bombs
 
 PEAK_GROWTH_MB = 200
 CPU_S = 5.0
@@ -48,7 +49,7 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak RS
 
 @pytest.fixture(scope="module")
 def bombs(tmp_path_factory):
-    return make_reader_bombs(tmp_path_factory.mktemp("reader_bombs"), small=True)
+    return reader_bombs(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from benchmarks.bench_traffic_ingest import make_bombs, measure_all
+from benchmarks.bench_traffic_ingest import measure_all
 from profiles import load_catalog
 from profiles.traffic import MAX_COLUMNS, MAX_MESSAGE_CHARS, TrafficError, inspect_upload, parse_traffic
 from profiles.traffic.sources.parquet_pages import chunk_pages
+from tests.upload_bombs import tabular_bombs
 
 ADDED_RSS_MB = 300
 
@@ -58,7 +59,7 @@ EXPECTED = {
 def results(tmp_path_factory):
     """Every bomb through the three functions, two child processes at a time (CPU time and peak RSS are each
     child's own, so running two at once does not change them)."""
-    bombs = make_bombs(tmp_path_factory.mktemp("bombs"))
+    bombs = tabular_bombs(tmp_path_factory)
     assert set(bombs) == set(EXPECTED)
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(bombs, pool.map(measure_all, bombs.values()), strict=True))

@@ -11,9 +11,10 @@ import sys
 import pytest
 
 from benchmarks.bench_traffic_ingest import measure
-from benchmarks.bench_xlsx_ingest import make_stale_dimension, make_xlsx_bombs
+from benchmarks.bench_xlsx_ingest import make_stale_dimension
 from profiles import load_catalog
 from profiles.traffic import MAX_MESSAGE_CHARS, TrafficError, inspect_upload, parse_traffic
+from tests.upload_bombs import xlsx_bombs
 
 PEAK_RSS_MB = 300
 CPU_S = 1.0
@@ -33,7 +34,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def bombs(tmp_path_factory):
-    return make_xlsx_bombs(tmp_path_factory.mktemp("xlsx_bombs"))
+    return xlsx_bombs(tmp_path_factory)
 
 
 def test_the_bombs_are_small_on_disk(bombs):

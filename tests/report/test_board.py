@@ -69,7 +69,7 @@ def test_the_pdf_opens_and_shows_the_plans_bills_saving_and_probability(cat, kw)
 
 
 def test_a_spend_plans_report_draws_at_the_volume_the_spend_buys(cat):
-    """Issue 32 item 1: the report's Monte Carlo ran at the sidebar's volume, not the spend's (P 0 % beside 58 %).
+    """The report's Monte Carlo once ran at the sidebar's volume, not the spend's (P 0 % beside 58 %).
     The record reads the plan's own draws, and its tornado runs at the plan's volume: its middle is the saving."""
     p = planned(cat, **SPEND)
     assert p.request.monthly_output_tokens > 10 * BASE["monthly_output_tokens"]  # the spend's volume, not the default

@@ -99,8 +99,13 @@ def test_a_wrong_flag_or_value_is_refused(server_args_parser, bad: list[str]) ->
         server_args_parser.parse_args(["--model-path", "org/target", *bad])
 
 
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
 @pytest.mark.parametrize("method", sorted(load_catalog().methods))
-def test_every_sglang_deploy_command_parses_with_sglangs_server_args(server_args_parser, method: str) -> None:
+def test_every_sglang_deploy_command_parses_with_sglangs_server_args(server_args_parser, cat, method: str) -> None:
     """engine_deployment's SGLang command for every method of the catalogue (what `--engine sglang` prints): its
     arguments parse with SGLang's own parser and its algorithm is one SGLang knows; a method SGLang does not ship
     gets no command and a note that says so."""
@@ -108,7 +113,6 @@ def test_every_sglang_deploy_command_parses_with_sglangs_server_args(server_args
 
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    cat = load_catalog()
     m = cat.methods[method]
     model = cat.models["deepseek-v3" if m.requires_native == "mtp" else "llama-3.3-70b"]
     k = min(3, m.max_k)

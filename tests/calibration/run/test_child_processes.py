@@ -220,7 +220,7 @@ def _engine_core_of(engine_pid: int) -> int | None:
 @pytest.mark.engine
 def test_a_sigkilled_engine_child_leaves_no_process_fails_the_run_and_frees_the_slot(
         store: Store, model_cache: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The failure of issue 34: kill -9 a running job's engine child (as the out-of-memory killer would). Before,
+    """Kill -9 a running job's engine child (as the out-of-memory killer would). Before,
     its EngineCore stayed resident under init, the run stayed "running" until its deadline and every other job was
     refused. Now, within seconds: no process of the job's tree is left, the run is failed with the reason, and
     the next job is admitted."""

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from calibration.measure.spec import EngineConfig
+from calibration.storage.store import Store
 from calibration.targets import head_formats, heads, model_assets, registry
 from calibration.targets.registry import RegistryError, parse_registry
+from tests.calibration.conftest import E2E, E2E_CONFIGS
 
 # A SmolLM2-135M-shaped target (its config.json fields), and a small one that builds in milliseconds.
 SMOLLM2 = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576,
@@ -278,39 +281,55 @@ def test_the_shipped_registry_offers_every_method_on_cpu() -> None:
 
 
 # ---- the real engine -------------------------------------------------------------------------------------
+# Every (target, method, K, draft) in turn in ONE process: each engine is shut down before the next starts (its
+# engine core is a process of its own), so vllm is imported once for all of them. Each result is the metrics
+# delta around its own generate call.
 ENGINE_SCRIPT = """
 import json, sys
 if __name__ == "__main__":
     from calibration.targets.registry import load_registry
     from calibration.harness.metrics import DRAFT_TOKENS, snapshot_from_get_metrics
-    target, method, k, draft = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] or None
-    reg = load_registry()
-    spec = reg.speculative_config(target, method, k, draft)
+    from calibration.measure.engine import shutdown_engine
     from vllm import LLM, SamplingParams
-    llm = LLM(model=reg.target(target).model.resolve(), enforce_eager=True, gpu_memory_utilization=0.3,
-              dtype="bfloat16", max_model_len=2048, disable_log_stats=False, speculative_config=spec)
-    outs = llm.generate(["def add(a, b):", "The capital of France is"],
-                        SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))
-    snap = snapshot_from_get_metrics(llm.get_metrics())
-    print("RESULT " + json.dumps({"drafted": snap.counters.get(DRAFT_TOKENS, 0.0),
-                                  "tokens": sum(len(o.outputs[0].token_ids) for o in outs)}), flush=True)
+    reg = load_registry()
+    for target, method, k, draft in json.loads(sys.argv[1]):
+        spec = reg.speculative_config(target, method, k, draft or None)
+        llm = LLM(model=reg.target(target).model.resolve(), enforce_eager=True, gpu_memory_utilization=0.3,
+                  dtype="bfloat16", max_model_len=2048, disable_log_stats=False, speculative_config=spec)
+        before = snapshot_from_get_metrics(llm.get_metrics())
+        outs = llm.generate(["def add(a, b):", "The capital of France is"],
+                            SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))
+        snap = snapshot_from_get_metrics(llm.get_metrics()).minus(before)
+        print("RESULT " + json.dumps({"method": method, "drafted": snap.counters.get(DRAFT_TOKENS, 0.0),
+                                      "tokens": sum(len(o.outputs[0].token_ids) for o in outs)}), flush=True)
+        shutdown_engine(llm)
+        del llm
 """
+# EAGLE-3's cost-only head on SmolLM2 at K=3 is one of the session calibration's configurations
+# (tests/calibration/conftest.py E2E_CONFIGS, started through the same registry): read there, not started again.
+EAGLE3_IN_E2E = EngineConfig("eagle3", 3, "cost-only")
 
 
 @pytest.mark.engine
-def test_cost_only_heads_and_mtp_draft_on_the_cpu_engine(model_cache: dict, tmp_path: Path) -> None:
+def test_cost_only_heads_and_mtp_draft_on_the_cpu_engine(model_cache: dict, e2e: E2E, tmp_path: Path) -> None:
     """EAGLE-3, MEDUSA and MTP through the shipped registry on the real engine: each starts, drafts and verifies
-    (random heads accept almost nothing: only drafting is asserted). One engine start each, ~1 min."""
+    (random heads accept almost nothing: only drafting is asserted). MEDUSA and MTP: one engine start each in one
+    process, ~1 min; EAGLE-3: the session calibration's engine (conftest.e2e)."""
     pytest.importorskip("vllm")
-    script = tmp_path / "run_one.py"
+    assert EAGLE3_IN_E2E in E2E_CONFIGS
+    eagle3 = [g for g in Store(e2e.store_url).groups([e2e.run_id])
+              if g.config_label == EAGLE3_IN_E2E.label and g.status == "finished"]
+    assert eagle3, f"the session calibration measured no {EAGLE3_IN_E2E.label} group"
+    assert sum(g.counts.num_draft_tokens for g in eagle3) > 0
+    assert all(g.output_tokens == g.num_prompts * g.max_output_tokens for g in eagle3)
+    script = tmp_path / "run_all.py"
     script.write_text(ENGINE_SCRIPT)
     root = Path(__file__).resolve().parents[3]
-    for target, method, k, draft in (("smollm2-135m", "eagle3", 3, "cost-only"),
-                                     ("smollm2-135m", "medusa", 3, "cost-only"), ("mimo-tiny", "mtp", 1, "")):
-        out = subprocess.run([sys.executable, str(script), target, method, str(k), draft], cwd=root,
-                             capture_output=True, text=True, timeout=600,
-                             env={**os.environ, "PYTHONPATH": str(root)})
-        lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
-        assert out.returncode == 0 and lines, (method, out.stderr[-3000:])
-        res = json.loads(lines[-1].removeprefix("RESULT "))
-        assert res["tokens"] == 16 and res["drafted"] > 0, (method, res)
+    runs = [("smollm2-135m", "medusa", 3, "cost-only"), ("mimo-tiny", "mtp", 1, "")]
+    out = subprocess.run([sys.executable, str(script), json.dumps(runs)], cwd=root, capture_output=True, text=True,
+                         timeout=900, env={**os.environ, "PYTHONPATH": str(root)})
+    results = [json.loads(ln.removeprefix("RESULT ")) for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert [r["method"] for r in results] == ["medusa", "mtp"], out.stderr[-3000:]
+    for res in results:
+        assert res["tokens"] == 16 and res["drafted"] > 0, res

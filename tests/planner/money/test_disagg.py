@@ -40,7 +40,7 @@ def _decode_tpot_ms(catalog, tp: int, batch: int) -> float:
 
 
 def test_hand_computed_disaggregated_fleet_for_a_1k_in_1k_out_trace(catalog):
-    """Case (d) of issue 33, today's fleet (no speculation) served disaggregated.
+    """Today's fleet (no speculation) served disaggregated, by hand.
 
     Prefill pool. Llama-3.1-8B: 7.504664e9 active parameters, attention dim 131072; H100 SXM bf16 989 TFLOP/s at
     eta_flops 0.86526 (hardware.yaml), so one 1000-token prompt on TP GPUs takes

@@ -188,7 +188,7 @@ def _ds_dp(catalog, **kw) -> P.Plan:
 
 def test_today_is_plain_tp_when_it_is_cheaper_than_data_parallel_attention(catalog):
     """At a 30 ms TPOT, DeepSeek-V3 fp8 on 8 x H200 without speculation needs 48 GPUs with data-parallel attention
-    and 24 on plain TP (issue 32): today is the cheaper plain TP, named in the note and the verdict, and the saving is
+    and 24 on plain TP: today is the cheaper plain TP, named in the note and the verdict, and the saving is
     measured from it, not from the dearer DP fleet."""
     p = _ds_dp(catalog)
     plain = P.plan(P.PlanRequest(model="deepseek-v3", hardware="h200", tp=8, dtype="fp8", tpot_slo_ms=30.0), catalog)

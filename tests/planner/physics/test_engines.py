@@ -1,6 +1,6 @@
-"""The serving engine as an input (issue 19): validation, CLI, per-engine terms fitted from each engine's rows (held
-at the pooled fit where its rows do not identify them), the assumption line, the deploy command, the Monte Carlo's
-speedup error, and the MoE verify step costed from the kernel-fitted MoE terms."""
+"""The serving engine as an input (planner/physics/engines.py): validation, CLI, per-engine terms fitted from each
+engine's rows (held at the pooled fit where its rows do not identify them), the assumption line, the deploy command,
+the Monte Carlo's speedup error, and the MoE verify step costed from the kernel-fitted MoE terms."""
 
 import csv
 import dataclasses
@@ -182,7 +182,7 @@ def test_moe_verify_step_grows_with_batch_times_k_plus_1_as_the_kernel_table(cat
 def test_small_active_moe_at_acceptance_length_about_2_can_lose_at_batch_1(catalog):
     """Qwen3-30B-A3B, EAGLE-3 chain at batch 1 on H100 with acceptance length 1.9 (bonus token included): each
     extra verify token pays the fused-MoE kernel's growth, so the speedup falls with K at a fixed acceptance, and on
-    SGLang's fitted terms K=3 costs more than it saves (what the model says, issue 19)."""
+    SGLang's fitted terms K=3 costs more than it saves (what the model says)."""
     out = {}
     for k in (1, 2, 3):
         row = sp.SpecRow(id="q", source="q", engine="sglang", model="qwen3-30b-a3b", hardware="h100-sxm",
