@@ -73,7 +73,8 @@ def test_the_ttft_slo_bounds_one_replicas_capacity_by_hand():
     """One hour, 30 requests/s of 100 output and 2,000 prompt tokens; TPOT(b) = 20 ms + 0.1 ms x b; prefill 10 ms;
     TPOT SLO 60 ms. Without a TTFT SLO a few replicas hold it; a TTFT SLO of 65 ms, just above one request's own
     prefill (10 ms + one 20 ms step, half a step in flight) and the engine's front-end time (20.71 ms,
-    planner.physics.ttft.DEFAULT_OVERHEAD_S): 60.71 ms, leaves little room to queue: more replicas, each hour's TTFT within the SLO."""
+    planner.physics.ttft.DEFAULT_OVERHEAD_S): 60.71 ms, leaves little room to queue: more replicas, each hour's TTFT
+    within the SLO."""
     b = np.arange(1, 1001, dtype=float)
     tpot = (0.02 + 0.0001 * b)[None, None, :]
     hours = (F.HourLoad(0, 30.0, 2000.0, 100.0),)
