@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profiles.traffic.options import MAX_RULE_CHARS  # noqa: E402
-from profiles.traffic.workload import _contains, _lower, _lower_text  # noqa: E402
+from profiles.traffic.workload import contains_text, lower_column, lower_text  # noqa: E402
 
 MIB = 2**20
 
@@ -46,8 +46,8 @@ def before(col: pa.ChunkedArray, rule: str) -> int:
 
 
 def after(col: pa.ChunkedArray, rule: str) -> int:
-    needle = _lower_text(rule)
-    return sum(int(_contains(chunk, needle).sum()) for chunk in _lower(col).chunks)
+    needle = lower_text(rule)
+    return sum(int(contains_text(chunk, needle).sum()) for chunk in lower_column(col).chunks)
 
 
 def timed(fn, col: pa.ChunkedArray, rule: str, mib: float) -> str:

@@ -79,7 +79,7 @@ def target_shapes(cfg: Any) -> dict[str, Any]:
     }
 
 
-def _check_kind(kind: Any) -> str:
+def check_head_kind(kind: Any) -> str:
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} not allowed; head kinds: {KINDS}")
     return kind
@@ -109,7 +109,7 @@ def _llama_layer_config(target: dict[str, Any], shapes: dict[str, Any]) -> dict[
 
 def head_config(*, kind: str, target_config: dict[str, Any], num_heads: int = MEDUSA_HEADS) -> dict[str, Any]:
     """The head's config.json for `kind` built on the target's config.json."""
-    _check_kind(kind)
+    check_head_kind(kind)
     shapes = target_shapes(target_config)
     if kind == "medusa":
         return {"architectures": ["MedusaModel"], "model_type": "medusa", "hidden_size": shapes["hidden_size"],
@@ -132,7 +132,7 @@ def cache_key(*, kind: str, target_config: dict[str, Any], seed: int = DEFAULT_S
               num_heads: int = MEDUSA_HEADS) -> str:
     """12 hex digits: the kind, the target's config.json (canonical JSON), the seed, the head count and the
     builder's format version; equal keys mean byte-equal builds."""
-    blob = json.dumps({"kind": _check_kind(kind), "target": target_config, "seed": seed,
+    blob = json.dumps({"kind": check_head_kind(kind), "target": target_config, "seed": seed,
                        "num_heads": num_heads if kind == "medusa" else None, "format": FORMAT_VERSION},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -163,7 +163,7 @@ def _shapes_llama_layer(prefix: str, shapes: dict[str, Any], qkv_in: int, *, inp
 def head_weight_shapes(*, kind: str, target_config: dict[str, Any],
                        num_heads: int = MEDUSA_HEADS) -> dict[str, tuple[int, ...]]:
     """Checkpoint tensor name -> shape for the floating-point weights of `kind` (d2t/t2d excluded)."""
-    _check_kind(kind)
+    check_head_kind(kind)
     s = target_shapes(target_config)
     h, vocab = s["hidden_size"], s["vocab_size"]
     if kind == "medusa":

@@ -66,11 +66,11 @@ def ensure_head(kind: str, target_dir: Path, *, seed: int = head_formats.DEFAULT
                 num_heads: int = head_formats.MEDUSA_HEADS) -> Path:
     """The folder of a random `kind` head for the target at `target_dir` (only its config.json and tokenizer
     files are read), built on first use; kind in head_formats.KINDS."""
-    head_formats._check_kind(kind)
+    head_formats.check_head_kind(kind)
     target_dir = Path(target_dir)
     cfg = read_target_config(target_dir)
     dest = head_path(kind, target_dir, seed=seed, num_heads=num_heads)
-    if model_assets._is_complete(dest):
+    if model_assets.is_complete(dest):
         return dest
 
     def build(tmp: Path) -> None:
@@ -79,7 +79,7 @@ def ensure_head(kind: str, target_dir: Path, *, seed: int = head_formats.DEFAULT
         write_checkpoint(tmp, config, tensors)
         copy_tokenizer(target_dir, tmp)
 
-    model_assets._build(dest, build, source=f"heads:{kind} seed={seed} target={target_dir}")
+    model_assets.build_model_folder(dest, build, source=f"heads:{kind} seed={seed} target={target_dir}")
     return dest
 
 

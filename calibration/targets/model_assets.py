@@ -64,7 +64,7 @@ class ModelAsset:
     is_draft: bool
 
 
-def _is_complete(folder: Path) -> bool:
+def is_complete(folder: Path) -> bool:
     return (folder / DONE_MARKER).is_file() and (folder / "config.json").is_file()
 
 
@@ -106,7 +106,7 @@ def _truncate(src: Path, dest: Path, layers: int) -> None:
     AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(dest))
 
 
-def _build(dest: Path, builder, source: str = GGUF_FILE) -> None:
+def build_model_folder(dest: Path, builder, source: str = GGUF_FILE) -> None:
     """Build into a temporary sibling folder, then rename: a killed conversion never leaves a half folder."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".tmp-", dir=dest.parent))
@@ -123,8 +123,8 @@ def _build(dest: Path, builder, source: str = GGUF_FILE) -> None:
 
 def ensure_target() -> ModelAsset:
     dest = cache_dir() / TARGET_NAME
-    if not _is_complete(dest):
-        _build(dest, _convert_target)
+    if not is_complete(dest):
+        build_model_folder(dest, _convert_target)
     layers = json.loads((dest / "config.json").read_text())["num_hidden_layers"]
     return ModelAsset(TARGET_NAME, dest, int(layers), is_draft=False)
 
@@ -134,8 +134,8 @@ def ensure_draft(name: str) -> ModelAsset:
         raise ValueError(f"draft={name!r} not allowed; allowed drafts: {sorted(DRAFT_LAYERS)}")
     target = ensure_target()
     dest = cache_dir() / name
-    if not _is_complete(dest):
-        _build(dest, lambda tmp: _truncate(target.path, tmp, DRAFT_LAYERS[name]))
+    if not is_complete(dest):
+        build_model_folder(dest, lambda tmp: _truncate(target.path, tmp, DRAFT_LAYERS[name]))
     return ModelAsset(name, dest, DRAFT_LAYERS[name], is_draft=True)
 
 
@@ -157,8 +157,8 @@ def ensure_mtp_target() -> ModelAsset:
     """The random MiMo target with one MTP layer, on SmolLM2's vocabulary and tokenizer (built once)."""
     base = ensure_target()
     dest = cache_dir() / MTP_TARGET_NAME
-    if not _is_complete(dest):
-        _build(dest, lambda tmp: _build_mtp_target(tmp, base.path), source="random MiMo (head_formats)")
+    if not is_complete(dest):
+        build_model_folder(dest, lambda tmp: _build_mtp_target(tmp, base.path), source="random MiMo (head_formats)")
     layers = json.loads((dest / "config.json").read_text())["num_hidden_layers"]
     return ModelAsset(MTP_TARGET_NAME, dest, int(layers), is_draft=False)
 

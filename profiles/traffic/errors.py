@@ -10,7 +10,7 @@ from typing import Any
 from profiles.traffic.limits import MAX_MESSAGE_CHARS, MAX_VALUE_CHARS
 
 
-def _short(v: Any) -> str:
+def short_value(v: Any) -> str:
     """repr of a cell value, cut to MAX_VALUE_CHARS (a 50 MB binary line is never echoed)."""
     if isinstance(v, (bytes, bytearray, memoryview)):
         b = bytes(v[: MAX_VALUE_CHARS + 1])
@@ -46,7 +46,7 @@ class Problem:
         if self.column is not None:
             where.append(f"column '{clip(str(self.column), 80)}'")
         head = ", ".join(where)
-        val = "" if self.value is None and self.row is None else f"value {_short(self.value)}: "
+        val = "" if self.value is None and self.row is None else f"value {short_value(self.value)}: "
         text = f"{head}: {val}expected {self.expected}" if head else f"{val}expected {self.expected}"
         return clip(text)
 

@@ -8,11 +8,11 @@ import numpy as np
 from profiles.traffic.columns import FileInfo
 from profiles.traffic.errors import fail
 from profiles.traffic.limits import DAYS_PER_MONTH, MAX_TOKENS_PER_REQUEST, SECONDS_PER_MONTH
-from profiles.traffic.profile import Segment, TrafficProfile, _check_sane, fmt_tokens
+from profiles.traffic.profile import Segment, TrafficProfile, check_sane, fmt_tokens
 from profiles.traffic.reading import read_table
 from profiles.traffic.sources.base import Source
-from profiles.traffic.validate import _check_cell_lengths, _codes, _numeric, _Problems
-from profiles.traffic.volume import _context_stats
+from profiles.traffic.validate import Problems, category_codes, check_cell_lengths, numeric_column
+from profiles.traffic.volume import weighted_context_stats
 
 
 def mix_profile(name: str, src: Source, info: FileInfo, catalog) -> TrafficProfile:
@@ -21,15 +21,15 @@ def mix_profile(name: str, src: Source, info: FileInfo, catalog) -> TrafficProfi
     use = [roles["workload"], roles[vol_col]] + [roles[c] for c in ("language", "prompt_tokens", "output_tokens")
                                                  if c in roles]
     tbl = read_table(src, use, [roles["workload"]] + ([roles["language"]] if "language" in roles else []))
-    probs = _Problems(src)
-    _check_cell_lengths(tbl, probs)
+    probs = Problems(src)
+    check_cell_lengths(tbl, probs)
     valid_wl = list(catalog.workloads.keys())
     valid_lang = list(catalog.languages.keys())
-    wl = _codes(tbl.column(roles["workload"]), roles["workload"], valid_wl, probs, "workload")
-    lang = (_codes(tbl.column(roles["language"]), roles["language"], valid_lang, probs, "language",
+    wl = category_codes(tbl.column(roles["workload"]), roles["workload"], valid_wl, probs, "workload")
+    lang = (category_codes(tbl.column(roles["language"]), roles["language"], valid_lang, probs, "language",
                    default="english") if "language" in roles
             else np.full(tbl.num_rows, valid_lang.index("english") if "english" in valid_lang else 0))
-    vol = _numeric(tbl.column(roles[vol_col]), roles[vol_col], probs, integer=False, low=0,
+    vol = numeric_column(tbl.column(roles[vol_col]), roles[vol_col], probs, integer=False, low=0,
                    high=1e16 if vol_col != "share" else 100,
                    what="monthly output tokens" if vol_col != "share" else "a share (0-1 or percent)",
                    decimal=src.decimal)
@@ -37,7 +37,7 @@ def mix_profile(name: str, src: Source, info: FileInfo, catalog) -> TrafficProfi
     for col in ("prompt_tokens", "output_tokens"):
         if col in roles:
             # a mean below one token per request makes requests = tokens / mean explode (1e-320 -> inf)
-            lengths[col] = _numeric(tbl.column(roles[col]), roles[col], probs, integer=False, low=1,
+            lengths[col] = numeric_column(tbl.column(roles[col]), roles[col], probs, integer=False, low=1,
                                     high=MAX_TOKENS_PER_REQUEST, what=f"mean {col.replace('_', ' ')} per request",
                                     decimal=src.decimal)
     probs.raise_if_any()
@@ -65,7 +65,7 @@ def mix_profile(name: str, src: Source, info: FileInfo, catalog) -> TrafficProfi
                 mean_output_tokens=float(g_share[k] / g_req[k]))
         for k in sorted(range(nseg), key=lambda k: (valid_wl[k // L], valid_lang[k % L])) if g_share[k] > 0)
     ctx = np.array([s.mean_prompt_tokens + s.mean_output_tokens for s in segments])
-    qs, edges, counts = _context_stats(ctx, np.array([s.requests for s in segments]))
+    qs, edges, counts = weighted_context_stats(ctx, np.array([s.requests for s in segments]))
     total_req = sum(s.requests for s in segments)
     note = (f"{fmt_tokens(monthly)} output tokens/month: the sum of the mix table's monthly_output_tokens."
             if monthly else "A mix table of shares has no volume: enter the monthly volume on the Plan page.")
@@ -77,6 +77,6 @@ def mix_profile(name: str, src: Source, info: FileInfo, catalog) -> TrafficProfi
         warnings=tuple(warnings), source_format=info.format_label, column_map=info.mapping,
         span_s=SECONDS_PER_MONTH if monthly else None, volume_note=note,
     )
-    _check_sane(prof)
+    check_sane(prof)
     return prof
 

@@ -11,12 +11,12 @@ from profiles.traffic.language import LanguageSample
 from profiles.traffic.limits import MAX_BUCKET_REQUESTS, MAX_PROBLEMS, MAX_ROWS, MAX_TOKENS_PER_REQUEST, MAX_WEIGHT
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.profile import TrafficProfile
-from profiles.traffic.reading import _lookahead, read_batches
+from profiles.traffic.reading import read_batches, read_lookahead
 from profiles.traffic.sources.base import Source
-from profiles.traffic.times import _timestamps, _TimeState
-from profiles.traffic.validate import _check_cell_lengths, _codes, _numeric, _Problems
-from profiles.traffic.volume import _Acc, _finish_requests
-from profiles.traffic.workload import _rule_columns, _workload_codes, _WorkloadState
+from profiles.traffic.times import TimeState, read_timestamps
+from profiles.traffic.validate import Problems, category_codes, check_cell_lengths, numeric_column
+from profiles.traffic.volume import RequestAccumulator, finish_requests
+from profiles.traffic.workload import WorkloadState, rule_columns, workload_codes
 
 
 def requests_profile(name: str, src: Source, info: FileInfo, catalog, options: ParseOptions) -> TrafficProfile:
@@ -25,7 +25,7 @@ def requests_profile(name: str, src: Source, info: FileInfo, catalog, options: P
     valid_wl = list(catalog.workloads.keys())
     valid_lang = list(catalog.languages.keys())
     text_cols = [roles[r] for r in ("workload", "language", "prompt_text", "model", "endpoint") if r in roles]
-    rule_cols = _rule_columns(rule, info)
+    rule_cols = rule_columns(rule, info)
     use = [roles["timestamp"], roles["prompt_tokens"], roles["output_tokens"]]
     if rule.mode == "auto" and "workload" in roles:
         use.append(roles["workload"])
@@ -38,40 +38,40 @@ def requests_profile(name: str, src: Source, info: FileInfo, catalog, options: P
     if detect:
         use.append(roles["prompt_text"])
     use = list(dict.fromkeys(use))
-    probs = _Problems(src)
+    probs = Problems(src)
     L = len(valid_lang)
-    acc = _Acc(len(valid_wl) * L)
-    tstate = _TimeState(options.timestamp_unit)
-    estate = _TimeState(options.timestamp_unit)
-    wstate = _WorkloadState()
+    acc = RequestAccumulator(len(valid_wl) * L)
+    tstate = TimeState(options.timestamp_unit)
+    estate = TimeState(options.timestamp_unit)
+    wstate = WorkloadState()
     english = valid_lang.index("english") if "english" in valid_lang else 0
     langs = LanguageSample(valid_lang) if detect else None
     tok_high = MAX_TOKENS_PER_REQUEST * (MAX_BUCKET_REQUESTS if totals else 1)
     what = "tokens (total over the row's requests)" if totals else "tokens"
     row0 = 0
-    for tbl, last in _lookahead(read_batches(src, use, text_cols + rule_cols)):
+    for tbl, last in read_lookahead(read_batches(src, use, text_cols + rule_cols)):
         n = tbl.num_rows
         probs.offset = row0
         row0 += n
         if row0 > MAX_ROWS:
             raise fail(f"at most {MAX_ROWS:,} rows (this file has more)")
-        _check_cell_lengths(tbl, probs)
-        wl_codes = _workload_codes(tbl, info, rule, name, valid_wl, probs, wstate)
-        lang_codes = (_codes(tbl.column(roles["language"]), roles["language"], valid_lang, probs, "language",
+        check_cell_lengths(tbl, probs)
+        wl_codes = workload_codes(tbl, info, rule, name, valid_wl, probs, wstate)
+        lang_codes = (category_codes(tbl.column(roles["language"]), roles["language"], valid_lang, probs, "language",
                              default="english") if "language" in roles else np.full(n, english))
-        prompt = _numeric(tbl.column(roles["prompt_tokens"]), roles["prompt_tokens"], probs, integer=True, low=0,
+        prompt = numeric_column(tbl.column(roles["prompt_tokens"]), roles["prompt_tokens"], probs, integer=True, low=0,
                           high=tok_high, what="prompt " + what, decimal=src.decimal)
-        output = _numeric(tbl.column(roles["output_tokens"]), roles["output_tokens"], probs, integer=True, low=0,
+        output = numeric_column(tbl.column(roles["output_tokens"]), roles["output_tokens"], probs, integer=True, low=0,
                           high=tok_high, what="output " + what, decimal=src.decimal)
         if "weight" in roles:
             wcol = roles["weight"]
-            weight = (_numeric(tbl.column(wcol), wcol, probs, integer=True, low=0, high=MAX_BUCKET_REQUESTS,
+            weight = (numeric_column(tbl.column(wcol), wcol, probs, integer=True, low=0, high=MAX_BUCKET_REQUESTS,
                                what="requests in the row", decimal=src.decimal) if totals else
-                      _numeric(tbl.column(wcol), wcol, probs, integer=False, low=0, high=MAX_WEIGHT,
+                      numeric_column(tbl.column(wcol), wcol, probs, integer=False, low=0, high=MAX_WEIGHT,
                                what="a request weight", low_inclusive=False, decimal=src.decimal))
         else:
             weight = np.ones(n)
-        secs = _timestamps(tbl.column(roles["timestamp"]), roles["timestamp"], probs, tstate)
+        secs = read_timestamps(tbl.column(roles["timestamp"]), roles["timestamp"], probs, tstate)
         end_secs = None
         if totals:
             # tokens per request in a bucket must be plausible; a bucket with tokens but no requests is an error
@@ -87,7 +87,7 @@ def requests_profile(name: str, src: Source, info: FileInfo, catalog, options: P
                            f"at most {MAX_TOKENS_PER_REQUEST:,} prompt tokens per request in the row",
                            tbl.column(roles["prompt_tokens"]))
             if "end_time" in roles:
-                end_secs = _timestamps(tbl.column(roles["end_time"]), roles["end_time"], probs, estate)
+                end_secs = read_timestamps(tbl.column(roles["end_time"]), roles["end_time"], probs, estate)
         if probs.items:
             if len(probs.items) >= MAX_PROBLEMS and not last:
                 probs.raise_if_any(at_least=True)  # a page of problems: do not decode the rest of the file
@@ -111,6 +111,6 @@ def requests_profile(name: str, src: Source, info: FileInfo, catalog, options: P
         raise fail("at least one data row below the header")
     if langs is not None:
         acc.seg = langs.split(acc.seg, english)
-    return _finish_requests(name, src, info, acc, valid_wl, valid_lang, totals, tstate, wstate, use, roles,
+    return finish_requests(name, src, info, acc, valid_wl, valid_lang, totals, tstate, wstate, use, roles,
                             rule_cols, language_note=langs.note() if langs is not None else "")
 

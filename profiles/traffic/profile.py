@@ -198,7 +198,7 @@ def fmt_tokens(x: float) -> str:
 
 
 
-def _check_sane(prof: TrafficProfile) -> None:
+def check_sane(prof: TrafficProfile) -> None:
     """Nothing replaces a good profile unless every number in the new one is finite and plausible."""
     bad: list[str] = []
 

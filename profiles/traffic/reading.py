@@ -47,7 +47,7 @@ def read_table(src: Source, cols: list[str], text_cols: Iterable[str]) -> pa.Tab
 
 
 
-def _lookahead(it):
+def read_lookahead(it):
     """Yield (item, is_last) pairs."""
     it = iter(it)
     try:

@@ -12,11 +12,11 @@ import pyarrow.compute as pc
 
 from profiles.traffic.errors import clip
 from profiles.traffic.limits import MAX_TIMESTAMP, MIN_TIMESTAMP
-from profiles.traffic.validate import _null_mask, _per_value, _Problems, _value_type, as_text
+from profiles.traffic.validate import Problems, as_text, null_mask, per_value, value_type_of
 
 
 @dataclass
-class _TimeState:
+class TimeState:
     """Decisions taken on the first batch and kept for the rest (unit of numeric timestamps, relative)."""
 
     unit: str
@@ -43,33 +43,33 @@ def _epoch_unit(vals: np.ndarray) -> tuple[float, str]:
 UNIT_SCALE = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
-def _timestamps(arr: pa.ChunkedArray, col: str, probs: _Problems, state: _TimeState) -> np.ndarray:
+def read_timestamps(arr: pa.ChunkedArray, col: str, probs: Problems, state: TimeState) -> np.ndarray:
     """Seconds since the Unix epoch (UTC; text without a zone offset is read as UTC) as float64.
     Accepts ISO 8601 (2026-11-29T10:15:00Z, 2023-11-16 18:15:46.6805900), Unix s / ms / us / ns (by magnitude,
     decided on the first batch; `state` keeps the decision and a note), Parquet and Excel date-times. Numbers
     before the year 2000 are seconds since the trace began (BurstGPT)."""
     n = len(arr)
-    t = _value_type(arr)
-    null = _null_mask(arr)
+    t = value_type_of(arr)
+    null = null_mask(arr)
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         def conv(a: pa.Array) -> np.ndarray:
             if pa.types.is_date(a.type):
                 a = a.cast(pa.timestamp("s"))
             return a.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False) * UNIT_SCALE[a.type.unit]
-        secs = _per_value(arr, conv, 0.0).astype(float)
+        secs = per_value(arr, conv, 0.0).astype(float)
         bad = np.zeros(n, bool)
         state.note = state.note or ("date-times in the file's own type"
                                     + ("" if getattr(t, "tz", None) else " (no time zone: read as UTC)"))
         state.relative = False
     elif pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        vals = _per_value(arr, lambda a: a.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False),
+        vals = per_value(arr, lambda a: a.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False),
                           np.nan).astype(float)
         secs, bad = _epoch_seconds(vals, state)
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
         def conv(a: pa.Array) -> np.ndarray:
             s, b = _parse_time_text(as_text(a), state)
             return np.where(b, np.nan, s)
-        secs = _per_value(arr, conv, np.nan).astype(float)
+        secs = per_value(arr, conv, np.nan).astype(float)
         bad = np.isnan(secs)
         secs = np.where(bad, 0.0, secs)
     else:
@@ -86,7 +86,7 @@ def _timestamps(arr: pa.ChunkedArray, col: str, probs: _Problems, state: _TimeSt
     return secs
 
 
-def _epoch_seconds(vals: np.ndarray, state: _TimeState) -> tuple[np.ndarray, np.ndarray]:
+def _epoch_seconds(vals: np.ndarray, state: TimeState) -> tuple[np.ndarray, np.ndarray]:
     """Numeric timestamps -> seconds (unit by magnitude on the first batch unless given), and a bad mask."""
     if state.scale is None:
         scale, unit_name = _epoch_unit(vals) if state.unit == "auto" else (UNIT_SCALE[state.unit], state.unit)
@@ -105,7 +105,7 @@ def _epoch_seconds(vals: np.ndarray, state: _TimeState) -> tuple[np.ndarray, np.
     return np.where(bad, 0.0, secs), bad
 
 
-def _parse_time_text(s: pa.Array, state: _TimeState) -> tuple[np.ndarray, np.ndarray]:
+def _parse_time_text(s: pa.Array, state: TimeState) -> tuple[np.ndarray, np.ndarray]:
     """(seconds, bad mask) for a plain text array; arrow's ISO 8601 cast first (C++, fast)."""
     n = len(s)
     s = pc.utf8_trim_whitespace(s)

@@ -28,7 +28,7 @@ def as_text(a: pa.Array) -> pa.Array:
         return pa.array([None if v is None else str(v) for v in a.to_pylist()], pa.string())
 
 
-def _per_value(arr: pa.ChunkedArray, fn: Callable[[pa.Array], np.ndarray], null_value: Any,
+def per_value(arr: pa.ChunkedArray, fn: Callable[[pa.Array], np.ndarray], null_value: Any,
                encode: bool = False) -> np.ndarray:
     """fn over the values of a column, row by row, computed once per distinct value where the column is
     dictionary-encoded (Parquet strings are read that way) or `encode` asks for it: a dictionary bomb (one
@@ -50,15 +50,15 @@ def _per_value(arr: pa.ChunkedArray, fn: Callable[[pa.Array], np.ndarray], null_
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def _value_type(arr: pa.ChunkedArray) -> pa.DataType:
+def value_type_of(arr: pa.ChunkedArray) -> pa.DataType:
     return arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
 
 
-def _null_mask(arr: pa.ChunkedArray) -> np.ndarray:
+def null_mask(arr: pa.ChunkedArray) -> np.ndarray:
     return arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else np.zeros(len(arr), bool)
 
 
-class _Problems:
+class Problems:
     def __init__(self, src: Source):
         self.items: list[tuple[int, str, Any, str]] = []
         self.total = 0
@@ -98,12 +98,12 @@ def _plain(v: Any) -> Any:
     return str(v)
 
 
-def _numeric(arr: pa.ChunkedArray, col: str, probs: _Problems, *, integer: bool, low: float, high: float,
+def numeric_column(arr: pa.ChunkedArray, col: str, probs: Problems, *, integer: bool, low: float, high: float,
              what: str, low_inclusive: bool = True, decimal: str | None = None) -> np.ndarray:
     """Float64 values of a column; a problem for each empty, non-numeric, NaN, out-of-range or fractional cell."""
     n = len(arr)
-    t = _value_type(arr)
-    null = _null_mask(arr)
+    t = value_type_of(arr)
+    null = null_mask(arr)
     if pa.types.is_boolean(t):
         probs.add_mask(~null, col, f"a number ({what}), not true/false", arr)
         probs.add_mask(null, col, f"a value ({what}); the cell is empty", arr)
@@ -124,7 +124,7 @@ def _numeric(arr: pa.ChunkedArray, col: str, probs: _Problems, *, integer: bool,
         probs.add_mask(~null, col, f"a number ({what}), not {clip(str(t), 40)}", arr)
         probs.add_mask(null, col, f"a value ({what}); the cell is empty", arr)
         return np.zeros(n)
-    vals = _per_value(arr, conv, np.nan).astype(float)
+    vals = per_value(arr, conv, np.nan).astype(float)
     nan = np.isnan(vals)
     probs.add_mask(null, col, f"a value ({what}); the cell is empty", arr)
     probs.add_mask(nan & ~null, col, f"a number ({what})", arr)
@@ -141,12 +141,12 @@ def _numeric(arr: pa.ChunkedArray, col: str, probs: _Problems, *, integer: bool,
     return np.where(ok & ~too_low & ~too_high, vals, 0.0)
 
 
-def _codes(arr: pa.ChunkedArray, col: str, valid: list[str], probs: _Problems, kind: str,
+def category_codes(arr: pa.ChunkedArray, col: str, valid: list[str], probs: Problems, kind: str,
            default: str | None = None) -> np.ndarray:
     """Codes into `valid` for a text column, names matched case-insensitively; unknown names name the valid
     ones. Works per distinct value, not per row."""
     lookup = {norm(v): i for i, v in enumerate(valid)}
-    codes = _per_value(arr, lambda a: np.array([lookup.get(norm(w), -1) for w in as_text(a).to_pylist()],
+    codes = per_value(arr, lambda a: np.array([lookup.get(norm(w), -1) for w in as_text(a).to_pylist()],
                                                dtype=np.int64), -2, encode=True).astype(np.int64)
     missing = codes == -2
     if default is not None:
@@ -157,15 +157,15 @@ def _codes(arr: pa.ChunkedArray, col: str, valid: list[str], probs: _Problems, k
     return np.where(codes < 0, 0, codes)
 
 
-def _check_cell_lengths(tbl: pa.Table, probs: _Problems) -> None:
+def check_cell_lengths(tbl: pa.Table, probs: Problems) -> None:
     """Refuse any text cell over MAX_FIELD_CHARS (dictionary columns: checked on the dictionary)."""
     for c in tbl.column_names:
         arr = tbl.column(c)
-        t = _value_type(arr)
+        t = value_type_of(arr)
         if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
                 or pa.types.is_large_binary(t)):
             continue
-        long = _per_value(arr, lambda a: pc.greater(pc.binary_length(a), MAX_FIELD_CHARS).fill_null(False)
+        long = per_value(arr, lambda a: pc.greater(pc.binary_length(a), MAX_FIELD_CHARS).fill_null(False)
                           .to_numpy(zero_copy_only=False), False).astype(bool)
         if long.any():
             i = int(np.flatnonzero(long)[0])

@@ -11,7 +11,7 @@ import pandas as pd
 
 from profiles.traffic.errors import fail, listing
 from profiles.traffic.limits import DAYS_PER_MONTH, SECONDS_PER_MONTH, Z95
-from profiles.traffic.profile import Segment, TrafficProfile, _check_sane, fmt_span, fmt_tokens
+from profiles.traffic.profile import Segment, TrafficProfile, check_sane, fmt_span, fmt_tokens
 
 DAY_S = 86400.0
 # A day of per-request timestamps ends at its last request, before midnight by about one gap between requests
@@ -20,7 +20,7 @@ DAY_S = 86400.0
 DAY_TOLERANCE_S = 300.0
 
 
-class _Acc:
+class RequestAccumulator:
     """Streaming accumulators: per-segment and per-hour sums, a fine context histogram, and three compact
     per-row arrays (start time, requests, output tokens) for the time bins."""
 
@@ -78,7 +78,7 @@ class _Acc:
 
 
 
-def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, tstate, wstate, use, roles,
+def finish_requests(name, src, info, acc: RequestAccumulator, valid_wl, valid_lang, totals, tstate, wstate, use, roles,
                      rule_cols, *, language_note: str = "") -> TrafficProfile:
     L = len(valid_lang)
     seg_w, seg_wp, seg_wo = acc.seg
@@ -220,7 +220,7 @@ def _finish_requests(name, src, info, acc: _Acc, valid_wl, valid_lang, totals, t
         language_note=language_note,
         prefix_reuse=src.prefix_reuse,
     )
-    _check_sane(prof)
+    check_sane(prof)
     return prof
 
 
@@ -274,7 +274,7 @@ def _hour_exposure(t0: float, t1: float) -> np.ndarray:
     return expo
 
 
-def _context_stats(ctx: np.ndarray, weights: np.ndarray):
+def weighted_context_stats(ctx: np.ndarray, weights: np.ndarray):
     if ctx.size == 0 or not weights.sum() > 0:
         return (0.0, 0.0, 0.0, 0.0), (1.0, 2.0), (0.0,)
     order = np.argsort(ctx, kind="stable")

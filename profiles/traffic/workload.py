@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profiles.traffic.columns import FileInfo, norm
-from profiles.traffic.errors import _short, clip, fail, listing
+from profiles.traffic.errors import clip, fail, listing, short_value
 from profiles.traffic.options import WorkloadRule, check_workload_rule
-from profiles.traffic.validate import _codes, _per_value, _Problems, as_text
+from profiles.traffic.validate import Problems, as_text, category_codes, per_value
 
 MAX_NOTED_GUESSES = 6  # values named in the note
 MAX_DISTINCT_GUESSES = 1_000  # values remembered for the note (a column of ids must not grow it without bound)
@@ -38,7 +38,7 @@ def guess_workload(name: str, valid: list[str]) -> str | None:
 
 
 @dataclass
-class _WorkloadState:
+class WorkloadState:
     """Where the workloads came from, and how many rows fell to the default, summed over batches."""
 
     base: str = ""
@@ -62,8 +62,8 @@ class _WorkloadState:
         return f"{self.base}; {self.unmatched:,} rows {self.unmatched_text} counted as '{self.default}'"
 
 
-def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str, valid: list[str],
-                    probs: _Problems, state: _WorkloadState) -> np.ndarray:
+def workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str, valid: list[str],
+                    probs: Problems, state: WorkloadState) -> np.ndarray:
     """Workload codes (into `valid`) for one batch, by the WorkloadRule (see its docstring)."""
     n = tbl.num_rows
     roles = info.roles
@@ -80,7 +80,7 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
         if "workload" in roles:
             col = roles["workload"]
             state.base = f"workloads from the column '{col}'"
-            return _codes(tbl.column(col), col, valid, probs, "workload")
+            return category_codes(tbl.column(col), col, valid, probs, "workload")
         guess = rule.workload or guess_workload(name, valid)
         wl = guess or "chat"
         how = ("chosen" if rule.workload else f"guessed from the file name '{clip(name, 60)}'" if guess
@@ -105,7 +105,7 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
                 out.append(valid.index(g) if g is not None else -1)
             return np.array(out, dtype=np.int64)
 
-        codes = _per_value(tbl.column(col), guess_codes, -1, encode=True).astype(np.int64)
+        codes = per_value(tbl.column(col), guess_codes, -1, encode=True).astype(np.int64)
         state.default = valid[fallback]
         state.unmatched += int((codes < 0).sum())
         return np.where(codes < 0, fallback, codes)
@@ -116,9 +116,9 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
     state.default = valid[default]
     if rule.mode == "map":
         col = _resolve_rule_column(rule.column, info)
-        mapping = {norm(k): check(v, f"the value {_short(k)}") for k, v in rule.mapping}
+        mapping = {norm(k): check(v, f"the value {short_value(k)}") for k, v in rule.mapping}
         direct = {norm(v): i for i, v in enumerate(valid)}
-        codes = _per_value(tbl.column(col), lambda a: np.array(
+        codes = per_value(tbl.column(col), lambda a: np.array(
             [mapping.get(norm(w), direct.get(norm(w), -1)) for w in as_text(a).to_pylist()], dtype=np.int64),
             -1, encode=True).astype(np.int64)
         state.base = f"workloads from the values of '{col}'"
@@ -133,9 +133,9 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
             if not text:
                 continue
             if col not in lowered:
-                lowered[col] = _lower(tbl.column(col))
-            needle = _lower_text(text)
-            hit = _per_value(lowered[col], lambda a, needle=needle: _contains(a, needle), False).astype(bool)
+                lowered[col] = lower_column(tbl.column(col))
+            needle = lower_text(text)
+            hit = per_value(lowered[col], lambda a, needle=needle: contains_text(a, needle), False).astype(bool)
             codes = np.where((codes < 0) & hit, target, codes)
         state.base = f"workloads from {len(rule.rules)} rule{'s' if len(rule.rules) != 1 else ''}"
         state.unmatched_text = "that no rule matches"
@@ -145,12 +145,12 @@ def _workload_codes(tbl: pa.Table, info: FileInfo, rule: WorkloadRule, name: str
     return np.where(codes < 0, default, codes)
 
 
-def _lower_text(text: str) -> str:
+def lower_text(text: str) -> str:
     """Arrow's lower-casing (the one the column gets), not Python's: 'İ' is one character on both sides."""
     return pc.utf8_lower(pa.scalar(text, pa.string())).as_py()
 
 
-def _lower(arr: pa.ChunkedArray) -> pa.ChunkedArray:
+def lower_column(arr: pa.ChunkedArray) -> pa.ChunkedArray:
     """A column as lower-case text, once per batch for all rules on it (a dictionary's values only).
 
     Case-insensitive search is lower-casing both sides, then a plain substring search (linear in the text and
@@ -165,7 +165,7 @@ def _lower(arr: pa.ChunkedArray) -> pa.ChunkedArray:
     return pa.chunked_array(chunks, pa.string()) if not chunks else pa.chunked_array(chunks)
 
 
-def _contains(lowered: pa.Array, needle: str) -> np.ndarray:
+def contains_text(lowered: pa.Array, needle: str) -> np.ndarray:
     """Rows of a lower-cased text array that contain the lower-cased `needle` (a plain substring search)."""
     return pc.match_substring(lowered, needle).fill_null(False).to_numpy(zero_copy_only=False)
 
@@ -183,7 +183,7 @@ def _resolve_rule_column(col: str, info: FileInfo) -> str:
     return match
 
 
-def _rule_columns(rule: WorkloadRule, info: FileInfo) -> list[str]:
+def rule_columns(rule: WorkloadRule, info: FileInfo) -> list[str]:
     if rule.mode == "auto":  # a workload-like column read for its values' names (no workload column, none chosen)
         auto = "workload" not in info.roles and not rule.workload and info.workload_candidates
         return [info.workload_candidates[0]] if auto else []

@@ -14,7 +14,7 @@ import pytest
 from profiles import load_catalog
 from profiles.traffic import ParseOptions, TrafficError, WorkloadRule, parse_traffic
 from profiles.traffic.options import MAX_RULE_CHARS, MAX_RULES, check_workload_rule
-from profiles.traffic.workload import _contains, _lower, _lower_text
+from profiles.traffic.workload import contains_text, lower_column, lower_text
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +71,8 @@ def test_dictionary_encoded_column_is_matched_per_value(cat):
 
 def test_lower_casing_is_the_same_on_both_sides():
     col = pa.chunked_array([pa.array(["İ", "É", "Σ", None])])
-    assert _lower(col).to_pylist() == [_lower_text("İ"), _lower_text("É"), _lower_text("Σ"), None]
-    assert _lower_text("ÉCOLE") == "école"
+    assert lower_column(col).to_pylist() == [lower_text("İ"), lower_text("É"), lower_text("Σ"), None]
+    assert lower_text("ÉCOLE") == "école"
 
 
 def test_the_rule_that_was_slow_is_linear(cat):
@@ -92,9 +92,9 @@ def test_the_matcher_has_no_slow_case_even_past_the_limit():
     """The matcher itself, with a 4,000-character needle over 8 MiB: `match_substring(ignore_case=True)` took
     ~8-16 s per MiB on this input (benchmarks/bench_rules.py)."""
     col = pa.chunked_array([pa.array(["A" * 5000] * 1600)])
-    needle = _lower_text("a" * 3999 + "B")
+    needle = lower_text("a" * 3999 + "B")
     t = resource.getrusage(resource.RUSAGE_SELF)
-    hits = _contains(_lower(col).chunk(0), needle)
+    hits = contains_text(lower_column(col).chunk(0), needle)
     u = resource.getrusage(resource.RUSAGE_SELF)
-    assert not hits.any() and _contains(_lower(col).chunk(0), "a" * 4000).all()
+    assert not hits.any() and contains_text(lower_column(col).chunk(0), "a" * 4000).all()
     assert (u.ru_utime + u.ru_stime) - (t.ru_utime + t.ru_stime) < 0.5

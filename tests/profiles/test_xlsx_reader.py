@@ -16,7 +16,7 @@ import pytest
 from benchmarks.bench_xlsx_ingest import HEADER, MAIN, REL, Part, cells, sheet_xml, workbook, write_zip
 from profiles import load_catalog
 from profiles.traffic import ParseOptions, TrafficError, WorkloadRule, inspect_upload, parse_traffic
-from profiles.traffic.sources.xlsx import _xlsx_source
+from profiles.traffic.sources.xlsx import xlsx_source
 
 
 def oracle(data: bytes, sheet: str = "") -> list[tuple]:
@@ -29,7 +29,7 @@ def oracle(data: bytes, sheet: str = "") -> list[tuple]:
 
 
 def streamed(data: bytes, sheet: str = "") -> tuple[list[str], list[tuple]]:
-    src = _xlsx_source(data, ParseOptions(sheet=sheet))
+    src = xlsx_source(data, ParseOptions(sheet=sheet))
     tbl = src.read(src.columns)
     cols = [tbl.column(c).to_pylist() for c in src.columns]
     return src.columns, list(zip(*cols, strict=True))
@@ -71,7 +71,7 @@ def test_an_openpyxl_workbook_reads_as_openpyxl_reads_it():
     names, rows = streamed(data, "other")
     assert names == ["a", "b"] and rows == [("x", 1.5)]
     with pytest.raises(TrafficError, match="a sheet named one of log, other"):
-        _xlsx_source(data, ParseOptions(sheet="nope"))
+        xlsx_source(data, ParseOptions(sheet="nope"))
 
 
 def hand_written(tmp: Path, date1904: bool = False) -> bytes:

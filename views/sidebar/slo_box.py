@@ -36,11 +36,11 @@ SERVING_LABELS = {"colocated": N_("co-located"), "disaggregated": N_("disaggrega
 def slo_inputs() -> None:
     """The TPOT SLO, then the TTFT SLO (off: none stated, TTFT reported only)."""
     ss = st.session_state
+    statistic = {k: tr(v) for k, v in PERCENTILE_LABELS.items()}.get  # both SLOs' statistic, in the reader's language
     st.number_input(tr("TPOT SLO, ms per output token"), min_value=1.0, max_value=60000.0, step=5.0, key="slo",
                     help=tr("TPOT (time per output token) is the latency each user sees between tokens. Every "
                             "method is compared at its own best batch under this target."))
-    st.selectbox(tr("TPOT SLO holds at"), list(SLO_PERCENTILES), key="tpot_pct",
-                 format_func={k: tr(v) for k, v in PERCENTILE_LABELS.items()}.get,
+    st.selectbox(tr("TPOT SLO holds at"), list(SLO_PERCENTILES), key="tpot_pct", format_func=statistic,
                  help=tr("The statistic over requests the TPOT SLO holds. Mean (default): the mean TPOT, as the "
                          "planner has always read it. p90 / p99: 90 % / 99 % of requests see at most the SLO; under "
                          "speculation a request's TPOT varies with the tokens each verifier step accepts (from the "
@@ -54,8 +54,7 @@ def slo_inputs() -> None:
                      "replicas until both SLOs hold."))
     st.number_input(tr("TTFT SLO, ms to the first token"), min_value=1.0, max_value=float(MAX_TTFT_SLO_MS), step=100.0,
                     key="ttft_slo", disabled=not ss.get("ttft_set", False))
-    st.selectbox(tr("TTFT SLO holds at"), list(SLO_PERCENTILES), key="ttft_pct",
-                 format_func={k: tr(v) for k, v in PERCENTILE_LABELS.items()}.get,
+    st.selectbox(tr("TTFT SLO holds at"), list(SLO_PERCENTILES), key="ttft_pct", format_func=statistic,
                  disabled=not ss.get("ttft_set", False),
                  help=tr("The statistic over requests the TTFT SLO holds: the mean (default), or p50 / p90 / p99 from "
                          "the exponential tail of the wait for the prefill lane (exact for an M/M/1 lane)."))

@@ -8,14 +8,14 @@ from __future__ import annotations
 from profiles.traffic.guards import check_size, refuse_not_a_table
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources.base import Format, Source
-from profiles.traffic.sources.delimited import _csv_source
-from profiles.traffic.sources.json_doc import _json_doc_source
-from profiles.traffic.sources.jsonl import _jsonl_source
-from profiles.traffic.sources.parquet import _parquet_source
-from profiles.traffic.sources.xlsx import _xlsx_source
+from profiles.traffic.sources.delimited import csv_source
+from profiles.traffic.sources.json_doc import json_doc_source
+from profiles.traffic.sources.jsonl import jsonl_source
+from profiles.traffic.sources.parquet import parquet_source
+from profiles.traffic.sources.xlsx import xlsx_source
 
-READERS = {"csv": _csv_source, "jsonl": _jsonl_source, "json": _json_doc_source, "parquet": _parquet_source,
-           "xlsx": _xlsx_source}
+READERS = {"csv": csv_source, "jsonl": jsonl_source, "json": json_doc_source, "parquet": parquet_source,
+           "xlsx": xlsx_source}
 
 
 

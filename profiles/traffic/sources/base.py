@@ -33,7 +33,7 @@ class Source:
 
 
 
-def _json_scalar_type(v: Any) -> pa.DataType | None:
+def json_scalar_type(v: Any) -> pa.DataType | None:
     if isinstance(v, bool):
         return pa.bool_()
     if isinstance(v, (int, float)):
@@ -43,7 +43,7 @@ def _json_scalar_type(v: Any) -> pa.DataType | None:
     return None
 
 
-def _records_table(records_cols: dict[str, list], cols: list[str]) -> pa.Table:
+def records_table(records_cols: dict[str, list], cols: list[str]) -> pa.Table:
     arrays = []
     for c in cols:
         vals = records_cols[c]

@@ -154,7 +154,7 @@ def _csv_rows(buf: bytes, start: int, delim: bytes, quoted: bool, stop: int | No
 
 
 
-def _csv_source(data: bytes, options: ParseOptions) -> Source:
+def csv_source(data: bytes, options: ParseOptions) -> Source:
     start = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # binary files were refused (guards.refuse_not_a_table)
     while start < len(data) and data[start:start + 1] in (b"\n", b"\r"):  # leading empty lines
         start += 1

@@ -11,7 +11,7 @@ import ijson
 
 from profiles.traffic.errors import clip, fail
 from profiles.traffic.limits import MAX_COLUMNS, MAX_ROWS
-from profiles.traffic.sources.base import Source, _records_table
+from profiles.traffic.sources.base import Source, records_table
 
 LABEL = "guidellm benchmark report (per request)"
 # JSON events walked (~0.15 us each): a request takes ~40-80, so ~40,000-75,000 requests
@@ -78,7 +78,7 @@ def source(cols: dict[str, list]) -> Source:
     n = len(cols["prompt_tokens"])
     rows = {"timestamp": cols[tkey] if tkey else [None] * n, "prompt_tokens": cols["prompt_tokens"],
             "output_tokens": cols["output_tokens"]}
-    tbl = _records_table(rows, ["timestamp", "prompt_tokens", "output_tokens"])
+    tbl = records_table(rows, ["timestamp", "prompt_tokens", "output_tokens"])
     notes = (f"guidellm report: {n:,} successful requests; times from '{tkey}'. The arrival "
              "rate is the benchmark's, not your production traffic's.",)
     return Source("json", tbl.column_names, lambda cols: tbl.select(cols), label=LABEL, notes=notes)

@@ -25,8 +25,8 @@ from profiles.traffic.limits import (
 )
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources import guidellm, vllm_bench
-from profiles.traffic.sources.base import Source, _records_table
-from profiles.traffic.sources.jsonl import _jsonl_source
+from profiles.traffic.sources.base import Source, records_table
+from profiles.traffic.sources.jsonl import jsonl_source
 
 FEED_BYTES = 64 << 10  # bytes handed to the streaming parser at a time
 NAME_RECORDS = 1000  # the columns are the keys of the first records
@@ -95,12 +95,12 @@ def _array_records(data: bytes) -> Iterator[object]:
         raise _stream_error(exc) from None
 
 
-def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
+def json_doc_source(data: bytes, options: ParseOptions) -> Source:
     bench = vllm_bench.looks_like(data)
     lines = _is_json_lines(data)
     # a vllm bench result written on one line looks like JSON lines: it is read as the one document it is
     if lines and not (bench and _one_line(data)):
-        return _jsonl_source(data, options)
+        return jsonl_source(data, options)
     if len(data) > MAX_JSON_DOC_BYTES:
         raise fail(f"a JSON document of at most {size_text(MAX_JSON_DOC_BYTES)} (this one has {len(data):,} "
                     "bytes); export JSON lines (one request per line) instead")
@@ -110,7 +110,7 @@ def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
     if src is not None:
         return src
     if lines:
-        return _jsonl_source(data, options)
+        return jsonl_source(data, options)
     first = data[_first_byte(data):][:1]
     if first == b"{":
         rows = guidellm.read(data)
@@ -145,6 +145,6 @@ def _json_doc_source(data: bytes, options: ParseOptions) -> Source:
             if isinstance(rec, dict):
                 for c in cols:
                     vals[c].append(rec.get(c))
-        return _records_table(vals, cols)
+        return records_table(vals, cols)
 
     return Source("json", list(names), read, line_of=lambda rows: {})

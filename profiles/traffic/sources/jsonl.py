@@ -21,10 +21,10 @@ from profiles.traffic.limits import (
 )
 from profiles.traffic.options import ParseOptions
 from profiles.traffic.sources import mooncake
-from profiles.traffic.sources.base import Source, _json_scalar_type, _records_table
+from profiles.traffic.sources.base import Source, json_scalar_type, records_table
 
 
-def _jsonl_source(data: bytes, options: ParseOptions) -> Source:
+def jsonl_source(data: bytes, options: ParseOptions) -> Source:
     start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
     while start < len(data) and data[start:start + 1] in b" \t\r\n":
         start += 1
@@ -68,7 +68,7 @@ def _jsonl_source(data: bytes, options: ParseOptions) -> Source:
         return out
 
     def read(cols: list[str]) -> pa.Table:
-        schema = {c: _json_scalar_type(rec.get(c)) for c in cols}
+        schema = {c: json_scalar_type(rec.get(c)) for c in cols}
         if all(t is not None for t in schema.values()):
             try:
                 return pajson.read_json(
@@ -129,5 +129,5 @@ def _jsonl_slow(data: bytes, start: int, cols: list[str]) -> pa.Table:
                 raise fail(f"a value of at most {MAX_FIELD_CHARS:,} characters ({len(v):,})", row=row, column=c,
                             value=v, line=line)
             out[c].append(v)
-    return _records_table(out, cols)
+    return records_table(out, cols)
 

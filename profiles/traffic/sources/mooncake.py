@@ -39,7 +39,7 @@ import pyarrow.json as pajson
 from profiles.traffic.errors import fail
 from profiles.traffic.limits import MAX_RECORD_BYTES, MAX_ROWS, MAX_TOKENS_PER_REQUEST, MAX_VALUE_CHARS
 from profiles.traffic.profile import PrefixReuse
-from profiles.traffic.sources.base import Source, _records_table
+from profiles.traffic.sources.base import Source, records_table
 
 LABEL = "Mooncake trace"
 KEYS = frozenset({"timestamp", "input_length", "output_length", "hash_ids"})
@@ -212,7 +212,7 @@ def _slow(data: bytes, start: int, line_of: Callable[[list[int]], dict[int, int]
         if len(offsets) > 65_536:
             flush()
     flush()
-    return _records_table(cols, list(COLUMNS)), reuse
+    return records_table(cols, list(COLUMNS)), reuse
 
 
 def _lines(data: bytes, start: int) -> Iterable[bytes]:

@@ -32,7 +32,7 @@ from profiles.traffic.sources.parquet_pages import chunk_pages
 DICTIONARY_COPIES = 6
 
 
-def _parquet_source(data: bytes, options: ParseOptions) -> Source:
+def parquet_source(data: bytes, options: ParseOptions) -> Source:
     if len(data) < 12 or data[:4] != b"PAR1" or data[-4:] != b"PAR1":
         raise fail("a Parquet file (it must start and end with 'PAR1')")
     footer = int.from_bytes(data[-8:-4], "little")

@@ -534,7 +534,7 @@ def _guarded(fn: Callable) -> Callable:
 
 
 @_guarded
-def _xlsx_source(data: bytes, options: ParseOptions) -> Source:
+def xlsx_source(data: bytes, options: ParseOptions) -> Source:
     book = _open_book(data, options.sheet)
     head = _scan(book, {}, header_only=True)
     cells: dict[int, tuple[int, str]] = head["header"]
