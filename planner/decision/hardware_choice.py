@@ -9,8 +9,11 @@ t on a GPU at p $/GPU-hour costs at least t x 24 h x days x p a month whatever t
 output token's verifier GEMMs and every prompt's prefill at the weight format's peak FLOP/s (_compute_floor). A
 configuration whose floor is no lower than the cheapest fleet already found on its GPU type, with and without
 speculation, cannot win and is not searched (configurations go from the lowest floor up); one whose floor only one
-kind (no speculation, or the methods) has beaten is searched for the other kind only. Within one, a point is sized
-only when CPM_BOUND x its full-load CPM x the volume is below the best of its kind. Weights that do not fit
+kind (no speculation, or the methods) has beaten is searched for the other kind only. A point's bill is at least
+CPM_BOUND x the lowest full-load CPM of its workloads x the volume: a search stops on its first batch grid when no
+candidate can come in under the best of its kind (planner.search.grid.search_below), and searched points wait to be
+sized, lowest bound first, each skipped once the best of its kind is at or below its bound (at the same bill the
+configuration earlier in the floor order stands, so the order of sizing changes no answer). Weights that do not fit
 the replica's memory are skipped before any search.
 
 Serving: where the request's serving is "disaggregated" or "best", every GPU type also gets its cheapest disaggregated
@@ -40,15 +43,17 @@ from planner.physics.serving import TOKENS_PER_MTOK, prefill_time_s
 from planner.price import gpu_price, price_label
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest, is_number, validate
 from planner.search.candidates import method_candidates
-from planner.search.grid import search
+from planner.search.grid import search, search_below
 from planner.search.points import points
 from planner.types import WEIGHT_DTYPES, Catalog
 
-# A fleet's bill is at least its full-load cost per token times the volume (idle capacity, whole replicas and prefill
-# sharing only add to it); sizing is skipped above this fraction of that bound (a margin for a mix's blended CPM
-# against the fleet's mean lengths). Not applied when the batch is capped at the traffic's concurrency: the capped
-# CPM is above what the fleet, which is not capped, pays.
-CPM_BOUND = 0.8
+# A fleet's bill is at least the volume times the lowest full-load cost per token of the point's workloads (each token
+# costs at least its workload's full-load CPM; idle capacity, whole replicas and prefill sharing only add to it; the
+# blended CPM is no bound for a mix: fleets measured down to 0.62 x it); sizing is skipped above this fraction of
+# that bound (a margin: measured bills are at least 1.0 x it, single workloads and mixes, both billings). Not applied
+# when the batch is capped at the traffic's concurrency: the capped CPM is above what the fleet, which is not capped,
+# pays.
+CPM_BOUND = 0.95
 NOTE = ("Weight formats are compared on cost and speed only: 4-bit and fp8 weights may cost quality, which the planner "
         "does not price. Speculation does not change outputs.")
 LIKE_FOR_LIKE_NOTE = ("Every GPU type runs your {dtype} weights (like for like); comparing other weight formats (the "
@@ -85,12 +90,13 @@ def _fits_weights(ctx) -> bool:
     return float(replica_weight_bytes(ctx.target, tp=ctx.tp, attention_dp=ctx.attention_dp)) < usable
 
 
-def _search(req: PlanRequest, catalog: Catalog, segs, names, kinds: tuple[bool, ...] = (False, True)
-            ) -> tuple[object, list[OperatingPoint]]:
+def _search(req: PlanRequest, catalog: Catalog, segs, names, kinds: tuple[bool, ...] = (False, True),
+            ceiling: Mapping[bool, float] | None = None) -> tuple[object, list[OperatingPoint]]:
     """(context, the feasible points: no speculation and each method at its best K) of one configuration; kinds:
     which to search (False: no speculation, True: the methods). The search treats each candidate on its own (its
     batch grid is the same set of batches whatever the other candidates), so leaving a kind out changes nothing of
-    the other's points."""
+    the other's points. ceiling: per kind, the $/Mtok at or above which its points cannot win; no points when none
+    can come in under it (planner.search.grid.search_below)."""
     ctx = make_context(req, catalog, segs)
     if not _fits_weights(ctx):
         return ctx, []
@@ -99,7 +105,14 @@ def _search(req: PlanRequest, catalog: Catalog, segs, names, kinds: tuple[bool, 
         cands += method_candidates(ctx, names)[0]
     if not cands:
         return ctx, []
-    return ctx, [p for p in points(ctx, cands, search(ctx, cands, ctx.mid_samples())) if p.feasible]
+    smp = ctx.mid_samples()
+    if ceiling is None:
+        sr = search(ctx, cands, smp)
+    else:
+        sr = search_below(ctx, cands, smp, np.array([ceiling[c.method != NO_SPEC] for c in cands]))
+        if sr is None:
+            return ctx, []
+    return ctx, [p for p in points(ctx, cands, sr) if p.feasible]
 
 
 def compare_hardware(req: PlanRequest, catalog: Catalog, *, prices: Mapping[str, float] | None = None,
@@ -216,6 +229,11 @@ def _compute_floor(req: PlanRequest, catalog: Catalog, segs, hardware: str, dtyp
     return float(monthly_bill_usd(busy_gpus, billing="autoscaled", usd_per_gpu_hour=price))
 
 
+def _lowest_cpm(p: OperatingPoint) -> float:
+    """The lowest full-load $/Mtok of the point's workloads (its own CPM for one workload)."""
+    return min((s.usd_per_mtok for s in p.segments), default=p.usd_per_mtok)
+
+
 def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, priced: tuple[float, str], billing: str,
                 requested: list[HardwareOption]) -> HardwareChoice:
     """One GPU type's cheapest fleet without and with speculation (module docstring: the bounds that skip work), and
@@ -227,10 +245,20 @@ def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, pric
     cpm_bound = CPM_BOUND if req.batch_cap is None else 0.0
     best: dict[bool, HardwareOption] = {}
     own: dict[bool, HardwareOption] = {}  # at the request's weight format
+    # each kept option's configuration's place in the floor order (-1: the request's own): at the same bill, the
+    # earlier configuration stands, whatever order the configurations were sized in
+    place: dict[tuple[int, bool], int] = {}
+
+    def keep(o: HardwareOption, i: int) -> None:
+        kind = o.method != NO_SPEC
+        for d in (best, own) if o.dtype == req.dtype else (best,):
+            if kind not in d or (o.usd_per_month, i) < (d[kind].usd_per_month, place[id(d), kind]):
+                d[kind] = o
+                place[id(d), kind] = i
+
     for o in requested if name == req.hardware else ():
-        _keep(best, o)
-        _keep(own, o)
-    sized = skipped = 0
+        keep(o, -1)
+    sized = 0
     fits_any = False
 
     def beaten(kind: bool, bound: float, dt: str) -> bool:
@@ -238,14 +266,44 @@ def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, pric
         return all(kind in b and b[kind].usd_per_month <= bound * (1.0 - 1e-9)
                    for b in ((best, own) if dt == req.dtype else (best,)))
 
+    def ceiling(kind: bool, dt: str) -> float:
+        """The lowest CPM ($/Mtok) at which a point of this kind is beaten (`beaten`'s test on its CPM bound)."""
+        bills = [b[kind].usd_per_month if kind in b else np.inf for b in ((best, own) if dt == req.dtype else (best,))]
+        return max(bills) * (1.0 - 1e-9) * TOKENS_PER_MTOK / (cpm_bound * volume) if cpm_bound > 0 else np.inf
+
     dtypes = WEIGHT_DTYPES if req.compare_other_formats else (req.dtype,)
     compute = {dt: _compute_floor(req, catalog, segs, name, dt, price) for dt in dtypes}
     # best first: from the lowest floor up; once the best of both kinds is at or below a floor, the rest cannot win
     configs = sorted((max(float(monthly_bill_usd([tp], billing="fixed", usd_per_gpu_hour=price)), compute[dt]), tp, dt)
                      for tp in TP_OPTIONS if tp <= hw.max_tp for dt in dtypes)
+    # searched points wait here to be sized, cheapest bound first: (bound, config's place, point)
+    pending: list[tuple[float, int, OperatingPoint]] = []
+    searched: dict[int, tuple[PlanRequest, object]] = {}  # config's place -> (its request, its context)
+
+    def size_below(limit: float) -> None:
+        """Size the waiting points whose bound is below `limit`, lowest bound first, each with the other waiting
+        points of its configuration that could still win (one fleet_bills call per configuration); a point whose
+        bound the best of its kind has reached by then is dropped."""
+        nonlocal sized
+        while pending:
+            pending[:] = [w for w in pending if not beaten(w[2].method != NO_SPEC, w[0], configs[w[1]][2])]
+            if not pending:
+                return
+            low = min(pending, key=lambda w: (w[0], w[1]))
+            if low[0] >= limit:
+                return
+            i = low[1]
+            group = [w[2] for w in pending if w[1] == i]
+            pending[:] = [w for w in pending if w[1] != i]
+            r, ctx = searched[i]
+            sized += 1
+            for b in fleet_bills(ctx, group, billing=billing).values():
+                keep(_option(r, hw.label, b), i)
+
     for i, (floor, tp, dt) in enumerate(configs):
+        # a waiting point whose bound is below this floor may bring the best under it: sized before the floor test
+        size_below(floor)
         if all(beaten(k, floor, d) for k in (False, True) for d in {c[2] for c in configs[i:]}):
-            skipped += len(configs) - i
             break
         if (name, tp, dt) == (req.hardware, req.tp, req.dtype):  # sized already (`requested`)
             fits_any = fits_any or _fits_weights(make_context(dataclasses.replace(req, usd_per_gpu_hour=price),
@@ -253,20 +311,15 @@ def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, pric
             continue
         r = dataclasses.replace(req, hardware=name, tp=tp, dtype=dt, usd_per_gpu_hour=price)
         # a kind already beaten at this floor is not searched (its points would not be sized)
-        ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor, dt)))
+        ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor, dt)),
+                           ceiling={k: ceiling(k, dt) for k in (False, True)})
         fits_any = fits_any or (dt == req.dtype and _fits_weights(ctx))
-        # size only the points whose bill could beat the best of their kind
-        pts = [p for p in pts if not beaten(p.method != NO_SPEC,
-                                            max(floor, cpm_bound * p.usd_per_mtok * volume / TOKENS_PER_MTOK), dt)]
-        if not pts:
-            skipped += 1
-            continue
-        sized += 1
-        for b in fleet_bills(ctx, pts, billing=billing).values():
-            o = _option(r, hw.label, b)
-            _keep(best, o)
-            if dt == req.dtype:
-                _keep(own, o)
+        # a point's bill is at least its bound: the floor, and CPM_BOUND x its workloads' lowest full-load CPM x the
+        # volume
+        searched[i] = (r, ctx)
+        pending += [(max(floor, cpm_bound * _lowest_cpm(p) * volume / TOKENS_PER_MTOK), i, p) for p in pts]
+    size_below(float("inf"))
+    skipped = len(configs) - sized - sum(1 for c in configs if (name, c[1], c[2]) == (req.hardware, req.tp, req.dtype))
     tps = f"TP up to {hw.max_tp}"
     own_note = "" if own else (
         f"cannot run {model.label} at {req.dtype}: its {req.dtype} weights do not fit in memory at any {tps}"

@@ -113,6 +113,21 @@ class SearchResult:
 
 def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResult:
     """Best batch for every (sample, candidate, K, segment) in one vectorised pass."""
+    out = _search(ctx, cands, smp, None)
+    assert out is not None  # only a ceiling stops a search early
+    return out
+
+
+def search_below(ctx: Context, cands: Sequence[Candidate], smp: Samples, ceiling: np.ndarray) -> SearchResult | None:
+    """search(), or None as soon as no candidate can come in under its ceiling: per candidate, a $/Mtok at or above
+    which it is of no use to the caller (planner.decision.hardware_choice's bounds). The test is each candidate's
+    lowest CPM on the first batch grid (up to the memory bound, at any K and workload, before the SLO: CPM falls with
+    batch, so no batch under the SLO is cheaper)."""
+    return _search(ctx, cands, smp, np.asarray(ceiling, float))
+
+
+def _search(ctx: Context, cands: Sequence[Candidate], smp: Samples, ceiling: np.ndarray | None
+            ) -> SearchResult | None:
     k_all = sorted({k for c in cands for k in c.ks})
     ks = np.array(k_all, float)
     valid = np.array([[k in c.ks for k in k_all] for c in cands])
@@ -171,6 +186,12 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
     coarse = _COARSE_BATCHES[_COARSE_BATCHES < ub.max()]
     grid = np.minimum(np.concatenate([np.broadcast_to(coarse, ub.shape[:-1] + coarse.shape), ub], axis=-1), ub)
     rg = ev(grid)
+    if ceiling is not None:
+        lowest = pick(rg, "usd_per_mtok").min(axis=(0, 2, 3, 4))  # (Q,): each (candidate, K) pair's lowest
+        per_cand = np.full(len(cands), np.inf)
+        np.minimum.at(per_cand, ci, lowest)
+        if (per_cand >= ceiling).all():
+            return None
     tg = latency(rg, batch=grid)
     lead = tg.shape[:-1]
     tail_full = None if tail_q is None else np.broadcast_to(tail_q, lead + (1,))
@@ -198,11 +219,11 @@ def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResu
         # moves the boundary further, so most brackets close in one round), and the bisection point
         trial = np.clip(np.concatenate([g - 2, g - 1, g, g + 1, g + 2, mid], axis=-1), lo + 1, bad - 1)
         rows = np.nonzero(open_[..., 0])
-        rt = ev(trial[rows], {name: _take_rows(a, rows, lead) for name, a in args.items()})
+        sub = {name: _take_rows(a, rows, lead) for name, a in args.items()}
+        rt = ev(trial[rows], sub)
         base_rows = base_full[rows]
         tt = np.full(trial.shape, np.inf)
-        tt[rows] = latency(rt, {name: _take_rows(a, rows, lead) for name, a in args.items()}, base_rows, trial[rows],
-                           None if tail_full is None else tail_full[rows])
+        tt[rows] = latency(rt, sub, base_rows, trial[rows], None if tail_full is None else tail_full[rows])
         ct = np.full(trial.shape, np.inf)  # closed rows: not evaluated, never chosen
         ct[rows] = pick(rt, "usd_per_mtok", base_rows)
         seen_b.append(trial)

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from planner import plan as P
+from planner.decision import hardware_choice
 from planner.decision.hardware_choice import compare_hardware
 from planner.fleet import DAYS_PER_MONTH
 from planner.money.spend import volume_for_spend
@@ -136,6 +137,33 @@ def test_the_cheapest_fleet_per_gpu_equals_a_brute_force_over_tps_and_weights(ca
     ch = cmp.choice(hardware)
     assert ch.no_speculation.usd_per_month == pytest.approx(best[False])
     assert ch.speculation.usd_per_month == pytest.approx(best[True])
+
+
+# a chatty mix with a rare long-prompt workload: the blended full-load CPM is no lower bound of its fleet's bill (the
+# fleet measured at 0.62 x it on other GPUs); the lowest of its workloads' CPMs is
+CHAT_AND_RAG = (P.TrafficSegment("chat", "english", 0.9, 300.0, 1200.0),
+                P.TrafficSegment("rag_summarization", "english", 0.1, 30000.0, 100.0))
+
+
+@pytest.mark.parametrize(("model", "hardware", "tp", "mix", "billing"), [
+    ("qwen3-30b-a3b", "h200", 1, CHAT_AND_RAG, "autoscaled"), ("llama-3.3-70b", "h100-sxm", 4, MIX, "fixed"),
+    ("llama-3.3-70b", "h100-sxm", 4, (), "autoscaled")])
+def test_the_bounds_that_skip_work_change_no_answer(catalog, monkeypatch, model, hardware, tp, mix, billing):
+    # every GPU type's cheapest fleet without and with speculation, and the configuration it runs, with the
+    # comparison's bounds (searches stopped on the first batch grid, points not sized) and without any
+    req = P.PlanRequest(model=model, hardware=hardware, tp=tp, monthly_output_tokens=1e11, segments=mix,
+                        billing=billing, daily_shape="business_hours")
+
+    def answer(cmp):
+        return {(c.hardware, kind): None if o is None else (round(o.usd_per_month, 2), o.tp, o.method, o.k)
+                for c in cmp.choices for kind, o in (("none", c.no_speculation), ("spec", c.speculation))}
+
+    bounded = compare_hardware(req, catalog)
+    monkeypatch.setattr(hardware_choice, "CPM_BOUND", 0.0)
+    exhaustive = compare_hardware(req, catalog)
+    assert answer(bounded) == answer(exhaustive)
+    if not mix:  # one workload: its own CPM bounds the bill closely, and configurations go unsized
+        assert sum(c.configs_sized for c in bounded.choices) < sum(c.configs_sized for c in exhaustive.choices)
 
 
 def test_prices_scale_the_bills_and_the_verdict_names_a_cheaper_gpu(catalog):
