@@ -10,9 +10,8 @@ output token's verifier GEMMs and every prompt's prefill at the weight format's 
 configuration whose floor is no lower than the cheapest fleet already found on its GPU type, with and without
 speculation, cannot win and is not searched (configurations go from the lowest floor up); one whose floor only one
 kind (no speculation, or the methods) has beaten is searched for the other kind only. A point's bill is at least
-CPM_BOUND x the lowest full-load CPM of its workloads x the volume: a search stops on its first batch grid when no
-candidate can come in under the best of its kind (planner.search.grid.search_below), and searched points wait to be
-sized, lowest bound first, each skipped once the best of its kind is at or below its bound (at the same bill the
+CPM_BOUND x the lowest full-load CPM of its workloads x the volume: searched points wait to be sized, lowest bound
+first, each skipped once the best of its kind is at or below its bound (at the same bill the
 configuration earlier in the floor order stands, so the order of sizing changes no answer). Weights that do not fit
 the replica's memory are skipped before any search.
 
@@ -43,7 +42,7 @@ from planner.physics.serving import TOKENS_PER_MTOK, prefill_time_s
 from planner.price import gpu_price, price_label
 from planner.request import NO_SPEC, TP_OPTIONS, PlanError, PlanRequest, is_number, validate
 from planner.search.candidates import method_candidates
-from planner.search.grid import search, search_below
+from planner.search.grid import search
 from planner.search.points import points
 from planner.types import WEIGHT_DTYPES, Catalog
 
@@ -90,13 +89,12 @@ def _fits_weights(ctx) -> bool:
     return float(replica_weight_bytes(ctx.target, tp=ctx.tp, attention_dp=ctx.attention_dp)) < usable
 
 
-def _search(req: PlanRequest, catalog: Catalog, segs, names, kinds: tuple[bool, ...] = (False, True),
-            ceiling: Mapping[bool, float] | None = None) -> tuple[object, list[OperatingPoint]]:
+def _search(req: PlanRequest, catalog: Catalog, segs, names, kinds: tuple[bool, ...] = (False, True)
+            ) -> tuple[object, list[OperatingPoint]]:
     """(context, the feasible points: no speculation and each method at its best K) of one configuration; kinds:
     which to search (False: no speculation, True: the methods). The search treats each candidate on its own (its
     batch grid is the same set of batches whatever the other candidates), so leaving a kind out changes nothing of
-    the other's points. ceiling: per kind, the $/Mtok at or above which its points cannot win; no points when none
-    can come in under it (planner.search.grid.search_below)."""
+    the other's points."""
     ctx = make_context(req, catalog, segs)
     if not _fits_weights(ctx):
         return ctx, []
@@ -105,14 +103,7 @@ def _search(req: PlanRequest, catalog: Catalog, segs, names, kinds: tuple[bool, 
         cands += method_candidates(ctx, names)[0]
     if not cands:
         return ctx, []
-    smp = ctx.mid_samples()
-    if ceiling is None:
-        sr = search(ctx, cands, smp)
-    else:
-        sr = search_below(ctx, cands, smp, np.array([ceiling[c.method != NO_SPEC] for c in cands]))
-        if sr is None:
-            return ctx, []
-    return ctx, [p for p in points(ctx, cands, sr) if p.feasible]
+    return ctx, [p for p in points(ctx, cands, search(ctx, cands, ctx.mid_samples())) if p.feasible]
 
 
 def compare_hardware(req: PlanRequest, catalog: Catalog, *, prices: Mapping[str, float] | None = None,
@@ -266,11 +257,6 @@ def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, pric
         return all(kind in b and b[kind].usd_per_month <= bound * (1.0 - 1e-9)
                    for b in ((best, own) if dt == req.dtype else (best,)))
 
-    def ceiling(kind: bool, dt: str) -> float:
-        """The lowest CPM ($/Mtok) at which a point of this kind is beaten (`beaten`'s test on its CPM bound)."""
-        bills = [b[kind].usd_per_month if kind in b else np.inf for b in ((best, own) if dt == req.dtype else (best,))]
-        return max(bills) * (1.0 - 1e-9) * TOKENS_PER_MTOK / (cpm_bound * volume) if cpm_bound > 0 else np.inf
-
     dtypes = WEIGHT_DTYPES if req.compare_other_formats else (req.dtype,)
     compute = {dt: _compute_floor(req, catalog, segs, name, dt, price) for dt in dtypes}
     # best first: from the lowest floor up; once the best of both kinds is at or below a floor, the rest cannot win
@@ -311,8 +297,7 @@ def _gpu_choice(req: PlanRequest, catalog: Catalog, segs, names, name: str, pric
             continue
         r = dataclasses.replace(req, hardware=name, tp=tp, dtype=dt, usd_per_gpu_hour=price)
         # a kind already beaten at this floor is not searched (its points would not be sized)
-        ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor, dt)),
-                           ceiling={k: ceiling(k, dt) for k in (False, True)})
+        ctx, pts = _search(r, catalog, segs, names, tuple(k for k in (False, True) if not beaten(k, floor, dt)))
         fits_any = fits_any or (dt == req.dtype and _fits_weights(ctx))
         # a point's bill is at least its bound: the floor, and CPM_BOUND x its workloads' lowest full-load CPM x the
         # volume

@@ -113,21 +113,6 @@ class SearchResult:
 
 def search(ctx: Context, cands: Sequence[Candidate], smp: Samples) -> SearchResult:
     """Best batch for every (sample, candidate, K, segment) in one vectorised pass."""
-    out = _search(ctx, cands, smp, None)
-    assert out is not None  # only a ceiling stops a search early
-    return out
-
-
-def search_below(ctx: Context, cands: Sequence[Candidate], smp: Samples, ceiling: np.ndarray) -> SearchResult | None:
-    """search(), or None as soon as no candidate can come in under its ceiling: per candidate, a $/Mtok at or above
-    which it is of no use to the caller (planner.decision.hardware_choice's bounds). The test is each candidate's
-    lowest CPM on the first batch grid (up to the memory bound, at any K and workload, before the SLO: CPM falls with
-    batch, so no batch under the SLO is cheaper)."""
-    return _search(ctx, cands, smp, np.asarray(ceiling, float))
-
-
-def _search(ctx: Context, cands: Sequence[Candidate], smp: Samples, ceiling: np.ndarray | None
-            ) -> SearchResult | None:
     k_all = sorted({k for c in cands for k in c.ks})
     ks = np.array(k_all, float)
     valid = np.array([[k in c.ks for k in k_all] for c in cands])
@@ -186,12 +171,6 @@ def _search(ctx: Context, cands: Sequence[Candidate], smp: Samples, ceiling: np.
     coarse = _COARSE_BATCHES[_COARSE_BATCHES < ub.max()]
     grid = np.minimum(np.concatenate([np.broadcast_to(coarse, ub.shape[:-1] + coarse.shape), ub], axis=-1), ub)
     rg = ev(grid)
-    if ceiling is not None:
-        lowest = pick(rg, "usd_per_mtok").min(axis=(0, 2, 3, 4))  # (Q,): each (candidate, K) pair's lowest
-        per_cand = np.full(len(cands), np.inf)
-        np.minimum.at(per_cand, ci, lowest)
-        if (per_cand >= ceiling).all():
-            return None
     tg = latency(rg, batch=grid)
     lead = tg.shape[:-1]
     tail_full = None if tail_q is None else np.broadcast_to(tail_q, lead + (1,))

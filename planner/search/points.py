@@ -115,7 +115,7 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
         one = tiers.one_time_usd(ctx, m) if m is not None else (0.0, 0.0)
         tier, tier_src = tiers.provenance(ctx, cand.method, cand.tuned) if m is not None else ("", "")
         out.append(
-            OperatingPoint(
+            dict(
                 method=cand.method,
                 label=label,
                 available=True,
@@ -152,10 +152,11 @@ def points(ctx: Context, cands: Sequence[Candidate], sr: SearchResult, n: int = 
             )
         )
     # tau -> the i.i.d. per-token alpha with the same acceptance length, all candidates in one inversion
-    ks_ = np.array([max(p.k, 1) for p in out], float)
-    taus = np.clip(np.array([p.acceptance_length for p in out]), 1.0, ks_ + 1.0)
+    ks_ = np.array([max(p["k"], 1) for p in out], float)
+    taus = np.clip(np.array([p["acceptance_length"] for p in out]), 1.0, ks_ + 1.0)
     alphas = np.atleast_1d(acc.alpha_from_acceptance_length(taus, ks_, iterations=40))
-    return [dataclasses.replace(p, alpha_per_token=float(a) if p.k else 0.0) for p, a in zip(out, alphas, strict=True)]
+    return [OperatingPoint(**{**p, "alpha_per_token": float(a) if p["k"] else 0.0})
+            for p, a in zip(out, alphas, strict=True)]
 
 
 def unavailable(ctx: Context, name: str, why: str) -> OperatingPoint:
