@@ -135,8 +135,8 @@ class E2E:
 
 @pytest.fixture(scope="session")
 def e2e(model_cache: dict, tmp_path_factory: pytest.TempPathFactory) -> E2E:
-    """The real calibration: microbenchmark + one engine job through the local runner (a subprocess; one
-    engine start per configuration), persisted in a session store file that later tests read."""
+    """The real calibration: microbenchmark + one engine job through the local runner (a subprocess holding every
+    configuration's engine, measured in turn), persisted in a session store file that later tests read."""
     from calibration.measure.spec import MicrobenchSpec
     from calibration.run.runners import LocalRunner
 
@@ -146,11 +146,13 @@ def e2e(model_cache: dict, tmp_path_factory: pytest.TempPathFactory) -> E2E:
     # the kernel fit only starts the engine fit (which refits both efficiencies): a small grid will do
     mb = runner.submit("microbench", MicrobenchSpec(batches=(1, 4, 16), repeats=3).to_dict(), timeout_s=300)
     assert mb.wait(320) == "succeeded", mb.lines()
+    # interleaved, as the CLI runs a CPU calibration whose engines fit in memory (--interleave auto): every engine in
+    # one child, each group measured for every configuration in turn
     spec = JobSpec(configs=E2E_CONFIGS, workloads=E2E_WORKLOADS, batch_sizes=E2E_BATCH_SIZES, min_rounds=1,
                    max_rounds=1, budget_s=60.0, max_output_tokens=E2E_MAX_TOKENS,
-                   metrics_text_dir=str(root / "metrics"), custom_prompts=E2E_UPLOADED)
+                   metrics_text_dir=str(root / "metrics"), custom_prompts=E2E_UPLOADED, interleave=True)
     t0 = time.perf_counter()
-    job = runner.submit("engine", spec.to_dict(), timeout_s=1500)  # 6 engines x (start + 6 groups)
+    job = runner.submit("engine", spec.to_dict(), timeout_s=1500)  # 6 engine starts, then 6 rounds of groups
     state = job.wait(1560)
     engine_s = time.perf_counter() - t0
     assert state == "succeeded", "\n".join(job.lines()[-30:])

@@ -1,6 +1,6 @@
 """Which prices the visitor entered: the sidebar's $/GPU-hour and the hardware comparison's per GPU type. Entered
 means typed (or carried by a link), whatever the value, the list midpoint included; the plan then uses it as given
-and the Monte Carlo never draws a price over it (planner.money.bill.gpu_price holds the rule)."""
+and the Monte Carlo never draws a price over it (planner.price.gpu_price holds the rule)."""
 
 from __future__ import annotations
 

@@ -254,31 +254,6 @@ def test_report_says_when_load_was_not_recorded(tmp_path: Path) -> None:
     assert math.isnan(load_summary([make_record()])["max_share"])
 
 
-@pytest.mark.engine
-def test_interleaved_job_measures_each_engine_with_its_own_counters(store: Store, model_cache: dict) -> None:
-    """Two engines in one child, groups alternating: each group's counters are its own engine's (vLLM keeps
-    one Prometheus registry per process, calibration.measure.engine.MetricsSwitch), and each carries its load."""
-    from calibration.measure.spec import EngineConfig, JobSpec
-    from calibration.run.runners import LocalRunner
-
-    # 16 tokens: at 8 an n-gram lookup may find nothing to draft, and the drafted counts are what is checked
-    spec = JobSpec(configs=(EngineConfig("none"), EngineConfig("ngram", 3)), workloads=("code",), batch_sizes=(1,),
-                   min_rounds=2, max_rounds=2, max_output_tokens=16, interleave=True, max_foreign_share=1.0)
-    h = LocalRunner(store.url).submit("engine", spec.to_dict(), timeout_s=600)
-    assert h.wait(620) == "succeeded", "\n".join(h.lines()[-30:])
-    groups = [g for g in store.groups([h.run_id]) if g.status == "finished"]
-    assert [g.config_label for g in sorted(groups, key=lambda g: g.created_at)] == ["baseline", "ngram-k3"] * 2
-    for g in groups:
-        assert g.extra["interleaved"] is True
-        assert g.output_tokens == 16
-        # the metrics delta saw this engine's 16 generated tokens: the other engine's collectors were not read
-        assert g.extra["generation_tokens"] == 16, g.config_label
-        assert 0.0 <= g.extra["foreign_cpu_share"] <= 1.0 and g.extra["loadavg_1m"] >= 0.0
-        # Prometheus drafts (swapped collectors) agree with the engine's own per-request counts
-        assert g.counts.num_drafts == sum(g.extra.get("request_drafts", [0])), g.config_label
-    assert sum(g.counts.num_drafts for g in groups if g.method == "ngram") > 0
-
-
 def _family_lane(lanes: _ScriptedLanes, label: str, family: str) -> Lane:
     return dataclasses.replace(lanes.lane(label), family=family)
 

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from calibration.measure.spec import EngineConfig
-from calibration.storage.store import Store
 from calibration.targets import head_formats, heads, model_assets, registry
 from calibration.targets.registry import RegistryError, parse_registry
-from tests.calibration.conftest import E2E, E2E_CONFIGS
+from tests.calibration.conftest import E2E_CONFIGS
 
 # A SmolLM2-135M-shaped target (its config.json fields), and a small one that builds in milliseconds.
 SMOLLM2 = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576,
@@ -311,17 +310,13 @@ EAGLE3_IN_E2E = EngineConfig("eagle3", 3, "cost-only")
 
 
 @pytest.mark.engine
-def test_cost_only_heads_and_mtp_draft_on_the_cpu_engine(model_cache: dict, e2e: E2E, tmp_path: Path) -> None:
+def test_cost_only_heads_and_mtp_draft_on_the_cpu_engine(model_cache: dict, tmp_path: Path) -> None:
     """EAGLE-3, MEDUSA and MTP through the shipped registry on the real engine: each starts, drafts and verifies
     (random heads accept almost nothing: only drafting is asserted). MEDUSA and MTP: one engine start each in one
-    process, ~1 min; EAGLE-3: the session calibration's engine (conftest.e2e)."""
+    process, ~1 min; EAGLE-3: the session calibration's engine, whose drafts and tokens
+    tests/calibration/measure/test_engine_e2e.py checks."""
     pytest.importorskip("vllm")
     assert EAGLE3_IN_E2E in E2E_CONFIGS
-    eagle3 = [g for g in Store(e2e.store_url).groups([e2e.run_id])
-              if g.config_label == EAGLE3_IN_E2E.label and g.status == "finished"]
-    assert eagle3, f"the session calibration measured no {EAGLE3_IN_E2E.label} group"
-    assert sum(g.counts.num_draft_tokens for g in eagle3) > 0
-    assert all(g.output_tokens == g.num_prompts * g.max_output_tokens for g in eagle3)
     script = tmp_path / "run_all.py"
     script.write_text(ENGINE_SCRIPT)
     root = Path(__file__).resolve().parents[3]
