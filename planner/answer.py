@@ -339,7 +339,7 @@ class HardwareChoice:
     no_speculation: HardwareOption | None  # None: no TP and weight format fits memory and meets the SLO
     speculation: HardwareOption | None  # the cheapest method fleet (None: none fits and meets the SLO)
     configs_sized: int  # (TP, weights) configurations whose fleet was sized
-    configs_skipped: int  # skipped: weights do not fit, or the one-replica floor is above the best found
+    configs_skipped: int  # not sized: weights do not fit, a floor at or above the best found, or no point under it
     note: str  # why there is no fleet, when there is none
     # the cheapest fleet (either kind) at the request's own weight format: the like-for-like one when other formats
     # are compared (None: that format cannot run here; then `own_format_note` says why)
