@@ -6,16 +6,16 @@
 import streamlit as st
 
 from i18n import tr
-from views.parts import memory as _memory
-from views.sidebar import language as _language
-from views.sidebar import state as _state
+from views.parts import memory as memory_part
+from views.sidebar import language as language_box
+from views.sidebar import state
 
-_language.apply()  # this run's language (the link's, the user's pick or the browser's) before any text
+language_box.apply()  # this run's language (the link's, the user's pick or the browser's) before any text
 st.set_page_config(page_title=tr("Speculative-decoding planner"), layout="wide")
-_memory.return_large_buffers_to_os()
+memory_part.return_large_buffers_to_os()
 
-url_problems = _state.init()
-_state.sidebar()
+url_problems = state.init()
+state.sidebar()
 
 # The default page is served at the app's root ("/"); Streamlit gives it no path of its own, so a typed /plan link
 # would find no page. The Plan page is therefore also registered, hidden from the menu, at /plan; the link's query
@@ -37,4 +37,4 @@ page = st.navigation(pages)
 for problem in url_problems:
     st.warning(problem)
 page.run()
-_state.write_url()
+state.write_url()

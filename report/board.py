@@ -13,8 +13,7 @@ import math
 from dataclasses import dataclass
 
 from i18n import N_, language, tr, tr_known, using
-from i18n.numbers import fmt_acceptance, fmt_months, fmt_per_month, fmt_share, fmt_tokens, fmt_usd, na
-from i18n.numbers import fmt_gpus as _gpus
+from i18n.numbers import fmt_acceptance, fmt_gpus, fmt_months, fmt_per_month, fmt_share, fmt_tokens, fmt_usd, na
 from planner.answer import Plan
 from planner.checks.knee import knee_sentence, slo_knee
 from planner.decision.hardware_choice import hardware_sentence
@@ -140,7 +139,7 @@ def _money(p: Plan) -> tuple[Figure, ...]:
     switching = p.best is not None and p.reference is not None and p.best.method != p.reference.method
     out = [Figure(tr("Today's monthly bill"), _per_month(e.reference_bill_usd_per_month),
                   tr("{label}: {gpus} at the peak ({tp} per replica), {billing} fleet", label=tr_known(today.label),
-                     gpus=_gpus(today.peak_gpus), tp=today.tp, billing=tr_known(e.billing))
+                     gpus=fmt_gpus(today.peak_gpus), tp=today.tp, billing=tr_known(e.billing))
                   if today is not None else tr("no configuration serves the traffic under the SLO today"))]
     if best is not None and (today is None or (best.method, best.tp) != (today.method, today.tp)):
         label = tr("Recommended monthly bill") if p.recommendation is not None else \
@@ -148,7 +147,7 @@ def _money(p: Plan) -> tuple[Figure, ...]:
         k = f" K={best.k}," if best.k else ""
         out.append(Figure(label, _per_month(e.new_bill_usd_per_month),
                           tr("{label},{k} {gpus} at the peak ({tp} per replica), {billing} fleet", label=best.label,
-                             k=k, gpus=_gpus(best.peak_gpus), tp=best.tp, billing=tr_known(e.billing))))
+                             k=k, gpus=fmt_gpus(best.peak_gpus), tp=best.tp, billing=tr_known(e.billing))))
     band = (tr("5th to 95th percentile of the draws: {low} to {high}", low=_per_month(e.saving_p05_usd),
                high=_per_month(e.saving_p95_usd)) if e.saving_p05_usd is not None else "")
     out.append(Figure(tr("Monthly saving"), _per_month(e.monthly_saving_usd) if switching else tr("none: no switch"),
@@ -204,14 +203,14 @@ def _drivers_note(p: Plan, drivers: tuple[DriverBar, ...], mid_text: str) -> str
     not it."""
     if p.best is None:
         return tr("No method fits memory and meets the SLO, so there is no saving to draw.")
-    against = tr("no speculation on {gpus} per replica", gpus=_gpus(p.request.tp))
+    against = tr("no speculation on {gpus} per replica", gpus=fmt_gpus(p.request.tp))
     if not drivers:
         return tr("No driver to draw: {label}'s saving is drawn against {against}, which cannot serve this traffic "
                   "under the SLO.", label=p.best.label, against=against)
     ref = p.reference_fleet
     other = "" if ref is None or (ref.method, ref.tp) == (NO_SPEC, p.request.tp) else tr(
         " Today runs {label} on {gpus} per replica, so the headline's saving is against that fleet, not this one.",
-        label=ref.label, gpus=_gpus(ref.tp))
+        label=ref.label, gpus=fmt_gpus(ref.tp))
     return tr("The monthly saving of {label} against {against} when one driver moves to its low or high end and the "
               "others stay at their middle ({mid}); the widest {n} of the Sensitivity page's bars.{other}",
               label=p.best.label, against=against, mid=mid_text, n=len(drivers), other=other)
@@ -258,7 +257,7 @@ def _serving(p: Plan) -> tuple[tuple[ServingRow, ...], str]:
     for f in p.serving_options:
         head = shown.get(f.role)
         how = tr("co-located") if f.serving == "colocated" else tr("disaggregated: ") + ", ".join(
-            tr("{role} {gpus} at TP {tp}", role=tr_known(q.role), gpus=_gpus(q.peak_gpus), tp=q.tp) for q in f.pools)
+            tr("{role} {gpus} at TP {tp}", role=tr_known(q.role), gpus=fmt_gpus(q.peak_gpus), tp=q.tp) for q in f.pools)
         spec = "" if f.method == NO_SPEC else f" K={f.k}"
         who = tr("today ({label})", label=f"{tr_known(f.label)}{spec}") if f.role == "today" else \
             tr("with the best method ({label})", label=f"{f.label}{spec}")

@@ -20,7 +20,7 @@ from planner.decision.assumptions import CALIBRATED_PREFIX
 from planner.decision.verdict import slo_phrase
 from planner.request import PlanRequest
 from report.board import headline, knee_text
-from views.parts import hardware as _hardware
+from views.parts import hardware as hardware_part
 from views.parts import widgets
 from views.parts.text import plain, plain_in, quoted
 from views.sidebar import state as S
@@ -37,7 +37,7 @@ BILLINGS = {"autoscaled": N_("autoscaled (each hour's replicas)"), "fixed": N_("
 def compute(req: PlanRequest | None = None) -> Plan:
     """Everything the page shows: one cached plan() call, the fleet by hour and the billing chosen on the page
     included (both are part of the shared request; benchmarks time this)."""
-    return S.plan(_hardware.with_comparison(req or S.request()))
+    return S.plan(hardware_part.with_comparison(req or S.request()))
 
 
 def cpm_chart(p: Plan) -> go.Figure:
@@ -301,7 +301,7 @@ def render() -> None:
     rows = method_rows(p)
     st.dataframe(rows, key="plan_table", hide_index=True, column_config=widgets.headers(rows))
     _fleet(p)
-    _hardware.section(p)
+    hardware_part.section(p)
     if p.deploy is not None:
         title = (tr("Deployment command") if p.recommendation is not None
                  else tr("Deployment command for the cheapest method ({label}; not recommended here)", label=p.best.label))

@@ -16,7 +16,7 @@ from planner import plan as P
 from report.board import BoardReport, appendix_json, board_report
 from report.board_html import board_html
 from report.board_pdf import board_pdf
-from views.parts import hardware as _hardware
+from views.parts import hardware as hardware_part
 from views.parts import report as rep
 from views.parts import widgets
 from views.parts.text import plain
@@ -36,7 +36,7 @@ def render() -> None:
     if req is None:
         return
     cat = S.catalog()
-    req = _hardware.with_comparison(req)  # the Plan page's request: its hardware comparison reaches the report
+    req = hardware_part.with_comparison(req)  # the Plan page's request: its hardware comparison reaches the report
     p = S.plan(req, levers=True)
     # the Monte Carlo takes the volume a stated spend buys, as the plan and the Sensitivity page do
     mc = S.monte_carlo(S.at_spend_volume(req), p.best.method, p.best.k) if p.best is not None else None

@@ -16,13 +16,13 @@ from i18n.numbers import fmt_per_month, fmt_usd
 from planner.answer import Plan
 from planner.request import PlanRequest
 from views.parts import widgets
-from views.sidebar import price as _price
+from views.sidebar import price as price_box
 from views.sidebar import state as S
 
 TOGGLE = "hw_compare"  # session / URL key: compare GPU types (off by default: it sizes dozens of fleets)
 # session / URL key: let each GPU type pick other weight formats (off: like for like)
 OTHER_FORMATS = "hw_other_formats"
-PRICE_PREFIX = _price.GPU_PRICE_PREFIX  # + GPU type: its $/GPU-hour (session / URL keys; views.sidebar.state.PARAMS)
+PRICE_PREFIX = price_box.GPU_PRICE_PREFIX  # + GPU type: its $/GPU-hour (session / URL keys; views.sidebar.state.PARAMS)
 
 
 def with_comparison(req: PlanRequest) -> PlanRequest:
@@ -33,7 +33,7 @@ def with_comparison(req: PlanRequest) -> PlanRequest:
         return req
     cat = S.catalog()
     prices = tuple((name, float(ss[PRICE_PREFIX + name])) for name in cat.hardware
-                   if name != req.hardware and PRICE_PREFIX + name in ss and _price.gpu_price_entered(name))
+                   if name != req.hardware and PRICE_PREFIX + name in ss and price_box.gpu_price_entered(name))
     return dataclasses.replace(req, compare_hardware=True, hardware_prices=prices,
                                compare_other_formats=bool(ss.get(OTHER_FORMATS, False)))
 
@@ -96,10 +96,10 @@ def _prices(req: PlanRequest) -> None:
             col = cols[i % 3]
             if name == req.hardware:
                 col.caption(tr("{label}: ${price_of} (the sidebar's "
-                            "price, the plan's GPU)", label=hw.label, price_of=f"{_price.price_of(req, hw):.2f}"))
+                            "price, the plan's GPU)", label=hw.label, price_of=f"{price_box.price_of(req, hw):.2f}"))
                 continue
             col.number_input(hw.label, min_value=0.01, max_value=1000.0, step=0.1, key=PRICE_PREFIX + name,
-                             on_change=_price.mark_gpu_price_entered, args=(name,),
+                             on_change=price_box.mark_gpu_price_entered, args=(name,),
                              help=tr("Default: midpoint of ${usd_per_gpu_hour_low}-${usd_per_gpu_hour_high} "
                                   "({source}, {date}).", usd_per_gpu_hour_low=f"{hw.usd_per_gpu_hour_low:.2f}", usd_per_gpu_hour_high=f"{hw.usd_per_gpu_hour_high:.2f}", source=hw.price.source, date=hw.price.date))
 

@@ -15,7 +15,7 @@ from calibration.storage import kept_hardware
 from i18n import tr
 from profiles.hardware_spec import MAX_SPEC_BYTES, HardwareSpecError, is_spec_name, with_hardware_spec
 from profiles.uploads import read_gpu_spec
-from views.sidebar import price as _price
+from views.sidebar import price as price_box
 from views.sidebar.client import client_address
 
 OWN_KEY = "_own_gpus"  # spec:<digest> names this session read or opened (the Hardware list shows them)
@@ -69,7 +69,7 @@ def _use() -> None:
         return
     ss[OWN_KEY] = [*(n for n in ss.get(OWN_KEY, []) if n != hw.name), hw.name]
     ss["hardware"] = hw.name
-    ss["price"], ss[_price.PRICE_SET] = hw.usd_per_gpu_hour_mid, False  # its list midpoint, not entered
+    ss["price"], ss[price_box.PRICE_SET] = hw.usd_per_gpu_hour_mid, False  # its list midpoint, not entered
     lines = [f"Using {hw.label}.",
              f"{hw.hbm_gb:g} GB at {hw.hbm_bandwidth_gb_s:,.0f} GB/s; dense {hw.bf16_tflops:,.0f} BF16, "
              f"{hw.fp8_tflops:,.0f} FP8" + (f", {hw.fp4_tflops:,.0f} FP4" if hw.fp4_tflops else "") + " TFLOP/s; "

@@ -22,7 +22,7 @@ from calibration.storage import kept_traffic
 from calibration.storage.calibrated_catalog import calibrated_files, with_calibrated
 from calibration.storage.store import default_url
 from i18n import N_, tr, tr_known
-from i18n import numbers as _num
+from i18n import numbers as num
 from i18n.errors import error_text
 from planner import plan as P
 from planner.fleet import SHAPES
@@ -47,7 +47,7 @@ from profiles.traffic import ParseOptions, TrafficError, TrafficProfile
 from profiles.uploads import read_traffic
 from views.parts.text import cut_value, plain, plain_in, quoted
 from views.sidebar import acceptance_box, hardware_box, language, model_box, slo_box
-from views.sidebar import price as _price
+from views.sidebar import price as price_box
 from views.sidebar.client import client_address
 from views.sidebar.url_values import url_bool
 
@@ -102,7 +102,7 @@ def _params() -> dict[str, Param]:
         "hardware": Param(DEFAULTS["hardware"], str, lambda v: v in cat.hardware or hardware_box.known(v)),
         # a price of 0 makes every CPM zero and every saving a division by zero: at least a cent
         "price": Param(hw.usd_per_gpu_hour_mid, float, _finite(0.01, MAX_USD_PER_GPU_HOUR)),
-        _price.PRICE_SET: Param(False, url_bool, lambda v: isinstance(v, bool)),  # typed: entered (views.sidebar.price)
+        price_box.PRICE_SET: Param(False, url_bool, lambda v: isinstance(v, bool)),  # typed: entered (views.sidebar.price)
         "tp": Param(DEFAULTS["tp"], int, lambda v: v in TP_OPTIONS),
         "attn_dp": Param(False, url_bool, lambda v: isinstance(v, bool)),
         "dtype": Param(DEFAULTS["dtype"], str, lambda v: v in WEIGHT_DTYPES),
@@ -155,7 +155,7 @@ def _params() -> dict[str, Param]:
     params["hw_other_formats"] = Param(False, url_bool, lambda v: isinstance(v, bool))  # ... at other weight formats too
     for name, h in cat.hardware.items():  # ... at these $/GPU-hour (views.parts.hardware)
         params[f"gpu_price_{name}"] = Param(h.usd_per_gpu_hour_mid, float, _finite(0.01, 1000.0))
-    params[_price.GPU_PRICES_SET] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
+    params[price_box.GPU_PRICES_SET] = Param("", str, lambda v: all(n in cat.hardware for n in v.split(",") if n))
     params |= {key: Param(*p) for key, p in language.PARAMS.items()}  # lang, wan (views.sidebar.language)
     return params | {key: Param(*p) for key, p in slo_box.PARAMS.items()}  # the TTFT SLO (views.sidebar.slo_box)
 
@@ -184,7 +184,7 @@ def init() -> list[str]:
                                             value=plain(cut_value(raw)), default=repr(p.default)))
                 continue
             ss[key] = val
-            _price.from_link(key)
+            price_box.from_link(key)
         if "hardware" in st.query_params and "price" not in st.query_params:
             ss["price"] = cat_hw_price(ss["hardware"])  # a link's hardware brings its own list price
         ss["_url_problems"] = problems
@@ -232,10 +232,10 @@ def sidebar() -> None:
         model_box.model_box(cat)
         acceptance_box.acceptance_box(cat)
         st.selectbox(tr("Hardware"), list(cat.hardware), key="hardware", format_func=lambda n: hardware_box.label(cat, n),
-                     on_change=_price.on_hardware_change, args=(cat,))
+                     on_change=price_box.on_hardware_change, args=(cat,))
         hardware_box.hardware_box()
         hw = cat.hardware[ss["hardware"]]
-        st.number_input(tr("Price, $/GPU-hour"), min_value=0.01, max_value=1000.0, step=0.1, key="price", on_change=_price.typed,
+        st.number_input(tr("Price, $/GPU-hour"), min_value=0.01, max_value=1000.0, step=0.1, key="price", on_change=price_box.typed,
                         help=tr("Default: midpoint of the {label} list range ${usd_per_gpu_hour_low}-"
                              "${usd_per_gpu_hour_high} ({source}, {date}).", label=hw.label, usd_per_gpu_hour_low=f"{hw.usd_per_gpu_hour_low:.2f}", usd_per_gpu_hour_high=f"{hw.usd_per_gpu_hour_high:.2f}", source=hw.price.source, date=hw.price.date))
         c1, c2 = st.columns(2)
@@ -277,7 +277,7 @@ def sidebar() -> None:
             st.caption(tr("The plan derives the volume this spend buys (Plan page)."))
         elif ss["volume_source"] == "profile" and has_volume:
             st.caption(tr("Using the trace's own {v} output tokens/month "
-                       "({name}); pick 'the number I type' to plan another volume.", v=_num.fmt_tokens(prof.monthly_output_tokens, en_spec=",.3g"), name=quoted(prof.name)))
+                       "({name}); pick 'the number I type' to plan another volume.", v=num.fmt_tokens(prof.monthly_output_tokens, en_spec=",.3g"), name=quoted(prof.name)))
         elif ss["volume_source"] == "profile":
             st.caption(tr("No traffic profile with a monthly volume is loaded (Traffic page): the number below "
                        "is used."))
@@ -362,7 +362,7 @@ def request(**changes) -> P.PlanRequest:
         model=ss["model"], hardware=ss["hardware"], tp=int(ss["tp"]), dtype=ss["dtype"],
         attention_dp=bool(ss.get("attn_dp", False)) and bool(cat.models[ss["model"]].experts),
         kv_dtype=None if ss["kv"] == "auto" else ss["kv"],
-        usd_per_gpu_hour=_price.entered_price(),  # typed: entered, whatever its value
+        usd_per_gpu_hour=price_box.entered_price(),  # typed: entered, whatever its value
         workload=ss["workload"], language=ss["language"], current_method=ss["current"], tuned=bool(ss["tuned"]),
         costs=costs(), fleet=True, shape=arrival_shape(), price_range=bool(ss.get("mc_price", False)),
         billing=ss.get("billing", P.PlanRequest.billing), engine=ss.get("engine", P.PlanRequest.engine),
@@ -397,15 +397,15 @@ def is_profile() -> bool:
 def scenario_caption(req: P.PlanRequest) -> str:
     cat = catalog()
     hw = cat.hardware[req.hardware]
-    price = _price.price_of(req, hw)
+    price = price_box.price_of(req, hw)
     head = tr("{model} on {tp} x {gpu} ({dtype}) at {price}/GPU-hour, {slo}", model=cat.models[req.model].label,
-              tp=req.tp, gpu=hw.label, dtype=req.dtype, price=_num.fmt_usd(price, 2), slo=slo_box.tpot_phrase(req))
+              tp=req.tp, gpu=hw.label, dtype=req.dtype, price=num.fmt_usd(price, 2), slo=slo_box.tpot_phrase(req))
     if req.spend_usd_per_month is not None:
         gpus = tr(" on at most {n} GPUs", n=f"{req.spend_gpus:,}") if req.spend_gpus is not None else ""
         return head + slo_box.ttft_phrase(req) + tr(", the volume a spend of {spend}/month{gpus} serves (derived by the "
-                                                    "plan).", spend=_num.fmt_usd(req.spend_usd_per_month), gpus=gpus)
+                                                    "plan).", spend=num.fmt_usd(req.spend_usd_per_month), gpus=gpus)
     return head + slo_box.ttft_phrase(req) + tr(", {volume} output tokens/month ({source}).",
-                                                volume=_num.fmt_tokens(req.monthly_output_tokens),
+                                                volume=num.fmt_tokens(req.monthly_output_tokens),
                                                 source=plain_in(tr_known(req.volume_source), getattr(st.session_state.get(PROFILE_KEY), 'name', None)))
 
 
@@ -556,10 +556,10 @@ def batch_sweep(req: P.PlanRequest, method: str) -> sweeps.BatchSweep:
     return sweeps.batch_sweep(req, catalog(), method)
 
 
-fmt_usd = _num.fmt_usd  # in the reader's language (i18n.numbers)
-fmt_cpm = _num.fmt_cpm
-fmt_months = _num.fmt_months
-fmt_pct = _num.fmt_pct
+fmt_usd = num.fmt_usd  # in the reader's language (i18n.numbers)
+fmt_cpm = num.fmt_cpm
+fmt_months = num.fmt_months
+fmt_pct = num.fmt_pct
 
 
 def page_header(title: str) -> P.PlanRequest | None:
