@@ -8,6 +8,7 @@ import io
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -74,40 +75,40 @@ def _one_string_on_every_row(text: str, rows: int) -> pa.Table:
                      "workload": pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int8)), ["chat"])})
 
 
-def _bombs() -> dict[str, tuple[bytes, str]]:
-    """name -> (file bytes, what the refusal must say)."""
-    line = MAX_PROMPT_UPLOAD_BYTES - 64  # a line just inside the size limit
-    return {
-        # what pandas turned into 3.95 GB: one 4,000-character prompt on a million rows, a few KB on disk
-        "dictionary rows.parquet": (_parquet(_one_string_on_every_row("p" * 4000, 1_000_000)),
-                                    "1,000,000 rows (the file's metadata); at most 20,000 rows allowed"),
-        # within the row limit, one 100,000-character prompt on every row: 2 GB as Python strings
-        "dictionary long.parquet": (_parquet(_one_string_on_every_row("q" * 100_000, 20_000)),
-                                    "row 1, column 'prompt_text': value 'qqqq"),
-        # one 200 MB dictionary string: refused from the footer before any page is decoded
-        "dictionary huge.parquet": (_parquet(_one_string_on_every_row("r" * 200_000_000, 2)),
-                                    "once decompressed (the file's metadata); at most 67,108,864 bytes allowed"),
-        # a header, then a row made only of commas (every field built before any check, in a naive reader)
-        "commas.csv": (b"prompt_text,workload\n" + b"," * line + b"\n",
-                       f"line 2 has {line:,} bytes; at most 131,072 bytes per line allowed"),
-        "one line.jsonl": (b'{"prompt_text": "' + b"s" * (line - 19) + b'"}\n',
-                           f"line 1 has {line:,} bytes; at most 131,072 bytes per line allowed"),
-        "too big.csv": (b"prompt_text\n" + b"t\n" * (MAX_PROMPT_UPLOAD_BYTES // 2),
-                        "size 4,194,316 bytes; at most 4,194,304 bytes (4 MiB) allowed for a prompt set"),
-    }
+_LINE = MAX_PROMPT_UPLOAD_BYTES - 64  # a line just inside the size limit
+# name -> (what writes the file's bytes, what the refusal must say); the bytes are written by the module's fixture,
+# not when the tests are collected (every test worker collects every file)
+BOMBS: dict[str, tuple[Callable[[], bytes], str]] = {
+    # what pandas turned into 3.95 GB: one 4,000-character prompt on a million rows, a few KB on disk
+    "dictionary rows.parquet": (lambda: _parquet(_one_string_on_every_row("p" * 4000, 1_000_000)),
+                                "1,000,000 rows (the file's metadata); at most 20,000 rows allowed"),
+    # within the row limit, one 100,000-character prompt on every row: 2 GB as Python strings
+    "dictionary long.parquet": (lambda: _parquet(_one_string_on_every_row("q" * 100_000, 20_000)),
+                                "row 1, column 'prompt_text': value 'qqqq"),
+    # one 200 MB dictionary string: refused from the footer before any page is decoded
+    "dictionary huge.parquet": (lambda: _parquet(_one_string_on_every_row("r" * 200_000_000, 2)),
+                                "once decompressed (the file's metadata); at most 67,108,864 bytes allowed"),
+    # a header, then a row made only of commas (every field built before any check, in a naive reader)
+    "commas.csv": (lambda: b"prompt_text,workload\n" + b"," * _LINE + b"\n",
+                   f"line 2 has {_LINE:,} bytes; at most 131,072 bytes per line allowed"),
+    "one line.jsonl": (lambda: b'{"prompt_text": "' + b"s" * (_LINE - 19) + b'"}\n',
+                       f"line 1 has {_LINE:,} bytes; at most 131,072 bytes per line allowed"),
+    "too big.csv": (lambda: b"prompt_text\n" + b"t\n" * (MAX_PROMPT_UPLOAD_BYTES // 2),
+                    "size 4,194,316 bytes; at most 4,194,304 bytes (4 MiB) allowed for a prompt set"),
+}
 
 
 @pytest.fixture(scope="module")
 def bomb_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
     d = tmp_path_factory.mktemp("prompt_bombs")
     out = {}
-    for name, (data, expected) in _bombs().items():
-        (d / name).write_bytes(data)
+    for name, (write, expected) in BOMBS.items():
+        (d / name).write_bytes(write())
         out[name] = (d / name, expected)
     return out
 
 
-@pytest.mark.parametrize("name", list(_bombs()))
+@pytest.mark.parametrize("name", list(BOMBS))
 def test_a_hostile_prompt_file_is_refused_within_the_memory_and_time_bounds(bomb_files, name: str) -> None:
     path, expected = bomb_files[name]
     assert path.stat().st_size <= MAX_PROMPT_UPLOAD_BYTES + 64
