@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.live_app import ARGS, CHROMIUM, running_app
+from tests.app.live_app import ARGS, CHROMIUM, running_app, settled
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENS = Path("/tmp/specplan-screens")
@@ -39,7 +39,7 @@ def test_upload_sample_and_read_recommendation(server, tmp_path):
         rec.wait_for(timeout=60_000)
         # the trace's own volume is the default: the sidebar says so, nobody had to pick it
         page.get_by_text("Using the trace's own").first.wait_for(timeout=60_000)
-        page.wait_for_timeout(1500)
+        settled(page)
         text = rec.inner_text()
         assert "code completion" in text and "K=" in text
         values = page.locator("[data-testid=stMetricValue]").all_inner_texts()
@@ -197,7 +197,7 @@ def test_tables_readable_and_page_links_at_1280px(server, tmp_path):
         page.goto(f"{server}/plan?model=llama-3.1-8b&tp=1", wait_until="domcontentloaded")
         page.get_by_text("Plan: does speculative decoding pay for you?").wait_for(timeout=60_000)
         page.locator("[data-testid=stMetricValue]").first.wait_for(timeout=60_000)
-        page.wait_for_timeout(1500)
+        settled(page)
         body = page.locator("body").inner_text()
         assert "Page not found" not in body
         assert label in body  # the link's model is the one planned

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import i18n
-from tests.app.live_app import ARGS, CHROMIUM, running_app
+from tests.app.live_app import ARGS, CHROMIUM, running_app, settled
 
 SCREENS = Path("/tmp/specplan-screens")
 PAGES = ["", "methods", "levers", "sensitivity", "traffic", "claims", "report", "calibrate", "history"]
@@ -28,11 +28,9 @@ def server(tmp_path_factory):
 
 
 def _settled(page) -> None:
-    """The page's script has finished: a title is drawn and Streamlit's running indicator is gone."""
+    """A title is drawn and the page's script run is over."""
     page.locator("[data-testid=stMain] h1").first.wait_for(timeout=120_000)
-    page.wait_for_timeout(1500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget] button')", timeout=120_000)
-    page.wait_for_timeout(500)
+    settled(page)
 
 
 @pytest.mark.parametrize("locale", ["zh-CN", "en-US"])

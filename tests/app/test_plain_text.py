@@ -163,7 +163,7 @@ def test_a_browser_shows_the_visitors_markdown_as_text(server):  # noqa: F811 - 
 
     from playwright.sync_api import sync_playwright
 
-    from tests.app.test_browser import ARGS, CHROMIUM
+    from tests.app.live_app import ARGS, CHROMIUM, settled
 
     fetched: list[str] = []
     with sync_playwright() as p:
@@ -176,7 +176,7 @@ def test_a_browser_shows_the_visitors_markdown_as_text(server):  # noqa: F811 - 
                   wait_until="domcontentloaded")
         page.get_by_text("URL parameter model=").first.wait_for(timeout=60_000)
         page.locator("[data-testid=stMetricValue]").first.wait_for(timeout=60_000)
-        page.wait_for_timeout(1500)
+        settled(page)
         dom = page.evaluate(_DOM_CHECK)
         assert dom["links"] == [] and dom["images"] == [], dom
         assert "model='[x](https://evil.example/)'" in dom["text"] and f"hardware='{IMAGE}'" in dom["text"]

@@ -10,7 +10,7 @@ import pytest
 from pypdf import PdfReader
 
 from planner.formatting import fmt_usd
-from tests.app.live_app import ARGS, CHROMIUM, running_app
+from tests.app.live_app import ARGS, CHROMIUM, running_app, settled
 from tests.app.test_pages import cli_plan
 
 pytestmark = pytest.mark.browser
@@ -27,7 +27,7 @@ def _download_pdf(page, url: str, tmp_path) -> tuple[str, list[str], int, str]:
     """(the Plan page's first money figures, the Report page's, the PDF's page count and text) for a link."""
     page.goto(url, wait_until="domcontentloaded")
     page.locator("[data-testid=stMetricValue]").first.wait_for(timeout=90_000)
-    page.wait_for_timeout(1500)
+    settled(page)
     plan_values = page.locator("[data-testid=stMetricValue]").all_inner_texts()
     page.get_by_role("link", name="Report").first.click()
     button = page.get_by_role("button", name="Download the board report (PDF)")

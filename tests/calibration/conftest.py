@@ -153,7 +153,11 @@ def e2e(model_cache: dict, tmp_path_factory: pytest.TempPathFactory) -> E2E:
                    metrics_text_dir=str(root / "metrics"), custom_prompts=E2E_UPLOADED, interleave=True)
     t0 = time.perf_counter()
     job = runner.submit("engine", spec.to_dict(), timeout_s=1500)  # 6 engine starts, then 6 rounds of groups
-    state = job.wait(1560)
+    try:
+        state = job.wait(1560)
+    except BaseException:  # an interrupted run (Ctrl-C) takes its six engines down; a local job outlives its runner
+        job.cancel()
+        raise
     engine_s = time.perf_counter() - t0
     assert state == "succeeded", "\n".join(job.lines()[-30:])
     if os.environ.get("SPECPLAN_KEEP_E2E"):
