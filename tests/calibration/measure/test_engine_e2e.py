@@ -177,7 +177,8 @@ def test_fit_and_predicted_vs_measured(e2e: E2E, capsys: pytest.CaptureFixture[s
     # it predicted (worst 20.6 %); they were 60 %. Since 2026-12-05 the session calibration is interleaved (every
     # engine in one child, groups in turn, as the CLI runs it on a CPU): load that drifts hits every configuration
     # alike; held-out 9.1 / 9.4 % alone, 8.1 / 9.4 % as ./dev test's second phase (the one-child-per-configuration
-    # runs of the day before: 14.6 % and 28.4 % on a quiet machine, 39.9 % beside a benchmark).
+    # runs of the day before: 14.6 % and 28.4 % on a quiet machine, 39.9 % beside a benchmark); later that day, as
+    # ./dev test's second phase from three fresh clones: 14.5 / 15.3, 9.3 / 8.4, 11.5 / 11.9 %.
     # the cost-only EAGLE-3 head: its own draft-pass term fitted on the K=1 groups (one K: the per-step term held at
     # the n-gram groups' shared overhead), a physical value, and its K=3 groups predicted as held out
     (cost,) = [c for c in rep.method_costs if c.method == "eagle3"]
