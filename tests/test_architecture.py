@@ -235,7 +235,7 @@ def test_line_counter_names_only_the_long_files(tmp_path):
     assert _long_files(tmp_path, ("pkg",), 3) == ["pkg/long.py (4 lines)", "pkg/sub/long.py (9 lines)"]
 
 
-@pytest.mark.parametrize("pkg", PACKAGES)
+@pytest.mark.parametrize("pkg", (*PACKAGES, "tests"))
 def test_no_file_over_600_lines(pkg):
     long = _long_files(ROOT, (pkg,), MAX_FILE_LINES)
     assert not long, f"over {MAX_FILE_LINES} lines: {', '.join(long)}"

@@ -26,3 +26,20 @@ def app():
         assert not at.exception, at.exception
         return at
     return make
+
+
+@pytest.fixture
+def media(monkeypatch) -> dict[str, bytes]:
+    """The files the app hands to the browser (download buttons), by media file id."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    files: dict[str, bytes] = {}
+    real = MemoryMediaFileStorage.load_and_get_id
+
+    def keep(self, path_or_data, mimetype, kind, filename=None):
+        file_id = real(self, path_or_data, mimetype, kind, filename)
+        files[file_id] = path_or_data if isinstance(path_or_data, bytes) else path_or_data.encode()
+        return file_id
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", keep)
+    return files

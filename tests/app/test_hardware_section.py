@@ -81,7 +81,7 @@ def test_a_comparison_price_typed_back_to_the_list_midpoint_stays_entered(app, c
 def test_served_best_the_table_and_chart_show_disaggregated_fleets_beside_co_located(app, cat):
     """Issue 33: with serving "best" every GPU type shows its disaggregated fleets with and without speculation
     beside the co-located ones, the planner's numbers; co-located serving shows none."""
-    from tests.app.test_pages import chart
+    from tests.app.pages import chart
 
     at = app({"hw_compare": "true", "serving": "best"})
     assert not at.exception, at.exception

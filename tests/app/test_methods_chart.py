@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.app.test_pages import planned
+from tests.app.pages import planned
 
 
 def test_methods_chart_axes_start_at_zero_and_show_todays_cpm(app, cat):

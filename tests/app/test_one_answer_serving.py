@@ -12,7 +12,7 @@ import pytest
 
 from planner import plan as P
 from planner.money.kday import k_at_batch
-from tests.app.test_pages import chart, cli_plan, downloaded, media, metric, money  # noqa: F401  (media: a fixture)
+from tests.app.pages import chart, cli_plan, downloaded, metric, money
 
 TTFT_SLO_MS = 500.0
 TPOT_SLO_MS = 50.0

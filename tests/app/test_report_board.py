@@ -11,7 +11,7 @@ import pytest
 from pypdf import PdfReader
 
 from planner.formatting import fmt_usd
-from tests.app.test_pages import cli_plan, downloaded, media, metric, money  # noqa: F401 (media: a fixture)
+from tests.app.pages import cli_plan, downloaded, metric, money
 
 PLAN_FLAGS = ("--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4")  # the sidebar's defaults
 

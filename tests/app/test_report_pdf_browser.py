@@ -11,7 +11,7 @@ from pypdf import PdfReader
 
 from planner.formatting import fmt_usd
 from tests.app.live_app import ARGS, CHROMIUM, running_app, settled
-from tests.app.test_pages import cli_plan
+from tests.app.pages import cli_plan
 
 pytestmark = pytest.mark.browser
 PLAN_FLAGS = ("--model", "llama-3.3-70b", "--hardware", "h100-sxm", "--tp", "4")  # the sidebar's defaults
