@@ -29,8 +29,8 @@ SCRIPT_DONE = "() => document.querySelector('[data-testid=stApp]')?.dataset.test
 
 
 def settled(page, timeout_ms: int = 120_000) -> None:
-    """The page's script run is over, and still so 300 ms later (a rerun the script asks for starts within that):
-    what the page shows now is what it will show."""
+    """The page's script run is over, and still so at two more looks 300 ms apart (a rerun the script asks for starts
+    within that): what the page shows now is what it will show."""
     for _ in range(2):
         page.wait_for_function(SCRIPT_DONE, timeout=timeout_ms)
         page.wait_for_timeout(300)
